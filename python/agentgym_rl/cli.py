@@ -1,0 +1,56 @@
+"""The `agentgym-rl` command. Parses arguments only; each subcommand imports its stack lazily."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+
+def _bench(args: argparse.Namespace) -> int:
+    from agentgym_rl.bench_runner import run_benches
+
+    return run_benches(only=args.only, quick=args.quick)
+
+
+def _info(_: argparse.Namespace) -> int:
+    import agentgym_rl
+
+    print(f"agentgym-rl {agentgym_rl.__version__}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="agentgym-rl",
+        description="Train LLM agents with multi-turn RL: asynchronous rollouts, Rust core.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    bench = sub.add_parser(
+        "bench",
+        help="run the Rust core's throughput benchmarks side by side with their baselines",
+        description="Runs benches/ (builder vs Python re-render, codec GB/s, transport vs raw "
+        "pyzmq) and prints the figures and ratios.",
+    )
+    bench.add_argument(
+        "--only",
+        action="append",
+        choices=["builder", "codec", "transport"],
+        help="run only this benchmark (repeatable)",
+    )
+    bench.add_argument("--quick", action="store_true", help="small sizes, for CI smoke runs")
+    bench.set_defaults(func=_bench)
+
+    info = sub.add_parser("info", help="print the version")
+    info.set_defaults(func=_info)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return int(args.func(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Installs everything and runs every check CI runs: Rust format, lints and tests, Python lint,
+# stub check and tests. README's test command; .ci/run calls exactly this.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+
+step "install"
+scripts/install.sh --dev
+
+step "cargo fmt --check"
+cargo fmt --all --check
+step "cargo clippy"
+cargo clippy --workspace --all-targets -- -D warnings
+step "cargo test"
+cargo test --workspace
+
+step "ruff"
+ruff check python tests benches envs scripts
+ruff format --check python tests benches envs scripts
+step "stubtest (agentgym_rl._core against its .pyi)"
+"$PY" -m mypy.stubtest agentgym_rl._core --ignore-missing-stub
+
+step "pytest"
+"$PY" -m pytest -m "not gpu" "$@"
