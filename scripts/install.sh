@@ -65,4 +65,5 @@ fi
 #    rebuilds what changed.
 say "building agentgym_rl._core (release)"
 pip_q --no-build-isolation --no-deps -e .
+command -v pyenv >/dev/null && pyenv rehash 2>/dev/null || true
 "$PY" -c "import agentgym_rl._core as c; print('[install] agentgym_rl._core', c.__version__, 'ready')"
