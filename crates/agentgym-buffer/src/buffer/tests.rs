@@ -47,7 +47,9 @@ fn staleness_budget_follows_the_formula() {
     // S = 1, B = 2: by version v at most (1 + v + 1) * 2 groups may have started.
     let mut buf = TrajectoryBuffer::new(config(2, 2, 1)).unwrap();
     assert_eq!(buf.capacity(), 4);
-    let tickets: Vec<_> = (0..4).map(|i| buf.try_admit(&format!("babyai_{i}"), "babyai").unwrap()).collect();
+    let tickets: Vec<_> = (0..4)
+        .map(|i| buf.try_admit(&format!("babyai_{i}"), "babyai").unwrap())
+        .collect();
     assert_eq!(buf.capacity(), 0);
     assert!(buf.try_admit("babyai_9", "babyai").is_none());
     for t in &tickets {
@@ -66,7 +68,9 @@ fn in_flight_cap_limits_admission() {
     let mut cfg = config(1, 100, 4);
     cfg.max_in_flight = 3;
     let mut buf = TrajectoryBuffer::new(cfg).unwrap();
-    let t: Vec<_> = std::iter::from_fn(|| buf.try_admit("t_1", "t")).take(10).collect();
+    let t: Vec<_> = std::iter::from_fn(|| buf.try_admit("t_1", "t"))
+        .take(10)
+        .collect();
     assert_eq!(t.len(), 3);
     complete(&mut buf, t[0], &[1.0]);
     assert_eq!(buf.capacity(), 1);
@@ -76,11 +80,16 @@ fn in_flight_cap_limits_admission() {
 fn groups_release_only_when_complete() {
     let mut buf = TrajectoryBuffer::new(config(3, 1, 4)).unwrap();
     let t = buf.try_admit("babyai_7", "babyai").unwrap();
-    let out = buf.add_sample(t.group_id, sample(1.0, 0, Status::Done)).unwrap();
+    let out = buf
+        .add_sample(t.group_id, sample(1.0, 0, Status::Done))
+        .unwrap();
     assert_eq!(out, AddOutcome::Pending { have: 1, want: 3 });
     assert!(buf.pop_ready().is_none());
-    buf.add_sample(t.group_id, sample(0.0, 0, Status::TurnCap)).unwrap();
-    let out = buf.add_sample(t.group_id, sample(0.5, 0, Status::Done)).unwrap();
+    buf.add_sample(t.group_id, sample(0.0, 0, Status::TurnCap))
+        .unwrap();
+    let out = buf
+        .add_sample(t.group_id, sample(0.5, 0, Status::Done))
+        .unwrap();
     assert_eq!(out, AddOutcome::Ready);
     let g = buf.pop_ready().unwrap();
     assert_eq!(g.task_id, "babyai_7");
@@ -115,7 +124,10 @@ fn zero_variance_groups_are_filtered_and_counted() {
     let t = buf.try_admit("x_1", "x").unwrap();
     assert_eq!(complete(&mut buf, t, &[1.0; 4]), AddOutcome::Filtered);
     let t = buf.try_admit("x_2", "x").unwrap();
-    assert_eq!(complete(&mut buf, t, &[1.0, 1.0, 0.0, 1.0]), AddOutcome::Ready);
+    assert_eq!(
+        complete(&mut buf, t, &[1.0, 1.0, 0.0, 1.0]),
+        AddOutcome::Ready
+    );
     assert_eq!(buf.counters().filtered, 1);
     assert_eq!(buf.pop_ready().unwrap().task_id, "x_2");
 }
@@ -129,7 +141,10 @@ fn memory_bound_applies_backpressure() {
         let t = buf.try_admit(&format!("x_{i}"), "x").unwrap();
         complete(&mut buf, t, &[1.0]);
     }
-    assert!(buf.try_admit("x_3", "x").is_none(), "ready queue full: no admission");
+    assert!(
+        buf.try_admit("x_3", "x").is_none(),
+        "ready queue full: no admission"
+    );
     buf.pop_ready().unwrap();
     assert!(buf.try_admit("x_3", "x").is_some());
 }
@@ -151,11 +166,15 @@ fn requeue_keeps_accounting_and_order() {
 fn env_failures_and_aborts_are_counted() {
     let mut buf = TrajectoryBuffer::new(config(2, 1, 4)).unwrap();
     let t = buf.try_admit("x_1", "x").unwrap();
-    buf.add_sample(t.group_id, sample(0.0, 0, Status::EnvFailure)).unwrap();
+    buf.add_sample(t.group_id, sample(0.0, 0, Status::EnvFailure))
+        .unwrap();
     assert_eq!(buf.abort_group(t.group_id), Ok(1));
     let c = buf.counters();
     assert_eq!((c.env_failures, c.aborted, c.running), (1, 1, 0));
-    assert_eq!(buf.abort_group(t.group_id), Err(BufferError::UnknownGroup(t.group_id)));
+    assert_eq!(
+        buf.abort_group(t.group_id),
+        Err(BufferError::UnknownGroup(t.group_id))
+    );
 }
 
 #[test]
@@ -163,14 +182,20 @@ fn bad_config_and_version_regression_are_errors() {
     let mut cfg = config(0, 1, 1);
     assert!(matches!(
         TrajectoryBuffer::new(cfg.clone()),
-        Err(BufferError::InvalidConfig { field: "group_size", .. })
+        Err(BufferError::InvalidConfig {
+            field: "group_size",
+            ..
+        })
     ));
     cfg.group_size = 1;
     let mut buf = TrajectoryBuffer::new(cfg).unwrap();
     buf.set_version(3).unwrap();
     assert_eq!(
         buf.set_version(2),
-        Err(BufferError::VersionRegression { current: 3, requested: 2 })
+        Err(BufferError::VersionRegression {
+            current: 3,
+            requested: 2
+        })
     );
 }
 
