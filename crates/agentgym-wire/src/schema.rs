@@ -128,7 +128,10 @@ pub struct Group {
 impl Group {
     /// The oldest policy version of any generated token in the group.
     pub fn min_version(&self) -> Option<u32> {
-        self.samples.iter().filter_map(|s| s.tokens.min_version()).min()
+        self.samples
+            .iter()
+            .filter_map(|s| s.tokens.min_version())
+            .min()
     }
 
     pub fn rewards(&self) -> impl Iterator<Item = f32> + '_ {

@@ -1,0 +1,29 @@
+"""Group messages on the wire and the group stream between rollout and learner.
+
+* ``decode_group`` / ``encode_group``: the pure-Python codec (msgpack + ``numpy.frombuffer``),
+  interoperable byte-for-byte with the Rust codec (``agentgym_rl._core.decode_group`` and
+  friends).
+* ``GroupSender`` / ``GroupReceiver``: the Rust ZeroMQ transport (credit flow control, acks,
+  resending after reconnection). ``PyzmqGroupSender`` / ``PyzmqGroupReceiver`` implement the
+  same protocol in pure pyzmq (interop tests, fallback).
+"""
+
+from agentgym_rl._core import GroupReceiver, GroupSender
+from agentgym_rl.wire.codec import SCHEMA_VERSION, decode_group, encode_group
+from agentgym_rl.wire.pyzmq_receiver import PyzmqGroupReceiver
+from agentgym_rl.wire.pyzmq_sender import PyzmqGroupSender
+from agentgym_rl.wire.types import Status, WireGroup, WireSample, WireTokens
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "GroupReceiver",
+    "GroupSender",
+    "PyzmqGroupReceiver",
+    "PyzmqGroupSender",
+    "Status",
+    "WireGroup",
+    "WireSample",
+    "WireTokens",
+    "decode_group",
+    "encode_group",
+]

@@ -1,0 +1,123 @@
+"""Typed Python views of a decoded group message (the carriers of ``agentgym_wire::schema``).
+
+Arrays are numpy arrays over the message's bytes (read-only when decoded by
+``agentgym_rl.wire.codec``); ``truncated``, ``env_failure`` and ``drift`` are plain properties.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+
+class Status(str, Enum):
+    """Why an episode stopped (mirrors ``Status::as_str`` in Rust)."""
+
+    DONE = "done"
+    TURN_CAP = "turn_cap"
+    TRUNCATED = "truncated"
+    ENV_FAILURE = "env_failure"
+    ABORTED = "aborted"
+
+
+@dataclass(frozen=True)
+class WireTokens:
+    """Per-token arrays of one sample; ``turn_spans`` has shape ``(turns, 2)``."""
+
+    input_ids: npt.NDArray[np.uint32]
+    loss_mask: npt.NDArray[np.uint8]
+    logprobs: npt.NDArray[np.float32]
+    versions: npt.NDArray[np.uint32]
+    turn_spans: npt.NDArray[np.uint32]
+
+    def __len__(self) -> int:
+        return int(self.input_ids.shape[0])
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "input_ids": self.input_ids,
+            "loss_mask": self.loss_mask,
+            "logprobs": self.logprobs,
+            "versions": self.versions,
+            "turn_spans": self.turn_spans,
+        }
+
+
+@dataclass(frozen=True)
+class WireSample:
+    tokens: WireTokens
+    reward: float
+    status: Status
+    drift: bool
+    turns: int
+    turn_cap: int
+    stage: int
+    dispatch_version: int
+
+    @property
+    def truncated(self) -> bool:
+        return self.status is Status.TRUNCATED
+
+    @property
+    def env_failure(self) -> bool:
+        return self.status is Status.ENV_FAILURE
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "tokens": self.tokens.to_dict(),
+            "reward": self.reward,
+            "status": self.status.value,
+            "drift": self.drift,
+            "turns": self.turns,
+            "turn_cap": self.turn_cap,
+            "stage": self.stage,
+            "dispatch_version": self.dispatch_version,
+        }
+
+
+@dataclass(frozen=True)
+class WireGroup:
+    group_id: int
+    task_id: str
+    env: str
+    samples: list[WireSample] = field(default_factory=list)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> WireGroup:
+        """From the dict shape of ``_core.decode_group_dict`` (arrays already numpy)."""
+        samples = []
+        for s in d["samples"]:
+            t = s["tokens"]
+            tokens = WireTokens(
+                input_ids=t["input_ids"],
+                loss_mask=t["loss_mask"],
+                logprobs=t["logprobs"],
+                versions=t["versions"],
+                turn_spans=t["turn_spans"],
+            )
+            samples.append(
+                WireSample(
+                    tokens=tokens,
+                    reward=float(s["reward"]),
+                    status=Status(s["status"]),
+                    drift=bool(s["drift"]),
+                    turns=int(s["turns"]),
+                    turn_cap=int(s["turn_cap"]),
+                    stage=int(s["stage"]),
+                    dispatch_version=int(s["dispatch_version"]),
+                )
+            )
+        return cls(int(d["group_id"]), str(d["task_id"]), str(d["env"]), samples)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The dict shape ``_core.encode_group`` accepts."""
+        return {
+            "group_id": self.group_id,
+            "task_id": self.task_id,
+            "env": self.env,
+            "samples": [s.to_dict() for s in self.samples],
+        }
