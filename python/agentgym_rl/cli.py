@@ -6,6 +6,8 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+from agentgym_rl.env_cli import add_env_subcommands
+
 
 def _bench(args: argparse.Namespace) -> int:
     from agentgym_rl.bench_runner import run_benches
@@ -44,6 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     info = sub.add_parser("info", help="print the version")
     info.set_defaults(func=_info)
+    add_env_subcommands(sub)
     return parser
 
 

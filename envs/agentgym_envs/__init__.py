@@ -1,0 +1,39 @@
+"""Environment servers for agentgym-rl: the registry of served envs.
+
+Env modules are imported only when an env is loaded, so listing envs stays cheap.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from agentgym_envs.server.base import Environment
+
+# name -> (module, class, one-line description)
+ENVS: dict[str, tuple[str, str, str]] = {
+    "babyai": (
+        "agentgym_envs.babyai.env",
+        "BabyAIEnvironment",
+        "BabyAI grid worlds (minigrid): 40 levels, text view, BFS-planned high-level actions",
+    ),
+    "textcraft": (
+        "agentgym_envs.textcraft.env",
+        "TextCraftEnvironment",
+        "Crafting Minecraft 1.16.1 items from real recipes, goal depth 1-4",
+    ),
+    "noop": (
+        "agentgym_envs.noop",
+        "NoopEnvironment",
+        "Answers every step at once (overhead benches)",
+    ),
+}
+
+
+def load_env(name: str) -> Environment:
+    """Instantiate the environment registered as `name`."""
+    if name not in ENVS:
+        raise KeyError(f"unknown env {name!r}; known: {', '.join(sorted(ENVS))}")
+    module, cls, _ = ENVS[name]
+    return getattr(importlib.import_module(module), cls)()

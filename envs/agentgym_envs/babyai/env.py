@@ -1,0 +1,196 @@
+"""BabyAI as a text environment: minigrid levels, text observations, high-level actions.
+
+Observation: `Your goal: <mission>`, sentences about walls, visible objects and the carried
+object, then `Available actions: [...]`. Actions: "turn left", "turn right", "move forward",
+"go to <color> <type> <k>", "pick up <color> <type> <k>", "go through <color> door <k>" (open
+doors), "toggle and go through <color> door <k>" (closed or locked doors), "toggle" and "drop"
+when they apply, and "check available actions". High-level actions run as BFS-planned primitive
+moves on the true grid. Reward is minigrid's success reward; score is the running sum.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+from collections.abc import Callable
+from typing import Any, ClassVar
+
+import gymnasium as gym
+import minigrid  # noqa: F401 - importing registers the BabyAI levels
+from minigrid.core.actions import Actions
+
+from agentgym_envs.babyai.levels import CATEGORIES, LEVELS, level_for
+from agentgym_envs.babyai.planner import plan_to_face
+from agentgym_envs.babyai.view import Seen, View, describe, scan
+from agentgym_envs.server.base import Environment, Episode, StepResult
+
+CHECK = "check available actions"
+_PRIMITIVES = {
+    "turn left": Actions.left,
+    "turn right": Actions.right,
+    "move forward": Actions.forward,
+}
+
+
+def normalize(action: str) -> str:
+    """Case, surrounding whitespace/quotes and a trailing period do not matter."""
+    return " ".join(action.strip().strip("\"'").rstrip(".").lower().split())
+
+
+class BabyAIEpisode(Episode):
+    """One BabyAI episode; the minigrid env is kept across resets of the same level."""
+
+    def __init__(self) -> None:
+        self._env: Any = None
+        self._level: str | None = None
+        self._view = View((), {})
+        self._actions: dict[str, Callable[[], str]] = {}
+        self._score = 0.0
+        self._done = False
+
+    @property
+    def minigrid_env(self) -> Any:
+        """The unwrapped minigrid env (for tests and expert bots)."""
+        return self._env
+
+    def label_at(self, pos: tuple[int, int]) -> str | None:
+        """The action label of the visible object at absolute `pos`, if any."""
+        return next((o.label for o in self._view.objects if o.pos == tuple(pos)), None)
+
+    # -- Episode ---------------------------------------------------------------------------------
+    def reset(self, data_idx: int) -> StepResult:
+        level, seed = level_for(data_idx)
+        if level != self._level:
+            self.close()
+            self._env = gym.make(level, disable_env_checker=True).unwrapped
+            self._level = level
+        with contextlib.redirect_stdout(io.StringIO()):  # "Sampling rejected: ..." spam
+            self._env.reset(seed=seed)
+        self._score, self._done = 0.0, False
+        self._refresh()
+        return StepResult(self.observation(), 0.0, 0.0, False)
+
+    def step(self, action: str) -> StepResult:
+        key = normalize(action)
+        if key == CHECK:
+            return StepResult(self._available_text(), 0.0, self._score, False)
+        run = self._actions.get(key)
+        if run is None:
+            text = (
+                f"Invalid action: {action.strip()!r} is not available. "
+                f"Choose one of the available actions.\n{self._available_text()}"
+            )
+            return StepResult(text, 0.0, self._score, False)
+        before = self._score
+        feedback = run()
+        self._refresh()
+        lines = [feedback] if feedback else []
+        if self._done:
+            lines.append("You completed the goal." if self._score > 0 else "You ran out of steps.")
+        lines.append(self.observation())
+        return StepResult("\n".join(lines), self._score - before, self._score, self._done)
+
+    def observation(self) -> str:
+        body = "\n".join(describe(self._view, self._env.carrying))
+        return f"Your goal: {self._env.mission}\n{body}\n{self._available_text()}"
+
+    def available_actions(self) -> list[str]:
+        return [*self._actions, CHECK]
+
+    def close(self) -> None:
+        if self._env is not None:
+            self._env.close()
+            self._env = None
+            self._level = None
+
+    # -- actions ---------------------------------------------------------------------------------
+    def _available_text(self) -> str:
+        return "Available actions: " + json.dumps(self.available_actions())
+
+    def _refresh(self) -> None:
+        self._view = scan(self._env)
+        acts: dict[str, Callable[[], str]] = {}
+        if self._done:
+            self._actions = acts
+            return
+        for name, prim in _PRIMITIVES.items():
+            acts[name] = lambda name=name, prim=prim: self._primitive(name, prim)
+        carrying = self._env.carrying is not None
+        for obj in self._view.objects:
+            acts[f"go to {obj.label}"] = lambda o=obj: self._go_to(o)
+            if obj.kind in ("key", "ball", "box") and not carrying:
+                acts[f"pick up {obj.label}"] = lambda o=obj: self._pick_up(o)
+            if obj.kind == "door":
+                verb = "go through" if obj.state == "open" else "toggle and go through"
+                acts[f"{verb} {obj.label}"] = lambda o=obj: self._through(o)
+        front = self._env.grid.get(*self._env.front_pos)
+        if front is not None and front.type in ("door", "box"):
+            acts["toggle"] = lambda: self._primitive("toggle", Actions.toggle)
+        if carrying and front is None:
+            acts["drop"] = lambda: self._primitive("drop", Actions.drop)
+        self._actions = acts
+
+    def _run(self, actions: list[int]) -> bool:
+        """Step primitive actions until they run out or the episode ends; False if it ended."""
+        for a in actions:
+            _, reward, terminated, truncated, _ = self._env.step(a)
+            self._score += float(reward)
+            if terminated or truncated:
+                self._done = True
+                return False
+        return True
+
+    def _primitive(self, name: str, action: int) -> str:
+        before = (tuple(self._env.agent_pos), self._env.carrying)
+        self._run([action])
+        if action == Actions.forward and tuple(self._env.agent_pos) == before[0] and not self._done:
+            return "You cannot move forward: the way is blocked."
+        if action == Actions.drop and self._env.carrying is before[1] and not self._done:
+            return "You cannot drop here."
+        return ""
+
+    def _go_to(self, obj: Seen) -> str:
+        plan = plan_to_face(self._env, obj.pos)
+        if plan is None:
+            return f"You cannot reach the {obj.label} from here."
+        self._run(plan)
+        return ""
+
+    def _pick_up(self, obj: Seen) -> str:
+        plan = plan_to_face(self._env, obj.pos)
+        if plan is None:
+            return f"You cannot reach the {obj.label} from here."
+        if self._run(plan) and self._run([Actions.pickup]) and self._env.carrying is None:
+            return f"You cannot pick up the {obj.label}."
+        return ""
+
+    def _through(self, obj: Seen) -> str:
+        plan = plan_to_face(self._env, obj.pos)
+        if plan is None:
+            return f"You cannot reach the {obj.label} from here."
+        if not self._run(plan):
+            return ""
+        door = self._env.grid.get(*obj.pos)
+        if door is not None and door.type == "door" and not door.is_open:
+            if not self._run([Actions.toggle]):
+                return ""
+            if not door.is_open:
+                return f"The {obj.label} is locked: you need a {obj.color} key to open it."
+        self._run([Actions.forward, Actions.forward])
+        return ""
+
+
+class BabyAIEnvironment(Environment):
+    """40 BabyAI levels; task ids are unbounded (`data_idx // 40` is the seed)."""
+
+    name: ClassVar[str] = "babyai"
+
+    def new_episode(self) -> BabyAIEpisode:
+        return BabyAIEpisode()
+
+    def num_tasks(self) -> int | None:
+        return None
+
+    def info(self) -> dict[str, Any]:
+        return {**super().info(), "levels": list(LEVELS), "categories": CATEGORIES}

@@ -1,0 +1,44 @@
+"""Writes BabyAI's data/train.json and data/test.json (task ids; see levels.py for id -> task).
+
+    PYTHONPATH=envs python -m agentgym_envs.babyai.make_splits
+
+Train: ids 0-809 (every level, seeds 0-20). Test: 90 ids, 15 per category, each category's
+level with seeds 1000-1014 (disjoint from train). Rows: {"item_id": "babyai_<id>", "category"}:
+the category is the level's short name in train and the evaluation category in test.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from agentgym_envs.babyai.levels import CATEGORIES, level_for, task_id
+
+DATA = Path(__file__).parent / "data"
+TRAIN = 810
+TEST_SEEDS = range(1000, 1015)
+
+
+def short(level: str) -> str:
+    """'BabyAI-GoToLocal-v0' -> 'GoToLocal'."""
+    return level.removeprefix("BabyAI-").removesuffix("-v0")
+
+
+def main() -> None:
+    train = [{"item_id": f"babyai_{i}", "category": short(level_for(i)[0])} for i in range(TRAIN)]
+    test = sorted(
+        (
+            {"item_id": f"babyai_{task_id(level, s)}", "category": cat}
+            for cat, level in CATEGORIES.items()
+            for s in TEST_SEEDS
+        ),
+        key=lambda r: int(r["item_id"].split("_")[1]),
+    )
+    DATA.mkdir(exist_ok=True)
+    for name, rows in (("train.json", train), ("test.json", test)):
+        (DATA / name).write_text("[\n" + ",\n".join(json.dumps(r) for r in rows) + "\n]\n")
+        print(f"{name}: {len(rows)} rows")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,112 @@
+"""Runs one env server process: HTTP (uvicorn) and ZeroMQ front ends plus the idle reaper on one
+asyncio loop, sharing one `EpisodeTable`. SIGTERM/SIGINT close every episode and exit 0."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import uvicorn
+
+from agentgym_envs import load_env
+from agentgym_envs.server.http import HttpApp
+from agentgym_envs.server.table import EpisodeTable
+
+log = logging.getLogger("agentgym_envs.server")
+
+
+@dataclass(frozen=True)
+class ServeOptions:
+    """Everything `serve` needs; see options.py for the meaning of each field."""
+
+    name: str
+    host: str = "127.0.0.1"
+    port: int = 36001
+    zmq_port: int | None = None
+    idle_timeout_s: float = 600.0
+    max_obs_chars: int = 16_000
+    log_level: str = "warning"
+
+
+class _Server(uvicorn.Server):
+    """uvicorn without its own signal handling: the process-level handler below owns shutdown
+    (uvicorn's re-raises the signal after exit, which would end the process with status -15)."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+async def _reaper(table: EpisodeTable) -> None:
+    assert table.idle_timeout_s is not None
+    period = min(5.0, max(0.05, table.idle_timeout_s / 4))
+    while True:
+        await asyncio.sleep(period)
+        table.reap_idle()
+
+
+async def _main(opts: ServeOptions) -> int:
+    env = load_env(opts.name)
+    table = EpisodeTable(env, idle_timeout_s=opts.idle_timeout_s, max_obs_chars=opts.max_obs_chars)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+
+    config = uvicorn.Config(
+        HttpApp(table),
+        host=opts.host,
+        port=opts.port,
+        lifespan="off",
+        access_log=False,
+        log_level=opts.log_level,
+        timeout_keep_alive=5,
+    )
+    server = _Server(config)
+    tasks = [asyncio.create_task(server.serve(), name="http")]
+    zmq_front = None
+    if opts.zmq_port is not None:
+        from agentgym_envs.server.zmq_server import ZmqFrontend
+
+        zmq_front = ZmqFrontend(table, opts.host, opts.zmq_port)
+        tasks.append(asyncio.create_task(zmq_front.run(), name="zmq"))
+    if table.idle_timeout_s is not None:
+        tasks.append(asyncio.create_task(_reaper(table), name="reaper"))
+    stopper = asyncio.create_task(stop.wait(), name="stop")
+
+    done, _ = await asyncio.wait([*tasks, stopper], return_when=asyncio.FIRST_COMPLETED)
+    code = 0
+    if stopper not in done:  # a front end ended on its own: startup failure (port in use, ...)
+        code = 1
+        for task in done:
+            if task.exception() is not None:
+                log.error("%s failed: %r", task.get_name(), task.exception())
+    server.should_exit = True
+    for task in tasks[1:]:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    stopper.cancel()
+    if zmq_front is not None:
+        zmq_front.close()
+    live = len(table)
+    table.close_all()
+    log.info("shut down; closed %d live episode(s)", live)
+    return code
+
+
+def serve(opts: ServeOptions) -> int:
+    """Serve `opts.name` until SIGTERM/SIGINT. Returns 0 on a clean shutdown, 1 on startup errors."""
+    logging.basicConfig(
+        level=opts.log_level.upper(), stream=sys.stderr, format="%(asctime)s %(name)s %(message)s"
+    )
+    try:
+        import uvloop
+
+        return uvloop.run(_main(opts))
+    except ImportError:
+        return asyncio.run(_main(opts))

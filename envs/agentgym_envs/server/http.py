@@ -1,0 +1,116 @@
+"""The AgentGym HTTP protocol as a bare ASGI app (served by uvicorn, no framework).
+
+Same endpoints, field names and behaviour as the AgentGym BabyAI/TextCraft servers, so their
+clients work unchanged: request bodies are JSON objects, every refused request is HTTP 200 with
+`{"error": "..."}`. Only routing failures use 404/405. See PROTOCOL.md for the schema.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+from urllib.parse import parse_qs
+
+from agentgym_envs.server.base import EnvError, ErrorCode
+from agentgym_envs.server.table import EpisodeTable, dispatch
+
+Scope = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
+Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
+
+MAX_BODY_BYTES = 1 << 20
+
+# path -> (method, op)
+ROUTES: dict[str, tuple[str, str]] = {
+    "/create": ("POST", "create"),
+    "/reset": ("POST", "reset"),
+    "/step": ("POST", "step"),
+    "/close": ("POST", "close"),
+    "/observation": ("GET", "observation"),
+    "/available_actions": ("GET", "available_actions"),
+    "/health": ("GET", "health"),
+    "/info": ("GET", "info"),
+}
+_HEADERS = [(b"content-type", b"application/json")]
+
+
+class HttpApp:
+    """ASGI callable serving one `EpisodeTable`."""
+
+    def __init__(self, table: EpisodeTable) -> None:
+        self.table = table
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":  # lifespan is turned off by the server
+            return
+        path = scope["path"].rstrip("/") or "/"
+        if path == "/":
+            await _respond(send, 200, f"This is environment {self.table.env.name}.")
+            return
+        route = ROUTES.get(path)
+        if route is None:
+            await _respond(send, 404, {"error": f"no such endpoint: {path}"})
+            return
+        method, op = route
+        if scope["method"] != method:
+            await _respond(send, 405, {"error": f"{path} takes {method}, not {scope['method']}"})
+            return
+        try:
+            if method == "GET":
+                fields = _query_fields(scope.get("query_string", b""))
+            else:
+                fields = _json_fields(await _read_body(receive), allow_empty=op == "create")
+            body: Any = dispatch(self.table, op, fields)
+        except EnvError as err:
+            body = {"error": err.message}
+        await _respond(send, 200, body)
+
+
+async def _read_body(receive: Receive) -> bytes:
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            break
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > MAX_BODY_BYTES:
+            raise EnvError(ErrorCode.BAD_REQUEST, f"request body over {MAX_BODY_BYTES} bytes")
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            break
+    return b"".join(chunks)
+
+
+def _json_fields(raw: bytes, *, allow_empty: bool) -> dict[str, Any]:
+    if not raw.strip():
+        if allow_empty:
+            return {}
+        raise EnvError(ErrorCode.BAD_REQUEST, "empty request body: expected a JSON object")
+    try:
+        fields = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise EnvError(ErrorCode.BAD_REQUEST, f"malformed JSON: {exc}") from exc
+    if not isinstance(fields, dict):
+        raise EnvError(ErrorCode.BAD_REQUEST, "request body must be a JSON object")
+    return fields
+
+
+def _query_fields(query: bytes) -> dict[str, Any]:
+    fields: dict[str, Any] = {}
+    for key, values in parse_qs(query.decode("latin-1")).items():
+        value = values[-1]
+        try:
+            fields[key] = int(value)
+        except ValueError:
+            fields[key] = value  # left as a string: the validator reports the wrong type
+    return fields
+
+
+async def _respond(send: Send, status: int, body: Any) -> None:
+    payload = json.dumps(body, ensure_ascii=False).encode()
+    headers = [*_HEADERS, (b"content-length", str(len(payload)).encode())]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": payload})

@@ -1,0 +1,60 @@
+"""Command-line options of an env server, shared by `agentgym-rl env serve` and
+`python -m agentgym_envs.server`. Stdlib only: the server stack is imported after parsing."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+
+
+def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the `serve` arguments (env name, bind address, ports, limits) to `parser`."""
+    parser.add_argument("name", help="environment to serve (see `env list`)")
+    parser.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=36001, help="HTTP port (AgentGym protocol)")
+    parser.add_argument(
+        "--zmq-port",
+        type=int,
+        default=None,
+        help="ZeroMQ ROUTER port (native protocol; off if unset)",
+    )
+    parser.add_argument(
+        "--idle-timeout",
+        type=float,
+        default=600.0,
+        metavar="S",
+        help="close episodes unused for S seconds (0 disables; default 600)",
+    )
+    parser.add_argument(
+        "--max-obs-chars",
+        type=int,
+        default=16_000,
+        help="truncate longer observations with a visible marker (default 16000, min 200)",
+    )
+    parser.add_argument(
+        "--log-level", default="warning", choices=["debug", "info", "warning", "error"]
+    )
+
+
+def serve_from_args(args: argparse.Namespace) -> int:
+    """Run the server described by parsed `args` until SIGTERM/SIGINT; returns the exit code."""
+    from agentgym_envs.server.app import ServeOptions, serve
+
+    return serve(
+        ServeOptions(
+            name=args.name,
+            host=args.host,
+            port=args.port,
+            zmq_port=args.zmq_port,
+            idle_timeout_s=args.idle_timeout,
+            max_obs_chars=max(200, args.max_obs_chars),
+            log_level=args.log_level,
+        )
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """`python -m agentgym_envs.server NAME [options]`."""
+    parser = argparse.ArgumentParser(prog="python -m agentgym_envs.server")
+    add_serve_arguments(parser)
+    return serve_from_args(parser.parse_args(argv))

@@ -1,0 +1,172 @@
+"""TextCraft: craft a Minecraft item from gettable base items with text commands.
+
+Task `data_idx` is goal `goals.json[data_idx]` (sorted by depth then name, written by
+make_data.py, checked against the recipe data at start-up). Reset shows the crafting commands the
+goal needs plus up to 10 distractor recipes, shuffled by a per-task seed, then `Goal: craft X.`
+Actions: `get N item`, `craft N X using N a, N b`, `inventory`. Reward 1 when the goal is
+crafted, which ends the episode.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+from collections import Counter
+from functools import cache
+from pathlib import Path
+from typing import Any, ClassVar
+
+from agentgym_envs.server.base import Environment, Episode, StepResult
+from agentgym_envs.textcraft.recipes import CraftingGraph, Recipe, display
+
+DATA = Path(__file__).parent / "data"
+MAX_DISTRACTORS = 10
+MAX_COUNT = 10_000
+ACTIONS = ["get <count> <item>", "craft <count> <item> using <count> <item>, ...", "inventory"]
+_GET = re.compile(r"^get (\d+) (.+)$")
+_CRAFT = re.compile(r"^craft (\d+) (.+?) using (.+)$")
+_PART = re.compile(r"^(\d+) (.+)$")
+
+
+def item_key(text: str) -> str:
+    """'Oak Planks', 'oak_planks' and 'minecraft:oak_planks' all name 'oak_planks'."""
+    text = text.strip().lower().removeprefix("minecraft:")
+    return "_".join(text.replace("_", " ").split())
+
+
+@cache
+def load() -> tuple[CraftingGraph, tuple[tuple[str, int], ...]]:
+    """The crafting graph and the pinned goal list (one shared copy per process)."""
+    graph = CraftingGraph()
+    goals = tuple(
+        (g["item"], int(g["depth"])) for g in json.loads((DATA / "goals.json").read_text())
+    )
+    if list(goals) != graph.goals:
+        raise RuntimeError(
+            "textcraft data/goals.json does not match the recipe data: rerun make_data.py"
+        )
+    return graph, goals
+
+
+def task_text(graph: CraftingGraph, goal: str, data_idx: int) -> str:
+    """The reset observation of a task: needed + distractor commands, shuffled, then the goal."""
+    rng = random.Random(f"textcraft-{data_idx}")
+    needed = graph.plan(goal)
+    skip = set(needed)
+    pool = [r for r in graph.all_recipes() if r not in skip and r.result != goal]
+    commands = needed + rng.sample(pool, min(MAX_DISTRACTORS, len(pool)))
+    rng.shuffle(commands)
+    lines = "\n".join(r.command() for r in commands)
+    return f"Crafting commands:\n{lines}\n\nGoal: craft {display(goal)}."
+
+
+class TextCraftEpisode(Episode):
+    """Inventory and goal of one crafting task."""
+
+    def __init__(self, graph: CraftingGraph, goals: tuple[tuple[str, int], ...]) -> None:
+        self._graph = graph
+        self._goals = goals
+        self._goal = ""
+        self._inventory: Counter[str] = Counter()
+        self._last = ""
+        self._score = 0.0
+
+    def reset(self, data_idx: int) -> StepResult:
+        self._goal = self._goals[data_idx][0]
+        self._inventory = Counter()
+        self._score = 0.0
+        self._last = task_text(self._graph, self._goal, data_idx)
+        return StepResult(self._last)
+
+    def step(self, action: str) -> StepResult:
+        text = " ".join(action.strip().rstrip(".").split())
+        lowered = text.lower()
+        if lowered == "inventory":
+            self._last = self._inventory_text()
+        elif m := _GET.match(lowered):
+            self._last = self._get(int(m[1]), item_key(m[2]))
+        elif m := _CRAFT.match(lowered):
+            self._last = self._craft(int(m[1]), item_key(m[2]), m[3])
+        else:
+            self._last = (
+                f"Could not execute {text!r}. Use 'get N item', "
+                "'craft N item using N ingredient, N ingredient' or 'inventory'."
+            )
+        reward = 0.0
+        if self._score == 0 and self._inventory[self._goal] > 0:
+            reward = self._score = 1.0
+        return StepResult(self._last, reward, self._score, self._score > 0)
+
+    def observation(self) -> str:
+        return self._last
+
+    def available_actions(self) -> list[str]:
+        return list(ACTIONS)
+
+    # -- actions ---------------------------------------------------------------------------------
+    def _inventory_text(self) -> str:
+        if not +self._inventory:
+            return "Inventory: You are not carrying anything."
+        items = " ".join(f"[minecraft:{k}] ({n})" for k, n in sorted((+self._inventory).items()))
+        return f"Inventory: {items}"
+
+    def _get(self, n: int, item: str) -> str:
+        if item not in self._graph.gettable:
+            return f"Could not find {display(item)}"
+        if not 0 < n <= MAX_COUNT:
+            return f"Could not get {n} {display(item)}: the count must be 1-{MAX_COUNT}"
+        self._inventory[item] += n
+        return f"Got {n} {display(item)}"
+
+    def _craft(self, n: int, target: str, ingredients_text: str) -> str:
+        given: Counter[str] = Counter()
+        for part in ingredients_text.split(","):
+            m = _PART.match(part.strip())
+            if m is None:
+                return f"Could not parse the ingredient {part.strip()!r}: write it as 'N item'"
+            given[item_key(m[2])] += int(m[1])
+        recipe = self._match(n, target, given)
+        if recipe is None:
+            return f"Could not find a valid recipe for {n} {display(target)} using the given items"
+        missing = [
+            f"{k - self._inventory[i]} minecraft:{i}"
+            for i, k in given.items()
+            if self._inventory[i] < k
+        ]
+        if missing:
+            return f"Could not find enough items to craft minecraft:{target} (missing {', '.join(missing)})"
+        self._inventory -= given
+        self._inventory[target] += n
+        return f"Crafted {n} minecraft:{target}"
+
+    def _match(self, n: int, target: str, given: Counter[str]) -> Recipe | None:
+        if not 0 < n <= MAX_COUNT:
+            return None
+        for recipe in self._graph.recipes.get(target, []):
+            if n % recipe.count:
+                continue
+            k = n // recipe.count
+            if given == Counter({i: c * k for i, c in recipe.ingredients}):
+                return recipe
+        return None
+
+
+class TextCraftEnvironment(Environment):
+    """Goals of depth 1-4; task ids are `[0, len(goals))`."""
+
+    name: ClassVar[str] = "textcraft"
+    create_resets: ClassVar[bool] = True
+
+    def __init__(self) -> None:
+        self.graph, self.goals = load()
+
+    def new_episode(self) -> TextCraftEpisode:
+        return TextCraftEpisode(self.graph, self.goals)
+
+    def num_tasks(self) -> int | None:
+        return len(self.goals)
+
+    def info(self) -> dict[str, Any]:
+        depths = Counter(d for _, d in self.goals)
+        return {**super().info(), "goals_by_depth": {str(d): depths[d] for d in sorted(depths)}}

@@ -1,0 +1,118 @@
+"""Env-server test fixtures: envs/ on sys.path, and real server subprocesses on 127.0.0.1.
+
+A server is ready when `GET /health` answers (polled against a deadline); it is ended by PID.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import msgpack
+import pytest
+import zmq
+
+ENVS_DIR = Path(__file__).resolve().parents[2] / "envs"
+if str(ENVS_DIR) not in sys.path:
+    sys.path.insert(0, str(ENVS_DIR))
+
+
+def _port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class ServerProc:
+    """One `python -m agentgym_envs.server NAME` process with HTTP and ZMQ clients."""
+
+    def __init__(self, env: str, http_port: int, *extra: str) -> None:
+        self.env = env
+        self.http_port = http_port
+        self.zmq_port = _port()
+        cmd = [sys.executable, "-m", "agentgym_envs.server", env, "--port", str(http_port)]
+        cmd += ["--zmq-port", str(self.zmq_port), *extra]
+        self.proc = subprocess.Popen(cmd, cwd=ENVS_DIR, stdout=subprocess.DEVNULL)
+        self.http = httpx.Client(base_url=f"http://127.0.0.1:{http_port}", timeout=10.0)
+        self._ctx = zmq.Context()
+        self.dealer = self._ctx.socket(zmq.DEALER)
+        self.dealer.setsockopt(zmq.LINGER, 0)
+        self.dealer.setsockopt(zmq.RCVTIMEO, 10_000)
+        self.dealer.connect(f"tcp://127.0.0.1:{self.zmq_port}")
+
+    def wait_ready(self, deadline_s: float = 30.0) -> ServerProc:
+        deadline = time.monotonic() + deadline_s
+        while True:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"{self.env} server exited with {self.proc.returncode}")
+            try:
+                self.http.get("/health", timeout=0.5)
+                return self
+            except httpx.TransportError:
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"{self.env} server not ready in {deadline_s} s") from None
+                time.sleep(0.05)  # readiness-probe interval, not a synchronisation point
+
+    def post(self, path: str, body: Any = None, **kw: Any) -> Any:
+        return self.http.post(path, json=body, **kw).json()
+
+    def get(self, path: str, **params: Any) -> Any:
+        return self.http.get(path, params=params).json()
+
+    def zmq(self, request: dict[str, Any] | bytes) -> dict[str, Any]:
+        raw = request if isinstance(request, bytes) else msgpack.packb(request)
+        self.dealer.send(raw)
+        return msgpack.unpackb(self.dealer.recv(), raw=False)
+
+    def live(self) -> int:
+        return int(self.get("/health")["live_episodes"])
+
+    def terminate(self, timeout: float = 15.0) -> int:
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGTERM)
+        return self.proc.wait(timeout=timeout)
+
+    def close(self) -> None:
+        self.http.close()
+        self.dealer.close()
+        self._ctx.term()
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(timeout=10)
+
+
+@pytest.fixture
+def spawn() -> Iterator[Callable[..., ServerProc]]:
+    """`spawn("babyai", "--idle-timeout", "1")` starts a ready server; killed at teardown."""
+    started: list[ServerProc] = []
+
+    def start(env: str, *extra: str) -> ServerProc:
+        server = ServerProc(env, _port(), *extra)
+        started.append(server)
+        return server.wait_ready()
+
+    yield start
+    for server in started:
+        server.close()
+
+
+@pytest.fixture(scope="module")
+def babyai() -> Iterator[ServerProc]:
+    server = ServerProc("babyai", _port()).wait_ready()
+    yield server
+    server.close()
+
+
+@pytest.fixture(scope="module")
+def textcraft() -> Iterator[ServerProc]:
+    server = ServerProc("textcraft", _port()).wait_ready()
+    yield server
+    server.close()

@@ -1,0 +1,96 @@
+"""The AgentGym HTTP protocol against real BabyAI and TextCraft servers."""
+
+from __future__ import annotations
+
+from tests.envs.conftest import ServerProc
+
+
+def test_babyai_episode_lifecycle(babyai: ServerProc) -> None:
+    created = babyai.post("/create")
+    assert set(created) == {"id"}
+    eid = created["id"]
+    reset = babyai.post("/reset", {"id": eid, "data_idx": 9})
+    assert set(reset) == {"observation", "reward", "score", "done"}
+    assert reset["observation"].startswith("Your goal: ")
+    assert "Available actions: [" in reset["observation"]
+    assert babyai.get("/observation", id=eid) == reset["observation"]
+    actions = babyai.get("/available_actions", id=eid)
+    assert actions[:3] == ["turn left", "turn right", "move forward"]
+    step = babyai.post("/step", {"id": eid, "action": "turn left"})
+    assert set(step) == {"observation", "reward", "score", "done"}
+    assert step["done"] is False
+    assert babyai.post("/close", {"id": eid}) == {"id": eid, "closed": True}
+    assert "error" in babyai.get("/observation", id=eid)
+
+
+def test_textcraft_create_returns_first_observation(textcraft: ServerProc) -> None:
+    created = textcraft.post("/create")
+    assert {"id", "observation", "reward", "score", "done"} <= set(created)
+    assert created["observation"].startswith("Crafting commands:\n")
+    reset = textcraft.post("/reset", {"id": created["id"], "data_idx": 0})
+    goal = reset["observation"].rsplit("Goal: craft ", 1)[1].rstrip(".")
+    assert goal
+    got = textcraft.post("/step", {"id": created["id"], "action": "get 1 oak log"})
+    assert got["observation"] == "Got 1 oak log"
+    textcraft.post("/close", {"id": created["id"]})
+
+
+def test_bad_requests_leave_other_episodes_working(babyai: ServerProc) -> None:
+    keep = babyai.post("/create")["id"]
+    babyai.post("/reset", {"id": keep, "data_idx": 0})
+    fresh = babyai.post("/create")["id"]
+    done_id = babyai.post("/create")["id"]
+    cases = [
+        ("/step", {"id": 10**6, "action": "turn left"}, "unknown episode"),
+        ("/step", {"id": fresh, "action": "turn left"}, "not been reset"),
+        ("/step", {"id": keep}, "missing field 'action'"),
+        ("/step", {"id": "0", "action": "turn left"}, "must be an integer"),
+        ("/step", {"id": True, "action": "turn left"}, "must be an integer"),
+        ("/step", {"id": keep, "action": 3}, "must be a string"),
+        ("/reset", {"id": keep, "data_idx": -1}, "out of range"),
+        ("/reset", {"id": keep}, "missing field 'data_idx'"),
+        ("/close", {"id": 10**6}, "unknown episode"),
+        ("/step", [1, 2], "JSON object"),
+    ]
+    for path, body, message in cases:
+        r = babyai.http.post(path, json=body)
+        assert r.status_code == 200 and message in r.json()["error"], (path, body, r.text)
+    for raw in (b"{not json", b"", b"\xff\xfe"):
+        r = babyai.http.post("/step", content=raw)
+        assert r.status_code == 200 and "error" in r.json()
+    assert "error" in babyai.get("/observation", id="abc")
+    assert babyai.http.get("/nope").status_code == 404
+    assert babyai.http.get("/step").status_code == 405
+
+    # Step after done: the planner solves GoToRedBall, which ends the episode.
+    babyai.post("/reset", {"id": done_id, "data_idx": 14})  # BabyAI-GoToRedBall-v0, seed 0
+    result = babyai.post("/step", {"id": done_id, "action": "go to red ball 1"})
+    assert result["done"] is True and result["reward"] > 0 and result["score"] == result["reward"]
+    assert "is done" in babyai.post("/step", {"id": done_id, "action": "turn left"})["error"]
+
+    after = babyai.post("/step", {"id": keep, "action": "turn right"})
+    assert "error" not in after and after["observation"].startswith("Your goal: ")
+    for eid in (keep, fresh, done_id):
+        babyai.post("/close", {"id": eid})
+
+
+def test_invalid_action_is_an_observation_not_an_error(babyai: ServerProc) -> None:
+    eid = babyai.post("/create")["id"]
+    babyai.post("/reset", {"id": eid, "data_idx": 3})
+    r = babyai.post("/step", {"id": eid, "action": "fly to the moon"})
+    assert r["done"] is False and r["reward"] == 0
+    assert (
+        r["observation"].startswith("Invalid action") and "Available actions:" in r["observation"]
+    )
+    babyai.post("/close", {"id": eid})
+
+
+def test_health_and_info(babyai: ServerProc, textcraft: ServerProc) -> None:
+    health = babyai.get("/health")
+    assert health["status"] == "ok" and health["env"] == "babyai"
+    assert health["rss_bytes"] > 10**6
+    assert babyai.get("/info")["num_tasks"] is None
+    assert textcraft.get("/info")["num_tasks"] == 551
+    eid = textcraft.post("/create")["id"]
+    assert "out of range" in textcraft.post("/reset", {"id": eid, "data_idx": 551})["error"]
+    textcraft.post("/close", {"id": eid})
