@@ -10,7 +10,10 @@ from agentgym_rl.cli import build_parser
 
 def test_help_lists_subcommands() -> None:
     out = subprocess.run(
-        [sys.executable, "-m", "agentgym_rl.cli", "--help"], capture_output=True, text=True, check=True
+        [sys.executable, "-m", "agentgym_rl.cli", "--help"],
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout
     for name in ("bench", "info"):
         assert name in out

@@ -59,9 +59,19 @@ def test_sample_rejects_bad_fields(kwargs: dict[str, object], message: str) -> N
 def test_sample_rejects_misaligned_arrays() -> None:
     z = np.zeros(3, dtype=np.uint32)
     with pytest.raises(_core.SampleError, match="differ in length"):
-        _core.Sample(z, np.zeros(2, np.uint8), np.zeros(3, np.float32), z, z[:2], reward=0.0, status="done")
+        _core.Sample(
+            z, np.zeros(2, np.uint8), np.zeros(3, np.float32), z, z[:2], reward=0.0, status="done"
+        )
     with pytest.raises(TypeError):
-        _core.Sample(z.astype(np.int64), np.zeros(3, np.uint8), np.zeros(3, np.float32), z, z[:2], reward=0.0, status="done")  # type: ignore[arg-type]
+        _core.Sample(
+            z.astype(np.int64),
+            np.zeros(3, np.uint8),
+            np.zeros(3, np.float32),
+            z,
+            z[:2],
+            reward=0.0,
+            status="done",
+        )  # type: ignore[arg-type]
 
 
 def test_admission_budget_and_release() -> None:

@@ -8,10 +8,30 @@ use pyo3::prelude::*;
 use crate::carriers::{PyGroup, PySample};
 use crate::errors::AgentGymError;
 
-create_exception!(_core, BufferStateError, AgentGymError, "Base class of trajectory-buffer errors.");
-create_exception!(_core, BufferConfigError, BufferStateError, "A buffer setting is out of range.");
-create_exception!(_core, UnknownGroupError, BufferStateError, "The group was never admitted or is already complete.");
-create_exception!(_core, VersionRegressionError, BufferStateError, "Policy versions only move forward.");
+create_exception!(
+    _core,
+    BufferStateError,
+    AgentGymError,
+    "Base class of trajectory-buffer errors."
+);
+create_exception!(
+    _core,
+    BufferConfigError,
+    BufferStateError,
+    "A buffer setting is out of range."
+);
+create_exception!(
+    _core,
+    UnknownGroupError,
+    BufferStateError,
+    "The group was never admitted or is already complete."
+);
+create_exception!(
+    _core,
+    VersionRegressionError,
+    BufferStateError,
+    "Policy versions only move forward."
+);
 
 fn to_py(err: BufferError) -> PyErr {
     let msg = err.to_string();
@@ -76,7 +96,10 @@ impl PyTrajectoryBuffer {
     }
     /// Returns "pending", "ready" or "filtered".
     fn add_sample(&mut self, group_id: u64, sample: &PySample) -> PyResult<&'static str> {
-        let outcome = self.0.add_sample(group_id, sample.0.clone()).map_err(to_py)?;
+        let outcome = self
+            .0
+            .add_sample(group_id, sample.0.clone())
+            .map_err(to_py)?;
         Ok(match outcome {
             AddOutcome::Pending { .. } => "pending",
             AddOutcome::Ready => "ready",
@@ -119,6 +142,9 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("BufferStateError", py.get_type::<BufferStateError>())?;
     m.add("BufferConfigError", py.get_type::<BufferConfigError>())?;
     m.add("UnknownGroupError", py.get_type::<UnknownGroupError>())?;
-    m.add("VersionRegressionError", py.get_type::<VersionRegressionError>())?;
+    m.add(
+        "VersionRegressionError",
+        py.get_type::<VersionRegressionError>(),
+    )?;
     Ok(())
 }

@@ -56,18 +56,26 @@ impl PySample {
             turn_spans: turn_spans.as_array().to_vec(),
         };
         let n = tokens.input_ids.len();
-        let lens = [tokens.loss_mask.len(), tokens.logprobs.len(), tokens.versions.len()];
+        let lens = [
+            tokens.loss_mask.len(),
+            tokens.logprobs.len(),
+            tokens.versions.len(),
+        ];
         if lens.iter().any(|&l| l != n) {
             return Err(SampleError::new_err(format!(
                 "per-token arrays differ in length: input_ids {n}, loss_mask {}, logprobs {}, versions {}",
                 lens[0], lens[1], lens[2]
             )));
         }
-        if tokens.turn_spans.len() % 2 != 0 {
-            return Err(SampleError::new_err("turn_spans must hold [start, end) pairs"));
+        if !tokens.turn_spans.len().is_multiple_of(2) {
+            return Err(SampleError::new_err(
+                "turn_spans must hold [start, end) pairs",
+            ));
         }
         if !reward.is_finite() {
-            return Err(SampleError::new_err(format!("reward must be finite, got {reward}")));
+            return Err(SampleError::new_err(format!(
+                "reward must be finite, got {reward}"
+            )));
         }
         Ok(Self(Sample {
             tokens,

@@ -8,6 +8,7 @@ use pyo3::prelude::*;
 mod buffer;
 mod carriers;
 mod conversion;
+mod envpool;
 mod errors;
 mod trajectory;
 mod transport;
@@ -22,5 +23,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     buffer::register(m)?;
     wire::register(m)?;
     transport::register(m)?;
+    envpool::register(m)?;
     Ok(())
 }

@@ -1,0 +1,166 @@
+"""Environment steps/s at 256 concurrent BabyAI episodes, side by side:
+
+(a) the Rust env pool over ZeroMQ (one batch message per round),
+(b) the Rust env pool over HTTP (concurrent keep-alive requests),
+(c) a client that works the way AgentGym's does: `requests`, a new client per trajectory, a
+    thread pool running each round's steps;
+
+plus the pool's own cost per step against the `noop` env (a server whose step does nothing):
+wall time per step at 256 concurrent episodes, an upper bound on the overhead since it also
+contains the server's time. Targets: (a) >= 5x (c); overhead <= 100 us per step.
+
+    python benches/bench_envpool.py [--quick] [--episodes 256] [--seconds 8]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import requests
+
+from agentgym_rl import _core as core
+
+ENVS_DIR = Path(__file__).resolve().parents[1] / "envs"
+ACTIONS = ["turn left", "turn right", "move forward"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def start_server(env: str) -> tuple[subprocess.Popen[bytes], int, int]:
+    http, zmq = free_port(), free_port()
+    cmd = [sys.executable, "-m", "agentgym_envs.server", env, "--port", str(http)]
+    proc = subprocess.Popen([*cmd, "--zmq-port", str(zmq)], cwd=ENVS_DIR, stdout=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{http}/health", timeout=1).read()
+            return proc, http, zmq
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"{env} server did not start") from None
+            time.sleep(0.05)
+
+
+async def pool_steps_per_s(address: str, env: str, episodes: int, seconds: float) -> float:
+    pool = core.EnvPool([core.EnvServer(env, address, max_inflight=256)])
+    eps = [c.episode for c in await asyncio.gather(*(pool.create(env) for _ in range(episodes)))]
+    await asyncio.gather(*(pool.reset(e, i) for i, e in enumerate(eps)))
+    rng = random.Random(0)
+    steps, task = 0, episodes
+    start = time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        results = await pool.step_many([(e, rng.choice(ACTIONS)) for e in eps])
+        steps += len(results)
+        done = [
+            e
+            for e, r in zip(eps, results, strict=True)
+            if not isinstance(r, core.StepOutcome) or r.done
+        ]
+        for e in done:  # start a new task in finished episodes (rare for random actions)
+            task += 1
+            await pool.reset(e, task)
+    rate = steps / (time.perf_counter() - start)
+    await pool.shutdown()
+    return rate
+
+
+class AgentGymStyleClient:
+    """One per trajectory, like AgentGym's env clients: plain `requests.post` per call."""
+
+    def __init__(self, base: str) -> None:
+        self.base = base
+        self.id = requests.post(f"{base}/create", timeout=60).json()["id"]
+
+    def reset(self, idx: int) -> dict:
+        return requests.post(
+            f"{self.base}/reset", json={"id": self.id, "data_idx": idx}, timeout=60
+        ).json()
+
+    def step(self, action: str) -> dict:
+        return requests.post(
+            f"{self.base}/step", json={"id": self.id, "action": action}, timeout=60
+        ).json()
+
+    def close(self) -> None:
+        requests.post(f"{self.base}/close", json={"id": self.id}, timeout=60)
+
+
+def agentgym_steps_per_s(base: str, episodes: int, seconds: float) -> float:
+    rng = random.Random(0)
+    with ThreadPoolExecutor(max_workers=min(64, episodes)) as pool:
+        clients = list(pool.map(lambda _: AgentGymStyleClient(base), range(episodes)))
+        list(pool.map(lambda ic: ic[1].reset(ic[0]), enumerate(clients)))
+        steps, task = 0, episodes
+        start = time.perf_counter()
+        while time.perf_counter() - start < seconds:
+            actions = [rng.choice(ACTIONS) for _ in clients]
+            results = list(
+                pool.map(lambda ca: ca[0].step(ca[1]), zip(clients, actions, strict=True))
+            )
+            steps += len(results)
+            for c, r in zip(clients, results, strict=True):
+                if r.get("done"):
+                    task += 1
+                    c.reset(task)
+        rate = steps / (time.perf_counter() - start)
+        list(pool.map(AgentGymStyleClient.close, clients))
+    return rate
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="short runs for CI")
+    parser.add_argument("--episodes", type=int, default=256)
+    parser.add_argument("--seconds", type=float, default=8.0)
+    args = parser.parse_args()
+    seconds = 1.5 if args.quick else args.seconds
+    n = args.episodes
+    servers = [start_server("babyai"), start_server("noop")]
+    try:
+        (_, b_http, b_zmq), (_, n_http, n_zmq) = servers
+        zmq_rate = asyncio.run(pool_steps_per_s(f"tcp://127.0.0.1:{b_zmq}", "babyai", n, seconds))
+        http_rate = asyncio.run(
+            pool_steps_per_s(f"http://127.0.0.1:{b_http}", "babyai", n, seconds)
+        )
+        ref_rate = agentgym_steps_per_s(f"http://127.0.0.1:{b_http}", n, seconds)
+        noop_zmq = asyncio.run(pool_steps_per_s(f"tcp://127.0.0.1:{n_zmq}", "noop", n, seconds))
+        noop_http = asyncio.run(pool_steps_per_s(f"http://127.0.0.1:{n_http}", "noop", n, seconds))
+    finally:
+        for proc, _, _ in servers:
+            proc.terminate()
+            proc.wait(timeout=10)
+    rows = [
+        ("(a) Rust pool, ZeroMQ", zmq_rate),
+        ("(b) Rust pool, HTTP", http_rate),
+        ("(c) AgentGym-style requests + threads", ref_rate),
+    ]
+    print(f"BabyAI, {n} concurrent episodes, {os.cpu_count()} CPUs, {seconds:g} s per run")
+    for name, rate in rows:
+        print(f"  {name:<40} {rate:>10,.0f} steps/s  ({rate / ref_rate:5.1f}x c)")
+    per_zmq, per_http = 1e6 / noop_zmq, 1e6 / noop_http
+    print(f"noop env, {n} concurrent episodes: wall time per step (pool + server)")
+    print(f"  {'ZeroMQ':<40} {per_zmq:>10.1f} us/step")
+    print(f"  {'HTTP':<40} {per_http:>10.1f} us/step")
+    ok = zmq_rate >= 5 * ref_rate and per_zmq <= 100
+    print(json.dumps({"zmq": zmq_rate, "http": http_rate, "agentgym": ref_rate,
+                      "noop_us_zmq": per_zmq, "noop_us_http": per_http, "targets_met": ok}))  # fmt: skip
+    return 0 if ok or args.quick else 1  # --quick (CI) reports, it does not gate
+
+
+if __name__ == "__main__":
+    sys.exit(main())

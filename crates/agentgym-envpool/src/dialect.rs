@@ -1,0 +1,194 @@
+//! Translation between [`Op`]/[`Reply`] and the AgentGym HTTP protocol variants.
+//!
+//! The reference servers disagree on field names (`id` vs `env_idx`), answer `/create` with an
+//! object or a bare int, `/reset` with an object or a bare prompt string, signal the end with
+//! `done` or `terminated`/`truncated`, and report refusals as HTTP 200 `{"error": ...}`. These
+//! pure functions absorb that, so the transport code never looks at a field name.
+use serde_json::{json, Map, Value};
+
+use crate::config::Dialect;
+use crate::message::{DecodeError, Health, Op, Reply, StepOutcome};
+
+/// An HTTP request to send: method is POST when `body` is set, GET otherwise.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct HttpRequest {
+    pub path: String,
+    pub body: Option<Vec<u8>>,
+}
+
+/// The request `op` becomes in `dialect`.
+pub(crate) fn request(dialect: Dialect, op: &Op) -> HttpRequest {
+    let key = dialect.id_key();
+    let post = |path: &str, body: Value| HttpRequest {
+        path: path.to_owned(),
+        body: Some(body.to_string().into_bytes()),
+    };
+    match op {
+        Op::Create => match dialect {
+            // SearchQA's /create names the item up front; the real task comes with /reset.
+            Dialect::SearchQa => post("/create", json!({ "id": 0 })),
+            _ => post("/create", json!({})),
+        },
+        Op::Reset { id, data_idx } => match dialect {
+            Dialect::AgentGym => post("/reset", json!({ "id": id, "data_idx": data_idx })),
+            Dialect::SearchQa => post("/reset", json!({ "env_idx": id, "id": data_idx })),
+            Dialect::WebArena => post(
+                "/reset",
+                json!({ "env_idx": id, "seed": 0, "idx": data_idx }),
+            ),
+        },
+        Op::Step { id, action } => post("/step", json!({ key: id, "action": action })),
+        Op::Close { id } => post("/close", json!({ key: id })),
+        Op::Observation { id } => HttpRequest {
+            path: format!("/observation?{key}={id}"),
+            body: None,
+        },
+        Op::Health => HttpRequest {
+            path: match dialect {
+                Dialect::AgentGym => "/health".to_owned(),
+                Dialect::SearchQa | Dialect::WebArena => "/".to_owned(),
+            },
+            body: None,
+        },
+    }
+}
+
+/// Decode the body of a 200 reply to `op`.
+pub(crate) fn decode(dialect: Dialect, op: &Op, body: &[u8]) -> Result<Reply, DecodeError> {
+    let value: Value = serde_json::from_slice(body)
+        .map_err(|e| DecodeError::Malformed(format!("not JSON ({e}): {}", preview(body))))?;
+    if let Some(message) = refusal(&value) {
+        return Err(DecodeError::Refused {
+            message,
+            code: None,
+        });
+    }
+    match op {
+        Op::Create => decode_create(dialect, &value),
+        Op::Reset { .. } | Op::Step { .. } => decode_outcome(&value).map(Reply::Outcome),
+        Op::Observation { .. } => match &value {
+            Value::String(s) => Ok(Reply::Observation(s.clone())),
+            Value::Object(map) => match map.get("observation") {
+                Some(obs) => Ok(Reply::Observation(text(obs))),
+                None => Err(malformed(
+                    "observation object without 'observation'",
+                    &value,
+                )),
+            },
+            _ => Err(malformed("observation is neither text nor object", &value)),
+        },
+        Op::Close { .. } => Ok(Reply::Closed),
+        Op::Health => Ok(Reply::Health(decode_health(&value))),
+    }
+}
+
+/// `{"error": "..."}` (with a non-null error) is a refusal in every dialect.
+fn refusal(value: &Value) -> Option<String> {
+    match value.as_object()?.get("error")? {
+        Value::Null => None,
+        Value::String(s) => Some(s.clone()),
+        other => Some(other.to_string()),
+    }
+}
+
+fn decode_create(dialect: Dialect, value: &Value) -> Result<Reply, DecodeError> {
+    let id = match value {
+        Value::Number(n) => n.as_i64(),
+        Value::Object(map) => [dialect.id_key(), "id", "env_idx"]
+            .iter()
+            .find_map(|k| map.get(*k).and_then(Value::as_i64)),
+        _ => None,
+    };
+    let id = id.ok_or_else(|| malformed("create reply without an integer id", value))?;
+    // TextCraft's /create also resets and carries the first observation.
+    let first = match value {
+        Value::Object(map) if map.contains_key("observation") => Some(decode_outcome(value)?),
+        _ => None,
+    };
+    Ok(Reply::Created { id, first })
+}
+
+/// A reset/step body: an outcome object, or (SearchQA's reset) the bare observation text.
+pub(crate) fn decode_outcome(value: &Value) -> Result<StepOutcome, DecodeError> {
+    let map = match value {
+        Value::String(s) => {
+            return Ok(StepOutcome {
+                observation: s.clone(),
+                ..StepOutcome::default()
+            })
+        }
+        Value::Object(map) => map,
+        _ => return Err(malformed("outcome is neither text nor object", value)),
+    };
+    let observation = map
+        .get("observation")
+        .map(text)
+        .ok_or_else(|| malformed("outcome without 'observation'", value))?;
+    let reward = number(map, "reward", value)?.unwrap_or(0.0);
+    let score = number(map, "score", value)?.unwrap_or(reward);
+    let done = ["done", "terminated", "truncated"]
+        .iter()
+        .any(|k| map.get(*k).is_some_and(truthy));
+    let info = map
+        .get("info")
+        .filter(|v| !v.is_null())
+        .map(Value::to_string);
+    Ok(StepOutcome {
+        observation,
+        reward,
+        score,
+        done,
+        info,
+    })
+}
+
+fn decode_health(value: &Value) -> Health {
+    let map = value.as_object();
+    let get = |k: &str| map.and_then(|m| m.get(k));
+    Health {
+        live_episodes: get("live_episodes").and_then(Value::as_u64),
+        uptime_s: get("uptime_s").and_then(Value::as_f64),
+    }
+}
+
+fn number(map: &Map<String, Value>, key: &str, whole: &Value) -> Result<Option<f64>, DecodeError> {
+    match map.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Number(n)) => Ok(n.as_f64()),
+        Some(Value::Bool(b)) => Ok(Some(f64::from(u8::from(*b)))),
+        Some(_) => Err(malformed(&format!("'{key}' is not a number"), whole)),
+    }
+}
+
+fn truthy(v: &Value) -> bool {
+    match v {
+        Value::Bool(b) => *b,
+        Value::Number(n) => n.as_f64().is_some_and(|x| x != 0.0),
+        _ => false,
+    }
+}
+
+/// Observation text; a non-string observation (some envs send structures) as compact JSON.
+fn text(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+fn malformed(what: &str, value: &Value) -> DecodeError {
+    DecodeError::Malformed(format!("{what}: {}", preview(value.to_string().as_bytes())))
+}
+
+fn preview(body: &[u8]) -> String {
+    let s = String::from_utf8_lossy(body);
+    let mut out: String = s.chars().take(120).collect();
+    if s.chars().count() > 120 {
+        out.push('…');
+    }
+    out
+}
+
+#[cfg(test)]
+#[path = "dialect_tests.rs"]
+mod tests;
