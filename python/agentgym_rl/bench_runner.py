@@ -10,6 +10,7 @@ BENCHES = {
     "builder": "bench_builder.py",
     "codec": "bench_codec.py",
     "transport": "bench_transport.py",
+    "envpool": "bench_envpool.py",
 }
 
 

@@ -33,12 +33,12 @@ def build_parser() -> argparse.ArgumentParser:
         "bench",
         help="run the Rust core's throughput benchmarks side by side with their baselines",
         description="Runs benches/ (builder vs Python re-render, codec GB/s, transport vs raw "
-        "pyzmq) and prints the figures and ratios.",
+        "pyzmq, env pool vs an AgentGym-style client) and prints the figures and ratios.",
     )
     bench.add_argument(
         "--only",
         action="append",
-        choices=["builder", "codec", "transport"],
+        choices=["builder", "codec", "transport", "envpool"],
         help="run only this benchmark (repeatable)",
     )
     bench.add_argument("--quick", action="store_true", help="small sizes, for CI smoke runs")
