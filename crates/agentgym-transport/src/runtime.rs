@@ -32,6 +32,7 @@ pub(crate) fn handle() -> Result<Handle> {
         // Inherited through fork(): its threads are gone. Never drop it.
         std::mem::forget(inherited);
     }
+    raise_malloc_thresholds();
     let rt = Builder::new_multi_thread()
         .worker_threads(WORKER_THREADS)
         .thread_name("agentgym-transport")
@@ -41,6 +42,25 @@ pub(crate) fn handle() -> Result<Handle> {
     let handle = rt.handle().clone();
     *slot = Some((pid, rt));
     Ok(handle)
+}
+
+/// Size of the block freed by [`raise_malloc_thresholds`] (at most glibc's 32 MiB cap).
+const MALLOC_WARMUP_BYTES: usize = 16 << 20;
+
+/// Keep received groups from being paged in anew, one by one.
+///
+/// The ZeroMQ decoder allocates each received frame whole, on a runtime thread, and the
+/// application frees it on another thread after taking the group. glibc serves blocks above its
+/// mmap threshold (128 KiB at start) with fresh mappings and hands freed heap tops above twice
+/// that back to the kernel, so groups were faulted in again page by page (~40 faults per
+/// 0.85 MB group, 10-20% of the stream's CPU time in benches/bench_transport.py). Freeing one large mapped block
+/// raises glibc's dynamic thresholds to that block's size (and twice it for trimming), after
+/// which group-sized buffers are recycled from the heap. Elsewhere this is one short-lived,
+/// untouched allocation.
+fn raise_malloc_thresholds() {
+    // Zeroed, so it is a fresh mapping that is never touched; `black_box` keeps the pair of
+    // calls from being optimised away.
+    drop(std::hint::black_box(vec![0u8; MALLOC_WARMUP_BYTES]));
 }
 
 /// Fail with [`TransportError::Forked`] when used outside the creating process.
