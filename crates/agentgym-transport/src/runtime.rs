@@ -5,43 +5,24 @@
 //! the parent's copy is leaked rather than dropped (dropping would wait for threads that do not
 //! exist in the child). Sockets made before a fork stay unusable in the child
 //! ([`crate::TransportError::Forked`]).
-use std::sync::{Mutex, PoisonError};
+use std::sync::Once;
 
-use tokio::runtime::{Builder, Handle, Runtime};
+use agentgym_runtime::RuntimeSlot;
+use tokio::runtime::Handle;
 
 use crate::error::{Result, TransportError};
-
-static RUNTIME: Mutex<Option<(u32, Runtime)>> = Mutex::new(None);
 
 /// Worker threads of the transport runtime. zeromq 0.6 makes a few blocking calls on worker
 /// threads (synchronous peer-map removal when a connection drops); with two workers a sender
 /// restart occasionally stalled every socket of the process for seconds, with four it did not
 /// in 60 runs of the test suite. Idle workers cost nothing.
-const WORKER_THREADS: usize = 4;
+static RUNTIME: RuntimeSlot = RuntimeSlot::new("agentgym-transport", 4);
+static MALLOC_TUNED: Once = Once::new();
 
 /// A handle to this process's transport runtime, creating it if needed.
 pub(crate) fn handle() -> Result<Handle> {
-    let mut slot = RUNTIME.lock().unwrap_or_else(PoisonError::into_inner);
-    let pid = std::process::id();
-    if let Some((owner, rt)) = slot.as_ref() {
-        if *owner == pid {
-            return Ok(rt.handle().clone());
-        }
-    }
-    if let Some((_, inherited)) = slot.take() {
-        // Inherited through fork(): its threads are gone. Never drop it.
-        std::mem::forget(inherited);
-    }
-    raise_malloc_thresholds();
-    let rt = Builder::new_multi_thread()
-        .worker_threads(WORKER_THREADS)
-        .thread_name("agentgym-transport")
-        .enable_all()
-        .build()
-        .map_err(TransportError::Runtime)?;
-    let handle = rt.handle().clone();
-    *slot = Some((pid, rt));
-    Ok(handle)
+    MALLOC_TUNED.call_once(raise_malloc_thresholds);
+    RUNTIME.handle().map_err(TransportError::Runtime)
 }
 
 /// Size of the block freed by [`raise_malloc_thresholds`] (at most glibc's 32 MiB cap).
@@ -65,10 +46,8 @@ fn raise_malloc_thresholds() {
 
 /// Fail with [`TransportError::Forked`] when used outside the creating process.
 pub(crate) fn check_pid(created: u32) -> Result<()> {
-    let current = std::process::id();
-    if current == created {
-        Ok(())
-    } else {
-        Err(TransportError::Forked { created, current })
-    }
+    agentgym_runtime::check_pid(created).map_err(|f| TransportError::Forked {
+        created: f.created,
+        current: f.current,
+    })
 }
