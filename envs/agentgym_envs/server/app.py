@@ -15,6 +15,7 @@ import uvicorn
 
 from agentgym_envs import load_env
 from agentgym_envs.server.http import HttpApp
+from agentgym_envs.server.latency import StepLatency
 from agentgym_envs.server.table import EpisodeTable
 
 log = logging.getLogger("agentgym_envs.server")
@@ -31,6 +32,8 @@ class ServeOptions:
     idle_timeout_s: float = 600.0
     max_obs_chars: int = 16_000
     log_level: str = "warning"
+    step_latency_ms: float = 0.0
+    step_latency_sigma: float = 1.0
 
 
 class _Server(uvicorn.Server):
@@ -53,13 +56,18 @@ async def _reaper(table: EpisodeTable) -> None:
 async def _main(opts: ServeOptions) -> int:
     env = load_env(opts.name)
     table = EpisodeTable(env, idle_timeout_s=opts.idle_timeout_s, max_obs_chars=opts.max_obs_chars)
+    latency = (
+        StepLatency(opts.step_latency_ms, opts.step_latency_sigma)
+        if opts.step_latency_ms > 0
+        else None
+    )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
 
     config = uvicorn.Config(
-        HttpApp(table),
+        HttpApp(table, latency),
         host=opts.host,
         port=opts.port,
         lifespan="off",
@@ -73,7 +81,7 @@ async def _main(opts: ServeOptions) -> int:
     if opts.zmq_port is not None:
         from agentgym_envs.server.zmq_server import ZmqFrontend
 
-        zmq_front = ZmqFrontend(table, opts.host, opts.zmq_port)
+        zmq_front = ZmqFrontend(table, opts.host, opts.zmq_port, latency)
         tasks.append(asyncio.create_task(zmq_front.run(), name="zmq"))
     if table.idle_timeout_s is not None:
         tasks.append(asyncio.create_task(_reaper(table), name="reaper"))

@@ -13,6 +13,7 @@ from typing import Any
 from urllib.parse import parse_qs
 
 from agentgym_envs.server.base import EnvError, ErrorCode
+from agentgym_envs.server.latency import StepLatency
 from agentgym_envs.server.table import EpisodeTable, dispatch
 
 Scope = MutableMapping[str, Any]
@@ -38,8 +39,9 @@ _HEADERS = [(b"content-type", b"application/json")]
 class HttpApp:
     """ASGI callable serving one `EpisodeTable`."""
 
-    def __init__(self, table: EpisodeTable) -> None:
+    def __init__(self, table: EpisodeTable, latency: StepLatency | None = None) -> None:
         self.table = table
+        self.latency = latency
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":  # lifespan is turned off by the server
@@ -64,6 +66,8 @@ class HttpApp:
             body: Any = dispatch(self.table, op, fields)
         except EnvError as err:
             body = {"error": err.message}
+        if self.latency is not None and op == "step":
+            await self.latency.wait()
         await _respond(send, 200, body)
 
 

@@ -34,6 +34,19 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--log-level", default="warning", choices=["debug", "info", "warning", "error"]
     )
+    parser.add_argument(
+        "--step-latency-ms",
+        type=float,
+        default=0.0,
+        metavar="MS",
+        help="benchmarks: delay each step reply by a log-normal time with this median (default 0)",
+    )
+    parser.add_argument(
+        "--step-latency-sigma",
+        type=float,
+        default=1.0,
+        help="shape of the injected step latency; larger = longer tail (default 1.0)",
+    )
 
 
 def serve_from_args(args: argparse.Namespace) -> int:
@@ -49,6 +62,8 @@ def serve_from_args(args: argparse.Namespace) -> int:
             idle_timeout_s=args.idle_timeout,
             max_obs_chars=max(200, args.max_obs_chars),
             log_level=args.log_level,
+            step_latency_ms=args.step_latency_ms,
+            step_latency_sigma=args.step_latency_sigma,
         )
     )
 

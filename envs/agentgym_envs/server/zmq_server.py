@@ -20,6 +20,7 @@ import zmq
 import zmq.asyncio
 
 from agentgym_envs.server.base import EnvError, ErrorCode
+from agentgym_envs.server.latency import StepLatency, count_steps
 from agentgym_envs.server.table import EpisodeTable, dispatch
 
 log = logging.getLogger("agentgym_envs.server")
@@ -89,8 +90,12 @@ def handle_payload(table: EpisodeTable, payload: bytes) -> bytes:
 class ZmqFrontend:
     """Serves `handle_payload` on a ROUTER socket from the shared event loop."""
 
-    def __init__(self, table: EpisodeTable, host: str, port: int) -> None:
+    def __init__(
+        self, table: EpisodeTable, host: str, port: int, latency: StepLatency | None = None
+    ) -> None:
         self.table = table
+        self.latency = latency
+        self._delayed: set[asyncio.Task[None]] = set()
         self.ctx = zmq.asyncio.Context()
         self.sock = self.ctx.socket(zmq.ROUTER)
         self.sock.setsockopt(zmq.LINGER, 0)
@@ -104,11 +109,30 @@ class ZmqFrontend:
             identity, rest = frames[0], frames[1:]
             envelope = rest[:-1]  # [] from DEALER, [b""] from REQ
             reply = handle_payload(self.table, rest[-1])
-            try:
-                await self.sock.send_multipart([identity, *envelope, reply])
-            except zmq.ZMQError as exc:  # peer gone: drop the reply
-                log.debug("reply dropped: %s", exc)
+            head = [identity, *envelope]
+            if self.latency is not None:
+                # The step already ran; only its reply is held back, in its own task.
+                task = asyncio.create_task(self._reply_later(head, reply, rest[-1]))
+                self._delayed.add(task)
+                task.add_done_callback(self._delayed.discard)
+            else:
+                await self._reply(head, reply)
             await asyncio.sleep(0)  # let HTTP requests interleave under heavy ZMQ load
+
+    async def _reply(self, head: list[bytes], reply: bytes) -> None:
+        try:
+            await self.sock.send_multipart([*head, reply])
+        except zmq.ZMQError as exc:  # peer gone: drop the reply
+            log.debug("reply dropped: %s", exc)
+
+    async def _reply_later(self, head: list[bytes], reply: bytes, payload: bytes) -> None:
+        assert self.latency is not None
+        try:
+            steps = count_steps(msgpack.unpackb(payload, raw=False))
+        except Exception:
+            steps = 0
+        await self.latency.wait(steps)
+        await self._reply(head, reply)
 
     def close(self) -> None:
         self.sock.close(linger=0)
