@@ -1,0 +1,186 @@
+"""Decoded groups -> padded, label-shifted training tensors and token-budgeted micro-batches.
+
+Contract. `collate` takes decoded `WireGroup`s and returns one `Batch` holding every usable
+sample (``env_failure`` and ``aborted`` samples are excluded and counted in
+``Batch.excluded``), padded on the right to a common length that is a multiple of
+``pad_multiple`` (tensor/sequence parallel). Advantages need whole groups (GRPO, RLOO) or the
+whole batch (REINFORCE++ whitening), so the learner computes them on this `Batch` (attach them
+with ``dataclasses.replace(batch, advantages=...)``) and only then calls `Batch.split`, which
+packs rows into micro-batches of at most ``token_budget`` padded tokens (rows x padded length;
+a row longer than the budget gets a micro-batch of its own), each trimmed to its own padded
+length, again a multiple of ``pad_multiple``. Sum the micro-batch losses computed with the
+whole batch's ``num_loss_tokens`` / ``num_seqs`` as ``global_tokens`` / ``global_seqs``
+(`losses.policy_loss`) to get the step's loss exactly.
+
+Shift convention (next-token prediction). The model reads ``input_ids[t]`` and its logits at
+position t predict token t + 1, so every per-token quantity about *which token was produced* is
+moved one step left: ``labels[t] = ids[t + 1]``, ``loss_mask[t] = mask[t + 1]``,
+``behaviour_logprobs[t] = logprobs[t + 1]``, ``versions[t] = versions[t + 1]``. The last real
+position and all padding get label ``pad_token_id``, mask 0, log-prob 0, version 0.
+Worked example, prompt ``P1 P2``, generated ``G1 G2``, observation ``O1``, generated ``G3``::
+
+    position t      0    1    2    3    4    5
+    ids            P1   P2   G1   G2   O1   G3
+    wire mask       0    0    1    1    0    1
+    wire logprob    0    0   a1   a2    0   a3
+    labels         P2   G1   G2   O1   G3  pad
+    loss_mask       0    1    1    0    1    0
+    behaviour lp    0   a1   a2    0   a3    0
+
+Position 1 (reading ``P2``) is trained to produce ``G1`` with behaviour log-prob ``a1``; the last
+generated token ``G3`` is predicted at position 4, which is where REINFORCE++ puts the reward when
+given this shifted mask. ``position_ids`` are ``0..L-1`` on real tokens and 0 on padding;
+``attention_mask`` is True on real tokens.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+import torch
+
+from agentgym_rl.wire.types import Status, WireGroup, WireSample
+
+EXCLUDED_STATUSES: frozenset[Status] = frozenset({Status.ENV_FAILURE, Status.ABORTED})
+
+
+@dataclass(frozen=True)
+class Batch:
+    """Padded training tensors; per-token fields are ``[B, S]``, per-sample fields ``[B]``."""
+
+    input_ids: torch.Tensor  # int64
+    position_ids: torch.Tensor  # int64
+    attention_mask: torch.Tensor  # bool, True on real tokens
+    labels: torch.Tensor  # int64, input_ids shifted left by one
+    loss_mask: torch.Tensor  # float32, shifted: 1 where labels[t] was generated
+    behaviour_logprobs: torch.Tensor  # float32, shifted engine log-probs of labels
+    versions: torch.Tensor  # int64, shifted policy versions of labels
+    lengths: torch.Tensor  # int64 [B], real tokens per row
+    rewards: torch.Tensor  # float32 [B]
+    group_ids: torch.Tensor  # int64 [B]
+    row_ids: torch.Tensor  # int64 [B], row index in the collated batch (kept through split)
+    pad_multiple: int = 1  # S (and every micro-batch's S) is a multiple of this
+    advantages: torch.Tensor | None = None  # float32 [B, S], attached by the learner
+    excluded: dict[str, int] = field(default_factory=dict)  # status -> samples dropped
+
+    @property
+    def num_loss_tokens(self) -> int:
+        return int(self.loss_mask.sum().item())
+
+    @property
+    def num_seqs(self) -> int:
+        """Rows with at least one generated label (the aggregation's sequence count)."""
+        return int((self.loss_mask.sum(dim=1) > 0).sum().item())
+
+    def __len__(self) -> int:
+        return int(self.input_ids.shape[0])
+
+    def select(self, rows: Sequence[int]) -> Batch:
+        """The given rows, trimmed to their longest length rounded up to ``pad_multiple``."""
+        idx = torch.as_tensor(list(rows), dtype=torch.int64)
+        longest = int(self.lengths[idx].max().item()) if len(idx) else 0
+        s = min(_round_up(max(longest, 1), self.pad_multiple), self.input_ids.shape[1])
+        per_token = {
+            name: getattr(self, name)[idx, :s]
+            for name in (
+                "input_ids",
+                "position_ids",
+                "attention_mask",
+                "labels",
+                "loss_mask",
+                "behaviour_logprobs",
+                "versions",
+            )
+        }
+        adv = None if self.advantages is None else self.advantages[idx, :s]
+        return replace(
+            self,
+            **per_token,
+            lengths=self.lengths[idx],
+            rewards=self.rewards[idx],
+            group_ids=self.group_ids[idx],
+            row_ids=self.row_ids[idx],
+            advantages=adv,
+        )
+
+    def split(self, token_budget: int) -> list[Batch]:
+        """Micro-batches of at most ``token_budget`` padded tokens (longest rows first)."""
+        if token_budget <= 0:
+            raise ValueError("token_budget must be > 0")
+        order = sorted(range(len(self)), key=lambda i: -int(self.lengths[i]))
+        groups: list[list[int]] = []
+        current: list[int] = []
+        for i in order:
+            # rows are visited longest first, so the first row fixes the padded length
+            first = current[0] if current else i
+            width = _round_up(max(int(self.lengths[first]), 1), self.pad_multiple)
+            if current and (len(current) + 1) * width > token_budget:
+                groups.append(current)
+                current = []
+            current.append(i)
+        if current:
+            groups.append(current)
+        return [self.select(g) for g in groups]
+
+
+def _round_up(n: int, multiple: int) -> int:
+    if multiple <= 0:
+        raise ValueError("pad_multiple must be > 0")
+    return -(-n // multiple) * multiple
+
+
+def _usable(groups: Sequence[WireGroup]) -> tuple[list[tuple[int, WireSample]], dict[str, int]]:
+    kept: list[tuple[int, WireSample]] = []
+    excluded: Counter[str] = Counter()
+    for g in groups:
+        for s in g.samples:
+            if s.status in EXCLUDED_STATUSES:
+                excluded[s.status.value] += 1
+            else:
+                kept.append((g.group_id, s))
+    return kept, dict(excluded)
+
+
+def collate(groups: Sequence[WireGroup], *, pad_token_id: int = 0, pad_multiple: int = 1) -> Batch:
+    """One padded, label-shifted `Batch` of every usable sample (see the module docstring)."""
+    kept, excluded = _usable(groups)
+    b = len(kept)
+    lengths = [len(s.tokens) for _, s in kept]
+    width = _round_up(max([*lengths, 1]), pad_multiple)
+    input_ids = np.full((b, width), pad_token_id, dtype=np.int64)
+    labels = np.full((b, width), pad_token_id, dtype=np.int64)
+    position_ids = np.zeros((b, width), dtype=np.int64)
+    loss_mask = np.zeros((b, width), dtype=np.float32)
+    logprobs = np.zeros((b, width), dtype=np.float32)
+    versions = np.zeros((b, width), dtype=np.int64)
+    for row, ((_, s), n) in enumerate(zip(kept, lengths, strict=True)):
+        t = s.tokens
+        if not (len(t.loss_mask) == len(t.logprobs) == len(t.versions) == n):
+            raise ValueError(f"sample {row}: per-token arrays disagree in length")
+        input_ids[row, :n] = t.input_ids
+        position_ids[row, :n] = np.arange(n)
+        if n > 1:
+            labels[row, : n - 1] = t.input_ids[1:]
+            loss_mask[row, : n - 1] = t.loss_mask[1:]
+            logprobs[row, : n - 1] = t.logprobs[1:]
+            versions[row, : n - 1] = t.versions[1:]
+    logprobs = np.where(loss_mask > 0, logprobs, np.float32(0.0))  # only generated labels
+    lengths_t = torch.as_tensor(lengths, dtype=torch.int64)
+    return Batch(
+        input_ids=torch.from_numpy(input_ids),
+        position_ids=torch.from_numpy(position_ids),
+        attention_mask=torch.arange(width).unsqueeze(0) < lengths_t.unsqueeze(1),
+        labels=torch.from_numpy(labels),
+        loss_mask=torch.from_numpy(loss_mask),
+        behaviour_logprobs=torch.from_numpy(logprobs),
+        versions=torch.from_numpy(versions),
+        lengths=lengths_t,
+        rewards=torch.tensor([s.reward for _, s in kept], dtype=torch.float32),
+        group_ids=torch.tensor([gid for gid, _ in kept], dtype=torch.int64),
+        row_ids=torch.arange(b, dtype=torch.int64),
+        pad_multiple=pad_multiple,
+        excluded=excluded,
+    )
