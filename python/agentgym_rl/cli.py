@@ -7,12 +7,19 @@ import sys
 from collections.abc import Sequence
 
 from agentgym_rl.env_cli import add_env_subcommands
+from agentgym_rl.serve_rollouts import add_arguments as add_rollout_arguments
 
 
 def _bench(args: argparse.Namespace) -> int:
     from agentgym_rl.bench_runner import run_benches
 
     return run_benches(only=args.only, quick=args.quick)
+
+
+def _serve_rollouts(args: argparse.Namespace) -> int:
+    from agentgym_rl.serve_rollouts import run
+
+    return run(args)
 
 
 def _info(_: argparse.Namespace) -> int:
@@ -43,6 +50,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     bench.add_argument("--quick", action="store_true", help="small sizes, for CI smoke runs")
     bench.set_defaults(func=_bench)
+
+    rollouts = sub.add_parser(
+        "serve-rollouts",
+        help="generate rollouts continuously and stream finished groups to learners",
+        description="Starts the vLLM engine and the env pool, runs episodes under staleness "
+        "admission with ScalingInter turn caps, and streams finished GRPO groups to the "
+        "learner endpoints. SIGTERM stops admission, finishes or aborts in-flight episodes and "
+        "flushes.",
+    )
+    add_rollout_arguments(rollouts)
+    rollouts.set_defaults(func=_serve_rollouts)
 
     info = sub.add_parser("info", help="print the version")
     info.set_defaults(func=_info)

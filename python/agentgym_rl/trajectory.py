@@ -155,6 +155,11 @@ class TrajectoryBuilder:
         return len(self.inner)
 
     @property
+    def ids(self) -> npt.NDArray[np.uint32]:
+        """The token ids built so far (a copy): the engine's next prompt, token-in."""
+        return self.inner.ids
+
+    @property
     def remaining(self) -> int:
         """Tokens left before max_len: pass it to the engine as max_tokens."""
         return self.inner.remaining

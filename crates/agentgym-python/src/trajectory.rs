@@ -338,6 +338,12 @@ impl PyTrajectoryBuilder {
     fn __len__(&self) -> PyResult<usize> {
         Ok(self.get()?.len())
     }
+    /// The token ids built so far (prompt, generated turns, observation deltas): what the
+    /// engine continues next.
+    #[getter]
+    fn ids<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyArray1<u32>>> {
+        Ok(to_numpy(py, self.get()?.tokens().input_ids.clone()))
+    }
     #[getter]
     fn remaining(&self) -> PyResult<usize> {
         Ok(self.get()?.remaining())

@@ -1,0 +1,223 @@
+"""Typed configuration of the `serve-rollouts` process (torch-free: pydantic only).
+
+Contract: a `RolloutConfig` that validates is internally consistent: the dataset's env has a
+server entry, every endpoint is a ZeroMQ `tcp://HOST:PORT` or `ipc://PATH`, every env address
+is `http://` (AgentGym HTTP) or `tcp://` (native ZeroMQ), a turn leaves room in the context, and
+the ScalingInter stages never shrink. Defaults follow the AgentGym-RL BabyAI recipe.
+"""
+
+from __future__ import annotations
+
+import enum
+import itertools
+import re
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from agentgym_rl.config.base import ConfigModel
+
+_ZMQ_ENDPOINT = re.compile(r"^(tcp://[^\s:/]+:\d{1,5}|ipc://\S+)$")
+_ENV_ADDRESS = re.compile(r"^(https?|tcp)://[^\s:/]+:\d{1,5}/?$")
+
+
+class ActionFormat(str, enum.Enum):
+    """How an env's action is written in the model's text (see `rollout/actions.py`)."""
+
+    REACT = "react"
+    """`Thought: ...` then `Action: <action>`; the last `Action:` line wins (BabyAI, TextCraft,
+    SciWorld)."""
+    TAGS = "tags"
+    """Search-R1 tags: `<search>query</search>` or `<answer>text</answer>` (SearchQA)."""
+    WEBARENA = "webarena"
+    """A WebArena command (`click [id]`, `type [id] [text] [0|1]`, `stop [answer]`, ...),
+    preferably inside a ``` fence."""
+
+
+def check_zmq_endpoint(value: str) -> str:
+    if not _ZMQ_ENDPOINT.match(value):
+        raise ValueError(f"{value!r} is not a ZeroMQ endpoint tcp://HOST:PORT or ipc://PATH")
+    return value
+
+
+class EngineConfig(ConfigModel):
+    """Sampling and context options handed to the inference engine."""
+
+    temperature: float = Field(default=1.0, ge=0.0, le=10.0)
+    """Sampling temperature (the paper trains and evaluates at 1.0)."""
+    top_p: float = Field(default=1.0, gt=0.0, le=1.0)
+    """Nucleus sampling mass."""
+    max_model_len: int = Field(default=8192, ge=64)
+    """Context length of one episode (prompt, every turn and every observation)."""
+    max_tokens_per_turn: int = Field(default=512, ge=1)
+    """Most tokens one assistant turn may generate."""
+    seed: int = Field(default=0, ge=0)
+    """Engine sampling seed."""
+    gpu_memory_utilization: float = Field(default=0.85, gt=0.0, le=1.0)
+    """Fraction of GPU memory the engine may take (vLLM)."""
+
+    @model_validator(mode="after")
+    def turn_fits_in_context(self) -> EngineConfig:
+        if self.max_tokens_per_turn >= self.max_model_len:
+            raise ValueError(
+                f"max_tokens_per_turn ({self.max_tokens_per_turn}) must be below "
+                f"max_model_len ({self.max_model_len})"
+            )
+        return self
+
+
+class EnvServersConfig(ConfigModel):
+    """The servers of one environment and how its actions are read."""
+
+    env: str = Field(min_length=1)
+    """Environment name (the `item_id` prefix of its tasks, e.g. `babyai`)."""
+    addresses: list[str] = Field(min_length=1)
+    """`http://HOST:PORT` (AgentGym HTTP protocol) or `tcp://HOST:PORT` (native ZeroMQ)."""
+    dialect: Literal["agentgym", "searchqa", "webarena"] = "agentgym"
+    """HTTP dialect of the servers (ignored for tcp:// addresses)."""
+    max_inflight: int = Field(default=64, ge=1)
+    """Concurrent requests per server."""
+    action_format: ActionFormat = ActionFormat.REACT
+    """How actions are parsed from generated text."""
+    system_prompt: str | None = None
+    """Overrides the env's built-in system prompt (`rollout/prompts.py`)."""
+
+    @field_validator("addresses")
+    @classmethod
+    def addresses_have_a_scheme(cls, value: list[str]) -> list[str]:
+        for address in value:
+            if not _ENV_ADDRESS.match(address):
+                raise ValueError(f"{address!r} is not http://HOST:PORT or tcp://HOST:PORT")
+        if len(set(value)) != len(value):
+            raise ValueError("duplicate address")
+        return value
+
+
+class EnvPoolConfig(ConfigModel):
+    """Timeouts and health checks of the env connection pool."""
+
+    health_interval_s: float = Field(default=1.0, gt=0.0)
+    """Seconds between health checks (a restarted server is noticed within this)."""
+    step_timeout_s: float = Field(default=60.0, gt=0.0)
+    """Deadline of one env step; past it the episode ends as an env failure."""
+    reset_timeout_s: float = Field(default=30.0, gt=0.0)
+    """Deadline of create and reset."""
+
+
+class DatasetConfig(ConfigModel):
+    """Where tasks come from and how often each is sampled."""
+
+    env: str = Field(min_length=1)
+    """Environment the split belongs to."""
+    split: Path
+    """JSON list of `{"item_id": "<env>_<int>", "category"?: str}`."""
+    group_size: int = Field(default=8, ge=1)
+    """Episodes per task (n, the GRPO group)."""
+    shuffle_seed: int = Field(default=0, ge=0)
+    """Seed of the per-epoch shuffle."""
+    epochs: int | None = Field(default=None, ge=1)
+    """Stop after this many passes over the split; None: run until stopped."""
+    resume: bool = False
+    """Continue from `<log_dir>/cursor.json` (written at exit) when it exists."""
+
+
+class ScalingInterConfig(ConfigModel):
+    """Progressive turn caps: stage = min(version // versions_per_stage, len(stages) - 1)."""
+
+    stages: list[int] = Field(default_factory=lambda: [6, 13, 20], min_length=1)
+    """Turn cap of each stage, e.g. [6, 13, 20]; a fixed cap is one stage."""
+    versions_per_stage: int = Field(default=100, ge=1)
+    """Policy versions (learner steps) per stage (K)."""
+
+    @field_validator("stages")
+    @classmethod
+    def stages_never_shrink(cls, value: list[int]) -> list[int]:
+        if any(cap < 1 for cap in value):
+            raise ValueError("every turn cap must be at least 1")
+        if any(b < a for a, b in itertools.pairwise(value)):
+            raise ValueError(f"turn caps must not decrease: {value}")
+        return value
+
+
+class BufferConfig(ConfigModel):
+    """Trajectory buffer: staleness admission and bounded memory (in groups)."""
+
+    groups_per_step: int = Field(default=16, ge=1)
+    """Groups the learner consumes per optimizer step (B)."""
+    max_staleness: int = Field(default=2, ge=0)
+    """Versions a released group's oldest token may lag the learner (S)."""
+    max_in_flight: int = Field(default=64, ge=1)
+    """Groups running at once."""
+    max_ready: int = Field(default=64, ge=1)
+    """Complete groups held while the learner is slow or away (backpressure past this)."""
+    filter_zero_variance: bool = False
+    """Drop (and count) groups whose rewards are all equal."""
+
+
+class LearnerConfig(ConfigModel):
+    """Where finished groups go."""
+
+    endpoints: list[str] = Field(min_length=1)
+    """Learner `GroupReceiver` endpoints; groups go round robin to those with credit."""
+    send_timeout_s: float = Field(default=1.0, gt=0.0)
+    """How long one send waits for credit before the group is put back (backpressure)."""
+    sender_id: str | None = None
+    """Identity of this rollout server on the stream (default: host and pid)."""
+
+    @field_validator("endpoints")
+    @classmethod
+    def endpoints_are_zmq(cls, value: list[str]) -> list[str]:
+        return [check_zmq_endpoint(v) for v in value]
+
+
+class RolloutConfig(ConfigModel):
+    """Everything one `serve-rollouts` process needs."""
+
+    model: str = Field(min_length=1)
+    """Model path or hub id the engine loads."""
+    tokenizer: str | None = None
+    """Directory with tokenizer.json + tokenizer_config.json (default: `model`)."""
+    engine: EngineConfig = EngineConfig()
+    """Sampling and context options of the inference engine."""
+    envs: list[EnvServersConfig] = Field(min_length=1)
+    """Env servers, one entry per environment."""
+    env_pool: EnvPoolConfig = EnvPoolConfig()
+    """Timeouts and health checks of the env connection pool."""
+    dataset: DatasetConfig
+    """The task split and group size."""
+    scaling_inter: ScalingInterConfig = ScalingInterConfig()
+    """Progressive turn caps by policy version."""
+    buffer: BufferConfig = BufferConfig()
+    """Staleness admission and memory bounds of the trajectory buffer."""
+    learner: LearnerConfig
+    """Where finished groups are streamed."""
+    weights_endpoint: str | None = None
+    """Endpoint new weights arrive on (None: weights never change, e.g. evaluation)."""
+    log_dir: Path = Path("runs/rollout")
+    """Metrics JSONL and logs go here."""
+    status_interval_s: float = Field(default=5.0, gt=0.0)
+    """Seconds between status lines and metrics records."""
+    check_drift: bool = True
+    """Compare each finished episode with a full chat-template render (counts drift)."""
+
+    @field_validator("weights_endpoint")
+    @classmethod
+    def weights_endpoint_is_zmq(cls, value: str | None) -> str | None:
+        return None if value is None else check_zmq_endpoint(value)
+
+    @model_validator(mode="after")
+    def dataset_env_is_served(self) -> RolloutConfig:
+        names = [e.env for e in self.envs]
+        if len(set(names)) != len(names):
+            raise ValueError(f"envs lists an environment twice: {names}")
+        if self.dataset.env not in names:
+            raise ValueError(f"dataset.env {self.dataset.env!r} has no servers in envs {names}")
+        return self
+
+    def env_servers(self, env: str) -> EnvServersConfig:
+        """The server entry of `env`."""
+        for entry in self.envs:
+            if entry.env == env:
+                return entry
+        raise KeyError(env)

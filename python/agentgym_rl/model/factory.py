@@ -1,0 +1,143 @@
+"""Tiny-model factory: a byte-level BPE tokenizer and a random Qwen2 saved as an HF checkpoint.
+
+`create_tiny_model` trains a tokenizer on the given corpus (ChatML special tokens, a ChatML chat
+template, eos = `<|im_end|>`), builds a randomly initialised `Qwen2ForCausalLM` (tied embeddings,
+fp32) and writes a checkpoint directory (config.json, generation_config.json, model.safetensors,
+tokenizer.json, tokenizer_config.json) that both transformers and vLLM load unchanged. The same
+seed and corpus give byte-identical files. head_dim must stay 64: vLLM's CPU attention rejects
+smaller heads.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+SPECIAL_TOKENS: tuple[str, ...] = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
+"""ChatML specials, ids 0, 1, 2 in that order."""
+
+CHATML_TEMPLATE = (
+    "{%- for message in messages %}"
+    "{{- '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n' }}"
+    "{%- endfor %}"
+    "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}"
+)
+"""ChatML: `<|im_start|>{role}\\n{content}<|im_end|>\\n` per message."""
+
+# GPT-2/Qwen style pre-tokenizer split (contractions, letters, digits, punctuation, spaces).
+_SPLIT_PATTERN = (
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"
+    r"|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
+
+
+def _train_tokenizer(corpus: Iterable[str], vocab_size: int) -> object:
+    """A byte-level BPE `tokenizers.Tokenizer` trained on `corpus` (deterministic)."""
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Split(Regex(_SPLIT_PATTERN), behavior="isolated"),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+        ]
+    )
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        min_frequency=1,
+        special_tokens=list(SPECIAL_TOKENS),
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tok.train_from_iterator(list(corpus), trainer=trainer)
+    return tok
+
+
+def _token_id(tokenizer: Any, token: str) -> int:
+    found = tokenizer.convert_tokens_to_ids(token)
+    if not isinstance(found, int):
+        raise ValueError(f"no single id for {token!r}")
+    return found
+
+
+def create_tiny_model(
+    out_dir: str | os.PathLike[str],
+    *,
+    corpus: Iterable[str],
+    vocab_size: int = 512,
+    hidden: int = 128,
+    layers: int = 2,
+    heads: int = 2,
+    head_dim: int = 64,
+    kv_heads: int = 1,
+    intermediate: int | None = None,
+    max_positions: int = 2048,
+    seed: int = 0,
+) -> Path:
+    """Write a tiny ChatML Qwen2 checkpoint to `out_dir` and return its path.
+
+    `vocab_size` is the BPE training target; the model's vocabulary is the tokenizer's actual
+    size (a corpus too small for the target gives fewer tokens), so every id the model can sample
+    decodes. Weights are random (`torch.manual_seed(seed)`), fp32, tied embeddings.
+    """
+    if heads % kv_heads != 0:
+        raise ValueError(f"heads ({heads}) must be a multiple of kv_heads ({kv_heads})")
+    import torch
+    from transformers import (
+        GenerationConfig,
+        PreTrainedTokenizerFast,
+        Qwen2Config,
+        Qwen2ForCausalLM,
+    )
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+
+    raw = _train_tokenizer(corpus, vocab_size)
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=raw,
+        eos_token="<|im_end|>",
+        pad_token="<|endoftext|>",
+        additional_special_tokens=["<|im_start|>"],
+        model_max_length=max_positions,
+    )
+    tokenizer.save_pretrained(str(out))
+    # The template lives in tokenizer_config.json (read by transformers, vLLM and the Rust
+    # template renderer alike), not in a separate chat_template.jinja.
+    cfg_path = out / "tokenizer_config.json"
+    tok_cfg = json.loads(cfg_path.read_text())
+    tok_cfg["chat_template"] = CHATML_TEMPLATE
+    cfg_path.write_text(json.dumps(tok_cfg, indent=2, sort_keys=True) + "\n")
+
+    im_end = _token_id(tokenizer, "<|im_end|>")
+    eot = _token_id(tokenizer, "<|endoftext|>")
+    fields: dict[str, Any] = dict(
+        vocab_size=len(tokenizer),
+        hidden_size=hidden,
+        intermediate_size=intermediate or 2 * hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        num_key_value_heads=kv_heads,
+        head_dim=head_dim,
+        max_position_embeddings=max_positions,
+        tie_word_embeddings=True,
+        bos_token_id=eot,
+        eos_token_id=im_end,
+        pad_token_id=eot,
+        rms_norm_eps=1e-6,
+        rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
+    )
+    config = Qwen2Config(**fields)
+    config.dtype = torch.float32
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = Qwen2ForCausalLM(config)
+    model.generation_config = GenerationConfig(
+        bos_token_id=eot, eos_token_id=[im_end, eot], pad_token_id=eot
+    )
+    model.save_pretrained(str(out), safe_serialization=True)
+    return out

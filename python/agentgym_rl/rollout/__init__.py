@@ -1,0 +1,1 @@
+"""The rollout side: engine, agent loop, dispatcher and the `serve-rollouts` process."""

@@ -1,0 +1,215 @@
+"""One episode as one coroutine: env observation -> prompt ids -> engine -> action -> env step.
+
+Contract: `AgentLoop.run(task, ticket-derived fields)` creates and resets an env episode, builds
+the prompt (system prompt per env + the first observation as the user message), then per turn
+sends the builder's ids to `engine.generate` (token-in/token-out: the sampled ids, logprobs and
+versions go into the builder verbatim), parses the action from the turn's text, steps the env
+and appends the observation delta. It stops on:
+- the env's `done`                               -> status "done"
+- the turn cap of the episode's stage             -> status "turn_cap"
+- the context limit (the builder refuses a turn)  -> status "truncated"
+- an env failure (create/reset/step failed)       -> status "env_failure"
+- the engine aborting the request                 -> status "aborted"
+and returns a `_core.Sample` with reward = the env's last score, the status, turns, turn cap,
+stage, dispatch version and the drift flag. An unparseable turn is not sent to the env: the
+model gets the parser's feedback as its next observation and the turn counts as invalid.
+The env episode is always closed, also when the coroutine is cancelled.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from agentgym_rl import _core
+from agentgym_rl.config import ActionFormat
+from agentgym_rl.rollout.actions import parse_action
+from agentgym_rl.rollout.dataset import Task
+from agentgym_rl.rollout.metrics import RolloutMetrics
+from agentgym_rl.rollout.prompts import episode_prefix, observation_message, system_prompt
+from agentgym_rl.rollout.schedule import TurnBudget
+from agentgym_rl.rollout.types import Engine
+from agentgym_rl.trajectory import ChatTokenizer, TrajectoryBuilder
+
+
+class EpisodeStatus(str, enum.Enum):
+    """How an episode ended (the `status` of its `_core.Sample`)."""
+
+    DONE = "done"
+    TURN_CAP = "turn_cap"
+    TRUNCATED = "truncated"
+    ENV_FAILURE = "env_failure"
+    ABORTED = "aborted"
+
+
+@dataclass(frozen=True, slots=True)
+class EnvSpec:
+    """How the agent talks to one env: action format and optional system prompt override."""
+
+    action_format: ActionFormat = ActionFormat.REACT
+    system_prompt: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class EpisodePlan:
+    """What the dispatcher decided for one episode: the task and the version it runs under."""
+
+    task: Task
+    dispatch_version: int
+    budget: TurnBudget
+    request_id: str
+
+
+class AgentLoop:
+    """Runs episodes against one engine and one env pool; see the module docstring."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        pool: _core.EnvPool,
+        chat: ChatTokenizer,
+        *,
+        envs: Mapping[str, EnvSpec],
+        max_model_len: int,
+        max_tokens_per_turn: int,
+        stop_ids: Sequence[int] | None = None,
+        check_drift: bool = True,
+        metrics: RolloutMetrics | None = None,
+    ) -> None:
+        self.engine, self.pool, self.chat = engine, pool, chat
+        self.envs = dict(envs)
+        self.max_model_len = max_model_len
+        self.max_tokens_per_turn = max_tokens_per_turn
+        if stop_ids is None:
+            eos = chat.eos_token_id
+            stop_ids = [] if eos is None else [eos]
+        self.stop_ids = [int(i) for i in stop_ids]
+        self._stop_set = set(self.stop_ids)
+        self.check_drift = check_drift
+        self.metrics = metrics if metrics is not None else RolloutMetrics()
+
+    async def run(self, plan: EpisodePlan) -> _core.Sample:
+        spec = self.envs.get(plan.task.env, EnvSpec())
+        try:
+            created = await self.pool.create(plan.task.env)
+        except _core.EnvPoolError:
+            return self._failed_start(plan, spec)
+        try:
+            try:
+                first = await self.pool.reset(created.episode, plan.task.data_idx)
+            except _core.EnvPoolError:
+                return self._failed_start(plan, spec)
+            return await self._turns(plan, spec, created.episode, first.observation)
+        finally:
+            with contextlib.suppress(_core.EnvPoolError):
+                await self.pool.close(created.episode)
+
+    async def _turns(
+        self, plan: EpisodePlan, spec: EnvSpec, episode: int, first_observation: str
+    ) -> _core.Sample:
+        prefix = episode_prefix(
+            plan.task.env, first_observation, spec.action_format, spec.system_prompt
+        )
+        builder = TrajectoryBuilder(
+            self.chat,
+            prefix,
+            max_len=self.max_model_len,
+            stop_ids=self.stop_ids,
+            check_drift=self.check_drift,
+            prompt_version=plan.dispatch_version,
+        )
+        score, turn = 0.0, 0
+        while True:
+            max_tokens = min(self.max_tokens_per_turn, builder.remaining)
+            if max_tokens <= 0:
+                status = EpisodeStatus.TRUNCATED
+                break
+            with self.metrics.generating():
+                gen = await self.engine.generate(
+                    builder.ids.tolist(),
+                    max_tokens=max_tokens,
+                    request_id=f"{plan.request_id}-t{turn}",
+                )
+            turn += 1
+            self.metrics.generated_tokens += len(gen.token_ids)
+            if gen.finish_reason == "abort" or not gen.token_ids:
+                status = EpisodeStatus.ABORTED
+                break
+            if not builder.add_generated(gen.token_ids, gen.logprobs, gen.versions):
+                status = EpisodeStatus.TRUNCATED
+                break
+            text = self.chat.decode([i for i in gen.token_ids if i not in self._stop_set])
+            parsed = parse_action(text, spec.action_format)
+            if parsed.action is None:
+                self.metrics.invalid_actions += 1
+                observation = parsed.feedback or ""
+            else:
+                try:
+                    outcome = await self.pool.step(episode, parsed.action)
+                except _core.EnvPoolError:
+                    status = EpisodeStatus.ENV_FAILURE
+                    break
+                self.metrics.env_steps += 1
+                score, observation = outcome.score, outcome.observation
+                if outcome.done:
+                    status = EpisodeStatus.DONE
+                    break
+            if turn >= plan.budget.cap:
+                status = EpisodeStatus.TURN_CAP
+                break
+            if not builder.add_observation(observation_message(observation)):
+                status = EpisodeStatus.TRUNCATED
+                break
+        return self._sample(plan, builder, score, status)
+
+    def _sample(
+        self, plan: EpisodePlan, builder: TrajectoryBuilder, score: float, status: EpisodeStatus
+    ) -> _core.Sample:
+        sample = finish_sample(plan, builder, score, status)
+        self.metrics.record_episode(sample)
+        return sample
+
+    def _failed_start(self, plan: EpisodePlan, spec: EnvSpec) -> _core.Sample:
+        """An episode whose env never started: the system prompt only, nothing to train on."""
+        text = system_prompt(plan.task.env, spec.action_format, spec.system_prompt)
+        ids = np.asarray(self.chat.apply_chat_template([{"role": "system", "content": text}]))
+        n = len(ids)
+        sample = _core.Sample(
+            ids.astype(np.uint32),
+            np.zeros(n, np.uint8),
+            np.zeros(n, np.float32),
+            np.full(n, plan.dispatch_version, np.uint32),
+            np.zeros(0, np.uint32),
+            reward=0.0,
+            status=EpisodeStatus.ENV_FAILURE.value,
+            turn_cap=plan.budget.cap,
+            stage=plan.budget.stage,
+            dispatch_version=plan.dispatch_version,
+        )
+        self.metrics.record_episode(sample)
+        return sample
+
+
+def finish_sample(
+    plan: EpisodePlan, builder: TrajectoryBuilder, score: float, status: EpisodeStatus
+) -> _core.Sample:
+    """The `_core.Sample` of a finished episode (runs the builder's drift check)."""
+    t = builder.finish()
+    return _core.Sample(
+        t.input_ids,
+        t.loss_mask,
+        t.logprobs,
+        t.versions,
+        t.turn_spans,
+        reward=float(score),
+        status=status.value,
+        drift=t.drift,
+        turns=t.turns,
+        turn_cap=plan.budget.cap,
+        stage=plan.budget.stage,
+        dispatch_version=plan.dispatch_version,
+    )

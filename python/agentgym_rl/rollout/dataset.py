@@ -1,0 +1,120 @@
+"""Tasks from a split file, shuffled per epoch, resumable from a saved cursor.
+
+Contract: a split file is a JSON list of `{"item_id": "<env>_<int>", "category"?: str}`; the
+prefix names the env and the integer is the `data_idx` passed to reset. `TaskSource` yields
+tasks in a per-epoch order that is a pure function of `(seed, epoch)`, so `Cursor(epoch, index)`
+(the position of the next task) is all a restart needs to continue exactly where it stopped.
+Each task is run `group_size` times as one GRPO group by the dispatcher.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+
+class DatasetError(ValueError):
+    """The split file is missing, malformed, or names another env."""
+
+
+@dataclass(frozen=True, slots=True)
+class Task:
+    """One task of a split: `item_id` as written, its env, its reset index and category."""
+
+    item_id: str
+    env: str
+    data_idx: int
+    category: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Cursor:
+    """Position of the next task: pass `epoch` and `index` back to resume."""
+
+    epoch: int = 0
+    index: int = 0
+
+
+def parse_item_id(item_id: str) -> tuple[str, int]:
+    """`"babyai_17"` -> `("babyai", 17)` (the env name may itself contain underscores)."""
+    env, sep, idx = item_id.rpartition("_")
+    if not sep or not env or not idx.isdigit():
+        raise DatasetError(f"item_id {item_id!r} is not <env>_<int>")
+    return env, int(idx)
+
+
+def load_split(path: str | Path, env: str | None = None) -> list[Task]:
+    """Read a split file; with `env`, every item must belong to it."""
+    try:
+        rows = json.loads(Path(path).read_text())
+    except (OSError, json.JSONDecodeError) as e:
+        raise DatasetError(f"{path}: {e}") from None
+    if not isinstance(rows, list) or not rows:
+        raise DatasetError(f"{path}: expected a non-empty JSON list of items")
+    tasks = []
+    for row in rows:
+        if not isinstance(row, dict) or not isinstance(row.get("item_id"), str):
+            raise DatasetError(f"{path}: item {row!r} has no string item_id")
+        name, idx = parse_item_id(row["item_id"])
+        if env is not None and name != env:
+            raise DatasetError(f"{path}: item {row['item_id']!r} is not an {env!r} task")
+        tasks.append(Task(row["item_id"], name, idx, row.get("category")))
+    return tasks
+
+
+class TaskSource:
+    """Epoch-aware iterator over tasks; `cursor` is the resume point."""
+
+    def __init__(
+        self,
+        tasks: Sequence[Task],
+        *,
+        seed: int = 0,
+        shuffle: bool = True,
+        cursor: Cursor = Cursor(),
+        epochs: int | None = None,
+    ) -> None:
+        if not tasks:
+            raise DatasetError("no tasks")
+        if cursor.epoch < 0 or not 0 <= cursor.index <= len(tasks):
+            raise DatasetError(f"cursor {cursor} is outside a split of {len(tasks)} tasks")
+        self.tasks = list(tasks)
+        self.seed = seed
+        self.shuffle = shuffle
+        self.epochs = epochs
+        self._epoch = cursor.epoch
+        self._index = cursor.index
+        self._order = self.order(cursor.epoch)
+
+    def order(self, epoch: int) -> list[int]:
+        """Task indices of `epoch`, a pure function of (seed, epoch)."""
+        order = list(range(len(self.tasks)))
+        if self.shuffle:
+            random.Random(f"agentgym-rl/{self.seed}/{epoch}").shuffle(order)
+        return order
+
+    @property
+    def cursor(self) -> Cursor:
+        return Cursor(self._epoch, self._index)
+
+    @property
+    def exhausted(self) -> bool:
+        return self.epochs is not None and self._epoch >= self.epochs
+
+    def next(self) -> Task | None:
+        """The next task, or None once `epochs` passes are done."""
+        if self._index >= len(self.tasks):
+            self._epoch, self._index = self._epoch + 1, 0
+            self._order = self.order(self._epoch)
+        if self.exhausted:
+            return None
+        task = self.tasks[self._order[self._index]]
+        self._index += 1
+        return task
+
+    def __iter__(self) -> Iterator[Task]:
+        while (task := self.next()) is not None:
+            yield task

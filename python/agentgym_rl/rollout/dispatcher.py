@@ -1,0 +1,242 @@
+"""The continuous rollout loop: admit groups, run episodes, stream finished groups.
+
+Contract:
+- No round barrier. A new group (one task, `group_size` episodes) starts as soon as
+  `TrajectoryBuffer.try_admit` allows it; each episode is its own asyncio task.
+- The learner's version is read from `version_source` (the engine's loaded weights) and pushed
+  into the buffer; an episode's turn budget comes from the schedule at its dispatch version.
+- Finished groups are popped, encoded and sent by one sender task; the blocking send runs in a
+  thread. On `TransportTimeout` the group goes back with `requeue_front`: ready groups pile up,
+  the buffer's admission stops (backpressure), nothing is lost, and streaming resumes when a
+  learner takes groups again.
+- `stop()` (SIGTERM): admission stops, in-flight episodes get `drain_timeout_s` to finish, the
+  rest are cancelled and their groups aborted (counted), ready groups are flushed for at most
+  `flush_timeout_s`, and `run()` returns a `DispatchSummary`.
+- With a finite `TaskSource` (or `max_groups`), `run()` also returns once everything admitted
+  has been sent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from agentgym_rl import _core
+from agentgym_rl.rollout.agent import AgentLoop, EpisodePlan
+from agentgym_rl.rollout.dataset import Task, TaskSource
+from agentgym_rl.rollout.metrics import RolloutMetrics, StatusSink
+from agentgym_rl.rollout.schedule import TurnSchedule
+from agentgym_rl.rollout.sink import LearnerStream
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class DispatchSummary:
+    """How a `run()` ended; every admitted group is in exactly one buffer bucket."""
+
+    groups_sent: int
+    episodes: int
+    aborted_episodes: int
+    unsent_groups: int
+    buffer: dict[str, int] = field(default_factory=dict)
+
+
+class Dispatcher:
+    """Runs the loop described in the module docstring."""
+
+    def __init__(
+        self,
+        agent: AgentLoop,
+        buffer: _core.TrajectoryBuffer,
+        source: TaskSource,
+        schedule: TurnSchedule,
+        stream: LearnerStream,
+        *,
+        version_source: Callable[[], int],
+        metrics: RolloutMetrics | None = None,
+        status: StatusSink | None = None,
+        status_interval_s: float = 5.0,
+        poll_s: float = 0.05,
+        drain_timeout_s: float = 30.0,
+        flush_timeout_s: float = 10.0,
+        max_groups: int | None = None,
+    ) -> None:
+        self.agent, self.buffer, self.source = agent, buffer, source
+        self.schedule, self.stream = schedule, stream
+        self.version_source = version_source
+        self.metrics = metrics if metrics is not None else agent.metrics
+        self.status, self.status_interval_s = status, status_interval_s
+        self.poll_s, self.drain_timeout_s = poll_s, drain_timeout_s
+        self.flush_timeout_s, self.max_groups = flush_timeout_s, max_groups
+        self.groups: dict[int, list[asyncio.Task[None]]] = {}
+        self.admitted = 0
+        self._next_task: Task | None = None
+        self._stopping = False
+        self._sender_done = False
+        self._wake = asyncio.Event()  # an episode ended, a group was aborted, or stop()
+        self._more = asyncio.Event()  # the sender may have work
+
+    def stop(self) -> None:
+        """Stop admitting and wind down (safe to call from a signal handler in the loop)."""
+        self._stopping = True
+        self._wake.set()
+
+    @property
+    def exhausted(self) -> bool:
+        """No more groups will be admitted."""
+        if self._stopping or (self.max_groups is not None and self.admitted >= self.max_groups):
+            return True
+        return self._next_task is None and self.source.exhausted
+
+    def sync_version(self) -> None:
+        version = int(self.version_source())
+        if version > self.buffer.version:
+            self.buffer.set_version(version)
+
+    def admit(self) -> int:
+        """Start every group capacity allows now; returns how many started."""
+        started = 0
+        while not self.exhausted:
+            if self._next_task is None:
+                self._next_task = self.source.next()
+                if self._next_task is None:
+                    break
+            task = self._next_task
+            ticket = self.buffer.try_admit(task.item_id, task.env)
+            if ticket is None:
+                break
+            self._next_task = None
+            self.admitted += 1
+            started += 1
+            budget = self.schedule.budget(ticket.dispatch_version)
+            self.groups[ticket.group_id] = [
+                asyncio.create_task(
+                    self._episode(
+                        ticket.group_id,
+                        EpisodePlan(
+                            task, ticket.dispatch_version, budget, f"g{ticket.group_id}-e{i}"
+                        ),
+                    )
+                )
+                for i in range(self.buffer.group_size)
+            ]
+        return started
+
+    async def _episode(self, group_id: int, plan: EpisodePlan) -> None:
+        try:
+            sample = await self.agent.run(plan)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("episode %s failed; aborting its group", plan.request_id)
+            self._abort_group(group_id, exclude=asyncio.current_task())
+            return
+        if group_id in self.groups:
+            if self.buffer.add_sample(group_id, sample) != "pending":
+                del self.groups[group_id]
+                self._more.set()
+        self._wake.set()
+
+    def _abort_group(self, group_id: int, exclude: asyncio.Task[None] | None = None) -> None:
+        tasks = self.groups.pop(group_id, None)
+        if tasks is None:
+            return
+        for t in tasks:
+            if t is not exclude and not t.done():
+                t.cancel()
+                self.metrics.aborted_episodes += 1
+        if exclude is not None:
+            self.metrics.aborted_episodes += 1
+        self.buffer.abort_group(group_id)
+        self._wake.set()
+
+    async def _send_ready(self, deadline: float | None = None) -> bool:
+        """Send ready groups until none is left; False if the learner stopped taking them."""
+        while (group := self.buffer.pop_ready()) is not None:
+            payload = _core.encode_group(group)
+            try:
+                await asyncio.to_thread(self.stream.send, payload)
+            except _core.TransportTimeout:
+                self.buffer.requeue_front(group)
+                self.metrics.send_timeouts += 1
+                return False
+            except BaseException:
+                self.buffer.requeue_front(group)  # a fatal transport error keeps the group too
+                raise
+            self.metrics.record_sent(group, self.buffer.version)
+            if deadline is not None and time.monotonic() > deadline:
+                return self.buffer.counters()["ready"] == 0
+        return True
+
+    async def _sender(self) -> None:
+        """Sends while the loop runs; a timed-out send already waited, so retry at once."""
+        while not self._sender_done:
+            if await self._send_ready():
+                await self._more.wait()
+                self._more.clear()
+
+    def _report(self) -> None:
+        if self.status is not None:
+            self.status.write(self.metrics.snapshot(self.buffer.counters()))
+
+    def _idle(self) -> bool:
+        c = self.buffer.counters()
+        return self.exhausted and not self.groups and c["ready"] == 0
+
+    async def run(self) -> DispatchSummary:
+        sender = asyncio.create_task(self._sender())
+        next_report = time.monotonic() + self.status_interval_s
+        try:
+            while not self._stopping and not self._idle() and not sender.done():
+                self.sync_version()
+                self.admit()
+                self._more.set()
+                self._wake.clear()
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), self.poll_s)
+                if time.monotonic() >= next_report:
+                    self._report()
+                    next_report = time.monotonic() + self.status_interval_s
+            self._stopping = True
+            await self._finish_episodes()
+        finally:
+            self._sender_done = True
+            self._more.set()
+            await sender  # never cancelled mid-send: a popped group is sent or requeued
+        await self._flush()
+        self._report()
+        c = self.buffer.counters()
+        return DispatchSummary(
+            groups_sent=self.metrics.groups_sent,
+            episodes=self.metrics.episodes,
+            aborted_episodes=self.metrics.aborted_episodes,
+            unsent_groups=c["ready"],
+            buffer=c,
+        )
+
+    async def _finish_episodes(self) -> None:
+        """Give in-flight episodes `drain_timeout_s`, then cancel the rest (groups aborted)."""
+        pending = [t for tasks in self.groups.values() for t in tasks if not t.done()]
+        if pending:
+            await asyncio.wait(pending, timeout=self.drain_timeout_s)
+        cancelled = [t for tasks in self.groups.values() for t in tasks]
+        for group_id in list(self.groups):
+            self._abort_group(group_id)
+        if cancelled:
+            await asyncio.gather(*cancelled, return_exceptions=True)
+
+    async def _flush(self) -> None:
+        """Send what is ready and wait for acknowledgements, for at most `flush_timeout_s`."""
+        deadline = time.monotonic() + self.flush_timeout_s
+        while self.buffer.counters()["ready"] and time.monotonic() < deadline:
+            await self._send_ready(deadline)
+        remaining = max(0.1, deadline - time.monotonic())
+        try:
+            await asyncio.to_thread(self.stream.flush, remaining)
+        except _core.TransportError as e:
+            log.warning("not every sent group was acknowledged before exit: %s", e)

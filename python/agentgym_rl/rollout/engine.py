@@ -1,0 +1,348 @@
+"""`VllmEngine`: the `Engine` protocol on vLLM 0.32's `AsyncLLM`, with live weight updates.
+
+Token-in/token-out: prompts go in as ids (`TokensPrompt`), sampled ids and the log-probability
+of each sampled token come out (`logprobs=0`, engine arg `logprobs_mode="processed_logprobs"`,
+i.e. after temperature/top-p, the distribution actually sampled). Nothing is detokenized.
+
+Per-token policy versions: outputs stream as deltas; each new token is stamped with this
+engine's version when it arrives. vLLM also stamps every engine step with the engine core's
+weight version (set here at each update) and returns contiguous spans on the final output; when
+those spans are present they are used, since they are exact even for tokens that were still in
+flight between the engine core and this process when the version moved.
+
+Live updates (`update_weights`): `pause_generation(mode="keep")` freezes in-flight requests
+without aborting them, the new tensors are loaded into every worker, the version moves forward
+and `resume_generation()` lets the frozen requests continue under the new weights. Versions only
+move forward. Two transports into the workers:
+
+* `weight_transfer="rpc"` (default, verified on CPU): `collective_rpc` into
+  `agentgym_rl.weights.apply.WeightLoaderExtension`, which runs vLLM's layerwise reload.
+* `weight_transfer="nccl"` (GPU clusters, NOT verified here: no GPU): vLLM's weight-transfer
+  engine (`WeightTransferConfig(backend="nccl")`). The learner broadcasts tensors over an NCCL
+  group it shares with the workers; this side only passes names/dtypes/shapes
+  (`update_weights_nccl`). See docs/weights.md.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import logging
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from agentgym_rl.rollout.types import FinishReason, Generation
+
+log = logging.getLogger(__name__)
+
+WORKER_EXTENSION = "agentgym_rl.weights.apply.WeightLoaderExtension"
+
+
+class StaleVersionError(ValueError):
+    """An update's version is not newer than the engine's current version."""
+
+
+@dataclass
+class EngineOptions:
+    """How the vLLM engine is built and how it samples."""
+
+    max_model_len: int = 2048
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = -1
+    seed: int = 0
+    """Engine-wide RNG seed; a request may also carry its own `seed`."""
+    enforce_eager: bool = True
+    dtype: str = "auto"
+    max_num_seqs: int = 128
+    kv_cache_memory_bytes: int | None = 256 << 20
+    """KV-cache size (on CPU this replaces VLLM_CPU_KVCACHE_SPACE); None: vLLM's default."""
+    gpu_memory_utilization: float = 0.9
+    clear_cache_on_update: bool = True
+    """Drop the prefix/KV cache when weights change (cached keys/values are from old weights)."""
+    weight_transfer: Literal["rpc", "nccl"] = "rpc"
+    initial_version: int = 0
+    extra_engine_args: dict[str, Any] = field(default_factory=dict)
+
+
+_FINISH: dict[str, FinishReason] = {"stop": "stop", "length": "length", "abort": "abort"}
+
+
+class VllmEngine:
+    """An `Engine` backed by one `AsyncLLM`. Build it with `await VllmEngine.start(...)`."""
+
+    def __init__(
+        self, llm: Any, model_dir: Path, options: EngineOptions, stop_ids: list[int]
+    ) -> None:
+        self._llm = llm
+        self.model_dir = model_dir
+        self.options = options
+        self.stop_token_ids = stop_ids
+        self.logprobs_mode = "processed_logprobs"
+        self._version = options.initial_version
+        self._update_lock = asyncio.Lock()
+        self.updates_applied = 0
+        self.updates_rejected = 0
+
+    @classmethod
+    async def start(cls, model_dir: str | Path, options: EngineOptions | None = None) -> VllmEngine:
+        """Start the engine (spawns vLLM's engine-core process; call under a `__main__` guard)."""
+        from transformers import AutoTokenizer
+        from vllm.engine.arg_utils import AsyncEngineArgs
+        from vllm.usage.usage_lib import UsageContext
+        from vllm.v1.engine.async_llm import AsyncLLM
+
+        opts = options or EngineOptions()
+        path = Path(model_dir)
+        tokenizer = AutoTokenizer.from_pretrained(str(path))
+        stop_ids = sorted({int(tokenizer.eos_token_id), *_generation_eos_ids(path)})
+        kwargs: dict[str, Any] = dict(
+            model=str(path),
+            tokenizer=str(path),
+            max_model_len=opts.max_model_len,
+            seed=opts.seed,
+            enforce_eager=opts.enforce_eager,
+            dtype=opts.dtype,
+            max_num_seqs=opts.max_num_seqs,
+            gpu_memory_utilization=opts.gpu_memory_utilization,
+            logprobs_mode="processed_logprobs",
+            worker_extension_cls=WORKER_EXTENSION,
+            disable_log_stats=True,
+            enable_prefix_caching=True,
+        )
+        if opts.kv_cache_memory_bytes is not None:
+            kwargs["kv_cache_memory_bytes"] = opts.kv_cache_memory_bytes
+        if opts.weight_transfer == "nccl":
+            from vllm.config.weight_transfer import WeightTransferConfig
+
+            kwargs["weight_transfer_config"] = WeightTransferConfig(backend="nccl")
+        kwargs.update(opts.extra_engine_args)
+        # No local holds the AsyncLLM: a traceback that vLLM keeps from a lazy import made
+        # during start-up pins this frame, and a frame pinning the AsyncLLM would keep it alive
+        # until interpreter exit (see `shutdown`).
+        engine = cls(
+            AsyncLLM.from_engine_args(
+                AsyncEngineArgs(**kwargs), usage_context=UsageContext.ENGINE_CONTEXT
+            ),
+            path,
+            opts,
+            stop_ids,
+        )
+        await engine._llm.update_weight_version(str(engine._version))
+        return engine
+
+    @property
+    def version(self) -> int:
+        """The policy version of the weights currently loaded."""
+        return self._version
+
+    def _sampling_params(self, max_tokens: int, seed: int | None, ignore_eos: bool) -> Any:
+        from vllm import SamplingParams
+        from vllm.sampling_params import RequestOutputKind
+
+        o = self.options
+        return SamplingParams(
+            n=1,
+            temperature=o.temperature,
+            top_p=o.top_p,
+            top_k=o.top_k,
+            max_tokens=max_tokens,
+            logprobs=0,
+            stop_token_ids=[] if ignore_eos else list(self.stop_token_ids),
+            ignore_eos=ignore_eos,
+            seed=seed,
+            detokenize=False,
+            skip_special_tokens=False,
+            output_kind=RequestOutputKind.DELTA,
+        )
+
+    async def generate(
+        self,
+        prompt_ids: list[int],
+        *,
+        max_tokens: int,
+        request_id: str,
+        seed: int | None = None,
+        ignore_eos: bool = False,
+        on_tokens: Callable[[int], None] | None = None,
+    ) -> Generation:
+        """Continue `prompt_ids` by one turn; stops on the tokenizer's eos/stop ids (kept).
+
+        `seed` makes this request's sampling reproducible; `ignore_eos` (benchmarks, tests)
+        generates exactly `max_tokens`; `on_tokens(n)` is called with the number of tokens
+        received so far after each streamed delta (progress, tests).
+        """
+        from vllm.inputs import TokensPrompt
+
+        budget = min(max_tokens, self.options.max_model_len - len(prompt_ids))
+        if budget <= 0:
+            return Generation(token_ids=[], logprobs=[], versions=[], finish_reason="length")
+        ids: list[int] = []
+        lps: list[float] = []
+        versions: list[int] = []
+        finish = "abort"
+        spans: Any = None
+        stream = self._llm.generate(
+            TokensPrompt(prompt_token_ids=list(prompt_ids)),
+            self._sampling_params(budget, seed, ignore_eos),
+            request_id,
+        )
+        async for out in stream:
+            comp = out.outputs[0]
+            new = list(comp.token_ids)
+            stamp = self._version
+            for i, tok in enumerate(new):
+                ids.append(int(tok))
+                lps.append(_sampled_logprob(comp.logprobs, i, int(tok)))
+                versions.append(stamp)
+            if on_tokens is not None and new:
+                on_tokens(len(ids))
+            if comp.finish_reason is not None:
+                finish = comp.finish_reason
+                spans = getattr(comp, "weight_versions", None)
+        if spans:
+            versions = _versions_from_spans(spans, len(ids), versions)
+        return Generation(
+            token_ids=ids,
+            logprobs=lps,
+            versions=versions,
+            finish_reason=_FINISH.get(str(finish), "abort"),
+        )
+
+    def _check_version(self, version: int) -> None:
+        if version <= self._version:
+            self.updates_rejected += 1
+            raise StaleVersionError(
+                f"update to version {version} rejected: engine is at {self._version}"
+            )
+
+    async def update_weights(self, version: int, named_tensors: Any) -> float:
+        """Load HF-named tensors as policy `version` (must be newer); returns seconds taken.
+
+        In-flight requests are frozen (`pause_generation(mode="keep")`), not aborted: tokens
+        sampled after this returns carry `version`. An older or equal version raises
+        `StaleVersionError` and leaves the weights untouched.
+        """
+        from agentgym_rl.weights.apply import to_payload
+
+        async with self._update_lock:
+            self._check_version(version)
+            payload = to_payload(named_tensors)
+            t0 = time.perf_counter()
+            await self._llm.pause_generation(
+                mode="keep", clear_cache=self.options.clear_cache_on_update
+            )
+            try:
+                await self._llm.collective_rpc("agentgym_load_weights", args=(payload,))
+                await self._llm.update_weight_version(str(version))
+                self._version = version
+                self.updates_applied += 1
+            finally:
+                await self._llm.resume_generation()
+            return time.perf_counter() - t0
+
+    async def init_nccl(
+        self, master_address: str, master_port: int, rank_offset: int, world_size: int
+    ) -> None:
+        """Join the learner's NCCL group (GPU only, unverified here; see docs/weights.md)."""
+        from vllm.distributed.weight_transfer.base import WeightTransferInitRequest
+
+        self._require_nccl()
+        info = dict(
+            master_address=master_address,
+            master_port=master_port,
+            rank_offset=rank_offset,
+            world_size=world_size,
+        )
+        await self._llm.init_weight_transfer_engine(WeightTransferInitRequest(init_info=info))
+
+    async def update_weights_nccl(
+        self, version: int, names: list[str], dtype_names: list[str], shapes: list[list[int]]
+    ) -> float:
+        """Receive `version` over NCCL while the learner broadcasts the same tensors in order.
+
+        GPU only and NOT verified here (no GPU). The learner must broadcast exactly `names` (in
+        this order, with these dtypes/shapes) from NCCL rank 0 concurrently with this call.
+        """
+        from vllm.distributed.weight_transfer.base import WeightTransferUpdateRequest
+
+        self._require_nccl()
+        async with self._update_lock:
+            self._check_version(version)
+            t0 = time.perf_counter()
+            await self._llm.pause_generation(
+                mode="keep", clear_cache=self.options.clear_cache_on_update
+            )
+            try:
+                await self._llm.start_weight_update()
+                info = dict(names=names, dtype_names=dtype_names, shapes=shapes)
+                await self._llm.update_weights(WeightTransferUpdateRequest(update_info=info))
+                await self._llm.finish_weight_update(weight_version=str(version))
+                self._version = version
+                self.updates_applied += 1
+            finally:
+                await self._llm.resume_generation()
+            return time.perf_counter() - t0
+
+    def _require_nccl(self) -> None:
+        if self.options.weight_transfer != "nccl":
+            raise RuntimeError("engine was not started with weight_transfer='nccl'")
+
+    async def ping_workers(self) -> list[str]:
+        """Calls a trivial method on every worker (proves the extension is loaded)."""
+        return list(await self._llm.collective_rpc("agentgym_ping"))
+
+    def shutdown(self) -> None:
+        """Stop the engine-core process and release its sockets (idempotent).
+
+        The `AsyncLLM` is dropped and collected here, while the interpreter is fully alive:
+        left to interpreter exit, its `__del__` runs against torn-down module globals.
+        """
+        llm, self._llm = self._llm, None
+        if llm is None:
+            return
+        llm.shutdown()
+        del llm
+        gc.collect()
+
+
+def _generation_eos_ids(path: Path) -> list[int]:
+    import json
+
+    cfg = path / "generation_config.json"
+    if not cfg.exists():
+        return []
+    eos = json.loads(cfg.read_text()).get("eos_token_id")
+    if eos is None:
+        return []
+    return [int(e) for e in (eos if isinstance(eos, list) else [eos])]
+
+
+def _sampled_logprob(logprobs: Any, i: int, tok: int) -> float:
+    if logprobs is None:
+        return math.nan
+    entry = logprobs[i]
+    return float(entry[tok].logprob)
+
+
+def _versions_from_spans(spans: Any, n: int, fallback: list[int]) -> list[int]:
+    out = list(fallback)
+    for span in spans:
+        version, start, end = _span_fields(span)
+        try:
+            v = int(version)
+        except (TypeError, ValueError):
+            continue
+        for j in range(max(0, start), min(n, end)):
+            out[j] = v
+    return out
+
+
+def _span_fields(span: Any) -> tuple[Any, int, int]:
+    if isinstance(span, tuple | list):
+        return span[0], int(span[1]), int(span[2])
+    return span.version, int(span.start), int(span.end)

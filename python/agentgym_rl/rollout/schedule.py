@@ -1,0 +1,56 @@
+"""ScalingInter-RL: the turn cap of an episode as a pure function of its dispatch version.
+
+Contract: `stage = min(version // versions_per_stage, len(stages) - 1)` and `cap = stages[stage]`,
+where `version` is the policy version the episode's group was admitted under. The result never
+depends on wall time, restarts or how many episodes ran before (the reference's resume bug
+shifted its schedule one step early; a pure function cannot). A fixed cap is one stage.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from agentgym_rl.config import ScalingInterConfig
+
+
+@dataclass(frozen=True, slots=True)
+class TurnBudget:
+    """The stage an episode runs in and its turn cap; every sample carries both."""
+
+    stage: int
+    cap: int
+
+
+class TurnSchedule:
+    """Maps a policy version to its `TurnBudget`."""
+
+    def __init__(self, stages: Sequence[int], versions_per_stage: int) -> None:
+        if not stages or any(c < 1 for c in stages):
+            raise ValueError(f"stages must be non-empty positive turn caps, got {list(stages)}")
+        if versions_per_stage < 1:
+            raise ValueError(f"versions_per_stage must be >= 1, got {versions_per_stage}")
+        self.stages = tuple(int(c) for c in stages)
+        self.versions_per_stage = int(versions_per_stage)
+
+    @classmethod
+    def from_config(cls, config: ScalingInterConfig) -> TurnSchedule:
+        return cls(config.stages, config.versions_per_stage)
+
+    @classmethod
+    def fixed(cls, cap: int) -> TurnSchedule:
+        """A constant turn cap (one stage)."""
+        return cls([cap], 1)
+
+    def stage(self, version: int) -> int:
+        if version < 0:
+            raise ValueError(f"policy versions are non-negative, got {version}")
+        return min(version // self.versions_per_stage, len(self.stages) - 1)
+
+    def budget(self, version: int) -> TurnBudget:
+        stage = self.stage(version)
+        return TurnBudget(stage=stage, cap=self.stages[stage])
+
+    @property
+    def max_cap(self) -> int:
+        return max(self.stages)

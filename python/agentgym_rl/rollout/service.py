@@ -1,0 +1,181 @@
+"""Assembles one rollout service from a `RolloutConfig` and runs it until done or signalled.
+
+Contract: `run_service(config, engine, sync=...)` builds the env pool, chat tokenizer, task
+source, turn schedule, trajectory buffer, learner stream, metrics and either the asynchronous
+`Dispatcher` or the reference `SyncLoop`, installs SIGTERM/SIGINT handlers that wind it down
+cleanly, runs it, writes the dataset cursor to `<log_dir>/cursor.json` and returns the summary.
+Any object satisfying `Engine` works (tests use a scripted one); `serve()` starts vLLM first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import signal
+from pathlib import Path
+
+from agentgym_rl import _core
+from agentgym_rl.config import RolloutConfig
+from agentgym_rl.rollout.agent import AgentLoop, EnvSpec
+from agentgym_rl.rollout.dataset import Cursor, TaskSource, load_split
+from agentgym_rl.rollout.dispatcher import Dispatcher, DispatchSummary
+from agentgym_rl.rollout.metrics import RolloutMetrics, StatusSink
+from agentgym_rl.rollout.schedule import TurnSchedule
+from agentgym_rl.rollout.sink import LearnerStream
+from agentgym_rl.rollout.sync_loop import SyncLoop
+from agentgym_rl.rollout.types import Engine
+from agentgym_rl.trajectory import ChatTokenizer
+
+log = logging.getLogger(__name__)
+CURSOR_FILE = "cursor.json"
+
+
+def task_source(config: RolloutConfig) -> TaskSource:
+    """The dataset, resumed from `<log_dir>/cursor.json` when `dataset.resume` and it exists."""
+    ds = config.dataset
+    cursor = Cursor()
+    path = config.log_dir / CURSOR_FILE
+    if ds.resume and path.exists():
+        saved = json.loads(path.read_text())
+        cursor = Cursor(int(saved["epoch"]), int(saved["index"]))
+    tasks = load_split(ds.split, ds.env)
+    return TaskSource(tasks, seed=ds.shuffle_seed, cursor=cursor, epochs=ds.epochs)
+
+
+def env_pool(config: RolloutConfig) -> _core.EnvPool:
+    servers = [
+        _core.EnvServer(e.env, a, dialect=e.dialect, max_inflight=e.max_inflight)
+        for e in config.envs
+        for a in e.addresses
+    ]
+    p = config.env_pool
+    return _core.EnvPool(
+        servers,
+        health_interval_s=p.health_interval_s,
+        step_timeout_s=p.step_timeout_s,
+        create_timeout_s=p.reset_timeout_s,
+        reset_timeout_s=p.reset_timeout_s,
+    )
+
+
+async def run_service(
+    config: RolloutConfig,
+    engine: Engine,
+    *,
+    sync: bool = False,
+    chat: ChatTokenizer | None = None,
+    quiet: bool = False,
+    max_groups: int | None = None,
+) -> DispatchSummary:
+    """Run the rollout loop on `engine` until the dataset ends, `max_groups`, or a signal."""
+    chat = chat or ChatTokenizer.from_dir(config.tokenizer or config.model)
+    stop_ids = getattr(engine, "stop_token_ids", None)
+    specs = {e.env: EnvSpec(e.action_format, e.system_prompt) for e in config.envs}
+    source = task_source(config)
+    schedule = TurnSchedule.from_config(config.scaling_inter)
+    metrics = RolloutMetrics()
+    status = StatusSink(config.log_dir, quiet=quiet)
+    stream = LearnerStream(
+        config.learner.endpoints,
+        sender_id=config.learner.sender_id,
+        timeout_s=config.learner.send_timeout_s,
+    )
+    if config.weights_endpoint is not None:
+        log.warning("weights_endpoint is set but no weight receiver is wired in yet")
+    pool: _core.EnvPool | None = None
+    runner: Dispatcher | SyncLoop
+    if sync:
+        runner = SyncLoop(
+            engine,
+            chat,
+            stream,
+            source,
+            schedule,
+            addresses={e.env: e.addresses for e in config.envs},
+            envs=specs,
+            group_size=config.dataset.group_size,
+            groups_per_step=config.buffer.groups_per_step,
+            max_model_len=config.engine.max_model_len,
+            max_tokens_per_turn=config.engine.max_tokens_per_turn,
+            version_source=lambda: engine.version,
+            metrics=metrics,
+            status=status,
+            check_drift=config.check_drift,
+        )
+    else:
+        pool = env_pool(config)
+        b = config.buffer
+        buffer = _core.TrajectoryBuffer(
+            group_size=config.dataset.group_size,
+            groups_per_step=b.groups_per_step,
+            max_staleness=b.max_staleness,
+            max_in_flight=b.max_in_flight,
+            max_ready=b.max_ready,
+            filter_zero_variance=b.filter_zero_variance,
+        )
+        agent = AgentLoop(
+            engine,
+            pool,
+            chat,
+            envs=specs,
+            max_model_len=config.engine.max_model_len,
+            max_tokens_per_turn=config.engine.max_tokens_per_turn,
+            stop_ids=stop_ids,
+            check_drift=config.check_drift,
+            metrics=metrics,
+        )
+        runner = Dispatcher(
+            agent,
+            buffer,
+            source,
+            schedule,
+            stream,
+            version_source=lambda: engine.version,
+            status=status,
+            status_interval_s=config.status_interval_s,
+            max_groups=max_groups,
+        )
+    loop = asyncio.get_running_loop()
+    handled = []
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+            loop.add_signal_handler(sig, runner.stop)
+            handled.append(sig)
+    try:
+        summary = await runner.run()
+    finally:
+        for sig in handled:
+            loop.remove_signal_handler(sig)
+        if pool is not None:
+            await pool.shutdown()
+        stream.close()
+        status.close()
+        save_cursor(config.log_dir, source.cursor)
+    log.info("rollouts finished: %s", summary)
+    return summary
+
+
+def save_cursor(log_dir: Path, cursor: Cursor) -> None:
+    log_dir.mkdir(parents=True, exist_ok=True)
+    (log_dir / CURSOR_FILE).write_text(json.dumps({"epoch": cursor.epoch, "index": cursor.index}))
+
+
+async def serve(config: RolloutConfig, *, sync: bool = False) -> DispatchSummary:
+    """Start vLLM on `config.model`, then `run_service`; the engine is shut down at the end."""
+    from agentgym_rl.rollout.engine import EngineOptions, VllmEngine
+
+    e = config.engine
+    options = EngineOptions(
+        max_model_len=e.max_model_len,
+        temperature=e.temperature,
+        top_p=e.top_p,
+        seed=e.seed,
+        gpu_memory_utilization=e.gpu_memory_utilization,
+    )
+    engine = await VllmEngine.start(config.model, options)
+    try:
+        return await run_service(config, engine, sync=sync)
+    finally:
+        engine.shutdown()

@@ -1,0 +1,187 @@
+"""Learner side of the weight stream: a ZeroMQ ROUTER that rollout servers register with.
+
+`WeightPublisher.publish(version, named_tensors, timeout_s)` sends the full update to every
+registered server as schema-1 chunks (see `schema.py`), interleaving servers so a slow one does
+not hold up the others, then waits for each server's ack. It never waits past `timeout_s`: a
+server that has not acked by then is reported in `PublishResult.timed_out` and catches up at
+the next version (every update is a full set of weights, and its subscriber drops the
+unfinished one when the next version starts).
+
+Flow control: ROUTER_MANDATORY plus a small send high-water mark per server, so a full pipe
+answers EAGAIN (the server is skipped for now) instead of silently dropping chunks; a server
+that vanished (EHOSTUNREACH) is unregistered. Data frames are views of the tensors (zero-copy):
+the tensors must not be modified in place until `publish` returns and, for servers reported
+as timed out, until the next `publish` (or the stale bytes fail the checksum and that server
+rejects the update, keeping its old weights).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import zmq
+
+from agentgym_rl.weights import schema
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class PublishResult:
+    """Outcome of one `publish` call."""
+
+    version: int
+    acked: list[str] = field(default_factory=list)
+    failed: dict[str, str] = field(default_factory=dict)
+    """Servers that rejected the update or failed to apply it, with their reason."""
+    timed_out: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+    bytes_per_server: int = 0
+    chunks: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return not self.failed and not self.timed_out
+
+
+@dataclass
+class _Server:
+    server_id: str
+    version: int = -1
+    next_chunk: int = 0
+    done: bool = False
+
+
+class WeightPublisher:
+    """Binds a ROUTER on `endpoint` (e.g. "tcp://*:5557" or "tcp://127.0.0.1:0")."""
+
+    def __init__(
+        self,
+        endpoint: str,
+        *,
+        chunk_bytes: int = schema.DEFAULT_CHUNK_BYTES,
+        sndhwm: int = 4,
+    ) -> None:
+        self.chunk_bytes = chunk_bytes
+        self._sock: zmq.Socket[bytes] = zmq.Context.instance().socket(zmq.ROUTER)
+        self._sock.setsockopt(zmq.LINGER, 0)
+        self._sock.setsockopt(zmq.ROUTER_MANDATORY, 1)
+        self._sock.setsockopt(zmq.SNDHWM, sndhwm)
+        self._sock.bind(endpoint)
+        self.endpoint: str = self._sock.getsockopt_string(zmq.LAST_ENDPOINT)
+        self.servers: dict[bytes, _Server] = {}
+        self.version = -1
+        self.stale_acks = 0
+
+    def wait_for_servers(self, n: int, timeout_s: float) -> int:
+        """Handle registrations until `n` servers are known or `timeout_s` passes."""
+        deadline = time.monotonic() + timeout_s
+        while len(self.servers) < n:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            if self._sock.poll(int(left * 1000) + 1, zmq.POLLIN):
+                self._handle(self._sock.recv_multipart(), None)
+        return len(self.servers)
+
+    def publish(
+        self,
+        version: int,
+        named_tensors: Mapping[str, torch.Tensor] | Iterable[tuple[str, torch.Tensor]],
+        timeout_s: float,
+    ) -> PublishResult:
+        """Send `version` to every registered server; wait for acks up to `timeout_s`."""
+        if version <= self.version:
+            raise ValueError(f"version {version} is not newer than {self.version}")
+        t0 = time.monotonic()
+        deadline = t0 + timeout_s
+        items = named_tensors.items() if isinstance(named_tensors, Mapping) else named_tensors
+        tensors = [(n, t.detach().to("cpu").contiguous()) for n, t in items]
+        chunks = schema.plan_chunks(version, tensors, self.chunk_bytes)
+        messages = [schema.pack(c.header, c.frames) for c in chunks]
+        self.version = version
+        result = PublishResult(version=version, chunks=len(chunks))
+        result.bytes_per_server = sum(len(f) for c in chunks for f in c.frames)
+        self._drain(result)
+        for server in self.servers.values():
+            server.next_chunk, server.done = 0, False
+        while True:
+            pending = [s for s in self.servers.values() if not s.done]
+            if not pending:
+                break
+            sending = [s for s in pending if s.next_chunk < len(messages)]
+            progressed = sum(self._send_some(server, messages) for server in sending)
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            # Sending and nothing moved: every pipe is full, wait a little for acks/space.
+            wait = left if not sending else (0.0 if progressed else min(left, 0.005))
+            if self._sock.poll(int(wait * 1000), zmq.POLLIN):
+                self._drain(result)
+        result.timed_out = sorted(s.server_id for s in self.servers.values() if not s.done)
+        if result.timed_out:
+            log.warning(
+                "version %d: no ack from %s within %.1fs", version, result.timed_out, timeout_s
+            )
+        result.seconds = time.monotonic() - t0
+        return result
+
+    def _send_some(self, server: _Server, messages: list[list[Any]]) -> int:
+        """Send chunks to `server` until its pipe is full; returns how many went out."""
+        ident = server.server_id.encode()
+        sent = 0
+        while server.next_chunk < len(messages):
+            try:
+                self._sock.send_multipart(
+                    [ident, *messages[server.next_chunk]], flags=zmq.NOBLOCK, copy=False
+                )
+            except zmq.Again:
+                return sent
+            except zmq.ZMQError as exc:
+                if exc.errno == zmq.EHOSTUNREACH:
+                    log.warning("server %s unreachable: unregistered", server.server_id)
+                    self.servers.pop(ident, None)
+                    return sent
+                raise
+            server.next_chunk += 1
+            sent += 1
+        return sent
+
+    def _drain(self, result: PublishResult | None) -> None:
+        while self._sock.poll(0, zmq.POLLIN):
+            self._handle(self._sock.recv_multipart(), result)
+
+    def _handle(self, frames: list[bytes], result: PublishResult | None) -> None:
+        ident, rest = frames[0], frames[1:]
+        try:
+            header, _ = schema.unpack(rest)
+            kind = header["kind"]
+        except (schema.MalformedMessage, KeyError) as exc:
+            log.warning("malformed message from %r: %s", ident, exc)
+            return
+        if kind == "register":
+            new = self.servers.get(ident) or _Server(server_id=ident.decode(errors="replace"))
+            new.version = int(header.get("version", -1))
+            new.done = True  # catches up at the next version
+            self.servers[ident] = new
+            log.info("server %s registered at version %d", new.server_id, new.version)
+        elif kind == "ack":
+            server = self.servers.get(ident)
+            version = int(header.get("version", -1))
+            if server is None or result is None or version != result.version:
+                self.stale_acks += 1
+                return
+            server.done = True
+            if header.get("ok"):
+                server.version = version
+                result.acked.append(server.server_id)
+            else:
+                result.failed[server.server_id] = str(header.get("reason", "unknown"))
+
+    def close(self) -> None:
+        self._sock.close(linger=0)

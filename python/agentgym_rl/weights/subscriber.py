@@ -1,0 +1,273 @@
+"""Rollout side of the weight stream: reassemble, verify, apply, ack.
+
+`UpdateAssembler` is the socket-free core: it takes chunk messages in arrival order and returns
+a complete, verified update (`version`, HF-named tensors) or raises `UpdateRejected` with a
+reason; every rejection is counted in `rejections` and nothing is applied, so the engine keeps
+its old weights. Reasons: `malformed` (bad framing, header, piece layout), `checksum` (chunk crc32
+or whole-update blake2b mismatch), `out_of_order` (a chunk index other than the next one),
+`incomplete` (a newer version started, or no chunk arrived for `chunk_timeout_s` mid-update),
+`stale` (a version not newer than the last applied one), `apply_failed` (the callback raised).
+
+`WeightSubscriber` is the asyncio ZeroMQ DEALER around it: it connects to the learner's
+publisher, registers, and for each complete update awaits the callback (typically
+`engine.update_weights`) and acks with the outcome.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import os
+import socket
+import time
+import zlib
+from collections import Counter
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+import torch
+import zmq
+import zmq.asyncio
+
+from agentgym_rl.weights import schema
+
+log = logging.getLogger(__name__)
+
+ApplyFn = Callable[[int, dict[str, torch.Tensor]], Awaitable[Any]]
+
+
+class UpdateRejected(Exception):
+    """An update (or one of its chunks) was rejected; `reason` is the counted category."""
+
+    def __init__(self, reason: str, detail: str, version: int | None = None) -> None:
+        super().__init__(f"{reason}: {detail}")
+        self.reason = reason
+        self.detail = detail
+        self.version = version
+
+
+class _Pending:
+    """An update being reassembled."""
+
+    def __init__(self, header: dict[str, Any]) -> None:
+        self.version = int(header["version"])
+        self.count = int(header["count"])
+        self.digest_hex = str(header["digest"])
+        self.total_bytes = int(header["total_bytes"])
+        self.next_index = 0
+        self.digest = hashlib.blake2b(digest_size=16)
+        self.received = 0
+        self.buffers: dict[str, bytearray] = {}
+        self.meta: dict[str, tuple[str, list[int]]] = {}
+        self.filled: dict[str, int] = {}
+        self.last_chunk_at = time.monotonic()
+
+
+class UpdateAssembler:
+    """Turns an ordered stream of chunk messages into verified updates."""
+
+    def __init__(self, last_version: int = -1) -> None:
+        self.last_version = last_version
+        self.rejections: Counter[str] = Counter()
+        self._pending: _Pending | None = None
+        self._dead_version: int | None = None  # chunks of a rejected update are skipped
+
+    @property
+    def in_progress(self) -> int | None:
+        return None if self._pending is None else self._pending.version
+
+    def reject(
+        self, reason: str, detail: str, version: int | None = None, *, drop_pending: bool = True
+    ) -> UpdateRejected:
+        """Count and log a rejection; drops the partial update unless told otherwise."""
+        self.rejections[reason] += 1
+        if version is not None:
+            self._dead_version = version
+        if drop_pending:
+            self._pending = None
+        log.warning("weight update rejected (%s): %s", reason, detail)
+        return UpdateRejected(reason, detail, version)
+
+    def expire(self, now: float, chunk_timeout_s: float) -> UpdateRejected | None:
+        """Reject the partial update if no chunk arrived for `chunk_timeout_s`."""
+        p = self._pending
+        if p is None or now - p.last_chunk_at < chunk_timeout_s:
+            return None
+        return self.reject(
+            "incomplete",
+            f"version {p.version}: timed out after chunk {p.next_index}/{p.count}",
+            p.version,
+        )
+
+    def feed(self, frames: Sequence[Any]) -> tuple[int, dict[str, torch.Tensor]] | None:
+        """Consume one chunk message; returns the update once its last chunk verified."""
+        try:
+            header, data = schema.unpack(frames)
+            version = int(header["version"])
+            index, count = int(header["index"]), int(header["count"])
+            pieces = header["pieces"]
+            if header.get("kind") != "chunk" or not 0 <= index < count:
+                raise schema.MalformedMessage(f"bad chunk header {header.get('kind')} {index}")
+            if not isinstance(pieces, list) or len(pieces) != len(data):
+                raise schema.MalformedMessage("piece table does not match the data frames")
+        except (schema.MalformedMessage, KeyError, TypeError, ValueError) as exc:
+            current = self._pending.version if self._pending is not None else None
+            raise self.reject("malformed", str(exc), current) from None
+        if version <= self.last_version:
+            if self._dead_version != version:
+                detail = f"version {version} <= {self.last_version}"
+                raise self.reject("stale", detail, version, drop_pending=False)
+            return None
+        if version == self._dead_version:
+            return None  # the rest of an update already rejected
+        p = self._pending
+        if p is not None and version != p.version:
+            if version < p.version:
+                detail = f"version {version} during {p.version}"
+                raise self.reject("stale", detail, version, drop_pending=False)
+            self.reject("incomplete", f"version {p.version} superseded by {version}", p.version)
+            p = None
+        if p is None:
+            p = self._pending = _Pending(header)
+        if index != p.next_index or count != p.count:
+            raise self.reject(
+                "out_of_order",
+                f"version {version}: chunk {index}, expected {p.next_index}",
+                version,
+            )
+        crc = 0
+        for frame in data:
+            crc = zlib.crc32(frame, crc)
+        if crc != int(header["crc32"]):
+            raise self.reject("checksum", f"version {version}: chunk {index} crc32", version)
+        try:
+            for meta, frame in zip(pieces, data, strict=True):
+                self._place(p, meta, frame)
+        except (schema.MalformedMessage, KeyError, TypeError, ValueError) as exc:
+            raise self.reject("malformed", f"version {version}: {exc}", version) from None
+        p.next_index += 1
+        p.last_chunk_at = time.monotonic()
+        if p.next_index < p.count:
+            return None
+        return self._finish(p)
+
+    def _place(self, p: _Pending, meta: dict[str, Any], frame: memoryview) -> None:
+        name, offset, nbytes = str(meta["name"]), int(meta["offset"]), int(meta["nbytes"])
+        if nbytes != len(frame):
+            raise schema.MalformedMessage(f"{name}: frame has {len(frame)} bytes, not {nbytes}")
+        if name not in p.buffers:
+            dtype = schema.dtype_from_name(str(meta["dtype"]))
+            shape = [int(d) for d in meta["shape"]]
+            size = dtype.itemsize
+            for d in shape:
+                size *= d
+            p.buffers[name] = bytearray(size)
+            p.meta[name] = (str(meta["dtype"]), shape)
+            p.filled[name] = 0
+        if offset != p.filled[name] or offset + nbytes > len(p.buffers[name]):
+            raise schema.MalformedMessage(f"{name}: piece at {offset}+{nbytes} does not follow")
+        p.buffers[name][offset : offset + nbytes] = frame
+        p.filled[name] += nbytes
+        p.digest.update(frame)
+        p.received += nbytes
+
+    def _finish(self, p: _Pending) -> tuple[int, dict[str, torch.Tensor]]:
+        if p.digest.hexdigest() != p.digest_hex or p.received != p.total_bytes:
+            raise self.reject("checksum", f"version {p.version}: whole-update digest", p.version)
+        short = [n for n, buf in p.buffers.items() if p.filled[n] != len(buf)]
+        if short:
+            raise self.reject("incomplete", f"version {p.version}: partial {short[:3]}", p.version)
+        tensors: dict[str, torch.Tensor] = {}
+        for name, buf in p.buffers.items():
+            dtype_name, shape = p.meta[name]
+            dtype = schema.dtype_from_name(dtype_name)
+            flat = torch.frombuffer(buf, dtype=torch.uint8) if buf else torch.empty(0)
+            tensors[name] = flat.view(torch.uint8).view(dtype).reshape(shape)
+        self._pending = None
+        return p.version, tensors
+
+    def applied(self, version: int) -> None:
+        self.last_version = max(self.last_version, version)
+
+
+class WeightSubscriber:
+    """DEALER client of a `WeightPublisher`; applies updates through an async callback."""
+
+    def __init__(
+        self,
+        endpoint: str,
+        *,
+        server_id: str | None = None,
+        last_version: int = -1,
+        chunk_timeout_s: float = 10.0,
+    ) -> None:
+        self.endpoint = endpoint
+        self.server_id = server_id or f"{socket.gethostname()}-{os.getpid()}-{os.urandom(3).hex()}"
+        self.chunk_timeout_s = chunk_timeout_s
+        self.assembler = UpdateAssembler(last_version)
+        self.applied_versions: list[int] = []
+        self._ctx = zmq.asyncio.Context.instance()
+        self._sock = self._ctx.socket(zmq.DEALER)
+        self._sock.setsockopt(zmq.LINGER, 0)
+        self._sock.setsockopt(zmq.IDENTITY, self.server_id.encode())
+        self._sock.connect(endpoint)
+
+    @property
+    def rejections(self) -> Counter[str]:
+        return self.assembler.rejections
+
+    async def register(self) -> None:
+        """Announce this server (done again after each reconnect by the caller)."""
+        header = {"kind": "register", "server_id": self.server_id}
+        await self._sock.send_multipart(
+            schema.pack({**header, "version": self.assembler.last_version})
+        )
+
+    async def _ack(self, version: int, ok: bool, reason: str, seconds: float) -> None:
+        header = {"kind": "ack", "server_id": self.server_id, "version": version, "ok": ok}
+        await self._sock.send_multipart(
+            schema.pack({**header, "reason": reason, "seconds": seconds})
+        )
+
+    async def step(self, apply: ApplyFn, timeout_s: float) -> int | None:
+        """Handle messages for up to `timeout_s`; returns a version once one is applied."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None
+            wait = min(left, self.chunk_timeout_s)
+            if not await self._sock.poll(timeout=int(wait * 1000)):
+                self.assembler.expire(time.monotonic(), self.chunk_timeout_s)
+                continue
+            frames = await self._sock.recv_multipart(copy=False)
+            try:
+                update = self.assembler.feed(frames)
+            except UpdateRejected as rej:
+                if rej.version is not None:
+                    await self._ack(rej.version, False, rej.reason, 0.0)
+                continue
+            if update is None:
+                continue
+            version, tensors = update
+            t0 = time.perf_counter()
+            try:
+                await apply(version, tensors)
+            except Exception as exc:
+                self.assembler.reject("apply_failed", f"version {version}: {exc!r}")
+                await self._ack(version, False, "apply_failed", time.perf_counter() - t0)
+                continue
+            self.assembler.applied(version)
+            self.applied_versions.append(version)
+            await self._ack(version, True, "", time.perf_counter() - t0)
+            return version
+
+    async def serve(self, apply: ApplyFn, stop: asyncio.Event | None = None) -> None:
+        """Register, then apply updates until `stop` is set (or the task is cancelled)."""
+        await self.register()
+        while stop is None or not stop.is_set():
+            await self.step(apply, timeout_s=0.5)
+
+    def close(self) -> None:
+        self._sock.close(linger=0)

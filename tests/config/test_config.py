@@ -1,0 +1,167 @@
+"""The torch-free config package: import isolation, shipped YAMLs, overrides, validators."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from pydantic import BaseModel
+
+from agentgym_rl.config import (
+    ActionFormat,
+    ConfigError,
+    RolloutConfig,
+    load_rollout_config,
+)
+from agentgym_rl.config.loader import apply_override, parse_override
+
+ROOT = Path(__file__).resolve().parents[2]
+SHIPPED = sorted((ROOT / "configs").rglob("*.yaml"))
+MINIMAL = [
+    "model=/models/tiny",
+    "envs=[{env: babyai, addresses: ['http://127.0.0.1:36001']}]",
+    "dataset.env=babyai",
+    "dataset.split=envs/agentgym_envs/babyai/data/train.json",
+    "learner.endpoints=['tcp://127.0.0.1:5555']",
+]
+
+
+def test_imports_without_torch_or_vllm() -> None:
+    script = textwrap.dedent(
+        """
+        import sys
+        from importlib.abc import MetaPathFinder
+
+        class Blocker(MetaPathFinder):
+            def find_spec(self, name, path=None, target=None):
+                if name.split(".")[0] in {"torch", "vllm", "transformers", "megatron"}:
+                    raise ImportError(f"forbidden import: {name}")
+                return None
+
+        sys.meta_path.insert(0, Blocker())
+        import agentgym_rl.config as c
+        cfg = c.load_rollout_config(sys.argv[1])
+        assert isinstance(cfg, c.RolloutConfig)
+        print("ok")
+        """
+    )
+    yaml_path = ROOT / "configs" / "rollout" / "babyai_tiny.yaml"
+    out = subprocess.run(
+        [sys.executable, "-c", script, str(yaml_path)], capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "ok"
+
+
+@pytest.mark.parametrize("path", SHIPPED, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_shipped_yaml_parses(path: Path) -> None:
+    assert path.parts[-2] == "rollout"
+    config = load_rollout_config(path)
+    assert config.dataset.env in {e.env for e in config.envs}
+
+
+def test_shipped_configs_exist() -> None:
+    assert SHIPPED, "no YAML under configs/"
+
+
+def test_minimal_config_gets_recipe_defaults() -> None:
+    config = load_rollout_config(None, MINIMAL)
+    assert config.scaling_inter.stages == [6, 13, 20]
+    assert config.engine.temperature == 1.0
+    assert config.envs[0].action_format is ActionFormat.REACT
+    assert config.env_servers("babyai").dialect == "agentgym"
+
+
+def test_overrides_apply_in_order_with_yaml_values() -> None:
+    config = load_rollout_config(
+        ROOT / "configs" / "rollout" / "babyai_tiny.yaml",
+        [
+            "buffer.max_staleness=4",
+            "scaling_inter.stages=[5, 10]",
+            "envs.0.addresses=['tcp://127.0.0.1:9000', 'http://h:1']",
+            "weights_endpoint=ipc:///tmp/w.sock",
+            "dataset.epochs=null",
+            "buffer.max_staleness=5",
+        ],
+    )
+    assert config.buffer.max_staleness == 5
+    assert config.scaling_inter.stages == [5, 10]
+    assert config.envs[0].addresses == ["tcp://127.0.0.1:9000", "http://h:1"]
+    assert config.weights_endpoint == "ipc:///tmp/w.sock"
+
+
+@pytest.mark.parametrize(
+    "override, where",
+    [
+        ("buffer.bogus=1", "buffer.bogus: Extra inputs are not permitted"),
+        ("envs.0.colour=red", "envs.0.colour: Extra inputs are not permitted"),
+        ("buffer.max_staleness=-1", "buffer.max_staleness"),
+        ("engine.top_p=0", "engine.top_p"),
+        ("engine.max_tokens_per_turn=99999", "max_tokens_per_turn (99999) must be below"),
+        ("scaling_inter.stages=[10, 5]", "turn caps must not decrease"),
+        ("scaling_inter.stages=[]", "scaling_inter.stages"),
+        ("learner.endpoints=['localhost:5555']", "not a ZeroMQ endpoint"),
+        ("envs.0.addresses=['127.0.0.1:36001']", "is not http://HOST:PORT"),
+        ("envs.0.dialect=soap", "envs.0.dialect"),
+        ("dataset.env=textcraft", "has no servers"),
+        ("dataset.group_size=0", "dataset.group_size"),
+    ],
+)
+def test_errors_name_the_key_path(override: str, where: str) -> None:
+    with pytest.raises(ConfigError) as e:
+        load_rollout_config(None, [*MINIMAL, override])
+    assert where in str(e.value)
+
+
+def test_missing_required_sections() -> None:
+    with pytest.raises(ConfigError) as e:
+        load_rollout_config(None, ["model=m"])
+    for key in ("envs", "dataset", "learner"):
+        assert f"  {key}: Field required" in str(e.value)
+
+
+@pytest.mark.parametrize("text", ["novalue", "=3", "a..b=1", "a.b=[unclosed"])
+def test_malformed_overrides(text: str) -> None:
+    with pytest.raises(ConfigError):
+        parse_override(text)
+
+
+def test_override_into_list_and_scalars() -> None:
+    data: dict = {"a": [{"b": 1}], "s": 3}
+    apply_override(data, ["a", "0", "b"], 2)
+    assert data["a"][0]["b"] == 2
+    with pytest.raises(ConfigError, match="no item"):
+        apply_override(data, ["a", "5", "b"], 1)
+    with pytest.raises(ConfigError, match="not a mapping"):
+        apply_override(data, ["s", "x"], 1)
+
+
+def test_bad_yaml_files(tmp_path: Path) -> None:
+    (tmp_path / "list.yaml").write_text("- 1\n- 2\n")
+    (tmp_path / "broken.yaml").write_text("a: [1,\n")
+    for name in ("list.yaml", "broken.yaml", "missing.yaml"):
+        with pytest.raises(ConfigError):
+            load_rollout_config(tmp_path / name)
+
+
+def _models(model: type[BaseModel]) -> list[type[BaseModel]]:
+    found = [model]
+    for field in model.model_fields.values():
+        ann = field.annotation
+        for arg in (ann, *getattr(ann, "__args__", ())):
+            if isinstance(arg, type) and issubclass(arg, BaseModel):
+                found += _models(arg)
+    return found
+
+
+def test_every_field_is_documented_and_frozen() -> None:
+    for model in _models(RolloutConfig):
+        assert model.model_config.get("extra") == "forbid"
+        for name, field in model.model_fields.items():
+            assert field.description, f"{model.__name__}.{name} has no docstring"
+    config = load_rollout_config(None, MINIMAL)
+    with pytest.raises(ValueError):
+        config.buffer.max_staleness = 3  # type: ignore[misc]

@@ -1,0 +1,72 @@
+"""The tiny-model factory: deterministic files, loadable by transformers (vLLM: tests/rollout)."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from agentgym_rl.model import CHATML_TEMPLATE, create_tiny_model
+from vllm_fixtures import tiny_corpus
+
+FILES = (
+    "config.json",
+    "generation_config.json",
+    "model.safetensors",
+    "tokenizer.json",
+    "tokenizer_config.json",
+)
+
+
+def test_same_seed_same_bytes_and_fast(tmp_path: Path) -> None:
+    t0 = time.perf_counter()
+    a = create_tiny_model(tmp_path / "a", corpus=tiny_corpus(), vocab_size=300, seed=3)
+    elapsed = time.perf_counter() - t0
+    b = create_tiny_model(tmp_path / "b", corpus=tiny_corpus(), vocab_size=300, seed=3)
+    c = create_tiny_model(tmp_path / "c", corpus=tiny_corpus(), vocab_size=300, seed=4)
+    assert sorted(p.name for p in a.iterdir()) == sorted(FILES)
+    for name in FILES:
+        assert (a / name).read_bytes() == (b / name).read_bytes(), name
+    assert (a / "model.safetensors").read_bytes() != (c / "model.safetensors").read_bytes()
+    assert (a / "tokenizer.json").read_bytes() == (c / "tokenizer.json").read_bytes()
+    assert elapsed < 15  # includes importing transformers; the build itself takes < 1 s
+
+
+def test_loads_in_transformers_with_chatml(tmp_path: Path) -> None:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    path = create_tiny_model(tmp_path, corpus=tiny_corpus(), vocab_size=300, kv_heads=2)
+    tok = AutoTokenizer.from_pretrained(str(path))
+    model = AutoModelForCausalLM.from_pretrained(str(path), dtype=torch.float32)
+    assert [tok.convert_tokens_to_ids(t) for t in ("<|endoftext|>", "<|im_start|>")] == [0, 1]
+    assert tok.eos_token == "<|im_end|>" and tok.eos_token_id == 2
+    assert json.loads((path / "tokenizer_config.json").read_text())["chat_template"] == (
+        CHATML_TEMPLATE
+    )
+    text = tok.apply_chat_template(
+        [{"role": "user", "content": "go to the red ball"}],
+        add_generation_prompt=True,
+        tokenize=False,
+    )
+    assert text == "<|im_start|>user\ngo to the red ball<|im_end|>\n<|im_start|>assistant\n"
+    ids = tok("go to the red ball")["input_ids"]
+    assert tok.decode(ids) == "go to the red ball" and len(ids) < len("go to the red ball")
+    cfg = model.config
+    assert cfg.vocab_size == len(tok) <= 300
+    assert (cfg.hidden_size, cfg.num_hidden_layers, cfg.head_dim) == (128, 2, 64)
+    assert (cfg.num_attention_heads, cfg.num_key_value_heads) == (2, 2)
+    assert cfg.tie_word_embeddings
+    assert model.lm_head.weight.data_ptr() == model.model.embed_tokens.weight.data_ptr()
+    gen = json.loads((path / "generation_config.json").read_text())
+    assert gen["eos_token_id"] == [2, 0]
+    with torch.no_grad():
+        logits = model(torch.tensor([ids])).logits
+    assert logits.shape == (1, len(ids), cfg.vocab_size) and torch.isfinite(logits).all()
+
+
+def test_rejects_bad_head_layout(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="kv_heads"):
+        create_tiny_model(tmp_path, corpus=["a b c"], heads=2, kv_heads=3)

@@ -1,0 +1,74 @@
+"""Action parsing per env format; invalid turns get feedback instead of an env step."""
+
+from __future__ import annotations
+
+import pytest
+
+from agentgym_rl.config import ActionFormat
+from agentgym_rl.rollout.actions import parse_action
+
+
+@pytest.mark.parametrize(
+    "text, action",
+    [
+        ("Thought: go left.\nAction: turn left", "turn left"),
+        ("Action: turn left\nThought: no wait\nAction: go to red ball 1", "go to red ball 1"),
+        ("thought: x\naction:   move forward.  ", "move forward"),
+        ("Action: `pick up red key 1`", "pick up red key 1"),
+        ('Thought: "Action: fake" inline\nAction: "toggle"', "toggle"),
+        ("**Action:** craft 1 stick", "craft 1 stick"),
+        ("- Action: inventory", "inventory"),
+    ],
+)
+def test_react(text: str, action: str | None) -> None:
+    parsed = parse_action(text, ActionFormat.REACT)
+    assert parsed.action == action
+    if action is None:
+        assert not parsed.valid and parsed.feedback and "Action:" in parsed.feedback
+
+
+@pytest.mark.parametrize("text", ["Thought: I am thinking", "", "Action:   \n"])
+def test_react_invalid_has_feedback(text: str) -> None:
+    parsed = parse_action(text, ActionFormat.REACT)
+    assert parsed.action is None
+    assert parsed.feedback is not None and parsed.feedback.startswith("Invalid action format")
+
+
+@pytest.mark.parametrize(
+    "text, action",
+    [
+        (
+            "<think>hm</think><search> capital of  France </search>",
+            "<search>capital of France</search>",
+        ),
+        ("<answer>Paris</answer> and <search>x</search>", "<answer>Paris</answer>"),
+        ("<ANSWER>\nParis\n</ANSWER>", "<answer>Paris</answer>"),
+        ("<search></search>", None),
+        ("<search>unclosed", None),
+        ("just text", None),
+    ],
+)
+def test_tags(text: str, action: str | None) -> None:
+    assert parse_action(text, ActionFormat.TAGS).action == action
+
+
+@pytest.mark.parametrize(
+    "text, action",
+    [
+        (
+            "Let's click it. In summary, the next action I will perform is ```click [1234]```",
+            "click [1234]",
+        ),
+        ("```type [12] [hello world] [1]```", "type [12] [hello world] [1]"),
+        ("```scroll [down]```\nthen\n```stop [42 dollars]```", "stop [42 dollars]"),
+        ("```click [abc]```", None),
+        ("I think\ngo_back", "go_back"),
+        ("```goto [http://x.org/a]```", "goto [http://x.org/a]"),
+        ("```stop```", "stop"),
+        ("click here please", None),
+    ],
+)
+def test_webarena(text: str, action: str | None) -> None:
+    parsed = parse_action(text, ActionFormat.WEBARENA)
+    assert parsed.action == action
+    assert parsed.valid == (action is not None)

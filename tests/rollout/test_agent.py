@@ -1,0 +1,160 @@
+"""One episode against real env servers with a scripted engine: arrays, statuses, rewards."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+import numpy as np
+from harness import EnvServerProc, ScriptedEngine, check_sample_arrays
+
+from agentgym_rl import _core
+from agentgym_rl.rollout.agent import AgentLoop, EnvSpec, EpisodePlan
+from agentgym_rl.rollout.dataset import Task
+from agentgym_rl.rollout.schedule import TurnBudget
+from agentgym_rl.rollout.types import Generation
+from agentgym_rl.trajectory import ChatTokenizer
+
+
+def turn_of(request_id: str) -> int:
+    return int(request_id.rsplit("-t", 1)[1])
+
+
+def run(coro: Coroutine[Any, Any, Any], timeout: float = 60.0) -> Any:
+    async def bounded() -> Any:
+        return await asyncio.wait_for(coro, timeout)
+
+    return asyncio.run(bounded())
+
+
+def plan(env: str, idx: int, cap: int, version: int = 0, rid: str = "e0") -> EpisodePlan:
+    return EpisodePlan(Task(f"{env}_{idx}", env, idx), version, TurnBudget(cap - 1, cap), rid)
+
+
+async def episodes(
+    address: str,
+    engine: ScriptedEngine,
+    chat: ChatTokenizer,
+    plans: list[EpisodePlan],
+    env: str = "noop",
+    max_model_len: int = 4096,
+) -> tuple[list[_core.Sample], AgentLoop]:
+    pool = _core.EnvPool([_core.EnvServer(env, address)], step_timeout_s=5.0)
+    agent = AgentLoop(
+        engine,
+        pool,
+        chat,
+        envs={env: EnvSpec()},
+        max_model_len=max_model_len,
+        max_tokens_per_turn=64,
+    )
+    try:
+        samples = await asyncio.gather(*(agent.run(p) for p in plans))
+    finally:
+        await pool.shutdown()
+    return list(samples), agent
+
+
+def scripted(fn: Callable[[int], str]) -> Callable[[str, str], str]:
+    return lambda prompt, rid: fn(turn_of(rid))
+
+
+def test_babyai_episodes_are_token_in_token_out(babyai_server: EnvServerProc, chat) -> None:
+    engine = ScriptedEngine(chat)
+    prompts: list[tuple[str, list[int]]] = []
+    generate = engine.generate
+
+    async def recording(prompt_ids: list[int], *, max_tokens: int, request_id: str) -> Generation:
+        prompts.append((request_id, list(prompt_ids)))
+        return await generate(prompt_ids, max_tokens=max_tokens, request_id=request_id)
+
+    engine.generate = recording  # type: ignore[method-assign]
+    plans = [plan("babyai", i, cap=5, version=3, rid=f"e{i}") for i in range(4)]
+    samples, agent = run(episodes(babyai_server.zmq, engine, chat, plans, env="babyai"))
+    for i, s in enumerate(samples):
+        check_sample_arrays(s)
+        assert s.status in {"done", "turn_cap"} and 1 <= s.turns <= 5
+        assert (s.turn_cap, s.stage, s.dispatch_version) == (5, 4, 3)
+        assert set(s.versions[s.loss_mask == 1].tolist()) == {0} and not s.drift
+        assert s.versions[0] == 3  # prompt tokens carry the dispatch version
+        text = chat.decode(s.input_ids.tolist())
+        assert text.count("Your goal:") >= 1 and "Available actions" in text
+        for start, end in s.turn_spans.reshape(-1, 2):
+            turn = chat.decode(s.input_ids[start:end].tolist())
+            assert turn.startswith("Thought: let me try.\nAction: ") and turn.endswith("<|im_end|>")
+        mine = [ids for rid, ids in prompts if rid.startswith(f"e{i}-")]
+        assert len(mine) == s.turns
+        for ids in mine:  # every prompt the engine saw is a prefix of the final sequence
+            assert s.input_ids[: len(ids)].tolist() == ids
+    assert agent.metrics.env_steps == sum(s.turns for s in samples)
+
+
+def test_done_reward_and_turn_cap(noop_server: EnvServerProc, chat) -> None:
+    stop_at_3 = ScriptedEngine(
+        chat, scripted(lambda t: "Action: stop" if t == 2 else "Action: noop")
+    )
+    [done], _ = run(episodes(noop_server.zmq, stop_at_3, chat, [plan("noop", 1, cap=10)]))
+    assert (done.status, done.turns, done.reward) == ("done", 3, 1.0)
+    never = ScriptedEngine(chat, scripted(lambda t: "Action: noop"))
+    [capped], _ = run(episodes(noop_server.http, never, chat, [plan("noop", 1, cap=4)]))
+    assert (capped.status, capped.turns, capped.reward, capped.turn_cap) == ("turn_cap", 4, 0.0, 4)
+    check_sample_arrays(capped)
+    # the observation after the capped last turn is not appended: the sample ends on a turn
+    assert capped.loss_mask[-1] == 1
+
+
+def test_invalid_action_gets_feedback_and_counts(noop_server: EnvServerProc, chat) -> None:
+    engine = ScriptedEngine(chat, scripted(lambda t: "Action: stop" if t == 1 else "I am lost"))
+    [s], agent = run(episodes(noop_server.zmq, engine, chat, [plan("noop", 2, cap=5)]))
+    assert (s.status, s.turns) == ("done", 2)
+    assert agent.metrics.invalid_actions == 1 and agent.metrics.env_steps == 1
+    assert "Invalid action format: no line starting with 'Action:'" in chat.decode(
+        s.input_ids.tolist()
+    )
+
+
+def test_context_limit_truncates(noop_server: EnvServerProc, chat) -> None:
+    engine = ScriptedEngine(chat, scripted(lambda t: "Action: noop"))
+    [s], _ = run(
+        episodes(noop_server.zmq, engine, chat, [plan("noop", 3, cap=50)], max_model_len=160)
+    )
+    assert s.status == "truncated" and len(s) <= 160 and s.turns >= 1
+    check_sample_arrays(s)
+
+
+def test_engine_abort_ends_episode(noop_server: EnvServerProc, chat) -> None:
+    engine = ScriptedEngine(chat, scripted(lambda t: "Action: noop"))
+
+    async def aborting(prompt_ids: list[int], *, max_tokens: int, request_id: str) -> Generation:
+        if turn_of(request_id) == 1:
+            return Generation([], [], [], "abort")
+        return await ScriptedEngine.generate(
+            engine, prompt_ids, max_tokens=max_tokens, request_id=request_id
+        )
+
+    engine.generate = aborting  # type: ignore[method-assign]
+    [s], _ = run(episodes(noop_server.zmq, engine, chat, [plan("noop", 4, cap=5)]))
+    assert (s.status, s.turns) == ("aborted", 1)
+
+
+def test_killed_env_server_flags_env_failure(spawn_server, chat) -> None:
+    server = spawn_server("noop")
+
+    def policy(prompt: str, rid: str) -> str:
+        if turn_of(rid) == 2:
+            server.kill()
+        return "Action: noop"
+
+    engine = ScriptedEngine(chat, policy)
+    [s], agent = run(episodes(server.http, engine, chat, [plan("noop", 5, cap=10)]))
+    assert (s.status, s.turns, s.reward) == ("env_failure", 3, 0.0)
+    assert s.env_failure and agent.metrics.env_failures == 1
+    check_sample_arrays(s)
+
+
+def test_env_that_never_starts_is_an_env_failure(chat, free_port: int) -> None:
+    engine = ScriptedEngine(chat)
+    [s], _ = run(episodes(f"http://127.0.0.1:{free_port}", engine, chat, [plan("noop", 6, cap=3)]))
+    assert (s.status, s.turns, s.turn_cap) == ("env_failure", 0, 3)
+    assert not np.any(s.loss_mask) and engine.calls == 0

@@ -1,0 +1,60 @@
+"""Rollout metrics: rates, engine idle ratio, turns, staleness, JSONL records."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from agentgym_rl import _core
+from agentgym_rl.rollout.metrics import RolloutMetrics, StatusSink
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 100.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def sample(status: str, turns: int, version: int = 0) -> _core.Sample:
+    n = 4
+    return _core.Sample(
+        np.arange(n, dtype=np.uint32),
+        np.array([0, 1, 1, 0], np.uint8),
+        np.zeros(n, np.float32),
+        np.full(n, version, np.uint32),
+        np.array([1, 3], np.uint32),
+        reward=0.0,
+        status=status,
+        turns=turns,
+    )
+
+
+def test_idle_ratio_rates_and_histograms(tmp_path: Path) -> None:
+    clock = Clock()
+    m = RolloutMetrics(clock)
+    with m.generating():  # two overlapping calls count once: busy 2 s of 10 s
+        with m.generating():
+            clock.t += 2.0
+    clock.t += 8.0
+    m.generated_tokens, m.env_steps = 500, 40
+    m.record_episode(sample("done", 3))
+    m.record_episode(sample("env_failure", 7))
+    m.record_sent(_core.Group(1, "t", "noop", [sample("done", 1, version=2)]), learner_version=5)
+    record = m.snapshot({"running": 2})
+    assert abs(record["engine_idle_ratio"] - 0.8) < 1e-9
+    assert record["generated_tokens_per_s"] == 50.0 and record["env_steps_per_s"] == 4.0
+    assert (record["turns_mean"], record["turns_max"], record["env_failures"]) == (5.0, 7, 1)
+    assert record["statuses"] == {"done": 1, "env_failure": 1}
+    assert record["staleness"] == {"3": 1} and record["buffer"] == {"running": 2}
+    clock.t += 10.0  # an interval without generation is fully idle, rates restart
+    second = m.snapshot()
+    assert second["engine_idle_ratio"] == 1.0 and second["generated_tokens_per_s"] == 0.0
+    sink = StatusSink(tmp_path, quiet=True)
+    sink.write(record)
+    sink.write(second)
+    lines = (tmp_path / "metrics.jsonl").read_text().splitlines()
+    assert [json.loads(x)["generated_tokens"] for x in lines] == [500, 500]

@@ -1,0 +1,47 @@
+"""`agentgym-rl serve-rollouts`: argument parsing, help text, config errors before any engine."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from agentgym_rl.cli import build_parser, main
+
+ROOT = Path(__file__).resolve().parents[2]
+TINY = ROOT / "configs" / "rollout" / "babyai_tiny.yaml"
+
+
+def test_parses_config_sync_and_overrides() -> None:
+    args = build_parser().parse_args(
+        ["serve-rollouts", "--config", str(TINY), "--sync", "buffer.max_staleness=4", "a.b=[1]"]
+    )
+    assert args.config == str(TINY) and args.sync
+    assert args.overrides == ["buffer.max_staleness=4", "a.b=[1]"]
+
+
+def test_help_documents_every_option(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["serve-rollouts", "--help"])
+    out = capsys.readouterr().out
+    for option in ("--config FILE", "--sync", "KEY=VALUE", "SIGTERM"):
+        assert option in out
+
+
+def test_bad_config_exits_2_with_the_key_path(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["serve-rollouts", "--config", str(TINY), "buffer.max_ready=0"]) == 2
+    assert "buffer.max_ready" in capsys.readouterr().err
+
+
+def test_parsing_imports_nothing_heavy() -> None:
+    code = (
+        "import sys; from agentgym_rl.cli import build_parser; "
+        "build_parser().parse_args(['serve-rollouts', '--sync']); "
+        "heavy = {'pydantic', 'torch', 'vllm', 'uvloop', 'agentgym_rl.rollout.dispatcher'}; "
+        "print(sorted(heavy & set(sys.modules)))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"

@@ -1,0 +1,220 @@
+"""Weight stream without vLLM: chunking, reassembly, every rejection path, publish/ack over TCP."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import msgpack
+import pytest
+import torch
+
+from agentgym_rl.weights import schema
+from agentgym_rl.weights.publisher import WeightPublisher
+from agentgym_rl.weights.subscriber import UpdateAssembler, UpdateRejected, WeightSubscriber
+
+
+def _tensors(seed: int = 0) -> dict[str, torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    return {
+        "model.embed_tokens.weight": torch.randn(64, 32, generator=g),
+        "model.layers.0.self_attn.q_proj.bias": torch.randn(32, generator=g).to(torch.bfloat16),
+        "model.layers.0.mlp.down_proj.weight": torch.randn(16, 48, generator=g),
+        "model.norm.weight": torch.ones(32),
+        "counter": torch.arange(5, dtype=torch.int64),
+        "empty": torch.empty(0, 4),
+    }
+
+
+def _messages(version: int, tensors: dict[str, torch.Tensor], chunk_bytes: int) -> list[list]:
+    chunks = schema.plan_chunks(version, list(tensors.items()), chunk_bytes)
+    return [[bytes(f) for f in schema.pack(c.header, c.frames)] for c in chunks]
+
+
+def _feed_all(asm: UpdateAssembler, messages: list[list]) -> tuple[int, dict] | None:
+    out = None
+    for m in messages:
+        out = asm.feed(m) or out
+    return out
+
+
+@pytest.mark.parametrize("chunk_bytes", [1000, 1 << 20])
+def test_roundtrip_exact(chunk_bytes: int) -> None:
+    tensors = _tensors()
+    messages = _messages(3, tensors, chunk_bytes)
+    assert (len(messages) > 5) == (chunk_bytes == 1000)  # tensors span chunks when small
+    asm = UpdateAssembler()
+    update = _feed_all(asm, messages)
+    assert update is not None and update[0] == 3
+    got = update[1]
+    assert got.keys() == tensors.keys()
+    for name, t in tensors.items():
+        assert got[name].dtype == t.dtype and got[name].shape == t.shape
+        assert torch.equal(got[name], t)
+    assert not asm.rejections
+
+
+def _header(msg: list) -> dict[str, Any]:
+    return msgpack.unpackb(msg[1])
+
+
+def _with_header(msg: list, **changes: Any) -> list:
+    return [msg[0], msgpack.packb({**_header(msg), **changes}), *msg[2:]]
+
+
+def _reject(asm: UpdateAssembler, messages: list[list]) -> UpdateRejected:
+    with pytest.raises(UpdateRejected) as info:
+        _feed_all(asm, messages)
+    return info.value
+
+
+def test_corruptions_rejected_and_counted() -> None:
+    good = _messages(1, _tensors(), 1000)
+    n = len(good)
+    flipped = [*good[1][:2], bytes([good[1][2][0] ^ 1]) + good[1][2][1:], *good[1][3:]]
+    cases = {
+        "malformed": [[b"XXXX", *good[0][1:]]],
+        "checksum": [good[0], flipped],
+        "out_of_order": [good[0], good[2]],
+    }
+    for reason, msgs in cases.items():
+        asm = UpdateAssembler()
+        assert _reject(asm, msgs).reason == reason
+        assert asm.rejections == {reason: 1}
+        assert asm.in_progress is None and asm.last_version == -1
+    # Non-msgpack header, wrong schema, piece table vs frames, a piece that does not follow.
+    for bad in (
+        [schema.MAGIC, b"\xc1garbage", *good[0][2:]],
+        _with_header(good[0], schema=99),
+        good[0][:-1],
+        _with_header(good[0], pieces=[{**_header(good[0])["pieces"][0], "offset": 8}]),
+    ):
+        asm = UpdateAssembler()
+        assert _reject(asm, [bad]).reason == "malformed"
+    # Whole-update digest: every chunk checks out, the sum does not.
+    asm = UpdateAssembler()
+    forged = [_with_header(m, digest="00" * 16) for m in good]
+    assert _reject(asm, forged).reason == "checksum"
+    # Old version after an applied one; the rest of that stale update is skipped silently.
+    asm = UpdateAssembler(last_version=1)
+    assert _reject(asm, good[:1]).reason == "stale"
+    assert asm.feed(good[1]) is None and asm.rejections == {"stale": 1}
+    # A new version while one is half done: the old one is incomplete, the new one applies.
+    asm = UpdateAssembler()
+    newer = _messages(2, _tensors(seed=1), 1000)
+    assert _feed_all(asm, good[: n - 1]) is None
+    update = _feed_all(asm, newer)
+    assert update is not None and update[0] == 2 and asm.rejections == {"incomplete": 1}
+    # Timeout mid-update.
+    asm = UpdateAssembler()
+    asm.feed(good[0])
+    assert asm.expire(now=1e12, chunk_timeout_s=1.0) is not None
+    assert asm.rejections == {"incomplete": 1} and asm.in_progress is None
+
+
+class LoopThread:
+    """An asyncio loop in a thread (subscribers live on it, the publisher stays sync)."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+
+    def run(self, coro: Any, timeout: float = 30) -> Any:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
+
+    def spawn(self, coro: Any) -> Any:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop)
+
+    def close(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(5)
+
+
+@pytest.fixture
+def loop() -> Iterator[LoopThread]:
+    lt = LoopThread()
+    yield lt
+    lt.close()
+
+
+class Server:
+    """A subscriber with a recording apply callback (optionally slow or failing)."""
+
+    def __init__(self, loop: LoopThread, endpoint: str, name: str) -> None:
+        self.loop = loop
+        self.applied: dict[int, dict[str, torch.Tensor]] = {}
+        self.delay_s = 0.0
+        self.fail = False
+
+        async def make() -> tuple[WeightSubscriber, asyncio.Event]:
+            return WeightSubscriber(endpoint, server_id=name), asyncio.Event()
+
+        self.sub, self.stop = loop.run(make())
+        self.task = loop.spawn(self.sub.serve(self.apply, self.stop))
+
+    async def apply(self, version: int, tensors: dict[str, torch.Tensor]) -> None:
+        if self.delay_s:
+            await asyncio.sleep(self.delay_s)
+        if self.fail:
+            raise RuntimeError("engine refused")
+        self.applied[version] = tensors
+
+    def close(self) -> None:
+        self.loop.loop.call_soon_threadsafe(self.stop.set)
+        self.task.result(5)
+        self.sub.close()
+
+
+def test_publish_to_two_servers_with_slow_and_failing(loop: LoopThread) -> None:
+    pub = WeightPublisher("tcp://127.0.0.1:0", chunk_bytes=4096)
+    a, b = Server(loop, pub.endpoint, "a"), Server(loop, pub.endpoint, "b")
+    try:
+        assert pub.wait_for_servers(2, timeout_s=10) == 2
+        v1 = _tensors(1)
+        res = pub.publish(1, v1, timeout_s=20)
+        assert res.ok and sorted(res.acked) == ["a", "b"] and res.chunks > 1
+        for server in (a, b):
+            assert torch.equal(server.applied[1]["model.embed_tokens.weight"], v1[next(iter(v1))])
+        # b is slow: publish returns at its timeout, never later; b catches up at version 3.
+        b.delay_s = 2.0
+        res = pub.publish(2, _tensors(2), timeout_s=0.5)
+        assert res.acked == ["a"] and res.timed_out == ["b"] and res.seconds < 1.5
+        b.delay_s = 0.0
+        res = pub.publish(3, _tensors(3), timeout_s=20)
+        assert res.ok and sorted(res.acked) == ["a", "b"]
+        assert sorted(b.applied) == [1, 2, 3]  # 2 finished late, then 3
+        # a failing apply is reported with its reason; a's weights stay at version 3.
+        a.fail = True
+        res = pub.publish(4, _tensors(4), timeout_s=20)
+        assert res.failed == {"a": "apply_failed"} and res.acked == ["b"]
+        assert a.sub.rejections["apply_failed"] == 1 and max(a.applied) == 3
+        with pytest.raises(ValueError):
+            pub.publish(4, _tensors(4), timeout_s=1)
+    finally:
+        a.close()
+        b.close()
+        pub.close()
+
+
+def test_corrupt_chunk_over_tcp_is_nacked(loop: LoopThread) -> None:
+    pub = WeightPublisher("tcp://127.0.0.1:0", chunk_bytes=2048)
+    s = Server(loop, pub.endpoint, "s")
+    try:
+        assert pub.wait_for_servers(1, timeout_s=10) == 1
+        good = _messages(1, _tensors(), 2048)
+        bad = [*good[0][:2], b"\x00" * len(good[0][2]), *good[0][3:]]
+        for m in [bad, *good[1:]]:
+            pub._sock.send_multipart([b"s", *m])
+        assert pub._sock.poll(10_000)
+        header, _ = schema.unpack(pub._sock.recv_multipart()[1:])
+        assert header["kind"] == "ack" and not header["ok"] and header["reason"] == "checksum"
+        assert s.sub.rejections == {"checksum": 1} and not s.applied
+        # The next good version goes through.
+        res = pub.publish(2, _tensors(), timeout_s=20)
+        assert res.acked == ["s"] and list(s.applied) == [2]
+    finally:
+        s.close()
+        pub.close()
