@@ -45,3 +45,13 @@ def test_parsing_imports_nothing_heavy() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
+
+
+def test_missing_model_is_one_clear_message(tmp_path: Path) -> None:
+    from agentgym_rl.serve_rollouts import missing_model
+
+    assert "not found" in (missing_model(tmp_path / "nope") or "")
+    (tmp_path / "config.json").write_text("{}")
+    assert "tokenizer.json" in (missing_model(tmp_path) or "")
+    (tmp_path / "tokenizer.json").write_text("{}")
+    assert missing_model(tmp_path) is None
