@@ -1,0 +1,142 @@
+"""CPU stand-ins for the three places where megatron-core 0.16.1 assumes a CUDA device.
+
+Megatron-core's local (non-Transformer-Engine) `GPTModel` runs on CPU with a gloo process group
+once these three CUDA-only pieces are replaced. Nothing else in Megatron is patched, and on a
+machine with CUDA every function here is a no-op, so the GPU path is exactly upstream Megatron.
+
+1. **Global memory buffer** (`parallel_state._GLOBAL_MEMORY_BUFFER`). `DotProductAttention`
+   takes its `baddbmm` scratch tensor from this buffer, which allocates on
+   `torch.cuda.current_device()`. `install_cpu_runtime` swaps the instance that
+   `initialize_model_parallel` created for `CpuMemoryBuffer`, the same cache allocating on CPU.
+2. **RNG state tracker** (`tensor_parallel.random._CUDA_RNG_STATE_TRACKER`). Dropout regions
+   run inside `get_cuda_rng_tracker().fork()`, which swaps CUDA generator states.
+   `install_cpu_runtime` installs `CpuRNGStatesTracker`: `add(name, seed)` records a CPU
+   generator state and `fork(name)` swaps the CPU default generator to it for the duration of
+   the block (a no-op context while no state of that name was added). Megatron's own
+   `model_parallel_cuda_manual_seed` then seeds it unchanged.
+3. **Rotary embedding** (`RotaryEmbedding.get_emb`). On first use it moves `inv_freq` to
+   `torch.cuda.current_device()` whenever it sits on CPU. `adapt_model_for_cpu` rebinds
+   `get_emb` on that one model's instance to a version that keeps the device.
+
+Megatron's default causal mask (`transformer.utils.get_default_causal_mask`) is also built on
+"cuda"; `agentgym_rl.learner.model` sidesteps it by always passing an explicit mask rather than
+by a substitution.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import types
+from collections.abc import Callable, Iterator
+
+import torch
+from megatron.core import parallel_state
+from megatron.core.models.common.embeddings.rotary_pos_embedding import RotaryEmbedding
+from megatron.core.tensor_parallel import random as mcore_random
+from megatron.core.utils import GlobalMemoryBuffer
+
+__all__ = [
+    "CpuMemoryBuffer",
+    "CpuRNGStatesTracker",
+    "adapt_model_for_cpu",
+    "cpu_mode",
+    "install_cpu_runtime",
+]
+
+
+def cpu_mode() -> bool:
+    """True when no CUDA device is usable: the substitutions apply only then."""
+    return not torch.cuda.is_available()
+
+
+class CpuMemoryBuffer(GlobalMemoryBuffer):
+    """`GlobalMemoryBuffer` that keeps its cached scratch tensors in host memory."""
+
+    def get_tensor(
+        self,
+        tensor_shape: tuple[int, ...] | list[int] | torch.Size,
+        dtype: torch.dtype,
+        name: str,
+        mem_alloc_context: Callable[[], contextlib.AbstractContextManager[object]] | None = None,
+    ) -> torch.Tensor:
+        """A view of at least `prod(tensor_shape)` cached elements keyed by (name, dtype)."""
+        del mem_alloc_context  # only meaningful for CUDA allocators
+        numel = 1
+        for dim in tensor_shape:
+            numel *= int(dim)
+        cached: torch.Tensor | None = self.buffer.get((name, dtype))
+        if cached is None or cached.numel() < numel:
+            cached = torch.empty(numel, dtype=dtype, device="cpu", requires_grad=False)
+            self.buffer[(name, dtype)] = cached
+        return cached[:numel].view(*tensor_shape)
+
+
+class CpuRNGStatesTracker(mcore_random.CudaRNGStatesTracker):
+    """Megatron's named RNG-state tracker, backed by the CPU default generator."""
+
+    def __init__(self) -> None:
+        super().__init__(use_cudagraphable_rng=False, is_inference_rng_tracker=False)
+
+    def add(self, name: str, seed: int) -> None:
+        """Record the CPU generator state that `torch.manual_seed(seed)` would give, as `name`."""
+        if seed in self.seeds_:
+            raise ValueError(f"seed {seed} already exists")
+        if name in self.states_:
+            raise ValueError(f"rng state {name!r} already exists")
+        self._is_initialized = True
+        self.seeds_.add(seed)
+        self.states_[name] = torch.Generator().manual_seed(seed).get_state()
+
+    @contextlib.contextmanager
+    def fork(self, name: str = mcore_random._MODEL_PARALLEL_RNG_TRACKER_NAME) -> Iterator[None]:
+        """Run the block on the CPU generator state `name`, then restore the caller's state.
+
+        Without a state of that name (no seed was set) the block runs on the current state.
+        """
+        if name not in self.states_:
+            yield
+            return
+        outer = torch.get_rng_state()
+        torch.set_rng_state(self.states_[name])
+        try:
+            yield
+        finally:
+            self.states_[name] = torch.get_rng_state()
+            torch.set_rng_state(outer)
+
+
+def install_cpu_runtime() -> bool:
+    """Install substitutions 1 and 2 when running without CUDA; returns whether it did.
+
+    Call after `parallel_state.initialize_model_parallel` (which creates the buffer being
+    replaced) and before building models. Idempotent; a no-op when CUDA is available.
+    """
+    if not cpu_mode():
+        return False
+    if not parallel_state.model_parallel_is_initialized():
+        raise RuntimeError("initialize_model_parallel must run before install_cpu_runtime")
+    if not isinstance(parallel_state._GLOBAL_MEMORY_BUFFER, CpuMemoryBuffer):
+        parallel_state._GLOBAL_MEMORY_BUFFER = CpuMemoryBuffer()
+    if not isinstance(mcore_random._CUDA_RNG_STATE_TRACKER, CpuRNGStatesTracker):
+        mcore_random._CUDA_RNG_STATE_TRACKER = CpuRNGStatesTracker()
+        mcore_random._CUDA_RNG_STATE_TRACKER_INITIALIZED = True
+    return True
+
+
+def _host_rope_emb(self: RotaryEmbedding, max_seq_len: int, offset: int = 0) -> torch.Tensor:
+    """`RotaryEmbedding.get_emb` without the move to CUDA: [seq, 1, 1, rotary dim]."""
+    freqs = self.get_freqs_non_repeated(max_seq_len, offset)
+    if self.rotary_interleaved:
+        emb = torch.stack((freqs, freqs), dim=-1).view(freqs.shape[0], -1)
+    else:
+        emb = torch.cat((freqs, freqs), dim=-1)
+    return emb[:, None, None, :]
+
+
+def adapt_model_for_cpu(model: torch.nn.Module) -> torch.nn.Module:
+    """Apply substitution 3 to every `RotaryEmbedding` inside `model` (CPU only); returns it."""
+    if cpu_mode():
+        for module in model.modules():
+            if isinstance(module, RotaryEmbedding):
+                module.get_emb = types.MethodType(_host_rope_emb, module)
+    return model

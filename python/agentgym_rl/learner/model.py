@@ -1,0 +1,310 @@
+"""Megatron-core `GPTModel`s for HF Qwen2 and Llama configs, parallel setup, and token log-probs.
+
+Contract:
+- `init_parallel` brings up torch.distributed (gloo on CPU; a private single-process store when
+  not launched by torchrun) and Megatron's `parallel_state` with tp/pp sizes (dp is what is
+  left of the world), installs the CPU substitutions of `cpu_support` when there is no CUDA,
+  and seeds Megatron's RNG tracker. `shutdown_parallel` undoes all of it.
+- `transformer_config_from_hf` maps a `Qwen2Config`/`LlamaConfig` to a `TransformerConfig`;
+  `build_gpt_model` builds the matching `GPTModel` with the local (Transformer-Engine-free)
+  layer spec. The vocabulary is padded to a multiple of `vocab_multiple * tp`.
+- `token_logprobs` gives log p(label) at a temperature through the vocab-parallel
+  cross-entropy; padded vocabulary columns are masked out, so the result is the log-prob of
+  the HF model's distribution at that temperature (vLLM's "processed_logprobs" when only a
+  temperature is applied: no top-k/top-p).
+
+Megatron's RoPE ignores `position_ids` (it rotates by index 0..S-1), so batches must be
+right-padded rows starting at position 0; `token_logprobs` checks this.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from megatron.core import parallel_state, tensor_parallel
+from megatron.core.models.gpt import GPTModel
+from megatron.core.models.gpt.gpt_layer_specs import get_gpt_layer_local_spec
+from megatron.core.tensor_parallel import random as mcore_random
+from megatron.core.transformer import TransformerConfig
+from transformers import PretrainedConfig
+
+from agentgym_rl.learner import cpu_support
+
+__all__ = [
+    "SUPPORTED_MODEL_TYPES",
+    "ParallelLayout",
+    "build_gpt_model",
+    "causal_mask",
+    "head_dim_of",
+    "init_parallel",
+    "padded_vocab_size",
+    "per_token_loss",
+    "qkv_bias_of",
+    "shutdown_parallel",
+    "token_logprobs",
+    "transformer_config_from_hf",
+]
+
+SUPPORTED_MODEL_TYPES: tuple[str, ...] = ("qwen2", "llama")
+
+
+@dataclass(frozen=True)
+class ParallelLayout:
+    """This process's place in the tensor/pipeline/data-parallel grid."""
+
+    world_size: int
+    rank: int
+    tp_size: int
+    tp_rank: int
+    pp_size: int
+    pp_rank: int
+    dp_size: int
+    dp_rank: int
+
+
+def _current_layout() -> ParallelLayout:
+    ps = parallel_state
+    return ParallelLayout(
+        world_size=torch.distributed.get_world_size(),
+        rank=torch.distributed.get_rank(),
+        tp_size=ps.get_tensor_model_parallel_world_size(),
+        tp_rank=ps.get_tensor_model_parallel_rank(),
+        pp_size=ps.get_pipeline_model_parallel_world_size(),
+        pp_rank=ps.get_pipeline_model_parallel_rank(),
+        dp_size=ps.get_data_parallel_world_size(),
+        dp_rank=ps.get_data_parallel_rank(),
+    )
+
+
+def init_parallel(tp: int = 1, pp: int = 1, *, seed: int = 0) -> ParallelLayout:
+    """Initialise torch.distributed and Megatron parallel state; returns the layout.
+
+    Under torchrun (RANK/WORLD_SIZE set) the env:// rendezvous is used; otherwise a single
+    process joins a private in-memory store, so no port is needed. The backend is nccl with
+    CUDA and gloo without. `world_size` must be a multiple of `tp * pp`.
+    """
+    dist = torch.distributed
+    use_cuda = not cpu_support.cpu_mode()
+    if use_cuda:
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+    if not dist.is_initialized():
+        backend = "nccl" if use_cuda else "gloo"
+        if "RANK" in os.environ and "WORLD_SIZE" in os.environ:
+            dist.init_process_group(backend, init_method="env://")
+        else:
+            dist.init_process_group(backend, store=dist.HashStore(), rank=0, world_size=1)
+    world = dist.get_world_size()
+    if world % (tp * pp) != 0:
+        raise ValueError(f"world size {world} is not a multiple of tp*pp = {tp * pp}")
+    if not parallel_state.model_parallel_is_initialized():
+        parallel_state.initialize_model_parallel(
+            tensor_model_parallel_size=tp, pipeline_model_parallel_size=pp
+        )
+    current = _current_layout()
+    if (current.tp_size, current.pp_size) != (tp, pp):
+        raise RuntimeError(
+            f"parallel state already set up with tp={current.tp_size}, pp={current.pp_size}; "
+            "call shutdown_parallel(keep_process_group=True) first"
+        )
+    cpu_support.install_cpu_runtime()
+    tensor_parallel.model_parallel_cuda_manual_seed(seed)
+    return current
+
+
+def shutdown_parallel(*, keep_process_group: bool = False) -> None:
+    """Tear down Megatron parallel state and the RNG tracker, then the default process group.
+
+    With `keep_process_group`, torch.distributed stays up so `init_parallel` can regroup the
+    same processes with other tp/pp sizes.
+    """
+    parallel_state.destroy_model_parallel()
+    mcore_random.initialize_rng_tracker(force_reset=True)
+    if not keep_process_group and torch.distributed.is_initialized():
+        torch.distributed.destroy_process_group()
+
+
+def padded_vocab_size(vocab_size: int, tp: int, vocab_multiple: int = 1) -> int:
+    """`vocab_size` rounded up to a multiple of `vocab_multiple * tp` (the vocab-parallel split)."""
+    step = vocab_multiple * tp
+    return -(-vocab_size // step) * step
+
+
+def _rope_theta(hf: PretrainedConfig) -> float:
+    rope = getattr(hf, "rope_parameters", None) or {}
+    rope_type = rope.get("rope_type", "default")
+    if rope_type != "default":
+        raise NotImplementedError(f"rope_type {rope_type!r} is not supported (only 'default')")
+    theta = rope.get("rope_theta", getattr(hf, "rope_theta", None))
+    if theta is None:
+        raise ValueError("config has no rope_theta")
+    return float(theta)
+
+
+def qkv_bias_of(hf: PretrainedConfig) -> bool:
+    """Whether q/k/v projections carry a bias; rejects bias layouts Megatron cannot express."""
+    if hf.model_type == "qwen2":
+        if getattr(hf, "use_sliding_window", False):
+            raise NotImplementedError("Qwen2 sliding-window attention is not supported")
+        return True
+    if hf.model_type == "llama":
+        # Llama's attention_bias also puts a bias on o_proj and mlp_bias on the MLP; Megatron's
+        # add_bias_linear would add both together, so only the bias-free variant maps exactly.
+        if getattr(hf, "attention_bias", False) or getattr(hf, "mlp_bias", False):
+            raise NotImplementedError("Llama with attention_bias/mlp_bias is not supported")
+        return False
+    raise NotImplementedError(f"model_type {hf.model_type!r}; supported: {SUPPORTED_MODEL_TYPES}")
+
+
+def head_dim_of(hf: PretrainedConfig) -> int:
+    """Per-head dimension: `head_dim` when set, else hidden / heads."""
+    head_dim = getattr(hf, "head_dim", None)
+    return int(head_dim) if head_dim else hf.hidden_size // hf.num_attention_heads
+
+
+def transformer_config_from_hf(
+    hf: PretrainedConfig,
+    *,
+    tp: int = 1,
+    pp: int = 1,
+    params_dtype: torch.dtype = torch.float32,
+) -> TransformerConfig:
+    """The `TransformerConfig` of a Qwen2 or Llama config (RMSNorm, SwiGLU, GQA, no dropout)."""
+    if hf.hidden_act != "silu":
+        raise NotImplementedError(f"hidden_act {hf.hidden_act!r} (only silu/SwiGLU)")
+    return TransformerConfig(
+        num_layers=hf.num_hidden_layers,
+        hidden_size=hf.hidden_size,
+        num_attention_heads=hf.num_attention_heads,
+        num_query_groups=hf.num_key_value_heads or hf.num_attention_heads,
+        kv_channels=head_dim_of(hf),
+        ffn_hidden_size=hf.intermediate_size,
+        normalization="RMSNorm",
+        layernorm_epsilon=hf.rms_norm_eps,
+        gated_linear_unit=True,
+        activation_func=F.silu,
+        add_bias_linear=False,
+        add_qkv_bias=qkv_bias_of(hf),
+        hidden_dropout=0.0,
+        attention_dropout=float(getattr(hf, "attention_dropout", 0.0)),
+        tensor_model_parallel_size=tp,
+        pipeline_model_parallel_size=pp,
+        params_dtype=params_dtype,
+        bf16=params_dtype == torch.bfloat16,
+        fp16=params_dtype == torch.float16,
+        # On CPU parameters must start there; on GPU Megatron creates them on the device.
+        # Kernel fusions keep Megatron's defaults (all off): the same numerics on both.
+        use_cpu_initialization=cpu_support.cpu_mode(),
+    )
+
+
+def build_gpt_model(
+    hf: PretrainedConfig,
+    *,
+    params_dtype: torch.dtype = torch.float32,
+    vocab_multiple: int = 1,
+) -> GPTModel:
+    """A randomly initialised `GPTModel` shaped like `hf` for the current parallel layout.
+
+    Call after `init_parallel`. Load weights with `convert.load_hf_weights`. On CPU the model's
+    rotary embedding gets the `cpu_support` substitution. The HF vocabulary size is kept as
+    `model.unpadded_vocab_size`; `model.vocab_size` is the padded one.
+    """
+    tp = parallel_state.get_tensor_model_parallel_world_size()
+    pp = parallel_state.get_pipeline_model_parallel_world_size()
+    config = transformer_config_from_hf(hf, tp=tp, pp=pp, params_dtype=params_dtype)
+    model = GPTModel(
+        config=config,
+        transformer_layer_spec=get_gpt_layer_local_spec(normalization="RMSNorm"),
+        vocab_size=padded_vocab_size(hf.vocab_size, tp, vocab_multiple),
+        max_sequence_length=hf.max_position_embeddings,
+        pre_process=parallel_state.is_pipeline_first_stage(),
+        post_process=parallel_state.is_pipeline_last_stage(),
+        share_embeddings_and_output_weights=bool(hf.tie_word_embeddings),
+        position_embedding_type="rope",
+        rotary_base=_rope_theta(hf),
+        rotary_percent=1.0,
+        parallel_output=True,
+    )
+    model.unpadded_vocab_size = hf.vocab_size  # read by token_logprobs to mask the padding
+    return cpu_support.adapt_model_for_cpu(model)
+
+
+def causal_mask(seq_len: int, device: torch.device | str = "cpu") -> torch.Tensor:
+    """Megatron's boolean attention mask [1, 1, S, S]: True where a query may NOT attend.
+
+    Passed explicitly because Megatron's own default builds its mask on "cuda".
+    """
+    return torch.ones(seq_len, seq_len, dtype=torch.bool, device=device).triu(1)[None, None]
+
+
+def _check_positions(position_ids: torch.Tensor, seq_len: int) -> None:
+    expected = torch.arange(seq_len, device=position_ids.device)
+    if not bool((position_ids == expected).all()):
+        raise ValueError(
+            "Megatron's RoPE rotates by token index: position_ids must be 0..S-1 on every row "
+            "(right-pad the batch)"
+        )
+
+
+def _mask_padded_vocab(logits: torch.Tensor, vocab_size: int) -> torch.Tensor:
+    """Set this rank's columns at or beyond `vocab_size` (vocab padding) to -inf."""
+    local = logits.size(-1)
+    start = parallel_state.get_tensor_model_parallel_rank() * local
+    if start + local <= vocab_size:
+        return logits
+    column = torch.arange(start, start + local, device=logits.device)
+    return logits.masked_fill(column >= vocab_size, float("-inf"))
+
+
+def token_logprobs(
+    model: GPTModel,
+    input_ids: torch.Tensor,
+    position_ids: torch.Tensor,
+    labels: torch.Tensor,
+    temperature: float = 1.0,
+    *,
+    vocab_size: int | None = None,
+) -> torch.Tensor:
+    """log softmax(logits / temperature)[label] per token, [B, S] fp32, differentiable.
+
+    `labels[b, s]` is the token whose log-prob is read at position s (usually
+    `input_ids[b, s + 1]`; at padding, any id in the vocabulary: mask the result there).
+    `vocab_size` is the unpadded vocabulary (default: the `unpadded_vocab_size` that
+    `build_gpt_model` records on the model); columns past it are excluded from the softmax. The
+    softmax runs through Megatron's vocab-parallel cross-entropy, so each tensor-parallel rank
+    only touches its own vocabulary shard. Every tensor-parallel rank returns the same values.
+    """
+    if temperature <= 0:
+        raise ValueError(f"temperature must be > 0, got {temperature}")
+    seq_len = input_ids.size(1)
+    _check_positions(position_ids, seq_len)
+    logits = model(input_ids, position_ids, causal_mask(seq_len, input_ids.device))
+    # logits: [B, S, V / tp], this rank's vocabulary shard.
+    logits = logits.float() / temperature  # a fresh tensor: the CE below works in place
+    if vocab_size is None:
+        vocab_size = getattr(model, "unpadded_vocab_size", None)
+    if vocab_size is not None:
+        logits = _mask_padded_vocab(logits, vocab_size)
+    nll: torch.Tensor = tensor_parallel.vocab_parallel_cross_entropy(logits, labels)
+    return -nll
+
+
+def per_token_loss(
+    model: GPTModel,
+    input_ids: torch.Tensor,
+    position_ids: torch.Tensor,
+    labels: torch.Tensor,
+) -> torch.Tensor:
+    """Megatron's own per-token cross-entropy [B, S] (`labels=` path of `GPTModel.forward`).
+
+    It normalises over the padded vocabulary, so it equals `-token_logprobs` only when the
+    vocabulary needs no padding.
+    """
+    seq_len = input_ids.size(1)
+    _check_positions(position_ids, seq_len)
+    mask = causal_mask(seq_len, input_ids.device)
+    loss: torch.Tensor = model(input_ids, position_ids, mask, labels=labels)
+    return loss

@@ -1,0 +1,164 @@
+"""Single-process learner model tests: conversion round trips, logits/log-probs/grads vs HF."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+import torch
+from learner_fixtures import FAMILIES, hf_token_logprobs, make_batch, tiny_hf_model
+from megatron.core import parallel_state, tensor_parallel
+from transformers import LlamaConfig
+
+from agentgym_rl.learner import convert, cpu_support
+from agentgym_rl.learner import model as lm
+
+
+@pytest.fixture(scope="module")
+def parallel() -> Iterator[lm.ParallelLayout]:
+    """A one-process Megatron world (tp = pp = dp = 1), torn down after the module."""
+    layout = lm.init_parallel(tp=1, pp=1, seed=0)
+    yield layout
+    lm.shutdown_parallel()
+
+
+def _megatron(
+    hf: torch.nn.Module, vocab_multiple: int = 1
+) -> tuple[torch.nn.Module, convert.ConvertSpec]:
+    model = lm.build_gpt_model(hf.config, vocab_multiple=vocab_multiple)
+    spec = convert.ConvertSpec.from_hf(hf.config, 1, model.vocab_size)
+    convert.load_hf_weights(model, hf.state_dict(), spec)
+    return model, spec
+
+
+def _hf_weights(hf: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """HF state dict as saved: a tied model has no separate lm_head."""
+    sd = dict(hf.state_dict())
+    if hf.config.tie_word_embeddings:
+        sd.pop("lm_head.weight", None)
+    return sd
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("tp", [1, 2, 4])
+def test_pure_round_trip_is_bit_exact(family: str, tp: int) -> None:
+    """HF -> per-rank Megatron shards -> HF, also with fewer kv groups than ranks (tp 4)."""
+    hf = tiny_hf_model(family, vocab=998, heads=4, kv_heads=2, head_dim=32)
+    spec = convert.ConvertSpec.from_hf(hf.config, tp, lm.padded_vocab_size(998, tp, 8))
+    shards = [convert.hf_to_megatron(hf.state_dict(), spec, r) for r in range(tp)]
+    qkv = shards[0]["decoder.layers.0.self_attention.linear_qkv.weight"]
+    assert qkv.shape == ((4 + 2 * 2) * 32 // tp, 128)
+    back = convert.megatron_to_hf(shards, spec)
+    expected = _hf_weights(hf)
+    assert back.keys() == expected.keys()
+    for name, tensor in expected.items():
+        assert torch.equal(back[name], tensor), name
+
+
+def test_qkv_layout_is_grouped() -> None:
+    """Rows of linear_qkv are [q heads of group g, k_g, v_g] per group, as Megatron splits them."""
+    hf = tiny_hf_model("qwen2", heads=4, kv_heads=2, head_dim=32)
+    spec = convert.ConvertSpec.from_hf(hf.config, 1, 1000)
+    qkv = convert.hf_to_megatron(hf.state_dict(), spec, 0)[
+        "decoder.layers.0.self_attention.linear_qkv.bias"
+    ]
+    attn = hf.model.layers[0].self_attn
+    group1 = qkv[128:256]  # group 1: q heads 2 and 3, then k1, then v1
+    assert torch.equal(group1[:64], attn.q_proj.bias[64:128])
+    assert torch.equal(group1[64:96], attn.k_proj.bias[32:64])
+    assert torch.equal(group1[96:], attn.v_proj.bias[32:64])
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_model_round_trip_is_bit_exact(parallel: lm.ParallelLayout, family: str) -> None:
+    hf = tiny_hf_model(family)
+    model, spec = _megatron(hf, vocab_multiple=128)
+    assert model.vocab_size == 1024
+    exported = convert.export_hf_weights(model, spec)
+    expected = _hf_weights(hf)
+    assert exported.keys() == expected.keys()
+    for name, tensor in expected.items():
+        assert torch.equal(exported[name], tensor), name
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_logits_and_logprobs_match_transformers(parallel: lm.ParallelLayout, family: str) -> None:
+    hf = tiny_hf_model(family)
+    model, _ = _megatron(hf, vocab_multiple=128)  # 24 padded vocabulary columns
+    ids, pos, labels = make_batch(1000)
+    with torch.no_grad():
+        ref = hf(input_ids=ids).logits
+        logits = model(ids, pos, lm.causal_mask(ids.size(1)))
+        assert logits.shape == (2, 16, 1024) and model.unpadded_vocab_size == 1000
+        torch.testing.assert_close(logits[..., :1000], ref, atol=1e-4, rtol=0)
+        for temperature in (1.0, 0.7):
+            # the padding is masked by default (model.unpadded_vocab_size)
+            got = lm.token_logprobs(model, ids, pos, labels, temperature)
+            want = hf_token_logprobs(hf, ids, labels, temperature)
+            torch.testing.assert_close(got, want, atol=1e-4, rtol=0)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_gradients_match_transformers(parallel: lm.ParallelLayout, family: str) -> None:
+    hf = tiny_hf_model(family)
+    model, spec = _megatron(hf, vocab_multiple=128)
+    ids, pos, labels = make_batch(1000)
+    lm.token_logprobs(model, ids, pos, labels, 0.7, vocab_size=1000).mean().backward()
+    hf_token_logprobs(hf, ids, labels, 0.7).mean().backward()
+    grads = convert.export_hf_grads(model, spec)
+    for name, param in hf.named_parameters():
+        torch.testing.assert_close(grads[name], param.grad, atol=1e-5, rtol=1e-4, msg=name)
+
+
+def test_megatron_loss_is_negative_logprob(parallel: lm.ParallelLayout) -> None:
+    """Without vocab padding, the `labels=` cross-entropy equals -token_logprobs at T = 1."""
+    hf = tiny_hf_model("qwen2")
+    model, _ = _megatron(hf)
+    ids, pos, labels = make_batch(1000)
+    with torch.no_grad():
+        loss = lm.per_token_loss(model, ids, pos, labels)
+        logprobs = lm.token_logprobs(model, ids, pos, labels, 1.0)
+    assert loss.shape == (2, 16)
+    torch.testing.assert_close(loss, -logprobs, atol=1e-6, rtol=0)
+
+
+def test_rejects_unsupported_inputs(parallel: lm.ParallelLayout) -> None:
+    hf = tiny_hf_model("qwen2")
+    model, _ = _megatron(hf)
+    ids, pos, labels = make_batch(1000)
+    with pytest.raises(ValueError, match="position_ids"):
+        lm.token_logprobs(model, ids, pos + 1, labels, 1.0)
+    with pytest.raises(ValueError, match="temperature"):
+        lm.token_logprobs(model, ids, pos, labels, 0.0)
+    with pytest.raises(NotImplementedError, match="attention_bias"):
+        lm.transformer_config_from_hf(LlamaConfig(attention_bias=True))
+
+
+def test_transformer_config_mapping() -> None:
+    hf = tiny_hf_model("qwen2", heads=4, kv_heads=2, head_dim=32)
+    cfg = lm.transformer_config_from_hf(hf.config, tp=2)
+    assert (cfg.num_query_groups, cfg.kv_channels, cfg.ffn_hidden_size) == (2, 32, 256)
+    assert cfg.normalization == "RMSNorm" and cfg.layernorm_epsilon == 1e-5
+    assert cfg.gated_linear_unit and cfg.add_qkv_bias and not cfg.add_bias_linear
+    assert not lm.transformer_config_from_hf(tiny_hf_model("llama").config).add_qkv_bias
+    assert lm.padded_vocab_size(1001, 2) == 1002
+    assert lm.padded_vocab_size(1000, 2, 128) == 1024
+
+
+@pytest.mark.skipif(not cpu_support.cpu_mode(), reason="CPU substitutions apply without CUDA")
+def test_cpu_substitutions(parallel: lm.ParallelLayout) -> None:
+    buffer = parallel_state.get_global_memory_buffer()
+    assert isinstance(buffer, cpu_support.CpuMemoryBuffer)
+    assert buffer.get_tensor((2, 3), torch.float32, "t").device.type == "cpu"
+
+    tracker = tensor_parallel.get_cuda_rng_tracker()
+    assert isinstance(tracker, cpu_support.CpuRNGStatesTracker)
+    outer = torch.get_rng_state()
+    with tracker.fork():
+        first = torch.rand(4)
+    assert torch.equal(torch.get_rng_state(), outer)  # caller's stream untouched
+    with tracker.fork():
+        second = torch.rand(4)
+    assert not torch.equal(first, second)  # the forked stream advanced
+    with tracker.fork("never-added"):  # no state of that name: a plain block
+        torch.rand(1)
