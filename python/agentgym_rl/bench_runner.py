@@ -11,6 +11,7 @@ BENCHES = {
     "codec": "bench_codec.py",
     "transport": "bench_transport.py",
     "envpool": "bench_envpool.py",
+    "rollout": "bench_rollout.py",
 }
 
 

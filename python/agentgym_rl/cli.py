@@ -7,6 +7,7 @@ import sys
 from collections.abc import Sequence
 
 from agentgym_rl.env_cli import add_env_subcommands
+from agentgym_rl.learn import add_arguments as add_learn_arguments
 from agentgym_rl.serve_rollouts import add_arguments as add_rollout_arguments
 
 
@@ -18,6 +19,12 @@ def _bench(args: argparse.Namespace) -> int:
 
 def _serve_rollouts(args: argparse.Namespace) -> int:
     from agentgym_rl.serve_rollouts import run
+
+    return run(args)
+
+
+def _learn(args: argparse.Namespace) -> int:
+    from agentgym_rl.learn import run
 
     return run(args)
 
@@ -40,12 +47,13 @@ def build_parser() -> argparse.ArgumentParser:
         "bench",
         help="run the Rust core's throughput benchmarks side by side with their baselines",
         description="Runs benches/ (builder vs Python re-render, codec GB/s, transport vs raw "
-        "pyzmq, env pool vs an AgentGym-style client) and prints the figures and ratios.",
+        "pyzmq, env pool vs an AgentGym-style client, async rollouts vs --sync on vLLM) and "
+        "prints the figures and ratios.",
     )
     bench.add_argument(
         "--only",
         action="append",
-        choices=["builder", "codec", "transport", "envpool"],
+        choices=["builder", "codec", "transport", "envpool", "rollout"],
         help="run only this benchmark (repeatable)",
     )
     bench.add_argument("--quick", action="store_true", help="small sizes, for CI smoke runs")
@@ -61,6 +69,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_rollout_arguments(rollouts)
     rollouts.set_defaults(func=_serve_rollouts)
+
+    learn = sub.add_parser(
+        "learn",
+        help="train the policy on streamed groups and publish new weights",
+        description="Receives GRPO groups from rollout servers, drops stale and malformed ones "
+        "(counted), takes one AdamW step per groups_per_step groups on a Megatron-core model, "
+        "publishes HF-named weights and writes resumable checkpoints. Run under torchrun for "
+        "tensor/data parallelism.",
+    )
+    add_learn_arguments(learn)
+    learn.set_defaults(func=_learn)
 
     info = sub.add_parser("info", help="print the version")
     info.set_defaults(func=_info)

@@ -5,6 +5,12 @@ source, turn schedule, trajectory buffer, learner stream, metrics and either the
 `Dispatcher` or the reference `SyncLoop`, installs SIGTERM/SIGINT handlers that wind it down
 cleanly, runs it, writes the dataset cursor to `<log_dir>/cursor.json` and returns the summary.
 Any object satisfying `Engine` works (tests use a scripted one); `serve()` starts vLLM first.
+
+When `config.weights_endpoint` is set, a `WeightSubscriber` runs as a task on the same event
+loop and applies each verified update with `engine.update_weights(version, tensors)` (the
+engine must have it, e.g. `VllmEngine`): tokens sampled afterwards carry the new version, and
+the loop's admission (which reads `engine.version`) sees it at its next poll. The subscriber is
+stopped (an update being applied finishes first) and its socket closed on shutdown.
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ import json
 import logging
 import signal
 from pathlib import Path
+from typing import Any
 
 from agentgym_rl import _core
 from agentgym_rl.config import RolloutConfig
@@ -69,7 +76,10 @@ async def run_service(
     quiet: bool = False,
     max_groups: int | None = None,
 ) -> DispatchSummary:
-    """Run the rollout loop on `engine` until the dataset ends, `max_groups`, or a signal."""
+    """Run the rollout loop on `engine` until the dataset ends, `max_groups`, or a signal.
+
+    With `sync`, `max_groups` is rounded up to whole batches of `buffer.groups_per_step`.
+    """
     chat = chat or ChatTokenizer.from_dir(config.tokenizer or config.model)
     stop_ids = getattr(engine, "stop_token_ids", None)
     specs = {e.env: EnvSpec(e.action_format, e.system_prompt) for e in config.envs}
@@ -82,8 +92,6 @@ async def run_service(
         sender_id=config.learner.sender_id,
         timeout_s=config.learner.send_timeout_s,
     )
-    if config.weights_endpoint is not None:
-        log.warning("weights_endpoint is set but no weight receiver is wired in yet")
     pool: _core.EnvPool | None = None
     runner: Dispatcher | SyncLoop
     if sync:
@@ -137,6 +145,7 @@ async def run_service(
             status_interval_s=config.status_interval_s,
             max_groups=max_groups,
         )
+    receiver = WeightReceiver.start(config.weights_endpoint, engine)
     loop = asyncio.get_running_loop()
     handled = []
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -144,10 +153,17 @@ async def run_service(
             loop.add_signal_handler(sig, runner.stop)
             handled.append(sig)
     try:
-        summary = await runner.run()
+        if isinstance(runner, SyncLoop):
+            gps = config.buffer.groups_per_step
+            batches = None if max_groups is None else -(-max_groups // gps)
+            summary = await runner.run(max_batches=batches)
+        else:
+            summary = await runner.run()
     finally:
         for sig in handled:
             loop.remove_signal_handler(sig)
+        if receiver is not None:
+            await receiver.stop()
         if pool is not None:
             await pool.shutdown()
         stream.close()
@@ -155,6 +171,61 @@ async def run_service(
         save_cursor(config.log_dir, source.cursor)
     log.info("rollouts finished: %s", summary)
     return summary
+
+
+class WeightReceiver:
+    """The weight subscriber task of one service: applies updates to the engine until stopped."""
+
+    def __init__(self, subscriber: Any, task: asyncio.Task[None], stop_event: asyncio.Event):
+        self.subscriber = subscriber
+        self.task = task
+        self._stop = stop_event
+
+    @classmethod
+    def start(cls, endpoint: str | None, engine: Engine) -> WeightReceiver | None:
+        """Connect to the learner's publisher at `endpoint` (None: no receiver)."""
+        if endpoint is None:
+            return None
+        update = getattr(engine, "update_weights", None)
+        if update is None:
+            raise TypeError(
+                f"weights_endpoint is set but {type(engine).__name__} has no update_weights"
+            )
+        from agentgym_rl.weights.subscriber import WeightSubscriber
+
+        subscriber = WeightSubscriber(endpoint, last_version=int(engine.version))
+
+        async def apply(version: int, tensors: dict[str, Any]) -> None:
+            seconds = await update(version, tensors)
+            log.info("weights: version %d applied in %.2fs", version, seconds or 0.0)
+
+        stop_event = asyncio.Event()
+        task = asyncio.create_task(subscriber.serve(apply, stop_event), name="weight-subscriber")
+        task.add_done_callback(_log_failure)
+        log.info("weights: subscribed to %s at version %d", endpoint, engine.version)
+        return cls(subscriber, task, stop_event)
+
+    @property
+    def applied_versions(self) -> list[int]:
+        return list(self.subscriber.applied_versions)
+
+    async def stop(self, timeout_s: float = 60.0) -> None:
+        """Stop after the message in hand (an update being applied completes), then close."""
+        self._stop.set()
+        try:
+            done, _ = await asyncio.wait({self.task}, timeout=timeout_s)
+            if not done:
+                log.warning("weights: subscriber did not stop within %.0fs; cancelled", timeout_s)
+                self.task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await self.task
+        finally:
+            self.subscriber.close()
+
+
+def _log_failure(task: asyncio.Task[None]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.error("weights: subscriber failed; weights stay frozen", exc_info=task.exception())
 
 
 def save_cursor(log_dir: Path, cursor: Cursor) -> None:
