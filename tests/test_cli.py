@@ -27,3 +27,25 @@ def test_bench_rejects_unknown_benchmark() -> None:
         assert e.code == 2
     else:
         raise AssertionError("unknown benchmark accepted")
+
+
+def _learn(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "agentgym_rl.cli", "learn", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_learn_bad_config_is_one_message() -> None:
+    out = _learn("--config", "configs/learn/babyai_tiny.yaml", "optimizer.decay=exp")
+    assert out.returncode == 2
+    assert out.stderr.startswith("learn: invalid config:") and "optimizer.decay" in out.stderr
+    assert "Traceback" not in out.stderr
+
+
+def test_learn_missing_model_is_one_message(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    out = _learn("model=" + str(tmp_path / "nope"))
+    assert out.returncode == 2
+    assert "model directory" in out.stderr and "Traceback" not in out.stderr

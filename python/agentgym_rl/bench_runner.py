@@ -12,6 +12,7 @@ BENCHES = {
     "transport": "bench_transport.py",
     "envpool": "bench_envpool.py",
     "rollout": "bench_rollout.py",
+    "learner": "bench_learner.py",
 }
 
 

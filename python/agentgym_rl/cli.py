@@ -53,7 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument(
         "--only",
         action="append",
-        choices=["builder", "codec", "transport", "envpool", "rollout"],
+        choices=["builder", "codec", "transport", "envpool", "rollout", "learner"],
         help="run only this benchmark (repeatable)",
     )
     bench.add_argument("--quick", action="store_true", help="small sizes, for CI smoke runs")

@@ -13,7 +13,9 @@ from pydantic import BaseModel
 from agentgym_rl.config import (
     ActionFormat,
     ConfigError,
+    LearnConfig,
     RolloutConfig,
+    load_learn_config,
     load_rollout_config,
 )
 from agentgym_rl.config.loader import apply_override, parse_override
@@ -58,7 +60,10 @@ def test_imports_without_torch_or_vllm() -> None:
 
 @pytest.mark.parametrize("path", SHIPPED, ids=lambda p: str(p.relative_to(ROOT)))
 def test_every_shipped_yaml_parses(path: Path) -> None:
-    assert path.parts[-2] == "rollout"
+    assert path.parts[-2] in ("rollout", "learn")
+    if path.parts[-2] == "learn":
+        assert isinstance(load_learn_config(path), LearnConfig)
+        return
     config = load_rollout_config(path)
     assert config.dataset.env in {e.env for e in config.envs}
 

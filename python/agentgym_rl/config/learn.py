@@ -1,0 +1,232 @@
+"""Typed configuration of the `learn` process (torch-free: pydantic only).
+
+Contract: a `LearnConfig` that validates is internally consistent: groups per step split evenly
+over the data-parallel ranks, the micro-batch budget is a multiple of the tensor-parallel
+padding, warm-up fits in the run, every endpoint is a ZeroMQ `tcp://HOST:PORT` or `ipc://PATH`
+(a bind endpoint may use `*` or port 0), and the loss options are the ones `LossConfig` accepts.
+`temperature` must equal the rollout engine's sampling temperature (the engine reports
+processed log-probs, the learner recomputes them at the same temperature).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from agentgym_rl.config.base import ConfigModel
+
+_BIND_ENDPOINT = re.compile(r"^(tcp://(\*|[^\s:/]+):\d{1,5}|ipc://\S+)$")
+
+
+def check_bind_endpoint(value: str) -> str:
+    if not _BIND_ENDPOINT.match(value):
+        raise ValueError(f"{value!r} is not a ZeroMQ bind endpoint tcp://HOST:PORT or ipc://PATH")
+    return value
+
+
+class ParallelConfig(ConfigModel):
+    """Megatron model parallelism; data parallelism is the rest of the torchrun world."""
+
+    tp: int = Field(default=1, ge=1)
+    """Tensor-parallel size."""
+    pp: int = Field(default=1, ge=1)
+    """Pipeline-parallel size (weight export supports 1 only)."""
+    dp: int = Field(default=1, ge=1)
+    """Expected data-parallel size; start-up checks world size == tp * pp * dp."""
+
+    @model_validator(mode="after")
+    def pipeline_is_one(self) -> ParallelConfig:
+        if self.pp != 1:
+            raise ValueError("pp > 1 is not supported (HF weight export needs pp = 1)")
+        return self
+
+
+class ReceiveConfig(ConfigModel):
+    """The `GroupReceiver` rollout servers stream finished groups to."""
+
+    bind: str = "tcp://127.0.0.1:5555"
+    """Endpoint to bind (rank 0 only; it deals groups to the data-parallel ranks)."""
+    window: int = Field(default=16, ge=1)
+    """Credits granted to each sender (groups in flight per rollout server)."""
+    poll_s: float = Field(default=0.5, gt=0.0)
+    """Seconds one receive call waits before checking for shutdown."""
+
+    @field_validator("bind")
+    @classmethod
+    def bind_is_zmq(cls, value: str) -> str:
+        return check_bind_endpoint(value)
+
+
+class AdvantageConfig(ConfigModel):
+    """How per-token advantages are computed from group rewards."""
+
+    estimator: Literal["grpo", "dr_grpo", "rloo", "reinforce_plus_plus"] = "grpo"
+    """GRPO (default), Dr.GRPO, RLOO or REINFORCE++."""
+    eps: float = Field(default=1e-6, gt=0.0)
+    """Added to the standard deviation before dividing."""
+    gamma: float = Field(default=1.0, ge=0.0, le=1.0)
+    """Discount of REINFORCE++ returns."""
+    unbiased_std: bool = True
+    """Sample (n - 1) standard deviation, as the reference."""
+
+
+class LossSettings(ConfigModel):
+    """The fields of `agentgym_rl.learner.losses.LossConfig`."""
+
+    clip_eps_low: float = Field(default=0.2, gt=0.0, lt=1.0)
+    """PPO clip below 1."""
+    clip_eps_high: float = Field(default=0.2, gt=0.0)
+    """PPO clip above 1 (0.28 for DAPO clip-higher)."""
+    correction: Literal["none", "decoupled", "tis"] = "tis"
+    """Off-policy correction between behaviour and proximal policies."""
+    tis_cap: float = Field(default=2.0, gt=0.0)
+    """Truncated importance-sampling cap."""
+    decoupled_cap: float | None = Field(default=None, gt=0.0)
+    """Tokens whose decoupled weight exceeds this are dropped (None: keep all)."""
+    kl_coef: float = Field(default=0.0, ge=0.0)
+    """KL-to-reference coefficient (0: off; a reference model is not kept in this version)."""
+    entropy_coef: float = 0.0
+    """Entropy bonus coefficient (0: off)."""
+    aggregation: Literal[
+        "token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm"
+    ] = "token-mean"
+    """How per-token losses reduce to the step's loss."""
+    norm_constant: float | None = Field(default=None, gt=0.0)
+    """Divisor of seq-mean-token-sum-norm (Dr.GRPO), e.g. the max generated tokens."""
+
+    @model_validator(mode="after")
+    def options_are_consistent(self) -> LossSettings:
+        if self.aggregation == "seq-mean-token-sum-norm" and self.norm_constant is None:
+            raise ValueError("aggregation seq-mean-token-sum-norm needs norm_constant")
+        if self.kl_coef > 0.0:
+            raise ValueError("kl_coef > 0 needs a reference model, which the learner does not keep")
+        if self.entropy_coef != 0.0:
+            raise ValueError("entropy_coef != 0 is not supported by the learner yet")
+        return self
+
+
+class OptimizerConfig(ConfigModel):
+    """AdamW with linear warm-up, then constant, linear or cosine decay."""
+
+    lr: float = Field(default=1e-6, gt=0.0)
+    """Peak learning rate."""
+    betas: tuple[float, float] = (0.9, 0.999)
+    """Adam betas."""
+    eps: float = Field(default=1e-8, gt=0.0)
+    """Adam epsilon."""
+    weight_decay: float = Field(default=0.01, ge=0.0)
+    """Decoupled weight decay."""
+    warmup_steps: int = Field(default=0, ge=0)
+    """Steps of linear warm-up from 0 to `lr`."""
+    decay: Literal["constant", "linear", "cosine"] = "constant"
+    """Schedule after warm-up, down to `min_lr_ratio * lr` at `max_steps`."""
+    min_lr_ratio: float = Field(default=0.0, ge=0.0, le=1.0)
+    """Floor of the decayed learning rate as a fraction of `lr`."""
+    grad_clip: float | None = Field(default=1.0, gt=0.0)
+    """Global gradient-norm clip (None: off)."""
+
+    @field_validator("betas")
+    @classmethod
+    def betas_in_range(cls, value: tuple[float, float]) -> tuple[float, float]:
+        if not all(0.0 <= b < 1.0 for b in value):
+            raise ValueError(f"betas must be in [0, 1), got {value}")
+        return value
+
+
+class WeightsConfig(ConfigModel):
+    """Publishing new weights to rollout servers."""
+
+    endpoint: str = "tcp://127.0.0.1:5557"
+    """`WeightPublisher` bind endpoint rollout servers subscribe to."""
+    every_steps: int = Field(default=1, ge=1)
+    """Publish after every this many optimizer steps."""
+    timeout_s: float = Field(default=30.0, gt=0.0)
+    """Longest a publish waits for acks (a slow server catches up at the next version)."""
+
+    @field_validator("endpoint")
+    @classmethod
+    def endpoint_is_zmq(cls, value: str) -> str:
+        return check_bind_endpoint(value)
+
+
+class CheckpointConfig(ConfigModel):
+    """Periodic resumable checkpoints plus an HF export."""
+
+    dir: Path = Path("runs/learn/checkpoints")
+    """Holds `step_<n>/` directories (complete when they contain `COMPLETE`)."""
+    every_steps: int = Field(default=100, ge=1)
+    """Save after every this many optimizer steps (and at the last step)."""
+    export_hf: bool = True
+    """Also write `hf/` (model.safetensors, config, tokenizer) that transformers loads."""
+
+
+class LearnConfig(ConfigModel):
+    """Everything one `learn` process (or torchrun job) needs."""
+
+    model: Path
+    """Local HF checkpoint directory (config.json, safetensors, tokenizer) to start from."""
+    parallel: ParallelConfig = ParallelConfig()
+    """Tensor/pipeline/data parallel sizes."""
+    receive: ReceiveConfig = ReceiveConfig()
+    """Where groups arrive."""
+    groups_per_step: int = Field(default=16, ge=1)
+    """Groups per optimizer step (B), split evenly over data-parallel ranks."""
+    max_staleness: int = Field(default=2, ge=0)
+    """Groups whose oldest token lags the policy by more versions are dropped (counted)."""
+    advantage: AdvantageConfig = AdvantageConfig()
+    """Advantage estimator."""
+    loss: LossSettings = LossSettings()
+    """Policy-loss options."""
+    optimizer: OptimizerConfig = OptimizerConfig()
+    """AdamW and learning-rate schedule."""
+    temperature: float = Field(default=1.0, gt=0.0, le=10.0)
+    """Sampling temperature of the rollout engine; log-probs are recomputed at it."""
+    micro_batch_tokens: int = Field(default=8192, ge=1)
+    """Padded tokens per micro-batch (gradient accumulation over micro-batches)."""
+    weights: WeightsConfig | None = WeightsConfig()
+    """Weight publishing (None: never publish, e.g. offline training)."""
+    checkpoint: CheckpointConfig = CheckpointConfig()
+    """Checkpoints."""
+    max_steps: int = Field(default=1000, ge=1)
+    """Optimizer steps to run."""
+    seed: int = Field(default=0, ge=0)
+    """Seed of parameter init noise and Megatron's RNG."""
+    log_dir: Path = Path("runs/learn")
+    """`metrics.jsonl` (one record per step) goes here."""
+
+    @model_validator(mode="after")
+    def sizes_divide(self) -> LearnConfig:
+        dp, tp = self.parallel.dp, self.parallel.tp
+        if self.groups_per_step % dp:
+            raise ValueError(
+                f"groups_per_step ({self.groups_per_step}) must be a multiple of parallel.dp ({dp})"
+            )
+        if self.micro_batch_tokens % tp:
+            raise ValueError(
+                f"micro_batch_tokens ({self.micro_batch_tokens}) must be a multiple of "
+                f"parallel.tp ({tp})"
+            )
+        if self.optimizer.warmup_steps >= self.max_steps and self.optimizer.warmup_steps > 0:
+            raise ValueError(
+                f"optimizer.warmup_steps ({self.optimizer.warmup_steps}) must be below "
+                f"max_steps ({self.max_steps})"
+            )
+        if self.weights is not None and self.weights.endpoint == self.receive.bind:
+            raise ValueError("weights.endpoint and receive.bind must differ")
+        return self
+
+
+__all__ = [
+    "AdvantageConfig",
+    "CheckpointConfig",
+    "LearnConfig",
+    "LossSettings",
+    "OptimizerConfig",
+    "ParallelConfig",
+    "ReceiveConfig",
+    "WeightsConfig",
+    "check_bind_endpoint",
+]

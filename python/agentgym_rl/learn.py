@@ -1,0 +1,73 @@
+"""`agentgym-rl learn`: the learner process (one rank; run under torchrun for tp/dp > 1).
+
+Only argparse runs at parse time; pydantic loads the config, then torch/Megatron are imported.
+Exit codes: 0 done, 2 bad config, missing model directory or nothing to resume.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--config", metavar="FILE", help="learn YAML (e.g. configs/learn/babyai_tiny.yaml)"
+    )
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue from the newest complete checkpoint under checkpoint.dir (none: start)",
+    )
+    parser.add_argument(
+        "overrides",
+        nargs="*",
+        metavar="KEY=VALUE",
+        help="override a config value by its key path, e.g. optimizer.lr=1e-5 max_steps=10",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    from agentgym_rl.config import ConfigError, load_learn_config
+    from agentgym_rl.serve_rollouts import missing_model
+
+    try:
+        config = load_learn_config(args.config, args.overrides)
+    except ConfigError as e:
+        print(f"learn: {e}", file=sys.stderr)
+        return 2
+    problem = missing_model(config.model)
+    if problem:
+        print(f"learn: {problem}", file=sys.stderr)
+        return 2
+    import logging
+    import signal
+    import threading
+
+    from agentgym_rl.learner.checkpoint import resume_latest
+    from agentgym_rl.learner.trainer import Trainer
+    from agentgym_rl.wire import GroupReceiver
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    trainer = Trainer(config)
+    if trainer.is_rank0:
+        trainer.receiver = GroupReceiver(config.receive.bind, window=config.receive.window)
+        if config.weights is not None:
+            from agentgym_rl.weights.publisher import WeightPublisher
+
+            trainer.publisher = WeightPublisher(config.weights.endpoint)
+    if args.resume:
+        found = resume_latest(trainer, config.checkpoint.dir)
+        logging.getLogger("learn").info("resumed from %s", found or "nothing (fresh start)")
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    try:
+        trainer.run(stop)
+    finally:
+        if trainer.receiver is not None:
+            trainer.receiver.close()
+        if trainer.publisher is not None:
+            trainer.publisher.close()
+        trainer.close()
+    return 0

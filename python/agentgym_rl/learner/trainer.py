@@ -1,0 +1,269 @@
+"""The learner loop: groups in, one AdamW step per `groups_per_step` groups, weights out.
+
+Contract. One optimizer step (`train_step`) on the groups of this data-parallel rank:
+collate (`batch.collate`, right-padded to a multiple of tp) -> advantages
+(`advantages.compute_advantages`, per rank: group estimators see whole groups) -> proximal
+log-probs of every micro-batch recomputed *without grad* with the weights before the update at
+the engine's temperature -> micro-batches (`Batch.split(micro_batch_tokens)`) forward/backward
+with the loss normalised by the whole step's token/sequence count summed over data-parallel
+ranks (gradient accumulation gives the step's loss exactly) -> gradients summed over
+data-parallel ranks -> global-norm clip -> AdamW step -> schedule step -> policy version + 1.
+
+`run` repeats: `next_groups` (global rank 0 receives through `GroupIntake`, validating and
+dropping stale groups against the current version, and deals `groups_per_step / dp` groups to
+each data-parallel rank), `train_step`, `publish` every `weights.every_steps` steps (HF names
+via `export_hf_weights`; never waits past `weights.timeout_s`), one JSONL record per step in
+`log_dir/metrics.jsonl` (rank 0) and a checkpoint every `checkpoint.every_steps` steps.
+Policy version = optimizer steps taken; the starting weights are version 0.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import torch
+from megatron.core import parallel_state
+from safetensors.torch import load_file
+from transformers import AutoConfig
+
+from agentgym_rl.config.learn import LearnConfig
+from agentgym_rl.learner import model as lm
+from agentgym_rl.learner.advantages import compute_advantages
+from agentgym_rl.learner.batch import collate
+from agentgym_rl.learner.convert import ConvertSpec, export_hf_weights, load_hf_weights
+from agentgym_rl.learner.intake import GroupIntake
+from agentgym_rl.learner.losses import LossConfig, policy_loss
+from agentgym_rl.learner.optim import allreduce_grads, build_optimizer, clip_grads, lr_schedule
+from agentgym_rl.wire import WireGroup, decode_group
+
+log = logging.getLogger(__name__)
+
+
+def load_hf_state_dict(model_dir: Path) -> dict[str, torch.Tensor]:
+    """Every `*.safetensors` file of an HF checkpoint directory, merged."""
+    files = sorted(Path(model_dir).glob("*.safetensors"))
+    if not files:
+        raise FileNotFoundError(f"{model_dir} has no *.safetensors weights")
+    state: dict[str, torch.Tensor] = {}
+    for f in files:
+        state.update(load_file(str(f)))
+    return state
+
+
+class Trainer:
+    """One learner process (rank) of a possibly tp x dp torchrun job."""
+
+    def __init__(self, config: LearnConfig, *, receiver: Any = None, publisher: Any = None) -> None:
+        self.config = config
+        par = config.parallel
+        self.layout = lm.init_parallel(tp=par.tp, pp=par.pp, seed=config.seed)
+        if self.layout.dp_size != par.dp:
+            raise ValueError(
+                f"world size {self.layout.world_size} gives dp={self.layout.dp_size}, "
+                f"config says parallel.dp={par.dp}"
+            )
+        self.device = torch.device("cpu" if not torch.cuda.is_available() else "cuda")
+        self.hf_config = AutoConfig.from_pretrained(str(config.model))
+        torch.manual_seed(config.seed)
+        self.model = lm.build_gpt_model(self.hf_config)
+        self.spec = ConvertSpec.from_hf(self.hf_config, par.tp, self.model.vocab_size)
+        load_hf_weights(self.model, load_hf_state_dict(config.model), self.spec)
+        self.params = [p for p in self.model.parameters() if p.requires_grad]
+        self.optimizer = build_optimizer(self.model, config.optimizer)
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(
+            self.optimizer, lr_schedule(config.optimizer, config.max_steps)
+        )
+        self.loss_config = LossConfig(**config.loss.model_dump())
+        self.intake = GroupIntake(self.hf_config.vocab_size, config.max_staleness)
+        self.receiver = receiver
+        self.publisher = publisher
+        self.step = 0
+        self.last_publish: Any = None
+        self._metrics_path = Path(config.log_dir) / "metrics.jsonl"
+
+    @property
+    def version(self) -> int:
+        return self.step
+
+    @property
+    def is_rank0(self) -> bool:
+        return self.layout.rank == 0
+
+    # --- groups in -------------------------------------------------------------------------
+    def _receive(self, n: int, stop: threading.Event | None) -> list[bytes] | None:
+        """Rank 0: `n` admitted payloads (None when stopped first)."""
+        out: list[bytes] = []
+        while len(out) < n:
+            if stop is not None and stop.is_set():
+                return None
+            got = self.receiver.recv(self.config.receive.poll_s)
+            if got is None:
+                continue
+            if self.intake.admit(got[1], self.version) is not None:
+                out.append(got[1])
+        return out
+
+    def next_groups(self, stop: threading.Event | None = None) -> list[WireGroup] | None:
+        """This rank's share of the next step's groups (None: stop)."""
+        payloads = self._receive(self.config.groups_per_step, stop) if self.is_rank0 else None
+        if self.layout.world_size > 1:
+            box: list[Any] = [payloads, self.intake.counters()]
+            torch.distributed.broadcast_object_list(box, src=0)
+            payloads = box[0]
+            self.intake.restore(box[1])
+        if payloads is None:
+            return None
+        mine = payloads[self.layout.dp_rank :: self.layout.dp_size]
+        return [decode_group(p) for p in mine]
+
+    # --- one step --------------------------------------------------------------------------
+    def _dp_sum(self, values: list[float]) -> list[float]:
+        t = torch.tensor(values, dtype=torch.float64, device=self.device)
+        if self.layout.dp_size > 1:
+            group = parallel_state.get_data_parallel_group()
+            torch.distributed.all_reduce(t, group=group)
+        return [float(v) for v in t.tolist()]
+
+    def _logprobs(self, mb: Any) -> torch.Tensor:
+        d = self.device
+        return lm.token_logprobs(
+            self.model,
+            mb.input_ids.to(d),
+            mb.position_ids.to(d),
+            mb.labels.to(d),
+            self.config.temperature,
+        )
+
+    def train_step(self, groups: list[WireGroup]) -> dict[str, Any]:
+        """One optimizer step on this rank's `groups`; returns the step's metrics."""
+        t0 = time.perf_counter()
+        cfg = self.config
+        batch = collate(groups, pad_token_id=0, pad_multiple=cfg.parallel.tp)
+        adv = compute_advantages(
+            cfg.advantage.estimator,
+            batch.rewards,
+            batch.group_ids,
+            batch.loss_mask,
+            eps=cfg.advantage.eps,
+            gamma=cfg.advantage.gamma,
+            unbiased_std=cfg.advantage.unbiased_std,
+        )
+        batch = replace(batch, advantages=adv)
+        n_tokens, n_seqs, n_real = self._dp_sum(
+            [batch.num_loss_tokens, batch.num_seqs, float(batch.lengths.sum())]
+        )
+        micro = batch.split(cfg.micro_batch_tokens)
+        self.model.train()
+        with torch.no_grad():
+            proximal = [self._logprobs(mb) for mb in micro]
+        self.optimizer.zero_grad(set_to_none=True)
+        sums: dict[str, float] = {}
+        loss_total, tis_max = 0.0, 0.0
+        for mb, prox in zip(micro, proximal, strict=True):
+            d = self.device
+            loss, m = policy_loss(
+                self.loss_config,
+                logprobs=self._logprobs(mb),
+                behaviour_logprobs=mb.behaviour_logprobs.to(d),
+                advantages=mb.advantages.to(d),  # type: ignore[union-attr]
+                loss_mask=mb.loss_mask.to(d),
+                proximal_logprobs=prox,
+                global_tokens=int(n_tokens),
+                global_seqs=int(n_seqs),
+            )
+            loss.backward()
+            loss_total += float(loss.detach())
+            w = float(mb.num_loss_tokens)
+            for k, v in m.items():
+                sums[k] = sums.get(k, 0.0) + float(v) * w
+            tis_max = max(tis_max, float(m["tis_weight_max"]))
+        allreduce_grads(self.params)
+        grad_norm = clip_grads(self.params, cfg.optimizer.grad_clip)
+        lr = self.optimizer.param_groups[0]["lr"]
+        self.optimizer.step()
+        self.scheduler.step()
+        self.step += 1
+        elapsed = time.perf_counter() - t0
+        local_tokens = max(float(batch.num_loss_tokens), 1.0)
+        (loss_sum,) = self._dp_sum([loss_total])
+        metrics = {k: v / local_tokens for k, v in sums.items()}
+        metrics.update(
+            step=self.step,
+            version=self.version,
+            loss=loss_sum,
+            tis_weight_max=tis_max,
+            grad_norm=grad_norm,
+            lr=lr,
+            tokens=int(n_real),
+            loss_tokens=int(n_tokens),
+            tokens_per_s=n_real / elapsed,
+            step_s=elapsed,
+            micro_batches=len(micro),
+            reward_mean=float(batch.rewards.mean()) if len(batch) else 0.0,
+            samples_excluded=sum(batch.excluded.values()),
+        )
+        return metrics
+
+    # --- weights out, logs, loop -----------------------------------------------------------
+    def publish(self) -> dict[str, Any]:
+        """Export HF-named weights (collective) and, on rank 0, publish them (bounded wait)."""
+        t0 = time.perf_counter()
+        tensors = export_hf_weights(self.model, self.spec)
+        out: dict[str, Any] = {}
+        if self.is_rank0 and self.publisher is not None and self.config.weights is not None:
+            # copies: the publisher sends views, and the next step updates parameters in place
+            owned = {k: v.detach().clone() for k, v in tensors.items()}
+            result = self.publisher.publish(self.version, owned, self.config.weights.timeout_s)
+            self.last_publish = result
+            out = {"publish_acked": len(result.acked), "publish_timed_out": len(result.timed_out)}
+        out["sync_s"] = time.perf_counter() - t0
+        return out
+
+    def log_metrics(self, metrics: dict[str, Any]) -> None:
+        counters = self.intake.counters()
+        metrics.update(
+            groups_received=counters["received"],
+            groups_used=counters["used"],
+            groups_dropped=counters["dropped_stale"],
+            groups_rejected=sum(counters["rejected"].values()),
+            rejected_reasons=counters["rejected"],
+        )
+        if self.is_rank0:
+            self._metrics_path.parent.mkdir(parents=True, exist_ok=True)
+            with self._metrics_path.open("a") as f:
+                f.write(json.dumps(metrics) + "\n")
+            log.info(
+                "step %d loss %.4f clip %.3f mismatch_kl %.2e tok/s %.0f",
+                metrics["step"],
+                metrics["loss"],
+                metrics.get("clip_frac", 0.0),
+                metrics.get("mismatch_kl", 0.0),
+                metrics["tokens_per_s"],
+            )
+
+    def run(self, stop: threading.Event | None = None) -> int:
+        """Train until `max_steps` or `stop`; returns the number of steps taken in total."""
+        from agentgym_rl.learner.checkpoint import save_checkpoint
+
+        cfg = self.config
+        while self.step < cfg.max_steps:
+            groups = self.next_groups(stop)
+            if groups is None:
+                break
+            metrics = self.train_step(groups)
+            metrics["sync_s"] = 0.0
+            if cfg.weights is not None and self.step % cfg.weights.every_steps == 0:
+                metrics.update(self.publish())
+            self.log_metrics(metrics)
+            if self.step % cfg.checkpoint.every_steps == 0 or self.step == cfg.max_steps:
+                save_checkpoint(self, cfg.checkpoint.dir)
+        return self.step
+
+    def close(self, *, keep_process_group: bool = False) -> None:
+        lm.shutdown_parallel(keep_process_group=keep_process_group)

@@ -1,0 +1,77 @@
+"""`LearnConfig`: shipped YAML, defaults, cross-field checks with key paths, torch-free import."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from agentgym_rl.config import ConfigError, LearnConfig, load_learn_config
+
+ROOT = Path(__file__).resolve().parents[2]
+YAML = ROOT / "configs" / "learn" / "babyai_tiny.yaml"
+
+
+def test_shipped_yaml_and_overrides() -> None:
+    config = load_learn_config(YAML, ["optimizer.lr=3e-4", "weights=null"])
+    assert config.optimizer.lr == 3e-4
+    assert config.weights is None
+    assert config.optimizer.decay == "cosine"
+    assert config.loss.clip_eps_high == 0.28
+
+
+def test_minimal_defaults() -> None:
+    config = load_learn_config(None, ["model=/models/tiny"])
+    assert config.optimizer.grad_clip == 1.0
+    assert config.advantage.estimator == "grpo"
+    assert config.parallel.tp == 1 and config.loss.correction == "tis"
+
+
+@pytest.mark.parametrize(
+    ("overrides", "needle"),
+    [
+        (["groups_per_step=3", "parallel.dp=2"], "multiple of parallel.dp"),
+        (["micro_batch_tokens=1001", "parallel.tp=2"], "multiple of parallel.tp"),
+        (["parallel.pp=2"], "parallel: Value error, pp > 1"),
+        (["optimizer.warmup_steps=10", "max_steps=5"], "warmup_steps"),
+        (["loss.aggregation=seq-mean-token-sum-norm"], "loss: Value error"),
+        (["optimizer.decay=exp"], "optimizer.decay"),
+        (["receive.bind=localhost:5555"], "receive.bind"),
+        (["receive.bind=tcp://127.0.0.1:5", "weights.endpoint=tcp://127.0.0.1:5"], "must differ"),
+        (["optimizer.betas=[0.9, 1.0]"], "optimizer.betas"),
+        (["bogus=1"], "bogus"),
+        ([], "model"),
+    ],
+)
+def test_errors_name_their_key(overrides: list[str], needle: str) -> None:
+    base = [] if not overrides else ["model=/m"]
+    with pytest.raises(ConfigError, match=needle.replace("(", r"\(")):
+        load_learn_config(None, [*base, *overrides])
+
+
+def test_imports_without_torch() -> None:
+    script = textwrap.dedent(
+        """
+        import sys
+        from importlib.abc import MetaPathFinder
+
+        class Blocker(MetaPathFinder):
+            def find_spec(self, name, path=None, target=None):
+                if name.split(".")[0] in {"torch", "vllm", "transformers", "megatron"}:
+                    raise ImportError(f"forbidden import: {name}")
+                return None
+
+        sys.meta_path.insert(0, Blocker())
+        import agentgym_rl.config as c
+        assert isinstance(c.load_learn_config(sys.argv[1]), c.LearnConfig)
+        print("ok")
+        """
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script, str(YAML)], capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 0, out.stderr
+    assert isinstance(LearnConfig, type)

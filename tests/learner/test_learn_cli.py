@@ -1,0 +1,83 @@
+"""`agentgym-rl learn` end to end: a subprocess fed over tcp, checkpoints, then --resume."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from trainer_fixtures import make_group
+
+from agentgym_rl.learner.checkpoint import complete_checkpoints
+from agentgym_rl.wire import GroupSender, encode_group
+from vllm_fixtures import tiny_corpus
+
+
+def _learn(model: Path, tmp: Path, port: int, *extra: str) -> subprocess.Popen[str]:
+    args = [
+        "--config",
+        "configs/learn/babyai_tiny.yaml",
+        f"model={model}",
+        f"receive.bind=tcp://127.0.0.1:{port}",
+        "weights=null",
+        f"checkpoint.dir={tmp / 'ckpt'}",
+        "checkpoint.every_steps=1",
+        f"log_dir={tmp / 'logs'}",
+        "optimizer.warmup_steps=0",
+        *extra,
+    ]
+    return subprocess.Popen(
+        [sys.executable, "-m", "agentgym_rl.cli", "learn", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+
+def _wait_listening(port: int, proc: subprocess.Popen[str], timeout_s: float = 120.0) -> None:
+    """Until the learner's receiver is bound (its start-up imports take a while)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, proc.communicate()[0]
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.2)
+    raise AssertionError("learner never bound its receive endpoint")
+
+
+def _feed(port: int, groups: int, vocab: int, proc: subprocess.Popen[str]) -> str:
+    _wait_listening(port, proc)
+    with GroupSender(f"tcp://127.0.0.1:{port}", "cli-test") as sender:
+        sender.wait_connected(60)
+        for g in range(groups):
+            sender.send(encode_group(make_group(g, vocab=vocab)), timeout_s=60)
+        out, _ = proc.communicate(timeout=120)
+    return out
+
+
+def test_learn_trains_checkpoints_and_resumes(
+    tmp_path_factory: pytest.TempPathFactory, tmp_path: Path, free_port: int
+) -> None:
+    from agentgym_rl.model import create_tiny_model
+
+    model = create_tiny_model(
+        tmp_path_factory.mktemp("cli-tiny"), corpus=tiny_corpus(), vocab_size=320, seed=0
+    )
+    vocab = int(json.loads((model / "config.json").read_text())["vocab_size"])
+    proc = _learn(model, tmp_path, free_port, "max_steps=2")
+    out = _feed(free_port, 4, vocab, proc)
+    assert proc.returncode == 0, out
+    assert [s for s, _ in complete_checkpoints(tmp_path / "ckpt")] == [1, 2]
+
+    proc = _learn(model, tmp_path, free_port, "max_steps=3", "--resume")
+    out = _feed(free_port, 2, vocab, proc)
+    assert proc.returncode == 0, out
+    assert "resumed from" in out and "step_2" in out
+    steps = [json.loads(x)["step"] for x in (tmp_path / "logs" / "metrics.jsonl").open()]
+    assert steps == [1, 2, 3]
+    assert [s for s, _ in complete_checkpoints(tmp_path / "ckpt")] == [1, 2, 3]

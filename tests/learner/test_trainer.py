@@ -1,0 +1,287 @@
+"""The learner loop on a tiny Qwen2: real transport in, real weight stream out, checkpoints."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+
+import msgpack
+import numpy as np
+import pytest
+import torch
+from trainer_fixtures import learn_config, make_group
+
+from agentgym_rl.learner.checkpoint import (
+    latest_checkpoint,
+    load_checkpoint,
+    save_checkpoint,
+)
+from agentgym_rl.learner.convert import export_hf_weights
+from agentgym_rl.learner.trainer import Trainer
+from agentgym_rl.wire import (
+    GroupReceiver,
+    GroupSender,
+    Status,
+    WireGroup,
+    WireSample,
+    WireTokens,
+    encode_group,
+)
+from vllm_fixtures import tiny_corpus
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from agentgym_rl.model import create_tiny_model
+
+    out = tmp_path_factory.mktemp("learner-tiny")
+    return create_tiny_model(out, corpus=tiny_corpus(), vocab_size=320, seed=0)
+
+
+@pytest.fixture
+def make_trainer() -> Iterator:
+    made: list[Trainer] = []
+
+    def make(config, **kw) -> Trainer:  # type: ignore[no-untyped-def]
+        t = Trainer(config, **kw)
+        made.append(t)
+        return t
+
+    yield make
+    for t in made:
+        t.close()
+
+
+def _vocab(model_dir: Path) -> int:
+    return int(json.loads((model_dir / "config.json").read_text())["vocab_size"])
+
+
+def _params(t: Trainer) -> dict[str, torch.Tensor]:
+    return {k: v.detach().clone() for k, v in t.model.named_parameters()}
+
+
+def test_loss_decreases_on_a_fixed_batch(model_dir: Path, tmp_path: Path, make_trainer) -> None:
+    t = make_trainer(learn_config(model_dir, tmp_path))
+    vocab = _vocab(model_dir)
+    groups = [make_group(g, vocab=vocab) for g in range(2)]
+    losses = [t.train_step(groups)["loss"] for _ in range(6)]
+    assert t.version == 6
+    assert losses[-1] < losses[0] - 0.05, losses
+    m = t.train_step(groups)
+    assert m["micro_batches"] >= 2  # 8 rows x 18 tokens over a 64-token budget
+    assert 0.0 <= m["clip_frac"] <= 1.0 and m["tokens"] == 8 * 18
+
+
+def test_groups_over_transport_bad_ones_rejected(
+    model_dir: Path, tmp_path: Path, make_trainer
+) -> None:
+    vocab = _vocab(model_dir)
+    receiver = GroupReceiver("tcp://127.0.0.1:0", window=32)
+    cfg = learn_config(model_dir, tmp_path, max_steps=2, max_staleness=1)
+    t = make_trainer(cfg, receiver=receiver)
+    good = [encode_group(make_group(g, vocab=vocab)) for g in range(4)]
+    nan = make_group(10, vocab=vocab, rewards=[float("nan"), 0.0, 1.0, 0.0])
+    short = make_group(11, vocab=vocab)
+    s0 = short.samples[0]
+    bad_tokens = replace(s0.tokens, logprobs=s0.tokens.logprobs[:-1])
+    short.samples[0] = replace(s0, tokens=bad_tokens)
+    oov = make_group(12, vocab=vocab)
+    o0 = oov.samples[0]
+    ids = o0.tokens.input_ids.copy()
+    ids[3] = vocab + 5
+    oov.samples[0] = replace(o0, tokens=replace(o0.tokens, input_ids=ids))
+    wrong_schema = msgpack.unpackb(good[0], raw=False)
+    wrong_schema["v"] = 99
+    stale = make_group(13, vocab=vocab, version=0)
+    payloads = [
+        encode_group(nan),
+        encode_group(short),
+        encode_group(oov),
+        msgpack.packb(wrong_schema, use_bin_type=True),
+        b"\x93garbage",
+        good[0],
+        good[1],
+        good[2],
+        good[3],
+    ]
+    with GroupSender(receiver.endpoint, "rollout-test") as sender:
+        sender.wait_connected(10)
+        for p in payloads:
+            sender.send(p, timeout_s=10)
+        assert t.run() == 2
+        # policy is now v2: a group whose tokens are from v0 is 2 > max_staleness versions old
+        sender.send(encode_group(stale), timeout_s=10)
+        got = receiver.recv(10)
+        assert got is not None and t.intake.admit(got[1], t.version) is None
+    receiver.close()
+    counters = t.intake.counters()
+    assert counters["rejected"] == {
+        "nan_reward": 1,
+        "length_mismatch": 1,
+        "token_out_of_vocab": 1,
+        "schema_version": 1,
+        "wire_format": 1,
+    }
+    assert counters["dropped_stale"] == 1
+    assert counters["received"] == 10 and counters["used"] == 4
+    lines = [json.loads(x) for x in (tmp_path / "logs" / "metrics.jsonl").read_text().splitlines()]
+    assert [x["step"] for x in lines] == [1, 2]
+    assert lines[-1]["groups_rejected"] == 5 and lines[-1]["groups_used"] == 4
+    for key in ("loss", "clip_frac", "mismatch_kl", "tokens_per_s", "sync_s", "groups_dropped"):
+        assert key in lines[-1]
+    assert latest_checkpoint(tmp_path / "ckpt") is not None  # the last step is saved
+
+
+def test_weights_published_with_versions(model_dir: Path, tmp_path: Path, make_trainer) -> None:
+    from agentgym_rl.weights.publisher import WeightPublisher
+    from agentgym_rl.weights.subscriber import WeightSubscriber
+
+    vocab = _vocab(model_dir)
+    publisher = WeightPublisher("tcp://127.0.0.1:0")
+    receiver = GroupReceiver("tcp://127.0.0.1:0", window=32)
+    cfg = learn_config(
+        model_dir, tmp_path, max_steps=2, weights={"endpoint": "tcp://127.0.0.1:1", "timeout_s": 10}
+    )
+    t = make_trainer(cfg, receiver=receiver, publisher=publisher)
+    got: dict[int, dict[str, torch.Tensor]] = {}
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+
+    async def apply(version: int, tensors: dict[str, torch.Tensor]) -> None:
+        got[version] = {k: v.clone() for k, v in tensors.items()}
+
+    async def make() -> tuple[WeightSubscriber, asyncio.Event]:
+        return WeightSubscriber(publisher.endpoint, server_id="rollout-0"), asyncio.Event()
+
+    sub, stop = asyncio.run_coroutine_threadsafe(make(), loop).result(10)
+    task = asyncio.run_coroutine_threadsafe(sub.serve(apply, stop), loop)
+    try:
+        assert publisher.wait_for_servers(1, timeout_s=10) == 1
+        with GroupSender(receiver.endpoint, "rollout-test") as sender:
+            for g in range(4):
+                sender.send(encode_group(make_group(g, vocab=vocab)), timeout_s=10)
+            t.run()
+        assert sorted(got) == [1, 2]
+        assert t.last_publish.ok and t.last_publish.version == 2
+        final = export_hf_weights(t.model, t.spec)
+        assert got[2].keys() == final.keys()
+        for name, tensor in final.items():
+            assert torch.equal(got[2][name], tensor), name
+        assert not torch.equal(got[1]["model.norm.weight"], got[2]["model.norm.weight"])
+    finally:
+        loop.call_soon_threadsafe(stop.set)
+        task.result(10)
+        sub.close()
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(10)
+        publisher.close()
+        receiver.close()
+
+
+def test_resume_matches_straight_run(model_dir: Path, tmp_path: Path, make_trainer) -> None:
+    vocab = _vocab(model_dir)
+    batches = [[make_group(g, vocab=vocab, seed=s) for g in range(2)] for s in range(4)]
+    cfg = learn_config(model_dir, tmp_path, max_steps=4)
+    straight = make_trainer(cfg)
+    for b in batches:
+        straight.train_step(b)
+    want = _params(straight)
+    straight.close()
+
+    first = Trainer(cfg)
+    for b in batches[:2]:
+        first.train_step(b)
+    path = save_checkpoint(first, cfg.checkpoint.dir)
+    first.close()
+    assert path.name == "step_2" and (path / "COMPLETE").is_file()
+    # an interrupted save (no COMPLETE) is ignored
+    (tmp_path / "ckpt" / "step_3").mkdir()
+    assert latest_checkpoint(cfg.checkpoint.dir) == path
+
+    second = make_trainer(cfg)
+    load_checkpoint(second, latest_checkpoint(cfg.checkpoint.dir))  # type: ignore[arg-type]
+    assert second.step == 2
+    for b in batches[2:]:
+        second.train_step(b)
+    for name, tensor in _params(second).items():
+        torch.testing.assert_close(tensor, want[name], rtol=1e-5, atol=1e-6)
+
+
+def test_hf_export_loads_in_transformers(model_dir: Path, tmp_path: Path, make_trainer) -> None:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    vocab = _vocab(model_dir)
+    cfg = learn_config(model_dir, tmp_path)
+    t = make_trainer(cfg)
+    t.train_step([make_group(g, vocab=vocab) for g in range(2)])
+    path = save_checkpoint(t, cfg.checkpoint.dir)
+    hf = AutoModelForCausalLM.from_pretrained(str(path / "hf"), dtype=torch.float32)
+    AutoTokenizer.from_pretrained(str(path / "hf"))
+    exported = export_hf_weights(t.model, t.spec)
+    sd = hf.state_dict()
+    for name, tensor in exported.items():
+        assert torch.equal(sd[name], tensor), name
+    ids = torch.tensor([[5, 6, 7, 8]])
+    assert np.isfinite(hf(ids).logits.detach().numpy()).all()
+
+
+def _engine_group(handle, group_id: int, n: int = 4) -> WireGroup:  # type: ignore[no-untyped-def]
+    """`n` two-turn episodes from the engine: prompt, turn, observation, turn."""
+    eng = handle.engine
+    prompt, obs = [1, 20, 31, 42, 53, 64], [7, 8, 9]
+    samples = []
+    for i in range(n):
+        ids, mask, lps, vers = list(prompt), [0] * len(prompt), [0.0] * len(prompt), [0] * 6
+        for turn in range(2):
+            g = handle.run(
+                eng.generate(
+                    ids, max_tokens=12, request_id=f"mkl-{group_id}-{i}-{turn}", seed=i * 7 + turn
+                )
+            )
+            ids += g.token_ids
+            mask += [1] * len(g.token_ids)
+            lps += g.logprobs
+            vers += g.versions
+            if turn == 0:
+                ids += obs
+                mask += [0] * 3
+                lps += [0.0] * 3
+                vers += [0] * 3
+        tokens = WireTokens(
+            input_ids=np.array(ids, np.uint32),
+            loss_mask=np.array(mask, np.uint8),
+            logprobs=np.array(lps, np.float32),
+            versions=np.array(vers, np.uint32),
+            turn_spans=np.zeros((0, 2), np.uint32),
+        )
+        samples.append(WireSample(tokens, float(i % 2), Status.DONE, False, 2, 6, 0, eng.version))
+    return WireGroup(group_id=group_id, task_id="t", env="babyai", samples=samples)
+
+
+def test_mismatch_kl_against_vllm_is_zero(vllm_engine, tmp_path: Path, make_trainer) -> None:  # type: ignore[no-untyped-def]
+    """Same checkpoint in vLLM (processed log-probs at T) and the learner: log-probs agree."""
+    from agentgym_rl.learner import model as lm
+    from agentgym_rl.learner.batch import collate
+    from agentgym_rl.learner.convert import load_hf_weights
+    from vllm_fixtures import TEMPERATURE
+
+    groups = [_engine_group(vllm_engine, g) for g in range(2)]
+    cfg = learn_config(vllm_engine.model_dir, tmp_path, temperature=TEMPERATURE)
+    t = make_trainer(cfg)
+    load_hf_weights(t.model, vllm_engine.weights, t.spec)  # the engine's current weights
+    batch = collate(groups)
+    with torch.no_grad():
+        lp = lm.token_logprobs(
+            t.model, batch.input_ids, batch.position_ids, batch.labels, TEMPERATURE
+        )
+    mask = batch.loss_mask.bool()
+    diff = (lp[mask] - batch.behaviour_logprobs[mask]).abs()
+    assert mask.sum() > 20
+    assert float(diff.mean()) < 1e-4 and float(diff.max()) < 1e-3, diff
+    m = t.train_step(groups)
+    assert m["mismatch_kl"] < 1e-3
