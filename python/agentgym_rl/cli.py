@@ -45,7 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     bench = sub.add_parser(
         "bench",
-        help="run the Rust core's throughput benchmarks side by side with their baselines",
+        help="run the throughput benchmarks, each side by side with the baseline it replaces",
         description="Runs benches/ (builder vs Python re-render, codec GB/s, transport vs raw "
         "pyzmq, env pool vs an AgentGym-style client, async rollouts vs --sync on vLLM) and "
         "prints the figures and ratios.",
