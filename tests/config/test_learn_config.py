@@ -30,6 +30,11 @@ def test_minimal_defaults() -> None:
     assert config.parallel.tp == 1 and config.loss.correction == "tis"
 
 
+def test_kl_and_entropy_are_accepted() -> None:
+    config = load_learn_config(None, ["model=/m", "loss.kl_coef=1e-3", "loss.entropy_coef=-0.01"])
+    assert config.loss.kl_coef == 1e-3 and config.loss.entropy_coef == -0.01
+
+
 @pytest.mark.parametrize(
     ("overrides", "needle"),
     [
@@ -38,6 +43,8 @@ def test_minimal_defaults() -> None:
         (["parallel.pp=2"], "parallel: Value error, pp > 1"),
         (["optimizer.warmup_steps=10", "max_steps=5"], "warmup_steps"),
         (["loss.aggregation=seq-mean-token-sum-norm"], "loss: Value error"),
+        (["loss.kl_coef=-0.1"], "loss.kl_coef"),
+        (["loss.entropy_coef=nan"], "loss.entropy_coef"),
         (["optimizer.decay=exp"], "optimizer.decay"),
         (["receive.bind=localhost:5555"], "receive.bind"),
         (["receive.bind=tcp://127.0.0.1:5", "weights.endpoint=tcp://127.0.0.1:5"], "must differ"),

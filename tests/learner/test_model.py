@@ -162,3 +162,40 @@ def test_cpu_substitutions(parallel: lm.ParallelLayout) -> None:
     assert not torch.equal(first, second)  # the forked stream advanced
     with tracker.fork("never-added"):  # no state of that name: a plain block
         torch.rand(1)
+
+
+def _torch_entropy(logits: torch.Tensor) -> torch.Tensor:
+    logp = torch.log_softmax(logits.double(), dim=-1)
+    return -(logp.exp() * logp).sum(dim=-1)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_logprobs_and_entropy_match_transformers(parallel: lm.ParallelLayout, family: str) -> None:
+    """Entropy of softmax(logits / T) over the real vocabulary (24 padded columns excluded)."""
+    hf = tiny_hf_model(family)
+    model, _ = _megatron(hf, vocab_multiple=128)
+    ids, pos, labels = make_batch(1000)
+    temperature = 0.7
+    with torch.no_grad():
+        want_h = _torch_entropy(hf(input_ids=ids).logits.float() / temperature).float()
+        want_lp = hf_token_logprobs(hf, ids, labels, temperature)
+        lp, h = lm.token_logprobs_and_entropy(model, ids, pos, labels, temperature)
+        alone = lm.token_logprobs(model, ids, pos, labels, temperature)
+    assert h.shape == labels.shape and float(h.min()) > 0
+    torch.testing.assert_close(h, want_h, atol=1e-5, rtol=0)
+    torch.testing.assert_close(lp, want_lp, atol=1e-5, rtol=0)
+    assert torch.equal(lp, alone)
+
+
+def test_vocab_parallel_entropy_value_and_grad(parallel: lm.ParallelLayout) -> None:
+    """On a leaf tensor with -inf padding: value and gradient equal torch's, no nan."""
+    gen = torch.Generator().manual_seed(3)
+    real = (3.0 * torch.randn(3, 5, 40, generator=gen)).requires_grad_(True)
+    padded = torch.cat([real, torch.full((3, 5, 8), float("-inf"))], dim=-1)
+    got = lm.vocab_parallel_entropy(padded)
+    want = _torch_entropy(real).float()
+    torch.testing.assert_close(got, want, atol=1e-5, rtol=0)
+    (g_got,) = torch.autograd.grad(got.sum(), real)
+    (g_want,) = torch.autograd.grad(_torch_entropy(real).sum(), real)
+    assert torch.isfinite(g_got).all()
+    torch.testing.assert_close(g_got, g_want.float(), atol=1e-5, rtol=1e-4)

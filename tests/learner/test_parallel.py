@@ -2,7 +2,7 @@
 
 The worker (`parallel_worker.py`) runs both layouts in a single torchrun launch; this module
 computes the single-process reference with the same `compute_case` and compares per-token
-losses, log-probs and gradients gathered back to full HF names.
+losses, log-probs, entropies and gradients gathered back to full HF names.
 """
 
 from __future__ import annotations
@@ -69,6 +69,7 @@ def reference() -> Iterator[dict[str, Any]]:
 def _assert_same(got: dict[str, Any], want: dict[str, Any]) -> None:
     torch.testing.assert_close(got["loss"], want["loss"], atol=1e-5, rtol=0)
     torch.testing.assert_close(got["logprobs"], want["logprobs"], atol=1e-5, rtol=0)
+    torch.testing.assert_close(got["entropy"], want["entropy"], atol=1e-5, rtol=0)
     assert got["grads"].keys() == want["grads"].keys()
     for name, grad in want["grads"].items():
         assert grad.abs().sum() > 0, name

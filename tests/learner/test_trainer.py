@@ -285,3 +285,38 @@ def test_mismatch_kl_against_vllm_is_zero(vllm_engine, tmp_path: Path, make_trai
     assert float(diff.mean()) < 1e-4 and float(diff.max()) < 1e-3, diff
     m = t.train_step(groups)
     assert m["mismatch_kl"] < 1e-3
+
+
+def test_kl_to_reference_starts_at_zero_and_grows(
+    model_dir: Path, tmp_path: Path, make_trainer
+) -> None:
+    vocab = _vocab(model_dir)
+    t = make_trainer(learn_config(model_dir, tmp_path, loss={"kl_coef": 0.1}))
+    assert t.ref_model is not None and not t.ref_model.training
+    assert not any(p.requires_grad for p in t.ref_model.parameters())
+    ref_before = {k: v.clone() for k, v in t.ref_model.state_dict().items() if v is not None}
+    groups = [make_group(g, vocab=vocab) for g in range(2)]
+    kls = [t.train_step(groups)["kl_ref"] for _ in range(4)]
+    assert kls[0] < 1e-8, kls  # policy == reference before the first update
+    assert kls[-1] > 1e-4 and kls[-1] > kls[1], kls
+    for k, v in t.ref_model.state_dict().items():
+        if k in ref_before:
+            assert torch.equal(v, ref_before[k]), k  # the reference stays frozen
+
+
+def test_entropy_bonus_shifts_the_loss(model_dir: Path, tmp_path: Path) -> None:
+    """On the same weights and batch: loss(coef) = loss(0) - coef * mean entropy."""
+    vocab = _vocab(model_dir)
+    groups = [make_group(g, vocab=vocab) for g in range(2)]
+    coef = 0.05
+    plain = Trainer(learn_config(model_dir, tmp_path))
+    base = plain.train_step(groups)
+    plain.close()
+    bonus = Trainer(learn_config(model_dir, tmp_path, loss={"entropy_coef": coef}))
+    try:
+        m = bonus.train_step(groups)
+    finally:
+        bonus.close()
+    assert "entropy" not in base and 0.0 < m["entropy"] <= float(np.log(vocab)) + 1e-6
+    assert m["pg_loss"] == pytest.approx(base["pg_loss"], abs=1e-6)
+    assert m["loss"] == pytest.approx(base["loss"] - coef * m["entropy"], abs=1e-5)

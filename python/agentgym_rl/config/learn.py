@@ -86,10 +86,10 @@ class LossSettings(ConfigModel):
     """Truncated importance-sampling cap."""
     decoupled_cap: float | None = Field(default=None, gt=0.0)
     """Tokens whose decoupled weight exceeds this are dropped (None: keep all)."""
-    kl_coef: float = Field(default=0.0, ge=0.0)
-    """KL-to-reference coefficient (0: off; a reference model is not kept in this version)."""
-    entropy_coef: float = 0.0
-    """Entropy bonus coefficient (0: off)."""
+    kl_coef: float = Field(default=0.0, ge=0.0, allow_inf_nan=False)
+    """k3 KL-to-reference coefficient (0: off; > 0 keeps a frozen copy of the starting model)."""
+    entropy_coef: float = Field(default=0.0, allow_inf_nan=False)
+    """Entropy bonus coefficient: the loss gets ``- entropy_coef * entropy`` (0: off)."""
     aggregation: Literal[
         "token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm"
     ] = "token-mean"
@@ -101,10 +101,6 @@ class LossSettings(ConfigModel):
     def options_are_consistent(self) -> LossSettings:
         if self.aggregation == "seq-mean-token-sum-norm" and self.norm_constant is None:
             raise ValueError("aggregation seq-mean-token-sum-norm needs norm_constant")
-        if self.kl_coef > 0.0:
-            raise ValueError("kl_coef > 0 needs a reference model, which the learner does not keep")
-        if self.entropy_coef != 0.0:
-            raise ValueError("entropy_coef != 0 is not supported by the learner yet")
         return self
 
 

@@ -12,6 +12,9 @@ Contract:
   cross-entropy; padded vocabulary columns are masked out, so the result is the log-prob of
   the HF model's distribution at that temperature (vLLM's "processed_logprobs" when only a
   temperature is applied: no top-k/top-p).
+- `token_logprobs_and_entropy` also returns the per-token entropy of that same distribution
+  (`vocab_parallel_entropy`: max, sum-exp and sum(p * logit) reduced over the tensor-parallel
+  group, padded columns excluded), differentiable and identical on every tensor-parallel rank.
 
 Megatron's RoPE ignores `position_ids` (it rotates by index 0..S-1), so batches must be
 right-padded rows starting at position 0; `token_logprobs` checks this.
@@ -45,7 +48,9 @@ __all__ = [
     "qkv_bias_of",
     "shutdown_parallel",
     "token_logprobs",
+    "token_logprobs_and_entropy",
     "transformer_config_from_hf",
+    "vocab_parallel_entropy",
 ]
 
 SUPPORTED_MODEL_TYPES: tuple[str, ...] = ("qwen2", "llama")
@@ -259,6 +264,55 @@ def _mask_padded_vocab(logits: torch.Tensor, vocab_size: int) -> torch.Tensor:
     return logits.masked_fill(column >= vocab_size, float("-inf"))
 
 
+def _sampling_logits(
+    model: GPTModel,
+    input_ids: torch.Tensor,
+    position_ids: torch.Tensor,
+    temperature: float,
+    vocab_size: int | None,
+) -> torch.Tensor:
+    """This rank's vocabulary shard of logits / temperature, fp32, padding columns at -inf."""
+    if temperature <= 0:
+        raise ValueError(f"temperature must be > 0, got {temperature}")
+    seq_len = input_ids.size(1)
+    _check_positions(position_ids, seq_len)
+    logits = model(input_ids, position_ids, causal_mask(seq_len, input_ids.device))
+    # logits: [B, S, V / tp], this rank's vocabulary shard.
+    logits = logits.float() / temperature  # a fresh tensor
+    if vocab_size is None:
+        vocab_size = getattr(model, "unpadded_vocab_size", None)
+    if vocab_size is not None:
+        logits = _mask_padded_vocab(logits, vocab_size)
+    return logits
+
+
+def vocab_parallel_entropy(logits: torch.Tensor) -> torch.Tensor:
+    """Entropy of softmax over the full vocabulary from this rank's shard `logits` [..., V/tp].
+
+    ``H = logsumexp(z) - sum(p * z)``, computed as ``log(s) - t / s`` with ``m`` the global
+    max, ``s = sum exp(z - m)`` and ``t = sum exp(z - m) * (z - m)``; ``m`` is all-reduced (MAX,
+    no gradient: H does not depend on it) and ``s``, ``t`` summed over the tensor-parallel group
+    (autograd-aware: the backward of the sum is the identity on each rank's partial). Columns at
+    -inf (vocabulary padding) contribute nothing. Returns ``[...]`` fp32, the same on every rank.
+    """
+    logits = logits.float()
+    tp = parallel_state.get_tensor_model_parallel_world_size()
+    group = parallel_state.get_tensor_model_parallel_group()
+    with torch.no_grad():
+        m = logits.max(dim=-1, keepdim=True).values
+        if tp > 1:
+            torch.distributed.all_reduce(m, op=torch.distributed.ReduceOp.MAX, group=group)
+    finite = torch.isfinite(logits)
+    # masked_fill keeps -inf out of the graph: no 0 * inf = nan in forward or backward.
+    z = (logits - m).masked_fill(~finite, 0.0)
+    e = torch.exp(z) * finite.to(z.dtype)
+    st = torch.stack([e.sum(dim=-1), (e * z).sum(dim=-1)])
+    if tp > 1:
+        st = tensor_parallel.reduce_from_tensor_model_parallel_region(st, group=group)
+    s, t = st[0], st[1]
+    return torch.log(s) - t / s
+
+
 def token_logprobs(
     model: GPTModel,
     input_ids: torch.Tensor,
@@ -277,19 +331,31 @@ def token_logprobs(
     softmax runs through Megatron's vocab-parallel cross-entropy, so each tensor-parallel rank
     only touches its own vocabulary shard. Every tensor-parallel rank returns the same values.
     """
-    if temperature <= 0:
-        raise ValueError(f"temperature must be > 0, got {temperature}")
-    seq_len = input_ids.size(1)
-    _check_positions(position_ids, seq_len)
-    logits = model(input_ids, position_ids, causal_mask(seq_len, input_ids.device))
-    # logits: [B, S, V / tp], this rank's vocabulary shard.
-    logits = logits.float() / temperature  # a fresh tensor: the CE below works in place
-    if vocab_size is None:
-        vocab_size = getattr(model, "unpadded_vocab_size", None)
-    if vocab_size is not None:
-        logits = _mask_padded_vocab(logits, vocab_size)
+    logits = _sampling_logits(model, input_ids, position_ids, temperature, vocab_size)
+    # the CE works in place on `logits`, a fresh tensor nothing else holds
     nll: torch.Tensor = tensor_parallel.vocab_parallel_cross_entropy(logits, labels)
     return -nll
+
+
+def token_logprobs_and_entropy(
+    model: GPTModel,
+    input_ids: torch.Tensor,
+    position_ids: torch.Tensor,
+    labels: torch.Tensor,
+    temperature: float = 1.0,
+    *,
+    vocab_size: int | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """`token_logprobs` and the per-token entropy of softmax(logits / temperature), one forward.
+
+    Both are [B, S] fp32, differentiable and the same on every tensor-parallel rank; the
+    entropy excludes padded vocabulary columns (see `vocab_parallel_entropy`).
+    """
+    logits = _sampling_logits(model, input_ids, position_ids, temperature, vocab_size)
+    entropy = vocab_parallel_entropy(logits)
+    # the CE modifies its input in place; the entropy's graph still needs `logits`
+    nll: torch.Tensor = tensor_parallel.vocab_parallel_cross_entropy(logits.clone(), labels)
+    return -nll, entropy
 
 
 def per_token_loss(

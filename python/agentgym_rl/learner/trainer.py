@@ -9,6 +9,14 @@ with the loss normalised by the whole step's token/sequence count summed over da
 ranks (gradient accumulation gives the step's loss exactly) -> gradients summed over
 data-parallel ranks -> global-norm clip -> AdamW step -> schedule step -> policy version + 1.
 
+With `loss.kl_coef > 0` a frozen reference policy (the starting checkpoint `config.model`, same
+parallel layout, eval mode, no gradients, never updated or checkpointed: a resumed run rebuilds
+it from `config.model`) gives each micro-batch's reference log-probs without grad at the same
+temperature (`ref_logprobs` of `policy_loss`, metric `kl_ref`). With `loss.entropy_coef != 0`
+the micro-batch forward also returns the per-token entropy of softmax(logits / temperature)
+(`model.token_logprobs_and_entropy`, tensor-parallel aware), passed as `entropy` (metric
+`entropy`).
+
 `run` repeats: `next_groups` (global rank 0 receives through `GroupIntake`, validating and
 dropping stale groups against the current version, and deals `groups_per_step / dp` groups to
 each data-parallel rank), `train_step`, `publish` every `weights.every_steps` steps (HF names
@@ -73,7 +81,10 @@ class Trainer:
         torch.manual_seed(config.seed)
         self.model = lm.build_gpt_model(self.hf_config)
         self.spec = ConvertSpec.from_hf(self.hf_config, par.tp, self.model.vocab_size)
-        load_hf_weights(self.model, load_hf_state_dict(config.model), self.spec)
+        initial = load_hf_state_dict(config.model)
+        load_hf_weights(self.model, initial, self.spec)
+        self.ref_model = self._build_reference(initial) if config.loss.kl_coef > 0.0 else None
+        del initial
         self.params = [p for p in self.model.parameters() if p.requires_grad]
         self.optimizer = build_optimizer(self.model, config.optimizer)
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
@@ -86,6 +97,15 @@ class Trainer:
         self.step = 0
         self.last_publish: Any = None
         self._metrics_path = Path(config.log_dir) / "metrics.jsonl"
+
+    def _build_reference(self, initial: dict[str, torch.Tensor]) -> torch.nn.Module:
+        """The frozen reference policy: the starting weights, eval mode, no gradients."""
+        ref = lm.build_gpt_model(self.hf_config)
+        load_hf_weights(ref, initial, self.spec)
+        ref.eval()
+        for p in ref.parameters():
+            p.requires_grad_(False)
+        return ref
 
     @property
     def version(self) -> int:
@@ -130,15 +150,34 @@ class Trainer:
             torch.distributed.all_reduce(t, group=group)
         return [float(v) for v in t.tolist()]
 
-    def _logprobs(self, mb: Any) -> torch.Tensor:
+    def _logprobs(self, mb: Any, model: torch.nn.Module | None = None) -> torch.Tensor:
         d = self.device
         return lm.token_logprobs(
+            self.model if model is None else model,
+            mb.input_ids.to(d),
+            mb.position_ids.to(d),
+            mb.labels.to(d),
+            self.config.temperature,
+        )
+
+    def _logprobs_and_entropy(self, mb: Any) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """The policy's log-probs (with grad) and, when the entropy bonus is on, entropies."""
+        if self.loss_config.entropy_coef == 0.0:
+            return self._logprobs(mb), None
+        d = self.device
+        return lm.token_logprobs_and_entropy(
             self.model,
             mb.input_ids.to(d),
             mb.position_ids.to(d),
             mb.labels.to(d),
             self.config.temperature,
         )
+
+    def _ref_logprobs(self, mb: Any) -> torch.Tensor | None:
+        if self.ref_model is None:
+            return None
+        with torch.no_grad():
+            return self._logprobs(mb, self.ref_model)
 
     def train_step(self, groups: list[WireGroup]) -> dict[str, Any]:
         """One optimizer step on this rank's `groups`; returns the step's metrics."""
@@ -167,13 +206,17 @@ class Trainer:
         loss_total, tis_max = 0.0, 0.0
         for mb, prox in zip(micro, proximal, strict=True):
             d = self.device
+            ref = self._ref_logprobs(mb)
+            logprobs, entropy = self._logprobs_and_entropy(mb)
             loss, m = policy_loss(
                 self.loss_config,
-                logprobs=self._logprobs(mb),
+                logprobs=logprobs,
                 behaviour_logprobs=mb.behaviour_logprobs.to(d),
                 advantages=mb.advantages.to(d),  # type: ignore[union-attr]
                 loss_mask=mb.loss_mask.to(d),
                 proximal_logprobs=prox,
+                ref_logprobs=ref,
+                entropy=entropy,
                 global_tokens=int(n_tokens),
                 global_seqs=int(n_seqs),
             )
