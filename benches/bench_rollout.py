@@ -205,7 +205,10 @@ async def main_async(args: argparse.Namespace) -> int:
             model = create_tiny_model(
                 Path(tmp) / "model", corpus=corpus(), vocab_size=1024, hidden=128, head_dim=64
             )
-            opts = EngineOptions(max_model_len=2048, max_num_seqs=256, temperature=1.0, seed=0)
+            # float32 like the checkpoint: "auto" would run the CPU build in bf16.
+            opts = EngineOptions(
+                max_model_len=2048, max_num_seqs=256, temperature=1.0, seed=0, dtype="float32"
+            )
             t0 = time.perf_counter()
             engine = await make_engine_class().start(model, opts)
             print(f"engine started in {time.perf_counter() - t0:.1f}s", flush=True)

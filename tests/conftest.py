@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import socket
+from collections.abc import Callable, Iterator
 
 import pytest
+
+from env_servers import EnvServerProc
 
 
 @pytest.fixture
@@ -13,3 +16,19 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def spawn_server() -> Iterator[Callable[..., EnvServerProc]]:
+    """`spawn_server("noop", *extra_args)` starts an env server; all are stopped (by PID) at
+    teardown."""
+    started: list[EnvServerProc] = []
+
+    def spawn(env: str = "noop", *extra: str) -> EnvServerProc:
+        server = EnvServerProc(env).start(*extra)
+        started.append(server)
+        return server
+
+    yield spawn
+    for server in started:
+        server.stop()

@@ -3,7 +3,7 @@ folders), real env servers per module or per test, and the ChatML fixture tokeni
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import pytest
 from harness import CHATML, EnvServerProc
@@ -18,21 +18,6 @@ def vllm_engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[vllm_fixtu
     handle = vllm_fixtures.acquire(tmp_path_factory)
     yield handle
     vllm_fixtures.release()
-
-
-@pytest.fixture
-def spawn_server() -> Iterator[Callable[[str], EnvServerProc]]:
-    """`spawn_server("noop")` starts an env server; all are stopped (by PID) at teardown."""
-    started: list[EnvServerProc] = []
-
-    def spawn(env: str = "noop") -> EnvServerProc:
-        server = EnvServerProc(env).start()
-        started.append(server)
-        return server
-
-    yield spawn
-    for server in started:
-        server.stop()
 
 
 @pytest.fixture(scope="module")

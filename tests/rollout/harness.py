@@ -5,73 +5,20 @@ from __future__ import annotations
 
 import asyncio
 import re
-import subprocess
-import sys
 import time
-import urllib.request
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from agentgym_rl import _core
 from agentgym_rl.rollout.types import Generation
 from agentgym_rl.trajectory import ChatTokenizer
+from env_servers import EnvServerProc
 
 ROOT = Path(__file__).resolve().parents[2]
-ENVS_DIR = ROOT / "envs"
+__all__ = ["CHATML", "EnvServerProc", "ScriptedEngine"]
+
 CHATML = ROOT / "tests" / "fixtures" / "templates" / "chatml"
 FAST_SENDER = {"heartbeat_s": 0.05, "peer_timeout_s": 0.5, "handshake_timeout_s": 0.5}
-
-
-def pick_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@dataclass
-class EnvServerProc:
-    env: str
-    http_port: int = field(default_factory=pick_port)
-    zmq_port: int = field(default_factory=pick_port)
-    proc: subprocess.Popen[bytes] | None = None
-
-    @property
-    def http(self) -> str:
-        return f"http://127.0.0.1:{self.http_port}"
-
-    @property
-    def zmq(self) -> str:
-        return f"tcp://127.0.0.1:{self.zmq_port}"
-
-    def start(self, deadline_s: float = 30.0) -> EnvServerProc:
-        cmd = [sys.executable, "-m", "agentgym_envs.server", self.env]
-        cmd += ["--port", str(self.http_port), "--zmq-port", str(self.zmq_port)]
-        self.proc = subprocess.Popen(cmd, cwd=ENVS_DIR, stdout=subprocess.DEVNULL)
-        deadline = time.monotonic() + deadline_s
-        while True:
-            assert self.proc.poll() is None, f"{self.env} server exited"
-            try:
-                urllib.request.urlopen(f"{self.http}/health", timeout=0.5).read()
-                return self
-            except OSError:
-                assert time.monotonic() < deadline, f"{self.env} server not ready"
-                time.sleep(0.05)  # readiness polling interval, not a sync point
-
-    def kill(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(timeout=10)
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.kill()
 
 
 _AVAILABLE = re.compile(r"Available actions: \[(.*?)\]")
