@@ -170,3 +170,13 @@ def test_every_field_is_documented_and_frozen() -> None:
     config = load_rollout_config(None, MINIMAL)
     with pytest.raises(ValueError):
         config.buffer.max_staleness = 3  # type: ignore[misc]
+
+
+def test_engine_dtype_is_validated() -> None:
+    from agentgym_rl.config import ConfigError, load_rollout_config
+
+    shipped = ROOT / "configs" / "rollout" / "babyai_tiny.yaml"
+    assert load_rollout_config(shipped, []).engine.dtype == "float32"
+    assert load_rollout_config(shipped, ["engine.dtype=bfloat16"]).engine.dtype == "bfloat16"
+    with pytest.raises(ConfigError, match=r"engine\.dtype"):
+        load_rollout_config(shipped, ["engine.dtype=float8"])

@@ -56,6 +56,9 @@ class EngineConfig(ConfigModel):
     """Engine sampling seed."""
     gpu_memory_utilization: float = Field(default=0.85, gt=0.0, le=1.0)
     """Fraction of GPU memory the engine may take (vLLM)."""
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
+    """Engine weights/activations dtype. It must match the learner's for log-probs to agree:
+    "auto" lets vLLM choose (bf16 for an fp32 checkpoint on its CPU build)."""
 
     @model_validator(mode="after")
     def turn_fits_in_context(self) -> EngineConfig:

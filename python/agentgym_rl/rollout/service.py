@@ -244,6 +244,7 @@ async def serve(config: RolloutConfig, *, sync: bool = False) -> DispatchSummary
         top_p=e.top_p,
         seed=e.seed,
         gpu_memory_utilization=e.gpu_memory_utilization,
+        dtype=e.dtype,
     )
     engine = await VllmEngine.start(config.model, options)
     try:
