@@ -7,7 +7,6 @@ Exit codes: 0 done, 2 bad config, missing model directory or nothing to resume.
 from __future__ import annotations
 
 import argparse
-import sys
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -28,17 +27,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from agentgym_rl.config import ConfigError, load_learn_config
-    from agentgym_rl.serve_rollouts import missing_model
+    from agentgym_rl.config import load_learn_config
+    from agentgym_rl.config.startup import load_checked
 
-    try:
-        config = load_learn_config(args.config, args.overrides)
-    except ConfigError as e:
-        print(f"learn: {e}", file=sys.stderr)
-        return 2
-    problem = missing_model(config.model)
-    if problem:
-        print(f"learn: {problem}", file=sys.stderr)
+    config = load_checked("learn", load_learn_config, args.config, args.overrides)
+    if config is None:
         return 2
     import logging
     import signal

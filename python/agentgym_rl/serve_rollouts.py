@@ -7,7 +7,6 @@ Exit codes: 0 done, 2 bad config.
 from __future__ import annotations
 
 import argparse
-import sys
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -29,35 +28,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def missing_model(model: object) -> str | None:
-    """Why `model` cannot be loaded locally, or None. Nothing is fetched from a hub, so the
-    model must be a local HF checkpoint directory."""
-    from pathlib import Path
-
-    path = Path(str(model))
-    if not path.is_dir():
-        return (
-            f"model directory {str(path)!r} not found. Point `model=` at a local HF checkpoint "
-            "(config.json, safetensors, tokenizer.json with a chat template), or create a small "
-            "one with agentgym_rl.model.factory.create_tiny_model."
-        )
-    for needed in ("config.json", "tokenizer.json"):
-        if not (path / needed).is_file():
-            return f"model directory {str(path)!r} has no {needed}: it is not an HF checkpoint"
-    return None
-
-
 def run(args: argparse.Namespace) -> int:
-    from agentgym_rl.config import ConfigError, load_rollout_config
+    from agentgym_rl.config import load_rollout_config
+    from agentgym_rl.config.startup import load_checked
 
-    try:
-        config = load_rollout_config(args.config, args.overrides)
-    except ConfigError as e:
-        print(f"serve-rollouts: {e}", file=sys.stderr)
-        return 2
-    problem = missing_model(config.model)
-    if problem:
-        print(f"serve-rollouts: {problem}", file=sys.stderr)
+    config = load_checked("serve-rollouts", load_rollout_config, args.config, args.overrides)
+    if config is None:
         return 2
     import logging
 

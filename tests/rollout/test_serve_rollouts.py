@@ -48,7 +48,7 @@ def test_parsing_imports_nothing_heavy() -> None:
 
 
 def test_missing_model_is_one_clear_message(tmp_path: Path) -> None:
-    from agentgym_rl.serve_rollouts import missing_model
+    from agentgym_rl.config.startup import missing_model
 
     assert "not found" in (missing_model(tmp_path / "nope") or "")
     (tmp_path / "config.json").write_text("{}")

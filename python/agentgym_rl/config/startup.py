@@ -1,0 +1,58 @@
+"""Start-up checks shared by the process entry points (`serve-rollouts`, `learn`).
+
+A bad config or a missing model must stop a process before anything heavy starts, with one
+message and exit code 2, never a traceback. Torch-free, like the rest of `agentgym_rl.config`.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Protocol, TypeVar
+
+from agentgym_rl.config.loader import ConfigError
+
+
+class _HasModel(Protocol):
+    @property
+    def model(self) -> object: ...
+
+
+C = TypeVar("C", bound=_HasModel)
+
+
+def missing_model(model: object) -> str | None:
+    """Why `model` cannot be loaded locally, or None. Nothing is fetched from a hub, so the
+    model must be a local HF checkpoint directory."""
+    path = Path(str(model))
+    if not path.is_dir():
+        return (
+            f"model directory {str(path)!r} not found. Point `model=` at a local HF checkpoint "
+            "(config.json, safetensors, tokenizer.json with a chat template), or create a small "
+            "one with agentgym_rl.model.factory.create_tiny_model."
+        )
+    for needed in ("config.json", "tokenizer.json"):
+        if not (path / needed).is_file():
+            return f"model directory {str(path)!r} has no {needed}: it is not an HF checkpoint"
+    return None
+
+
+def load_checked(
+    prog: str,
+    load: Callable[[str | None, Sequence[str]], C],
+    path: str | None,
+    overrides: Sequence[str],
+) -> C | None:
+    """Load and validate a config and its model directory; on failure print one line
+    (`prog: reason`) to stderr and return None (the caller exits 2)."""
+    try:
+        config = load(path, overrides)
+    except ConfigError as e:
+        print(f"{prog}: {e}", file=sys.stderr)
+        return None
+    problem = missing_model(config.model)
+    if problem:
+        print(f"{prog}: {problem}", file=sys.stderr)
+        return None
+    return config
