@@ -5,6 +5,10 @@
 Train: ids 0-809 (every level, seeds 0-20). Test: 90 ids, 15 per category, each category's
 level with seeds 1000-1014 (disjoint from train). Rows: {"item_id": "babyai_<id>", "category"}:
 the category is the level's short name in train and the evaluation category in test.
+
+The GoTo family (the single-room GoTo levels of `GOTO_LEVELS`, the README's demo) gets its own
+pair: goto_train.json (seeds 2000-2999 of each level) and goto_test.json (seeds 1000-1039, held
+out: disjoint from every train split); the category is the level's short name.
 """
 
 from __future__ import annotations
@@ -17,6 +21,15 @@ from agentgym_envs.babyai.levels import CATEGORIES, level_for, task_id
 DATA = Path(__file__).parent / "data"
 TRAIN = 810
 TEST_SEEDS = range(1000, 1015)
+GOTO_LEVELS = (
+    "BabyAI-GoToObj-v0",
+    "BabyAI-GoToLocal-v0",
+    "BabyAI-GoToRedBall-v0",
+    "BabyAI-GoToRedBallGrey-v0",
+    "BabyAI-GoToRedBlueBall-v0",
+)
+GOTO_TRAIN_SEEDS = range(2000, 3000)
+GOTO_TEST_SEEDS = range(1000, 1040)
 
 
 def short(level: str) -> str:
@@ -34,8 +47,22 @@ def main() -> None:
         ),
         key=lambda r: int(r["item_id"].split("_")[1]),
     )
+    goto_train, goto_test = (
+        [
+            {"item_id": f"babyai_{task_id(level, s)}", "category": short(level)}
+            for s in seeds
+            for level in GOTO_LEVELS
+        ]
+        for seeds in (GOTO_TRAIN_SEEDS, GOTO_TEST_SEEDS)
+    )
     DATA.mkdir(exist_ok=True)
-    for name, rows in (("train.json", train), ("test.json", test)):
+    splits = (
+        ("train.json", train),
+        ("test.json", test),
+        ("goto_train.json", goto_train),
+        ("goto_test.json", goto_test),
+    )
+    for name, rows in splits:
         (DATA / name).write_text("[\n" + ",\n".join(json.dumps(r) for r in rows) + "\n]\n")
         print(f"{name}: {len(rows)} rows")
 
