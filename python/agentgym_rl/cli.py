@@ -7,8 +7,12 @@ import sys
 from collections.abc import Sequence
 
 from agentgym_rl.env_cli import add_env_subcommands
+from agentgym_rl.eval_cli import add_arguments as add_eval_arguments
 from agentgym_rl.learn import add_arguments as add_learn_arguments
+from agentgym_rl.plot_cli import add_arguments as add_plot_arguments
 from agentgym_rl.serve_rollouts import add_arguments as add_rollout_arguments
+from agentgym_rl.show_cli import add_arguments as add_show_arguments
+from agentgym_rl.train_cli import add_arguments as add_train_arguments
 
 
 def _bench(args: argparse.Namespace) -> int:
@@ -25,6 +29,30 @@ def _serve_rollouts(args: argparse.Namespace) -> int:
 
 def _learn(args: argparse.Namespace) -> int:
     from agentgym_rl.learn import run
+
+    return run(args)
+
+
+def _train(args: argparse.Namespace) -> int:
+    from agentgym_rl.train_cli import run
+
+    return run(args)
+
+
+def _plot(args: argparse.Namespace) -> int:
+    from agentgym_rl.plot_cli import run
+
+    return run(args)
+
+
+def _eval(args: argparse.Namespace) -> int:
+    from agentgym_rl.eval_cli import run
+
+    return run(args)
+
+
+def _show(args: argparse.Namespace) -> int:
+    from agentgym_rl.show_cli import run
 
     return run(args)
 
@@ -80,6 +108,46 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_learn_arguments(learn)
     learn.set_defaults(func=_learn)
+
+    train = sub.add_parser(
+        "train",
+        help="run env servers, rollout servers and the learner together, supervised",
+        description="Starts the env servers, serve-rollouts and learn (torchrun when "
+        "learner_procs > 1) as child processes on 127.0.0.1 wired over ZeroMQ, shows progress, "
+        "stops everything in order on Ctrl-C/SIGTERM and writes plots and a summary at the end. "
+        "See docs/train.md.",
+    )
+    add_train_arguments(train)
+    train.set_defaults(func=_train)
+
+    plot = sub.add_parser(
+        "plot",
+        help="regenerate a run's plots and summary, or overlay several runs",
+        description="RUN_DIR: writes RUN_DIR/plots/*.png and RUN_DIR/summary.md; several runs "
+        "with --out DIR: their curves overlaid in DIR.",
+    )
+    add_plot_arguments(plot)
+    plot.set_defaults(func=_plot)
+
+    evaluate = sub.add_parser(
+        "eval",
+        help="Avg@n and Pass@n per env and category for a checkpoint or an API model",
+        description="Runs every task of a split n times with the training agent loop on a "
+        "local checkpoint (vLLM) or over an OpenAI-compatible chat endpoint, starts the env "
+        "servers it is not given, prints the table and writes eval.md/eval.json. See docs/eval.md.",
+    )
+    add_eval_arguments(evaluate)
+    evaluate.set_defaults(func=_eval)
+
+    show = sub.add_parser(
+        "show",
+        help="print a logged episode as a transcript with its loss mask visible",
+        description="Decodes one episode of a run's episodes.jsonl with the run's tokenizer: "
+        "trained (generated) tokens highlighted, masked tokens dim, with reward, turn cap, "
+        "status and the policy version of each turn.",
+    )
+    add_show_arguments(show)
+    show.set_defaults(func=_show)
 
     info = sub.add_parser("info", help="print the version")
     info.set_defaults(func=_info)

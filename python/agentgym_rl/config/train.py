@@ -1,0 +1,101 @@
+"""Typed configuration of `agentgym-rl train` (torch-free: pydantic only).
+
+Contract: a `TrainConfig` describes one run on one machine: where it lives (`run_dir`), the
+policy (`model`, optionally created first by `init-model`), the env servers, how many rollout
+servers and learner ranks to start, and the `rollout` / `learn` sections, which are partial
+`RolloutConfig` / `LearnConfig` mappings. `train` fills in what wires the processes together
+(model, addresses, endpoints, log and checkpoint dirs; see `agentgym_rl.supervise.plan`) and
+validates the composed per-process configs before anything starts. Ports left out are chosen
+free; a port written in the config is pinned and must be free.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field, model_validator
+
+from agentgym_rl.config.base import ConfigModel
+
+
+class EnvServerSpec(ConfigModel):
+    """The servers of one environment: `replicas` processes of `agentgym-rl env serve <env>`."""
+
+    env: str = Field(min_length=1)
+    """Environment name as `agentgym-rl env list` shows it (e.g. `babyai`)."""
+    replicas: int = Field(default=1, ge=1, le=64)
+    """Server processes of this env (episodes are balanced over them)."""
+    transport: Literal["zmq", "http"] = "zmq"
+    """How rollout servers reach them: native ZeroMQ (`tcp://`) or AgentGym HTTP (`http://`)."""
+    args: list[str] = Field(default_factory=list)
+    """Extra arguments of `env serve`, e.g. ["--idle-timeout", "120"]."""
+    http_ports: list[int] = Field(default_factory=list)
+    """Pinned HTTP ports, one per replica (empty: chosen free)."""
+    zmq_ports: list[int] = Field(default_factory=list)
+    """Pinned ZeroMQ ports, one per replica, transport zmq only (empty: chosen free)."""
+
+    @model_validator(mode="after")
+    def ports_match_replicas(self) -> EnvServerSpec:
+        for name in ("http_ports", "zmq_ports"):
+            ports: list[int] = getattr(self, name)
+            if ports and len(ports) != self.replicas:
+                raise ValueError(
+                    f"{name} lists {len(ports)} ports for {self.replicas} replicas: give one per "
+                    f"replica or leave it empty to choose free ports"
+                )
+            if any(not 0 < p < 65536 for p in ports):
+                raise ValueError(f"{name} must be TCP ports in 1..65535, got {ports}")
+        if self.zmq_ports and self.transport != "zmq":
+            raise ValueError("zmq_ports is set but transport is http")
+        return self
+
+
+class RestartConfig(ConfigModel):
+    """Restarting crashed children (env servers and rollout servers only)."""
+
+    max_restarts: int = Field(default=0, ge=0)
+    """Restarts allowed per child; past them a crash stops the run. The learner is never
+    restarted (a learner crash ends the run; `train --resume` continues it)."""
+
+
+class TrainConfig(ConfigModel):
+    """Everything `agentgym-rl train` needs for one supervised run on one machine."""
+
+    run_dir: Path = Path("runs/train")
+    """Everything of the run lives here: configs/, logs/, rollout-<i>/, learn/, checkpoints/,
+    plots/, summary.md."""
+    model: Path
+    """Local HF checkpoint directory both the rollout engines and the learner start from."""
+    init_model: dict[str, Any] | None = None
+    """When `model` does not exist: options of `agentgym-rl init-model --out <model>` (keys
+    become `--key-with-dashes value`)."""
+    env_servers: list[EnvServerSpec] = Field(min_length=1)
+    """One entry per environment."""
+    rollout_servers: int = Field(default=1, ge=1, le=64)
+    """`serve-rollouts` processes (each owns one vLLM engine)."""
+    learner_procs: int = Field(default=1, ge=1, le=1024)
+    """Learner ranks (torchrun nproc_per_node; must equal tp * pp * dp)."""
+    rollout: dict[str, Any] = Field(default_factory=dict)
+    """Partial `RolloutConfig` (see configs/rollout/); train fills in the wiring."""
+    learn: dict[str, Any] = Field(default_factory=dict)
+    """Partial `LearnConfig` (see configs/learn/); train fills in the wiring."""
+    restart: RestartConfig = RestartConfig()
+    """Restarting crashed env and rollout servers."""
+    final_eval_timeout_s: float = Field(default=600.0, ge=0.0)
+    """After the learner's last step, how long rollout servers may run their final held-out
+    evaluation (only when `rollout.eval` is set) before they are stopped."""
+    startup_timeout_s: float = Field(default=600.0, gt=0.0)
+    """Longest an env server or the learner may take to become ready."""
+    stop_grace_s: float = Field(default=60.0, gt=0.0)
+    """After SIGTERM, seconds a child gets to drain or checkpoint before SIGKILL."""
+
+    @model_validator(mode="after")
+    def envs_listed_once(self) -> TrainConfig:
+        names = [spec.env for spec in self.env_servers]
+        if len(set(names)) != len(names):
+            raise ValueError(f"env_servers lists an environment twice: {names}")
+        return self
+
+
+__all__ = ["EnvServerSpec", "RestartConfig", "TrainConfig"]

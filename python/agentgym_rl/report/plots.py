@@ -1,0 +1,175 @@
+"""PNG plots of one run, or of several runs overlaid (one line per run, labelled by its folder).
+
+Contract: `write_plots(runs, out_dir)` writes, for the data the runs have, `success_reward.png`
+(training success rate and reward vs learner step), `eval_success.png` (held-out success vs
+policy version), `turns.png` (turns per episode vs step), `throughput.png` (rollout generated
+tokens/s and learner tokens/s vs step) and `staleness.png` (histogram of sent groups' staleness)
+and returns the paths written; a plot with no data in any run is skipped. Matplotlib figures are
+built without pyplot (no display, no global state).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+
+from agentgym_rl.report.records import RunRecords, number
+
+Series = list[tuple[float, float]]
+
+
+def _by_step(
+    run: RunRecords, value: Callable[[dict[str, Any], dict[str, Any] | None], float | None]
+) -> Series:
+    """Per learner step, the mean of `value` over every server's records in that step
+    (`value` also sees the server's previous record, for rates between records)."""
+    acc: dict[int, list[float]] = defaultdict(list)
+    for records in run.rollout.values():
+        prev: dict[str, Any] | None = None
+        for r in records:
+            v = value(r, prev)
+            prev = r
+            if v is not None:
+                acc[run.step_at(r)].append(v)
+    return [(float(s), sum(vs) / len(vs)) for s, vs in sorted(acc.items())]
+
+
+def _field(key: str) -> Callable[[dict[str, Any], dict[str, Any] | None], float | None]:
+    return lambda r, _prev: number(r, key)
+
+
+def _interval_turns(r: dict[str, Any], prev: dict[str, Any] | None) -> float | None:
+    """Mean turns of the episodes finished since the previous record (turns_mean is
+    cumulative over the server's life)."""
+    eps, mean = number(r, "episodes"), number(r, "turns_mean")
+    if eps is None or mean is None:
+        return None
+    p_eps = (number(prev, "episodes") or 0.0) if prev else 0.0
+    p_mean = (number(prev, "turns_mean") or 0.0) if prev else 0.0
+    if eps < p_eps:  # the server restarted: its counters start from zero
+        p_eps, p_mean = 0.0, 0.0
+    if eps == p_eps:
+        return None
+    return (mean * eps - p_mean * p_eps) / (eps - p_eps)
+
+
+def _learn(run: RunRecords, key: str) -> Series:
+    return [
+        (float(r["step"]), float(r[key]))
+        for r in run.learn
+        if number(r, "step") is not None and number(r, key) is not None
+    ]
+
+
+def _lines(
+    ax: Axes, runs: list[RunRecords], series: Callable[[RunRecords], Series], **kw: Any
+) -> int:
+    drawn = 0
+    for run in runs:
+        points = series(run)
+        if points:
+            xs, ys = zip(*points, strict=True)
+            label = f"{run.name} {kw.get('label', '')}".strip()
+            ax.plot(
+                xs,
+                ys,
+                marker="." if len(xs) < 30 else None,
+                label=label,
+                linestyle=kw.get("linestyle", "-"),
+            )
+            drawn += 1
+    return drawn
+
+
+def _save(fig: Figure, path: Path, drawn: int) -> Path | None:
+    if not drawn:
+        return None
+    for ax in fig.axes:
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize="small")
+        ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    return path
+
+
+def plot_success_reward(runs: list[RunRecords], out: Path) -> Path | None:
+    fig = Figure(figsize=(10, 4))
+    a, b = fig.subplots(1, 2)
+    drawn = _lines(a, runs, lambda r: _by_step(r, _field("success_rate")))
+    a.set(xlabel="learner step", ylabel="success rate (training episodes)", ylim=(-0.02, 1.02))
+    drawn += _lines(b, runs, lambda r: _learn(r, "reward_mean"), label="learner batch")
+    drawn += _lines(
+        b, runs, lambda r: _by_step(r, _field("reward_mean")), label="rollout", linestyle="--"
+    )
+    b.set(xlabel="learner step", ylabel="mean reward")
+    return _save(fig, out / "success_reward.png", drawn)
+
+
+def plot_eval(runs: list[RunRecords], out: Path) -> Path | None:
+    fig = Figure(figsize=(6, 4))
+    ax = fig.subplots()
+    drawn = _lines(ax, runs, lambda r: [(float(v), s) for v, s in r.eval_by_version()])
+    ax.set(xlabel="policy version", ylabel="held-out success", ylim=(-0.02, 1.02))
+    return _save(fig, out / "eval_success.png", drawn)
+
+
+def plot_turns(runs: list[RunRecords], out: Path) -> Path | None:
+    fig = Figure(figsize=(6, 4))
+    ax = fig.subplots()
+    drawn = _lines(ax, runs, lambda r: _by_step(r, _interval_turns))
+    ax.set(xlabel="learner step", ylabel="turns per episode")
+    return _save(fig, out / "turns.png", drawn)
+
+
+def plot_throughput(runs: list[RunRecords], out: Path) -> Path | None:
+    fig = Figure(figsize=(10, 4))
+    a, b = fig.subplots(1, 2)
+
+    # every server's rate, averaged per step, times the number of servers: the run's total
+    def generated(run: RunRecords) -> Series:
+        n = max(len(run.rollout), 1)
+        return [(s, v * n) for s, v in _by_step(run, _field("generated_tokens_per_s"))]
+
+    drawn = _lines(a, runs, generated)
+    a.set(xlabel="learner step", ylabel="rollout generated tokens/s (all servers)")
+    drawn += _lines(b, runs, lambda r: _learn(r, "tokens_per_s"))
+    b.set(xlabel="learner step", ylabel="learner tokens/s")
+    return _save(fig, out / "throughput.png", drawn)
+
+
+def staleness_histogram(run: RunRecords) -> dict[int, int]:
+    """Sent groups by staleness, from each server's last record (the counts are cumulative)."""
+    hist: dict[int, int] = defaultdict(int)
+    for records in run.rollout.values():
+        last = next((r for r in reversed(records) if isinstance(r.get("staleness"), dict)), None)
+        for k, v in (last or {}).get("staleness", {}).items():
+            hist[int(k)] += int(v)
+    return dict(sorted(hist.items()))
+
+
+def plot_staleness(runs: list[RunRecords], out: Path) -> Path | None:
+    fig = Figure(figsize=(6, 4))
+    ax = fig.subplots()
+    width = 0.8 / max(len(runs), 1)
+    drawn = 0
+    for i, run in enumerate(runs):
+        hist = staleness_histogram(run)
+        if hist:
+            xs = [k + (i - (len(runs) - 1) / 2) * width for k in hist]
+            ax.bar(xs, list(hist.values()), width=width, label=run.name)
+            drawn += 1
+    ax.set(xlabel="staleness (learner version - oldest token version)", ylabel="groups sent")
+    return _save(fig, out / "staleness.png", drawn)
+
+
+def write_plots(runs: list[RunRecords], out_dir: Path) -> list[Path]:
+    """Every plot the runs have data for, into `out_dir`; returns the files written."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    makers = (plot_success_reward, plot_eval, plot_turns, plot_throughput, plot_staleness)
+    return [p for p in (make(runs, out_dir) for make in makers) if p is not None]

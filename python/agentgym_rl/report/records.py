@@ -1,0 +1,119 @@
+"""What a run directory holds, read back for plots and summaries.
+
+Contract: `RunRecords.load(run_dir)` reads `learn/metrics.jsonl` (one record per learner step),
+`rollout-*/metrics.jsonl` (periodic rollout snapshots, timed), `rollout-*/eval.jsonl` (held-out
+evaluations by policy version), `timeline.jsonl` (when the supervisor saw each learner step) and
+`run.jsonl` (one record per `train` invocation). Missing files are empty lists; malformed lines
+are skipped. `step_at(t)` places a timed record on the learner-step axis: the record's own
+`version` when it has one, else the last step seen at or before `t`.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    """The JSON objects of a JSONL file ([] when it does not exist)."""
+    try:
+        text = path.read_text()
+    except OSError:
+        return []
+    out = []
+    for line in text.splitlines():
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(record, dict):
+            out.append(record)
+    return out
+
+
+def number(record: dict[str, Any], key: str) -> float | None:
+    value = record.get(key)
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+@dataclass
+class RunRecords:
+    """The records of one run directory."""
+
+    run_dir: Path
+    learn: list[dict[str, Any]] = field(default_factory=list)
+    rollout: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    eval: list[dict[str, Any]] = field(default_factory=list)
+    runs: list[dict[str, Any]] = field(default_factory=list)
+    _times: list[float] = field(default_factory=list)
+    _steps: list[int] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        return self.run_dir.resolve().name
+
+    @classmethod
+    def load(cls, run_dir: Path) -> RunRecords:
+        records = cls(run_dir=run_dir, learn=read_jsonl(run_dir / "learn" / "metrics.jsonl"))
+        for server in sorted(run_dir.glob("rollout-*")):
+            if server.is_dir():
+                records.rollout[server.name] = read_jsonl(server / "metrics.jsonl")
+                records.eval += read_jsonl(server / "eval.jsonl")
+        records.runs = read_jsonl(run_dir / "run.jsonl")
+        seen = [
+            (float(r["time"]), int(r["step"]))
+            for r in [*read_jsonl(run_dir / "timeline.jsonl"), *records.learn]
+            if number(r, "time") is not None and number(r, "step") is not None
+        ]
+        seen.sort()
+        records._times = [t for t, _ in seen]
+        records._steps = [s for _, s in seen]
+        return records
+
+    def step_at(self, record: dict[str, Any]) -> int:
+        """The learner step a rollout record belongs to (0 before the first step)."""
+        version = number(record, "version")
+        if version is not None:
+            return int(version)
+        t = number(record, "time")
+        if t is None or not self._times:
+            return 0
+        i = bisect.bisect_right(self._times, t)
+        return self._steps[i - 1] if i else 0
+
+    def eval_by_version(self) -> list[tuple[int, float]]:
+        """Held-out success per policy version, episode-weighted over rollout servers."""
+        sums: dict[int, tuple[float, float]] = {}
+        for r in self.eval:
+            version, success = number(r, "version"), number(r, "success")
+            if version is None or success is None:
+                continue
+            weight = number(r, "episodes") or 1.0
+            s, w = sums.get(int(version), (0.0, 0.0))
+            sums[int(version)] = (s + success * weight, w + weight)
+        return [(v, s / w) for v, (s, w) in sorted(sums.items()) if w > 0]
+
+    def counter_total(self, key: str) -> float:
+        """A rollout counter summed over servers and restarts (a counter that drops restarted
+        from zero)."""
+        total = 0.0
+        for records in self.rollout.values():
+            last = 0.0
+            for r in records:
+                value = number(r, key)
+                if value is None:
+                    continue
+                total += value - last if value >= last else value
+                last = value
+        return total
+
+    def wall_time_s(self) -> float | None:
+        spans = [
+            r["end"] - r["start"]
+            for r in self.runs
+            if number(r, "end") is not None and number(r, "start") is not None
+        ]
+        return sum(spans) if spans else None

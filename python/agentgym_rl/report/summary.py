@@ -1,0 +1,84 @@
+"""The run's summary: `summary.json` (figures) and `summary.md` (the same as a short table).
+
+Contract: `summarize(run)` returns the figures of one run: learner steps, wall time (summed over
+`train` invocations), base held-out success (the lowest evaluated version, normally 0) and final
+held-out success (the highest), their difference in points, the last training success rate,
+episodes and generated tokens over all rollout servers, rollout generated tokens/s (over wall
+time) and the learner's mean tokens/s. A figure the run has no data for is None.
+`write_summary(run, plots)` writes both files into the run directory and returns their paths.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from agentgym_rl.report.records import RunRecords, number
+
+
+def summarize(run: RunRecords) -> dict[str, Any]:
+    evals = run.eval_by_version()
+    base = evals[0] if evals else None
+    final = evals[-1] if evals else None
+    steps = max((int(r["step"]) for r in run.learn if number(r, "step") is not None), default=0)
+    wall = run.wall_time_s()
+    tokens = run.counter_total("generated_tokens")
+    learner_rates = [v for r in run.learn if (v := number(r, "tokens_per_s")) is not None]
+    last_success = [
+        v
+        for records in run.rollout.values()
+        if records and (v := number(records[-1], "success_rate")) is not None
+    ]
+    outcome = run.runs[-1].get("outcome") if run.runs else None
+    return {
+        "run_dir": str(run.run_dir),
+        "outcome": outcome,
+        "steps": steps,
+        "wall_time_s": wall,
+        "base_eval": None if base is None else {"version": base[0], "success": base[1]},
+        "final_eval": None if final is None else {"version": final[0], "success": final[1]},
+        "eval_gain_points": None if base is None or final is None else 100 * (final[1] - base[1]),
+        "train_success_last": sum(last_success) / len(last_success) if last_success else None,
+        "episodes": run.counter_total("episodes"),
+        "generated_tokens": tokens,
+        "rollout_tokens_per_s": tokens / wall if wall else None,
+        "learner_tokens_per_s": (
+            sum(learner_rates) / len(learner_rates) if learner_rates else None
+        ),
+    }
+
+
+def _fmt(value: Any, spec: str = ".3f") -> str:
+    return "n/a" if value is None else format(value, spec)
+
+
+def _markdown(s: dict[str, Any], plots: list[Path], run_dir: Path) -> str:
+    base, final = s["base_eval"] or {}, s["final_eval"] or {}
+    rows = [
+        ("outcome", s["outcome"] or "n/a"),
+        ("learner steps", str(s["steps"])),
+        ("wall time", "n/a" if s["wall_time_s"] is None else f"{s['wall_time_s'] / 60:.1f} min"),
+        (f"held-out success, base (v{base.get('version', '?')})", _fmt(base.get("success"))),
+        (f"held-out success, final (v{final.get('version', '?')})", _fmt(final.get("success"))),
+        ("gain (points)", _fmt(s["eval_gain_points"], "+.1f")),
+        ("training success (last)", _fmt(s["train_success_last"])),
+        ("episodes", _fmt(s["episodes"], ".0f")),
+        ("rollout generated tokens/s", _fmt(s["rollout_tokens_per_s"], ".1f")),
+        ("learner tokens/s", _fmt(s["learner_tokens_per_s"], ".1f")),
+    ]
+    lines = [f"# Run summary: {run_dir.resolve().name}", "", "| | |", "|---|---|"]
+    lines += [f"| {k} | {v} |" for k, v in rows]
+    if plots:
+        lines += ["", "## Plots", ""]
+        lines += [f"![{p.stem}]({p.relative_to(run_dir).as_posix()})" for p in plots]
+    return "\n".join(lines) + "\n"
+
+
+def write_summary(run: RunRecords, plots: list[Path]) -> list[Path]:
+    figures = summarize(run)
+    inside = [p for p in plots if p.resolve().is_relative_to(run.run_dir.resolve())]
+    md, js = run.run_dir / "summary.md", run.run_dir / "summary.json"
+    md.write_text(_markdown(figures, [p.resolve() for p in inside], run.run_dir.resolve()))
+    js.write_text(json.dumps(figures, indent=2) + "\n")
+    return [md, js]

@@ -1,0 +1,57 @@
+"""Environment dependencies, checked before a run starts anything.
+
+Contract: `env_problems(names)` returns one message per environment that cannot be served on
+this machine: unknown to the registry (`envs/agentgym_envs`), its module fails to import (a
+missing Python package), or an executable it needs (Java for SciWorld, Chromium for WebArena) is
+not on PATH. Each message names the fix. Importing an env module is what `env serve` does first,
+so a check that passes here means the server will at least load.
+"""
+
+from __future__ import annotations
+
+import importlib
+import shutil
+
+# env name -> (executable, how to get it); envs added later declare theirs here or as a module
+# attribute REQUIRED_EXECUTABLES = {"java": "how to install"}.
+REQUIRED_EXECUTABLES: dict[str, dict[str, str]] = {
+    "sciworld": {"java": "install a Java runtime (e.g. `apt-get install default-jre-headless`)"},
+    "webarena": {
+        "chromium": "install Chromium (e.g. `python -m playwright install chromium`) and put it "
+        "on PATH"
+    },
+}
+
+
+def env_problems(names: list[str], where: str = "env_servers") -> list[str]:
+    """Why each of `names` cannot be served here (empty: all can)."""
+    from agentgym_rl.env_cli import ENVS_DIR, _envs_on_path
+
+    if not _envs_on_path():
+        return [f"{where}: the env servers' package is missing (expected {ENVS_DIR})"]
+    from agentgym_envs import ENVS
+
+    problems: list[str] = []
+    for i, name in enumerate(names):
+        key = f"{where}.{i}.env"
+        if name not in ENVS:
+            known = ", ".join(sorted(ENVS))
+            problems.append(f"{key}: unknown environment {name!r}; known: {known}")
+            continue
+        module_name, _, _ = ENVS[name]
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError as e:
+            problems.append(
+                f"{key}: environment {name!r} cannot be loaded: {e}. Install its dependencies "
+                f"(`pip install -e .` installs those of the built-in envs)"
+            )
+            continue
+        needs = {
+            **REQUIRED_EXECUTABLES.get(name, {}),
+            **getattr(module, "REQUIRED_EXECUTABLES", {}),
+        }
+        for exe, fix in needs.items():
+            if shutil.which(exe) is None:
+                problems.append(f"{key}: environment {name!r} needs `{exe}` on PATH: {fix}")
+    return problems

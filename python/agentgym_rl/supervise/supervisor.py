@@ -1,0 +1,255 @@
+"""Starts the processes of a `RunPlan`, watches them and stops them in order.
+
+Contract: `Supervisor(plan).run()` starts, in order, `init-model` (when the model must be
+created; waits for it), the env servers (ready when /health answers), the learner (ready when its
+receive and weights ports accept connections) and the rollout servers, then follows the run
+until one of:
+
+- the learner exits 0 (its last step): rollout servers get `final_eval_timeout_s` to finish a
+  held-out evaluation and exit by themselves when `rollout.eval` is set, else are stopped at
+  once; outcome "finished", exit code 0;
+- a child crashes: env and rollout servers are restarted up to `restart.max_restarts` times;
+  otherwise (and always for the learner) its name, exit code and last 30 log lines are printed
+  and the run stops; outcome "crashed", exit code 1;
+- SIGINT/SIGTERM: outcome "interrupted", exit code 130 (SIGINT) or 143 (SIGTERM).
+
+Shutdown is always the same order: rollout servers (SIGTERM: they stop admission and drain),
+then the learner (SIGTERM: it stops after the step in hand), then env servers; a child still
+running after `stop_grace_s` is SIGKILLed with its whole process group, so nothing outlives the
+run. A second Ctrl-C skips the grace period. Each invocation appends `{"start", "end",
+"outcome", "exit_code", "resume"}` to `run_dir/run.jsonl` (summaries add up wall time).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import time
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+from types import FrameType
+
+from agentgym_rl.supervise.plan import RunPlan
+from agentgym_rl.supervise.process import Child
+from agentgym_rl.supervise.progress import ProgressView, RunWatcher
+
+EXIT = {"finished": 0, "crashed": 1, "SIGINT": 130, "SIGTERM": 143}
+
+
+class _Stop(Exception):
+    """Raised inside the start-up and monitor loops to end the run with an outcome."""
+
+    def __init__(self, outcome: str) -> None:
+        super().__init__(outcome)
+        self.outcome = outcome
+
+
+def _health_ok(port: int) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1.0) as r:
+            return bool(r.status == 200)
+    except OSError:
+        return False
+
+
+def _listening(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.settimeout(1.0)
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+class Supervisor:
+    """Runs one plan to its end (see the module docstring for the outcomes)."""
+
+    def __init__(
+        self, plan: RunPlan, view: ProgressView | None = None, *, resume: bool = False
+    ) -> None:
+        self.plan = plan
+        self.resume = resume
+        train = plan.train
+        self.log_dir = train.run_dir / "logs"
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        self.init = Child(plan.init, self.log_dir, env) if plan.init else None
+        self.envs = [Child(s, self.log_dir, env) for s in plan.envs]
+        self.learn = Child(plan.learn, self.log_dir, env)
+        self.rollouts = [Child(s, self.log_dir, env) for s in plan.rollouts]
+        self.view = view or ProgressView(plan.learn_config.max_steps)
+        self.watcher = RunWatcher(train.run_dir, plan.learn_config.max_steps)
+        self.poll_s = 0.5
+        self._signals: list[str] = []
+
+    # --- signals -----------------------------------------------------------------------------
+    def _on_signal(self, signum: int, _frame: FrameType | None) -> None:
+        self._signals.append(signal.Signals(signum).name)
+
+    def _check_signal(self) -> None:
+        if self._signals:
+            raise _Stop(self._signals[0])
+
+    def _sleep(self) -> None:
+        time.sleep(self.poll_s)
+        self._check_signal()
+
+    # --- start-up ----------------------------------------------------------------------------
+    def _crashed(self, child: Child, code: int, during: str = "") -> _Stop:
+        where = f" {during}" if during else ""
+        self.view.message(
+            f"train: {child.name} exited with code {code}{where}; last lines of {child.log_path}:"
+        )
+        for line in child.tail(30):
+            self.view.message(f"  | {line}")
+        return _Stop("crashed")
+
+    def _wait_until(self, child: Child, ready: Callable[[], bool], what: str) -> None:
+        deadline = time.monotonic() + self.plan.train.startup_timeout_s
+        while not ready():
+            code = child.poll()
+            if code is not None:
+                raise self._crashed(child, code, "while starting")
+            if time.monotonic() > deadline:
+                self.view.message(
+                    f"train: {child.name} not ready after {self.plan.train.startup_timeout_s:.0f}s"
+                    f" ({what}); see {child.log_path} or raise startup_timeout_s"
+                )
+                raise _Stop("crashed")
+            self._sleep()
+
+    def _start(self) -> None:
+        if self.init is not None:
+            self.view.message(f"train: creating the model ({self.init.spec.shell})")
+            self.init.start()
+            self._wait_until(self.init, lambda: self.init.poll() == 0, "init-model")  # type: ignore[union-attr]
+        for child in self.envs:
+            child.start()
+        for child in self.envs:
+            port = child.spec.health_port
+            if port is not None:
+                self._wait_until(child, lambda p=port: _health_ok(p), f"/health on port {port}")
+        self.view.message(f"train: {len(self.envs)} env server(s) ready")
+        self.learn.start()
+        ports = self.learn.spec.listen_ports
+        self._wait_until(self.learn, lambda: all(_listening(p) for p in ports), f"ports {ports}")
+        self.view.message("train: learner ready")
+        for child in self.rollouts:
+            child.start()
+        self.view.message(f"train: {len(self.rollouts)} rollout server(s) started")
+
+    # --- following the run -------------------------------------------------------------------
+    def _restart_or_stop(self, child: Child, code: int) -> None:
+        limit = self.plan.train.restart.max_restarts
+        if child.restarts >= limit:
+            raise self._crashed(child, code)
+        child.restarts += 1
+        child.kill_group()
+        self.view.message(
+            f"train: {child.name} exited with code {code}; restart {child.restarts}/{limit}"
+        )
+        child.start()
+
+    def _monitor(self) -> str:
+        ended: set[str] = set()
+        while True:
+            self.view.update(self.watcher.poll())
+            code = self.learn.poll()
+            if code is not None:
+                self.view.update(self.watcher.poll())
+                if code != 0:
+                    raise self._crashed(self.learn, code)
+                return self._final_eval()
+            for child in self.envs:
+                code = child.poll()
+                if code is not None:
+                    self._restart_or_stop(child, code)
+            for child in self.rollouts:
+                code = child.poll()
+                if code is None or child.name in ended:
+                    continue
+                if code == 0:
+                    ended.add(child.name)
+                    self.view.message(f"train: {child.name} finished (exit 0)")
+                else:
+                    self._restart_or_stop(child, code)
+            if len(ended) == len(self.rollouts):
+                self.view.message(
+                    "train: every rollout server ended before the learner's last step "
+                    "(rollout.dataset.epochs too small?)"
+                )
+                raise _Stop("crashed")
+            self._sleep()
+
+    def _final_eval(self) -> str:
+        state = self.watcher.state
+        self.view.message(f"train: learner finished at step {state.step}")
+        if not self.plan.has_eval:
+            return "finished"
+        timeout = self.plan.train.final_eval_timeout_s
+        self.view.message(f"train: waiting up to {timeout:.0f}s for the final held-out eval")
+        deadline = time.monotonic() + timeout
+        while any(c.running() for c in self.rollouts) and time.monotonic() < deadline:
+            self.view.update(self.watcher.poll())
+            self._sleep()
+        for child in self.rollouts:
+            code = child.poll()
+            if code not in (None, 0):
+                self.view.message(f"train: {child.name} exited with code {code} after training")
+        return "finished"
+
+    # --- shutdown ----------------------------------------------------------------------------
+    def _stop_all(self, children: list[Child]) -> None:
+        running = [c for c in children if c.running()]
+        for child in running:
+            child.terminate()
+        deadline = time.monotonic() + self.plan.train.stop_grace_s
+        for child in running:
+            while child.wait(0.2) is None and time.monotonic() < deadline:
+                if len(self._signals) > 1:  # a second Ctrl-C: no more grace
+                    break
+            if child.running():
+                self.view.message(f"train: {child.name} did not stop in time; killing it")
+        for child in children:
+            child.kill_group()
+            child.wait(10.0)
+
+    def shutdown(self) -> None:
+        """Stop everything: rollout servers, the learner, env servers (in that order)."""
+        self._stop_all(self.rollouts)
+        self._stop_all([self.learn])
+        self._stop_all([*self.envs, *([self.init] if self.init else [])])
+
+    def run(self) -> int:
+        """Start, follow and stop the run; returns the exit code."""
+        handlers = {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+        started = time.time()
+        outcome = "crashed"
+        try:
+            self._start()
+            outcome = self._monitor()
+        except _Stop as stop:
+            outcome = stop.outcome
+        finally:
+            if outcome in ("SIGINT", "SIGTERM"):
+                self.view.message(f"train: {outcome}: stopping (rollouts, learner, env servers)")
+            self.shutdown()
+            self.view.update(self.watcher.poll())
+            self.view.close()
+            for sig, handler in handlers.items():
+                signal.signal(sig, handler)
+            self._record(started, outcome)
+        return EXIT[outcome]
+
+    def _record(self, started: float, outcome: str) -> None:
+        path: Path = self.plan.run_dir / "run.jsonl"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        record = {
+            "start": started,
+            "end": time.time(),
+            "outcome": outcome,
+            "exit_code": EXIT[outcome],
+            "resume": self.resume,
+            "step": self.watcher.state.step,
+        }
+        with path.open("a") as f:
+            f.write(json.dumps(record) + "\n")

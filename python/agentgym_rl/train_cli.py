@@ -1,0 +1,67 @@
+"""`agentgym-rl train`: the whole run on one machine, as supervised child processes.
+
+Only argparse runs at parse time. Exit codes: 0 finished, 1 a child crashed (or the run could
+not start its children), 2 bad config / missing model / busy pinned port / missing env
+dependency (nothing was started), 130 / 143 stopped by SIGINT / SIGTERM (after a clean stop).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", metavar="FILE", help="train YAML (e.g. configs/train/*.yaml)")
+    parser.add_argument(
+        "--resume",
+        metavar="RUN_DIR",
+        help="continue a stopped run: reuse RUN_DIR/configs/train.yaml, resume the learner from "
+        "its newest complete checkpoint and the rollout servers' dataset cursors",
+    )
+    parser.add_argument(
+        "overrides",
+        nargs="*",
+        metavar="KEY=VALUE",
+        help="override a config value by its key path, e.g. learn.max_steps=50 "
+        "rollout.engine.temperature=0.8 env_servers.0.replicas=2 (values are YAML)",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    from agentgym_rl.config.loader import ConfigError, load_config
+    from agentgym_rl.config.train import TrainConfig
+    from agentgym_rl.supervise import PlanError, plan_run, write_plan
+
+    if (args.config is None) == (args.resume is None):
+        print(
+            "train: give --config FILE (a new run) or --resume RUN_DIR, not both", file=sys.stderr
+        )
+        return 2
+    path = Path(args.config) if args.config else Path(args.resume) / "configs" / "train.yaml"
+    if args.resume and not path.is_file():
+        print(f"train: {path} not found: {args.resume} is not a train run folder", file=sys.stderr)
+        return 2
+    try:
+        train = load_config(TrainConfig, path, args.overrides)
+        if args.resume:  # the folder may have moved since
+            train = train.model_copy(update={"run_dir": Path(args.resume)})
+        plan = plan_run(train, resume=bool(args.resume))
+    except (ConfigError, PlanError) as e:
+        print(f"train: {e}", file=sys.stderr)
+        return 2
+    from agentgym_rl.report import write_report
+    from agentgym_rl.supervise.supervisor import Supervisor
+
+    configs = write_plan(plan)
+    print(f"train: run folder {train.run_dir} (configs and commands in {configs})", flush=True)
+    code = Supervisor(plan, resume=bool(args.resume)).run()
+    try:
+        written = write_report(train.run_dir)
+    except Exception as e:  # a plotting problem must not hide the run's own outcome
+        print(f"train: could not write the report: {e!r}", file=sys.stderr)
+    else:
+        print(f"train: plots in {train.run_dir / 'plots'}, summary in {written[-2]}")
+    print(f"train: logs in {train.run_dir / 'logs'}; exit {code}")
+    return code
