@@ -203,6 +203,9 @@ class RolloutConfig(ConfigModel):
     """Seconds between status lines and metrics records."""
     check_drift: bool = True
     """Compare each finished episode with a full chat-template render (counts drift)."""
+    episode_log_every: int = Field(default=1, ge=0)
+    """Append every N-th finished episode to `<log_dir>/episodes.jsonl` (read by
+    `agentgym-rl show`); 0 turns episode logs off."""
 
     @field_validator("weights_endpoint")
     @classmethod

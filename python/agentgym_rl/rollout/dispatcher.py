@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from agentgym_rl import _core
 from agentgym_rl.rollout.agent import AgentLoop, EpisodePlan
 from agentgym_rl.rollout.dataset import Task, TaskSource
+from agentgym_rl.rollout.episode_log import EpisodeLog
 from agentgym_rl.rollout.metrics import RolloutMetrics, StatusSink
 from agentgym_rl.rollout.schedule import TurnSchedule
 from agentgym_rl.rollout.sink import LearnerStream
@@ -65,6 +66,7 @@ class Dispatcher:
         drain_timeout_s: float = 30.0,
         flush_timeout_s: float = 10.0,
         max_groups: int | None = None,
+        episode_log: EpisodeLog | None = None,
     ) -> None:
         self.agent, self.buffer, self.source = agent, buffer, source
         self.schedule, self.stream = schedule, stream
@@ -73,6 +75,7 @@ class Dispatcher:
         self.status, self.status_interval_s = status, status_interval_s
         self.poll_s, self.drain_timeout_s = poll_s, drain_timeout_s
         self.flush_timeout_s, self.max_groups = flush_timeout_s, max_groups
+        self.episode_log = episode_log  # finished episodes, for `agentgym-rl show`
         self.groups: dict[int, list[asyncio.Task[None]]] = {}
         self.admitted = 0
         self._next_task: Task | None = None
@@ -136,6 +139,8 @@ class Dispatcher:
             log.exception("episode %s failed; aborting its group", plan.request_id)
             self._abort_group(group_id, exclude=asyncio.current_task())
             return
+        if self.episode_log is not None:
+            self.episode_log.record(sample, plan, group_id)
         if group_id in self.groups:
             if self.buffer.add_sample(group_id, sample) != "pending":
                 del self.groups[group_id]

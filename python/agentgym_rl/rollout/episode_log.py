@@ -1,0 +1,213 @@
+"""Episode logs: finished episodes appended to `<log_dir>/episodes.jsonl`, and read back.
+
+Contract: `EpisodeLog.record(sample, plan, group_id)` appends one JSON object per kept episode
+(every `every`-th episode recorded, counting from the first; `every=0` builds no log). A line
+holds the task (`item_id`, `env`, `category`), the episode (`group_id`, `request_id`, `reward`,
+`success` = reward > 0, `status`, `turns`, `turn_cap`, `stage`, `dispatch_version`, `drift`),
+the tokenizer directory to decode it with, and the token arrays exactly as trained on:
+`input_ids`, `loss_mask`, `logprobs` (rounded to 4 decimals), `versions` and `turn_spans`
+(`[[start, end], ...]` of generated turns). Each line is written with one `write` and flushed,
+so a reader (`agentgym-rl show`) sees whole episodes while the run goes on.
+`read_episodes(path)` yields `EpisodeRecord`s; a malformed line raises `EpisodeLogError` naming
+the file, line and key. `find_episode_log(run_or_file)` resolves a run folder to its log.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from agentgym_rl import _core
+    from agentgym_rl.rollout.agent import EpisodePlan
+
+EPISODES_FILE = "episodes.jsonl"
+FORMAT_VERSION = 1
+LOGPROB_DECIMALS = 4
+
+
+class EpisodeLogError(ValueError):
+    """An episode log is missing, ambiguous or has a malformed line."""
+
+
+@dataclass(frozen=True, slots=True)
+class EpisodeRecord:
+    """One logged episode (see the module docstring for the fields)."""
+
+    item_id: str
+    env: str
+    category: str | None
+    group_id: int
+    request_id: str
+    reward: float
+    success: bool
+    status: str
+    turns: int
+    turn_cap: int
+    stage: int
+    dispatch_version: int
+    drift: bool
+    tokenizer: str | None
+    input_ids: list[int]
+    loss_mask: list[int]
+    logprobs: list[float | None]
+    versions: list[int]
+    turn_spans: list[tuple[int, int]]
+    time: float = 0.0
+
+    @property
+    def trained_tokens(self) -> int:
+        return sum(self.loss_mask)
+
+    def to_json(self) -> str:
+        d = asdict(self)
+        d["turn_spans"] = [list(s) for s in self.turn_spans]
+        return json.dumps({"v": FORMAT_VERSION, **d}, separators=(",", ":"))
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any], where: str) -> EpisodeRecord:
+        missing = [k for k in _REQUIRED if k not in d]
+        if missing:
+            raise EpisodeLogError(
+                f"{where}: missing key {missing[0]!r}; the line is not an episode record "
+                f"(written by agentgym-rl's EpisodeLog?)"
+            )
+        n = len(d["input_ids"])
+        for key in ("loss_mask", "logprobs", "versions"):
+            if len(d[key]) != n:
+                raise EpisodeLogError(
+                    f"{where}: {key} has {len(d[key])} entries but input_ids has {n}; "
+                    f"the line was truncated or edited"
+                )
+        fields = {k: d[k] for k in _FIELDS if k in d}
+        fields["turn_spans"] = [(int(s), int(e)) for s, e in d["turn_spans"]]
+        fields.setdefault("category", None)
+        fields.setdefault("tokenizer", None)
+        return cls(**fields)
+
+
+_FIELDS = tuple(EpisodeRecord.__dataclass_fields__)
+_REQUIRED = ("item_id", "env", "reward", "status", "input_ids", "loss_mask", "logprobs")
+_REQUIRED += ("versions", "turn_spans", "turns", "turn_cap", "group_id", "request_id")
+_REQUIRED += ("success", "stage", "dispatch_version", "drift")
+
+
+def record_of(
+    sample: _core.Sample, plan: EpisodePlan, group_id: int, tokenizer: str | None
+) -> EpisodeRecord:
+    """The log record of one finished episode."""
+    spans = np.asarray(sample.turn_spans, dtype=np.int64).reshape(-1, 2)
+    logprobs = np.round(np.asarray(sample.logprobs, dtype=np.float64), LOGPROB_DECIMALS)
+    return EpisodeRecord(
+        item_id=plan.task.item_id,
+        env=plan.task.env,
+        category=plan.task.category,
+        group_id=int(group_id),
+        request_id=plan.request_id,
+        reward=float(sample.reward),
+        success=float(sample.reward) > 0.0,
+        status=sample.status,
+        turns=int(sample.turns),
+        turn_cap=int(sample.turn_cap),
+        stage=int(sample.stage),
+        dispatch_version=int(sample.dispatch_version),
+        drift=bool(sample.drift),
+        tokenizer=tokenizer,
+        input_ids=np.asarray(sample.input_ids).tolist(),
+        loss_mask=np.asarray(sample.loss_mask).tolist(),
+        # NaN (no logprob from the engine) is not JSON; it is logged as null
+        logprobs=[None if np.isnan(x) else float(x) for x in logprobs],
+        versions=np.asarray(sample.versions).tolist(),
+        turn_spans=[(int(s), int(e)) for s, e in spans],
+        time=round(time.time(), 3),
+    )
+
+
+class EpisodeLog:
+    """Appends every `every`-th episode to `path` (created with its folder on first write)."""
+
+    def __init__(self, path: str | Path, *, every: int = 1, tokenizer: str | None = None) -> None:
+        if every < 1:
+            raise ValueError(f"every must be >= 1 (got {every}); use no EpisodeLog to turn it off")
+        self.path = Path(path)
+        self.every = every
+        self.tokenizer = tokenizer
+        self.seen = 0
+        self.written = 0
+        self._file: IO[str] | None = None
+
+    @classmethod
+    def in_dir(
+        cls, log_dir: str | Path, every: int, tokenizer: str | None = None
+    ) -> EpisodeLog | None:
+        """`<log_dir>/episodes.jsonl`, or None when `every` is 0 (episode logs off)."""
+        if every == 0:
+            return None
+        return cls(Path(log_dir) / EPISODES_FILE, every=every, tokenizer=tokenizer)
+
+    def record(self, sample: _core.Sample, plan: EpisodePlan, group_id: int) -> bool:
+        """Log the episode if it is one of the kept ones; True when it was written."""
+        self.seen += 1
+        if (self.seen - 1) % self.every:
+            return False
+        self.write(record_of(sample, plan, group_id, self.tokenizer))
+        return True
+
+    def write(self, rec: EpisodeRecord) -> None:
+        if self._file is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._file = self.path.open("a", encoding="utf-8")
+        self._file.write(rec.to_json() + "\n")
+        self._file.flush()
+        self.written += 1
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+
+def read_episodes(path: str | Path) -> Iterator[EpisodeRecord]:
+    """The records of an episode log, in file order (a partly written last line is skipped)."""
+    p = Path(path)
+    try:
+        lines = p.read_text(encoding="utf-8").splitlines()
+    except OSError as e:
+        raise EpisodeLogError(f"{p}: cannot read the episode log ({e.strerror})") from None
+    for no, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            d = json.loads(line)
+        except json.JSONDecodeError as e:
+            if no == len(lines):
+                return  # the writer is mid-line
+            raise EpisodeLogError(f"{p}:{no}: not JSON ({e.msg})") from None
+        if not isinstance(d, dict):
+            raise EpisodeLogError(f"{p}:{no}: expected a JSON object per line")
+        yield EpisodeRecord.from_dict(d, f"{p}:{no}")
+
+
+def find_episode_log(run_or_file: str | Path) -> Path:
+    """The file itself, or the one `episodes.jsonl` under a run folder (searched recursively)."""
+    p = Path(run_or_file)
+    if p.is_file():
+        return p
+    if not p.is_dir():
+        raise EpisodeLogError(f"{p}: no such file or run folder")
+    found = sorted(p.rglob(EPISODES_FILE))
+    if not found:
+        raise EpisodeLogError(
+            f"{p}: no {EPISODES_FILE} under this folder; episode logs are written by "
+            f"serve-rollouts when episode_log_every > 0, and by eval for a local checkpoint"
+        )
+    if len(found) > 1:
+        names = ", ".join(str(f) for f in found)
+        raise EpisodeLogError(f"{p}: {len(found)} episode logs ({names}); pass one of them")
+    return found[0]
