@@ -90,7 +90,7 @@ def _validate(model: type[BaseModel], data: dict[str, Any], prefix: str) -> list
         model.model_validate(data)
     except ValidationError as e:
         return [
-            f"{prefix}{'.'.join(str(p) for p in item['loc']) or '(top level)'}: {item['msg']}"
+            f"{'.'.join([prefix, *(str(p) for p in item['loc'])])}: {item['msg']}"
             for item in e.errors()
         ]
     return []
@@ -279,9 +279,9 @@ def plan_run(train: TrainConfig, *, resume: bool = False) -> RunPlan:
         _rollout_section(train, i, base, addresses, groups_to, weights_at, resume)
         for i in range(train.rollout_servers)
     ]
-    problems += _validate(LearnConfig, learn, "learn.")
+    problems += _validate(LearnConfig, learn, "learn")
     for data in rollouts:  # the servers differ only in wiring: report each problem once
-        problems += [p for p in _validate(RolloutConfig, data, "rollout.") if p not in problems]
+        problems += [p for p in _validate(RolloutConfig, data, "rollout") if p not in problems]
     problems += ports.errors
     if problems:
         raise PlanError(problems)

@@ -1,0 +1,217 @@
+"""`train` planning: the composed per-process configs, and every start-up check failing before
+anything starts (key path, reason, fix)."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from train_fixtures import ROOT, train_config
+
+from agentgym_rl.config import load_learn_config, load_rollout_config
+from agentgym_rl.config.loader import ConfigError, load_config
+from agentgym_rl.config.train import TrainConfig
+from agentgym_rl.supervise import PlanError, plan_run, write_plan
+
+
+def problems(data: dict[str, Any]) -> list[str]:
+    with pytest.raises(PlanError) as info:
+        plan_run(train_config(data))
+    return info.value.problems
+
+
+@pytest.fixture
+def listening() -> Iterator[int]:
+    """A port something listens on for the duration of the test."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        yield int(s.getsockname()[1])
+
+
+def test_composes_wired_configs_for_every_process(train_data: dict[str, Any]) -> None:
+    train_data["env_servers"] = [
+        {"env": "noop", "replicas": 2},
+        {"env": "babyai", "transport": "http", "args": ["--idle-timeout", "60"]},
+    ]
+    train_data["rollout_servers"] = 2
+    train_data["rollout"]["engine"] = {"temperature": 0.7, "seed": 5}
+    train_data["rollout"]["envs"] = [{"env": "noop", "addresses": ["tcp://x:1"], "max_inflight": 3}]
+    train_data["learn"]["groups_per_step"] = 4
+    plan = plan_run(train_config(train_data))
+    run = Path(train_data["run_dir"])
+
+    learn = plan.learn_config
+    assert learn.temperature == 0.7 and learn.groups_per_step == 4
+    assert learn.log_dir == run / "learn" and learn.checkpoint.dir == run / "checkpoints"
+    assert learn.weights is not None
+    receive_port = int(learn.receive.bind.rsplit(":", 1)[1])
+    weights_port = int(learn.weights.endpoint.rsplit(":", 1)[1])
+    assert plan.learn.listen_ports == (receive_port, weights_port)
+
+    zmq_ports = [int(c.argv[c.argv.index("--zmq-port") + 1]) for c in plan.envs[:2]]
+    assert [c.name for c in plan.envs] == ["env-noop-0", "env-noop-1", "env-babyai-0"]
+    assert "--zmq-port" not in plan.envs[2].argv and plan.envs[2].argv[-2:] == [
+        "--idle-timeout",
+        "60",
+    ]
+    for i, rollout in enumerate(plan.rollout_configs):
+        noop, babyai = rollout.env_servers("noop"), rollout.env_servers("babyai")
+        assert noop.addresses == [f"tcp://127.0.0.1:{p}" for p in zmq_ports]
+        assert noop.max_inflight == 3  # the config's own entry keeps its options
+        assert babyai.addresses == [f"http://127.0.0.1:{plan.envs[2].health_port}"]
+        assert rollout.learner.endpoints == [f"tcp://127.0.0.1:{receive_port}"]
+        assert rollout.weights_endpoint == f"tcp://127.0.0.1:{weights_port}"
+        assert rollout.learner.sender_id == f"rollout-{i}"
+        assert rollout.log_dir == run / f"rollout-{i}"
+        assert (rollout.engine.seed, rollout.dataset.shuffle_seed) == (5 + i, i)
+        assert rollout.buffer.groups_per_step == 4 and not rollout.dataset.resume
+    ports = [receive_port, weights_port, *zmq_ports, *(c.health_port for c in plan.envs)]
+    assert len(set(ports)) == len(ports)
+
+    configs = write_plan(plan)
+    assert load_learn_config(configs / "learn.yaml") == learn
+    assert load_rollout_config(configs / "rollout-1.yaml") == plan.rollout_configs[1]
+    assert load_config(TrainConfig, configs / "train.yaml") == plan.train
+    commands = (configs / "commands.sh").read_text().splitlines()
+    assert commands[2].startswith("agentgym-rl env serve noop --port")
+    assert commands[-1] == f"agentgym-rl serve-rollouts --config {configs / 'rollout-1.yaml'} &"
+
+
+def test_resume_and_torchrun(train_data: dict[str, Any]) -> None:
+    train_data["learner_procs"] = 2
+    train_data["learn"]["groups_per_step"] = 2
+    plan = plan_run(train_config(train_data), resume=True)
+    assert plan.learn_config.parallel.dp == 2  # filled in from learner_procs
+    assert plan.learn.argv[1:5] == [
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc_per_node=2",
+    ]
+    assert plan.learn.argv[-1] == "--resume"
+    assert all(r.dataset.resume for r in plan.rollout_configs)
+
+
+def test_pinned_ports_are_used(train_data: dict[str, Any], free_port: int) -> None:
+    train_data["learn"]["receive"] = {"bind": f"tcp://*:{free_port}"}
+    plan = plan_run(train_config(train_data))
+    assert plan.learn_config.receive.bind == f"tcp://*:{free_port}"
+    assert plan.rollout_configs[0].learner.endpoints == [f"tcp://127.0.0.1:{free_port}"]
+
+
+def test_unknown_keys_name_their_path(train_data: dict[str, Any]) -> None:
+    train_data["rollout"]["engine"] = {"temprature": 0.5}
+    train_data["learn"]["optimizer"]["lr_max"] = 1.0
+    found = problems(train_data)
+    assert "rollout.engine.temprature: Extra inputs are not permitted" in found
+    assert "learn.optimizer.lr_max: Extra inputs are not permitted" in found
+    with pytest.raises(ConfigError, match="rollout_server: Extra inputs are not permitted"):
+        load_config(TrainConfig, None, ["model=m", "env_servers=[{env: noop}]", "rollout_server=2"])
+
+
+def test_wrong_types_name_their_path(train_data: dict[str, Any]) -> None:
+    train_data["learn"]["max_steps"] = "many"
+    train_data["rollout"]["buffer"] = {"max_staleness": -1}
+    found = problems(train_data)
+    assert (
+        "learn.max_steps: Input should be a valid integer, unable to parse string as an integer"
+        in found
+    )
+    assert any(p.startswith("rollout.buffer.max_staleness: Input should be greater") for p in found)
+    with pytest.raises(ValueError, match="rollout_servers"):
+        train_config({**train_data, "rollout_servers": 0})
+
+
+def test_impossible_sizes(train_data: dict[str, Any]) -> None:
+    train_data["learner_procs"] = 2
+    train_data["learn"]["parallel"] = {"dp": 1}
+    (found,) = problems(train_data)
+    assert found.startswith("learner_procs: 2 ranks, but learn.parallel has tp=1 pp=1 dp=1")
+    assert "set learner_procs=1" in found
+    del train_data["learn"]["parallel"]
+    train_data["learn"]["groups_per_step"] = 3
+    (found,) = problems(train_data)
+    assert found == (
+        "learn: Value error, groups_per_step (3) must be a multiple of parallel.dp (2)"
+    )
+
+
+def test_sides_must_agree(train_data: dict[str, Any]) -> None:
+    train_data["rollout"]["engine"] = {"temperature": 1.0}
+    train_data["learn"]["temperature"] = 0.5
+    (found,) = problems(train_data)
+    assert found.startswith("learn.temperature: 0.5 differs from rollout.engine.temperature 1.0")
+
+
+def test_busy_pinned_port_names_key_and_fix(train_data: dict[str, Any], listening: int) -> None:
+    train_data["learn"]["receive"] = {"bind": f"tcp://127.0.0.1:{listening}"}
+    train_data["env_servers"][0]["http_ports"] = [listening]
+    found = problems(train_data)
+    assert len(found) == 2
+    assert found[0].startswith(f"env_servers.0.http_ports.0: port {listening} is already in use")
+    assert found[1].startswith(f"learn.receive.bind: port {listening} is used twice in this run")
+    del train_data["env_servers"][0]["http_ports"]
+    (found_alone,) = problems(train_data)
+    assert f"learn.receive.bind: port {listening} is already in use" in found_alone
+    assert "set learn.receive.bind=tcp://127.0.0.1:0 to choose a free port" in found_alone
+
+
+def test_missing_model_unless_init_model(train_data: dict[str, Any], tmp_path: Path) -> None:
+    train_data["model"] = str(tmp_path / "nope")
+    (found,) = problems(train_data)
+    assert found.startswith(f"model: model directory '{tmp_path / 'nope'}' not found")
+    assert "init_model" in found
+    train_data["init_model"] = {"env": "babyai", "warmup_steps": 10}
+    plan = plan_run(train_config(train_data))
+    assert plan.init is not None
+    assert plan.init.argv[-7:] == [
+        "init-model",
+        "--out",
+        str(tmp_path / "nope"),
+        "--env",
+        "babyai",
+        "--warmup-steps",
+        "10",
+    ]
+
+
+def test_missing_env_dependency(
+    train_data: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import agentgym_envs
+    from agentgym_rl.supervise import preflight
+
+    monkeypatch.setitem(agentgym_envs.ENVS, "broken", ("agentgym_envs.not_installed", "X", ""))
+    monkeypatch.setitem(preflight.REQUIRED_EXECUTABLES, "noop", {"no-such-jre": "install a JRE"})
+    train_data["env_servers"] += [{"env": "broken"}, {"env": "webshop"}]
+    found = problems(train_data)
+    assert found[:3] == [
+        "env_servers.0.env: environment 'noop' needs `no-such-jre` on PATH: install a JRE",
+        "env_servers.1.env: environment 'broken' cannot be loaded: No module named "
+        "'agentgym_envs.not_installed'. Install its dependencies (`pip install -e .` installs "
+        "those of the built-in envs)",
+        "env_servers.2.env: unknown environment 'webshop'; known: babyai, broken, noop, textcraft",
+    ]
+
+
+def test_cli_bad_config_exits_2_before_starting(tmp_path: Path, train_data: dict[str, Any]) -> None:
+    train_data["rollout"]["engine"] = {"temperature": "hot"}
+    path = tmp_path / "train.yaml"
+    path.write_text(yaml.safe_dump(train_data))
+    out = subprocess.run(
+        [sys.executable, "-m", "agentgym_rl.cli", "train", "--config", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+    )
+    assert out.returncode == 2, out.stderr
+    assert "rollout.engine.temperature: Input should be a valid number" in out.stderr
+    assert not Path(train_data["run_dir"]).exists()  # nothing was written or started

@@ -1,0 +1,150 @@
+"""The supervisor with cheap real children (tests/supervise/standin.py and a real noop env
+server): start order and readiness, a normal end, crash reports with the last log lines,
+restarts, the SIGTERM order, SIGKILL escalation and no orphans."""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import json
+import os
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from train_fixtures import train_config
+
+from agentgym_rl.supervise import ChildSpec, RunPlan, plan_run
+from agentgym_rl.supervise.progress import ProgressView
+from agentgym_rl.supervise.supervisor import Supervisor
+
+STANDIN = str(Path(__file__).with_name("standin.py"))
+
+
+def standin(name: str, role: Any, order: Path, *flags: str, **ports: Any) -> ChildSpec:
+    argv = [sys.executable, STANDIN, "--name", name, "--order", str(order), *flags]
+    return ChildSpec(name, role, argv, " ".join(argv), **ports)
+
+
+def make_supervisor(
+    train_data: dict[str, Any],
+    tmp_path: Path,
+    *,
+    learn_flags: tuple[str, ...] = (),
+    rollout_flags: tuple[str, ...] = (),
+    real_env: bool = False,
+    **train: Any,
+) -> tuple[Supervisor, io.StringIO, Path]:
+    """A supervisor over stand-ins (the plan's ports are kept, so readiness checks are real)."""
+    plan: RunPlan = plan_run(train_config({**train_data, **train}))
+    order = tmp_path / "order.txt"
+    env = plan.envs[0]
+    if not real_env:
+        env = standin(
+            env.name, "env", order, "--health", str(env.health_port), health_port=env.health_port
+        )
+    ports = plan.learn.listen_ports
+    listen = [f"--listen={p}" for p in ports]
+    metrics = Path(plan.learn_config.log_dir) / "metrics.jsonl"
+    learn = standin(
+        "learn", "learn", order, *listen, f"--metrics={metrics}", *learn_flags, listen_ports=ports
+    )
+    rollout = standin("rollout-0", "rollout", order, *rollout_flags)
+    plan = dataclasses.replace(plan, envs=[env], learn=learn, rollouts=[rollout])
+    out = io.StringIO()
+    view = ProgressView(plan.learn_config.max_steps, Console(file=out, width=200))
+    sup = Supervisor(plan, view)
+    sup.poll_s = 0.05
+    return sup, out, order
+
+
+def test_normal_end_stops_the_rest_and_records_the_run(
+    train_data: dict[str, Any], tmp_path: Path
+) -> None:
+    sup, out, order = make_supervisor(train_data, tmp_path, learn_flags=("--steps=2",))
+    assert sup.run() == 0
+    text = out.getvalue()
+    assert "train: learner finished at step 2" in text
+    assert order.read_text().splitlines() == ["rollout-0", "env-noop-0"]  # learner exited itself
+    run = Path(train_data["run_dir"])
+    (record,) = [json.loads(line) for line in (run / "run.jsonl").read_text().splitlines()]
+    assert (record["outcome"], record["exit_code"], record["step"]) == ("finished", 0, 2)
+    timeline = [
+        json.loads(line)["step"] for line in (run / "timeline.jsonl").read_text().splitlines()
+    ]
+    assert timeline == [1, 2]
+    for name in ("env-noop-0", "learn", "rollout-0"):
+        assert (run / "logs" / f"{name}.log").read_text().startswith("=== ")
+
+
+def test_crash_is_reported_with_last_log_lines(train_data: dict[str, Any], tmp_path: Path) -> None:
+    sup, out, order = make_supervisor(
+        train_data, tmp_path, rollout_flags=("--crash=3", "--lines=45"), real_env=True
+    )
+    assert sup.run() == 1
+    text = out.getvalue()
+    log = Path(train_data["run_dir"]) / "logs" / "rollout-0.log"
+    assert f"train: rollout-0 exited with code 3; last lines of {log}:" in text
+    shown = [line for line in text.splitlines() if line.startswith("  | rollout-0 line")]
+    assert shown == [f"  | rollout-0 line {i}" for i in range(15, 45)]
+    assert order.read_text().splitlines() == ["learn"]  # then the real env server, in order
+    assert not any(c.running() for c in (*sup.envs, sup.learn, *sup.rollouts))
+
+
+def test_learner_crash_while_starting(train_data: dict[str, Any], tmp_path: Path) -> None:
+    sup, out, _ = make_supervisor(train_data, tmp_path, learn_flags=("--crash=7", "--lines=2"))
+    assert sup.run() == 1
+    assert "train: learn exited with code 7 while starting" in out.getvalue()
+    assert sup.rollouts[0].proc is None  # never started
+
+
+def test_crashed_rollout_is_restarted_when_allowed(
+    train_data: dict[str, Any], tmp_path: Path
+) -> None:
+    marker = tmp_path / "crashed-once"
+    sup, out, _ = make_supervisor(
+        train_data,
+        tmp_path,
+        learn_flags=("--steps=10",),
+        rollout_flags=("--crash=4", "--lines=1", f"--crash-once={marker}"),
+        restart={"max_restarts": 1},
+    )
+    assert sup.run() == 0
+    assert "train: rollout-0 exited with code 4; restart 1/1" in out.getvalue()
+    assert sup.rollouts[0].restarts == 1
+
+
+def test_sigterm_stops_in_order_escalates_and_leaves_no_orphans(
+    train_data: dict[str, Any], tmp_path: Path
+) -> None:
+    grandchild, ready = tmp_path / "grandchild.pid", tmp_path / "rollout.ready"
+    sup, out, order = make_supervisor(
+        train_data,
+        tmp_path,
+        learn_flags=("--ignore-term",),
+        rollout_flags=(f"--grandchild={grandchild}", f"--ready={ready}"),
+        stop_grace_s=1.0,
+    )
+
+    def signal_when_running() -> None:
+        deadline = time.monotonic() + 60
+        while not ready.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=signal_when_running, daemon=True).start()
+    t0 = time.monotonic()
+    assert sup.run() == 143
+    assert order.read_text().splitlines() == ["rollout-0", "learn", "env-noop-0"]
+    assert "train: learn did not stop in time; killing it" in out.getvalue()
+    assert sup.learn.poll() == -signal.SIGKILL
+    pid = int(grandchild.read_text())
+    assert (
+        not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split()[2]
+    )
+    assert time.monotonic() - t0 < 30
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # handlers restored
