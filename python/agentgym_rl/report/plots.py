@@ -17,6 +17,7 @@ from typing import Any
 
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 from agentgym_rl.report.records import RunRecords, number
 
@@ -93,6 +94,7 @@ def _save(fig: Figure, path: Path, drawn: int) -> Path | None:
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize="small")
         ax.grid(alpha=0.3)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # steps, versions, staleness
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     return path
