@@ -1,0 +1,104 @@
+"""`agentgym-rl eval`: Avg@n / Pass@n of a local checkpoint or an OpenAI-compatible endpoint.
+
+Only argparse runs at parse time; `agentgym_rl.evaluation.job.evaluate` does the work (start
+vLLM under this module's `__main__`-guarded entry point). Exit codes: 0 done, 2 bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    src = parser.add_argument_group("policy (one of)")
+    src.add_argument("--model", type=Path, metavar="DIR", help="local HF checkpoint (vLLM)")
+    src.add_argument("--api-base", metavar="URL", help="OpenAI-compatible base, e.g. .../v1")
+    src.add_argument("--api-model", metavar="NAME", help="model name at --api-base")
+    src.add_argument(
+        "--api-key-env",
+        default="OPENAI_API_KEY",
+        metavar="VAR",
+        help="environment variable holding the API key (default OPENAI_API_KEY; unset: none)",
+    )
+    parser.add_argument(
+        "--split",
+        type=Path,
+        required=True,
+        help="JSON list of {item_id, category}, e.g. envs/agentgym_envs/babyai/data/test.json",
+    )
+    parser.add_argument(
+        "--env-address",
+        action="append",
+        default=[],
+        metavar="ENV=ADDR",
+        help="an env server (http://HOST:PORT or tcp://HOST:PORT), repeatable; envs without "
+        "one are started here",
+    )
+    parser.add_argument("--n", type=int, default=1, help="samples per task (default 1)")
+    parser.add_argument("--temperature", type=float, default=1.0, help="default 1.0")
+    parser.add_argument("--top-p", type=float, default=1.0, help="default 1.0")
+    parser.add_argument("--max-turns", type=int, default=20, help="turn cap (default 20)")
+    parser.add_argument("--limit", type=int, help="only the first N tasks of the split")
+    parser.add_argument("--out", type=Path, help="write eval.md, eval.json (and episodes) here")
+    parser.add_argument("--max-model-len", type=int, default=4096, help="default 4096")
+    parser.add_argument("--max-tokens-per-turn", type=int, default=512, help="default 512")
+    parser.add_argument("--concurrency", type=int, default=32, help="episodes at once")
+    parser.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16"])
+    parser.add_argument("--seed", type=int, default=0, help="vLLM sampling seed")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def parse_addresses(items: list[str]) -> dict[str, list[str]]:
+    """`["babyai=tcp://h:1", "babyai=tcp://h:2"]` -> `{"babyai": [both]}`."""
+    out: dict[str, list[str]] = {}
+    for item in items:
+        env, sep, address = item.partition("=")
+        if not sep or not env or "://" not in address:
+            raise ValueError(
+                f"--env-address {item!r}: expected ENV=ADDR, e.g. babyai=http://127.0.0.1:36001"
+            )
+        out.setdefault(env, []).append(address)
+    return out
+
+
+def run(args: argparse.Namespace) -> int:
+    import asyncio
+    import sys
+
+    from agentgym_rl.evaluation.job import EvalOptions, evaluate
+    from agentgym_rl.evaluation.runner import EvalError
+
+    try:
+        options = EvalOptions(
+            split=args.split,
+            model=args.model,
+            api_base=args.api_base,
+            api_model=args.api_model,
+            api_key_env=args.api_key_env,
+            env_addresses=parse_addresses(args.env_address),
+            n=args.n,
+            temperature=args.temperature,
+            top_p=args.top_p,
+            max_turns=args.max_turns,
+            limit=args.limit,
+            out=args.out,
+            max_model_len=args.max_model_len,
+            max_tokens_per_turn=args.max_tokens_per_turn,
+            concurrency=args.concurrency,
+            dtype=args.dtype,
+            seed=args.seed,
+            progress=not args.no_progress,
+        )
+    except ValueError as e:
+        print(f"eval: {e}", file=sys.stderr)
+        return 2
+    try:
+        report = asyncio.run(evaluate(options))
+    except EvalError as e:
+        print(f"eval: {e}", file=sys.stderr)
+        return 2
+    print(report.to_markdown(), end="")
+    if args.out is not None:
+        print(f"wrote {args.out / 'eval.md'} and {args.out / 'eval.json'}")
+    return 0

@@ -1,0 +1,238 @@
+"""One evaluation from options: env servers, policy, episodes with a progress bar, report files.
+
+Contract: `await evaluate(options)` loads the split (optionally the first `limit` tasks),
+connects to the env servers given in `env_addresses` and starts the missing ones itself, builds
+the policy (a local HF checkpoint through vLLM running the training agent loop, an engine passed
+in as `engine`, or an OpenAI-compatible endpoint), runs every task `n` times, and returns the
+`EvalReport`. With `out`, it writes `eval.md` and `eval.json` there (and, for the token-level
+path, `episodes.jsonl` for `agentgym-rl show`). Whatever it started (vLLM, env servers, HTTP
+client, env pool) is stopped before it returns. Bad options raise `EvalError` before anything
+starts. With an `engine` passed in, that engine's own sampling options apply (temperature...).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agentgym_rl import _core
+from agentgym_rl.config import ActionFormat
+from agentgym_rl.evaluation.report import EvalRecord, EvalReport, summarize
+from agentgym_rl.evaluation.runner import EvalError, EvalSettings, Policy, run_episodes
+from agentgym_rl.evaluation.servers import LocalEnvServers
+from agentgym_rl.rollout.agent import EnvSpec
+from agentgym_rl.rollout.dataset import DatasetError, Task, load_split
+from agentgym_rl.rollout.types import Engine
+
+# Envs whose servers speak another HTTP dialect or whose actions are not ReAct lines.
+DIALECTS = {"searchqa": "searchqa", "webarena": "webarena"}
+FORMATS = {"searchqa": ActionFormat.TAGS, "webarena": ActionFormat.WEBARENA}
+
+
+@dataclass
+class EvalOptions:
+    """What to evaluate, on which tasks, and how (mirrors `agentgym-rl eval`'s flags)."""
+
+    split: Path
+    model: Path | None = None
+    """Local HF checkpoint (tokenizer + chat template included), run through vLLM."""
+    api_base: str | None = None
+    """OpenAI-compatible base URL, e.g. http://127.0.0.1:8000/v1 (instead of `model`)."""
+    api_model: str | None = None
+    api_key_env: str = "OPENAI_API_KEY"
+    env_addresses: dict[str, list[str]] = field(default_factory=dict)
+    n: int = 1
+    temperature: float = 1.0
+    top_p: float = 1.0
+    max_turns: int = 20
+    limit: int | None = None
+    out: Path | None = None
+    max_model_len: int = 4096
+    max_tokens_per_turn: int = 512
+    concurrency: int = 32
+    dtype: str = "auto"
+    seed: int = 0
+    success_threshold: float = 0.0
+    progress: bool = True
+
+    def check(self, engine_given: bool = False) -> None:
+        """Raise `EvalError` naming the flag and the fix for inconsistent options."""
+        sources = [engine_given, self.model is not None, self.api_base is not None]
+        if sum(sources) != 1:
+            raise EvalError("give exactly one of --model DIR or --api-base URL (with --api-model)")
+        if self.api_base is not None and not self.api_model:
+            raise EvalError("--api-base needs --api-model NAME (the served model's name)")
+        if self.model is not None and not (self.model / "config.json").is_file():
+            raise EvalError(
+                f"--model {self.model}: not a local HF checkpoint (no config.json); "
+                "create one with agentgym-rl init-model or pass a downloaded checkpoint folder"
+            )
+        for flag, value in (("n", self.n), ("max-turns", self.max_turns)):
+            if value < 1:
+                raise EvalError(f"--{flag} must be >= 1 (got {value})")
+        if self.concurrency < 1:
+            raise EvalError(f"--concurrency must be >= 1 (got {self.concurrency})")
+        if self.limit is not None and self.limit < 1:
+            raise EvalError(f"--limit must be >= 1 (got {self.limit})")
+        if self.max_tokens_per_turn >= self.max_model_len:
+            raise EvalError(
+                f"--max-tokens-per-turn ({self.max_tokens_per_turn}) must be below "
+                f"--max-model-len ({self.max_model_len})"
+            )
+
+    def tasks(self) -> list[Task]:
+        try:
+            tasks = load_split(self.split)
+        except DatasetError as e:
+            raise EvalError(f"--split: {e}") from None
+        return tasks[: self.limit] if self.limit is not None else tasks
+
+
+def env_specs(envs: list[str]) -> dict[str, EnvSpec]:
+    return {e: EnvSpec(FORMATS.get(e, ActionFormat.REACT)) for e in envs}
+
+
+def env_pool(addresses: dict[str, list[str]]) -> _core.EnvPool:
+    servers = [
+        _core.EnvServer(env, a, dialect=DIALECTS.get(env, "agentgym"))
+        for env, addrs in addresses.items()
+        for a in addrs
+    ]
+    return _core.EnvPool(servers, step_timeout_s=120.0)
+
+
+async def evaluate(options: EvalOptions, *, engine: Engine | None = None) -> EvalReport:
+    """Run the evaluation described by `options`; see the module docstring."""
+    import asyncio
+
+    options.check(engine_given=engine is not None)
+    settings = EvalSettings(
+        n=options.n,
+        max_turns=options.max_turns,
+        concurrency=options.concurrency,
+        success_threshold=options.success_threshold,
+    )
+    tasks = options.tasks()
+    envs = sorted({t.env for t in tasks})
+    missing = [e for e in envs if not options.env_addresses.get(e)]
+    log_dir = options.out or Path("runs/eval")
+    servers = None
+    if missing:
+        servers = await asyncio.to_thread(LocalEnvServers.start, missing, log_dir)
+    try:
+        addresses = {e: options.env_addresses[e] for e in envs if e not in missing}
+        addresses.update(servers.addresses() if servers else {})
+        t0 = time.monotonic()
+        records = await _run(options, settings, tasks, env_pool(addresses), engine)
+        elapsed = time.monotonic() - t0
+    finally:
+        if servers is not None:
+            servers.stop()
+    meta: dict[str, Any] = {
+        "policy": str(options.model) if options.model else options.api_model or "engine",
+        "split": str(options.split),
+        "tasks": len(tasks),
+        "seconds": round(elapsed, 1),
+        "options": {k: str(v) if isinstance(v, Path) else v for k, v in asdict(options).items()},
+    }
+    report = summarize(records, meta)
+    if options.out is not None:
+        report.write(options.out)
+    return report
+
+
+async def _run(
+    options: EvalOptions,
+    settings: EvalSettings,
+    tasks: list[Task],
+    pool: _core.EnvPool,
+    engine: Engine | None,
+) -> list[EvalRecord]:
+    from agentgym_rl.evaluation.progress import EvalProgress
+
+    run_id = f"eval-{uuid.uuid4().hex[:8]}"  # request ids stay unique on a shared engine
+    started: Any = None  # an engine this call started (and stops)
+    policy: Policy | None = None
+    try:
+        if options.api_base is not None:
+            policy = await _api_policy(options, pool, tasks)
+        else:
+            if engine is None:
+                started = engine = await _start_engine(options)
+            policy = _agent_policy(options, engine, pool, tasks)
+        with EvalProgress(len(tasks) * settings.n, enabled=options.progress) as bar:
+            return await run_episodes(policy, tasks, settings, run_id=run_id, on_episode=bar.add)
+    finally:
+        if policy is not None:
+            await policy.aclose()
+        await pool.shutdown()
+        if started is not None:
+            started.shutdown()
+
+
+async def _api_policy(options: EvalOptions, pool: _core.EnvPool, tasks: list[Task]) -> Policy:
+    from agentgym_rl.evaluation.policies import ApiSettings, ChatApiPolicy
+
+    assert options.api_base is not None and options.api_model is not None
+    api = ApiSettings(
+        base_url=options.api_base,
+        model=options.api_model,
+        api_key=os.environ.get(options.api_key_env) or None,
+        temperature=options.temperature,
+        top_p=options.top_p,
+        max_tokens=options.max_tokens_per_turn,
+    )
+    policy = ChatApiPolicy(pool, api, env_specs(sorted({t.env for t in tasks})))
+    try:
+        await policy.check()
+    except BaseException:
+        await policy.aclose()
+        raise
+    return policy
+
+
+async def _start_engine(options: EvalOptions) -> Engine:
+    from agentgym_rl.rollout.engine import EngineOptions, VllmEngine
+
+    assert options.model is not None
+    opts = EngineOptions(
+        max_model_len=options.max_model_len,
+        temperature=options.temperature,
+        top_p=options.top_p,
+        seed=options.seed,
+        dtype=options.dtype,
+        max_num_seqs=max(options.concurrency, 1),
+    )
+    return await VllmEngine.start(options.model, opts)
+
+
+def _agent_policy(
+    options: EvalOptions, engine: Engine, pool: _core.EnvPool, tasks: list[Task]
+) -> Policy:
+    from agentgym_rl.evaluation.policies import AgentPolicy
+    from agentgym_rl.rollout.agent import AgentLoop
+    from agentgym_rl.rollout.episode_log import EPISODES_FILE, EpisodeLog
+    from agentgym_rl.trajectory import ChatTokenizer
+
+    model_dir = Path(getattr(engine, "model_dir", options.model or ""))
+    engine_options = getattr(engine, "options", None)  # an engine's context may be shorter
+    max_len = min(options.max_model_len, getattr(engine_options, "max_model_len", 1 << 30))
+    agent = AgentLoop(
+        engine,
+        pool,
+        ChatTokenizer.from_dir(model_dir),
+        envs=env_specs(sorted({t.env for t in tasks})),
+        max_model_len=max_len,
+        max_tokens_per_turn=min(options.max_tokens_per_turn, max_len - 1),
+        stop_ids=getattr(engine, "stop_token_ids", None),
+        check_drift=False,  # eval trains on nothing; the full re-render would only cost time
+    )
+    log = None
+    if options.out is not None:
+        (options.out / EPISODES_FILE).unlink(missing_ok=True)  # this evaluation's episodes only
+        log = EpisodeLog.in_dir(options.out, every=1, tokenizer=str(model_dir.resolve()))
+    return AgentPolicy(agent, episode_log=log)

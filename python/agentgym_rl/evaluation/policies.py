@@ -1,0 +1,189 @@
+"""The two evaluated policies: the training agent on an `Engine`, and an OpenAI-compatible API.
+
+Contract:
+- `AgentPolicy` runs the training `AgentLoop` unchanged (token-in/token-out, same prompts, action
+  parsing, statuses and turn cap), at the engine's current version; with an `EpisodeLog`, every
+  episode is also logged for `agentgym-rl show` (group id = the task's index in first-seen order).
+- `ChatApiPolicy` plays the same episode in text: the messages of `rollout/prompts.py`, one
+  `POST {base}/chat/completions` per turn, the reply parsed by `rollout/actions.py`, the same
+  statuses. A reply refused for its context length ends the episode as "truncated"; 429/5xx and
+  connection errors are retried `retries` times, then the episode fails; a refused key, unknown
+  model or unreachable endpoint (`check()`) raises `EvalError` and stops the evaluation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from agentgym_rl import _core
+from agentgym_rl.evaluation.runner import EpisodeOutcome, EvalError
+from agentgym_rl.rollout.actions import parse_action
+from agentgym_rl.rollout.agent import AgentLoop, EnvSpec, EpisodePlan, EpisodeStatus
+from agentgym_rl.rollout.dataset import Task
+from agentgym_rl.rollout.episode_log import EpisodeLog
+from agentgym_rl.rollout.prompts import episode_prefix, observation_message
+from agentgym_rl.rollout.schedule import TurnBudget
+
+
+class AgentPolicy:
+    """The training agent loop as a `Policy`."""
+
+    def __init__(self, agent: AgentLoop, *, episode_log: EpisodeLog | None = None) -> None:
+        self.agent = agent
+        self.episode_log = episode_log
+        self._groups: dict[str, int] = {}
+
+    async def episode(self, task: Task, *, max_turns: int, request_id: str) -> EpisodeOutcome:
+        plan = EpisodePlan(task, self.agent.engine.version, TurnBudget(0, max_turns), request_id)
+        sample = await self.agent.run(plan)
+        if self.episode_log is not None:
+            group = self._groups.setdefault(task.item_id, len(self._groups))
+            self.episode_log.record(sample, plan, group)
+        return EpisodeOutcome(float(sample.reward), sample.status, int(sample.turns))
+
+    async def aclose(self) -> None:
+        if self.episode_log is not None:
+            self.episode_log.close()
+
+
+@dataclass(frozen=True, slots=True)
+class ApiSettings:
+    """Where the chat-completions endpoint is and how to sample from it."""
+
+    base_url: str
+    """e.g. `http://127.0.0.1:8000/v1` (the path up to `/chat/completions`)."""
+    model: str
+    api_key: str | None = None
+    temperature: float = 1.0
+    top_p: float = 1.0
+    max_tokens: int = 512
+    timeout_s: float = 300.0
+    retries: int = 3
+
+
+_CONTEXT_WORDS = ("context", "maximum", "too long", "max_tokens", "prompt length")
+
+
+class ChatApiPolicy:
+    """Chat completions over HTTP as a `Policy`; see the module docstring."""
+
+    def __init__(
+        self,
+        pool: _core.EnvPool,
+        api: ApiSettings,
+        envs: Mapping[str, EnvSpec],
+        *,
+        client: httpx.AsyncClient | None = None,
+    ) -> None:
+        self.pool, self.api, self.envs = pool, api, dict(envs)
+        headers = {"Authorization": f"Bearer {api.api_key}"} if api.api_key else {}
+        self.client = client or httpx.AsyncClient(
+            base_url=api.base_url.rstrip("/"), headers=headers, timeout=api.timeout_s
+        )
+
+    async def check(self) -> None:
+        """Fail fast when the endpoint is unreachable, refuses the key or lacks the model."""
+        try:
+            r = await self.client.get("/models")
+        except httpx.HTTPError as e:
+            raise EvalError(
+                f"--api-base {self.api.base_url}: unreachable ({e!r}); is the server up and "
+                f"the URL the OpenAI base (ending in /v1)?"
+            ) from None
+        if r.status_code in (401, 403):
+            raise EvalError(
+                f"--api-base {self.api.base_url}: key refused ({r.status_code}); set the key in "
+                f"the variable named by --api-key-env"
+            )
+        if r.status_code == 200:
+            names = [m.get("id") for m in r.json().get("data", [])]
+            if names and self.api.model not in names:
+                raise EvalError(
+                    f"--api-model {self.api.model!r}: not served by {self.api.base_url} "
+                    f"(it serves {names})"
+                )
+
+    async def aclose(self) -> None:
+        await self.client.aclose()
+
+    async def complete(self, messages: list[dict[str, str]]) -> str | None:
+        """The assistant's reply text, or None when the context is too long for the model."""
+        body: dict[str, Any] = {
+            "model": self.api.model,
+            "messages": messages,
+            "temperature": self.api.temperature,
+            "top_p": self.api.top_p,
+            "max_tokens": self.api.max_tokens,
+        }
+        for attempt in range(self.api.retries + 1):
+            try:
+                r = await self.client.post("/chat/completions", json=body)
+            except httpx.TransportError:
+                if attempt == self.api.retries:
+                    raise
+                await asyncio.sleep(0.5 * 2**attempt)  # back off: the server is restarting
+                continue
+            if r.status_code == 200:
+                return str(r.json()["choices"][0]["message"].get("content") or "")
+            if r.status_code == 429 or r.status_code >= 500:
+                if attempt == self.api.retries:
+                    r.raise_for_status()
+                await asyncio.sleep(0.5 * 2**attempt)
+                continue
+            text = r.text
+            if r.status_code == 400 and any(w in text.lower() for w in _CONTEXT_WORDS):
+                return None
+            raise EvalError(f"{self.api.base_url}/chat/completions: {r.status_code} {text[:300]}")
+        raise AssertionError("unreachable")
+
+    async def episode(self, task: Task, *, max_turns: int, request_id: str) -> EpisodeOutcome:
+        spec = self.envs.get(task.env, EnvSpec())
+        try:
+            created = await self.pool.create(task.env)
+        except _core.EnvPoolError:
+            return EpisodeOutcome(0.0, EpisodeStatus.ENV_FAILURE.value, 0)
+        try:
+            first = await self.pool.reset(created.episode, task.data_idx)
+            return await self._turns(task, spec, created.episode, first.observation, max_turns)
+        except _core.EnvPoolError:
+            return EpisodeOutcome(0.0, EpisodeStatus.ENV_FAILURE.value, 0)
+        finally:
+            with contextlib.suppress(_core.EnvPoolError):
+                await self.pool.close(created.episode)
+
+    async def _turns(
+        self, task: Task, spec: EnvSpec, episode: int, observation: str, max_turns: int
+    ) -> EpisodeOutcome:
+        messages = episode_prefix(task.env, observation, spec.action_format, spec.system_prompt)
+        score, turn = 0.0, 0
+        while True:
+            text = await self.complete(messages)
+            if text is None:
+                status = EpisodeStatus.TRUNCATED
+                break
+            turn += 1
+            messages.append({"role": "assistant", "content": text})
+            parsed = parse_action(text, spec.action_format)
+            if parsed.action is None:
+                observation = parsed.feedback or ""
+            else:
+                try:
+                    outcome = await self.pool.step(episode, parsed.action)
+                except _core.EnvPoolError:
+                    status = EpisodeStatus.ENV_FAILURE
+                    break
+                score, observation = outcome.score, outcome.observation
+                if outcome.done:
+                    status = EpisodeStatus.DONE
+                    break
+            if turn >= max_turns:
+                status = EpisodeStatus.TURN_CAP
+                break
+            messages.append(observation_message(observation))
+        return EpisodeOutcome(float(score), status.value, turn)

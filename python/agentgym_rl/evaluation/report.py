@@ -1,0 +1,175 @@
+"""Avg@n / Pass@n per environment and category, as a markdown table and JSON.
+
+Contract: `summarize(records)` takes episode records, each an `EvalRecord` or a plain tuple
+`(env, category, item_id, success, reward[, status])`, and groups them by task
+(`env`, `item_id`). For a set of tasks with n_t samples each:
+
+- Avg@n  = mean over tasks of (successes_t / n_t): the expected success rate of one sample;
+- Pass@n = fraction of tasks with at least one success among their n_t samples.
+
+`avg_pass` is that math, pure. Rows come per (env, category), then one "all" row per env, then
+an overall row when there is more than one env. A task's category is the first one seen for it
+(None is shown as "-"). Nothing here runs episodes: the rollout server's held-out evaluation and
+`agentgym-rl eval` both feed records in.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+ALL = "all"
+NO_CATEGORY = "-"
+MARKDOWN_FILE = "eval.md"
+JSON_FILE = "eval.json"
+
+
+@dataclass(frozen=True, slots=True)
+class EvalRecord:
+    """One evaluated episode."""
+
+    env: str
+    category: str | None
+    item_id: str
+    success: bool
+    reward: float
+    status: str | None = None
+    """How the episode ended (`done`, `turn_cap`, ...), when known."""
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    """One line of the table: a set of tasks and their metrics."""
+
+    env: str
+    category: str
+    tasks: int
+    samples: int
+    avg: float
+    pass_: float
+    mean_reward: float
+
+
+@dataclass
+class EvalReport:
+    """The table rows plus what produced them (`meta`: model, split, settings...)."""
+
+    n: int
+    rows: list[Row]
+    records: list[EvalRecord] = field(default_factory=list)
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def row(self, env: str, category: str = ALL) -> Row:
+        for r in self.rows:
+            if (r.env, r.category) == (env, category):
+                return r
+        raise KeyError(f"no row for env {env!r}, category {category!r}")
+
+    def to_markdown(self) -> str:
+        return to_markdown(self)
+
+    def to_dict(self) -> dict[str, Any]:
+        statuses = Counter(r.status for r in self.records if r.status is not None)
+        return {
+            "n": self.n,
+            "meta": self.meta,
+            "rows": [_row_dict(r) for r in self.rows],
+            "statuses": dict(sorted(statuses.items())),
+            "episodes": [asdict(r) for r in self.records],
+        }
+
+    def write(self, out_dir: str | Path) -> tuple[Path, Path]:
+        """Write `eval.md` and `eval.json` into `out_dir` (created); returns both paths."""
+        out = Path(out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        md, js = out / MARKDOWN_FILE, out / JSON_FILE
+        md.write_text(self.to_markdown())
+        js.write_text(json.dumps(self.to_dict(), indent=1) + "\n")
+        return md, js
+
+
+def avg_pass(per_task: Sequence[Sequence[bool]]) -> tuple[float, float]:
+    """(Avg@n, Pass@n) of tasks given each task's sample successes; (0, 0) for no tasks."""
+    tasks = [t for t in per_task if len(t) > 0]
+    if not tasks:
+        return 0.0, 0.0
+    avg = sum(sum(map(bool, t)) / len(t) for t in tasks) / len(tasks)
+    passed = sum(any(t) for t in tasks) / len(tasks)
+    return avg, passed
+
+
+def as_record(r: EvalRecord | Sequence[Any]) -> EvalRecord:
+    if isinstance(r, EvalRecord):
+        return r
+    if not 5 <= len(r) <= 6:
+        raise ValueError(
+            f"record {r!r}: expected (env, category, item_id, success, reward[, status])"
+        )
+    env, category, item_id, success, reward, *status = r
+    return EvalRecord(str(env), category, str(item_id), bool(success), float(reward), *status)
+
+
+def summarize(
+    records: Iterable[EvalRecord | Sequence[Any]], meta: dict[str, Any] | None = None
+) -> EvalReport:
+    """The per-env, per-category report of `records` (see the module docstring)."""
+    recs = [as_record(r) for r in records]
+    successes: dict[tuple[str, str], list[bool]] = defaultdict(list)
+    rewards: dict[tuple[str, str], list[float]] = defaultdict(list)
+    category: dict[tuple[str, str], str] = {}
+    for r in recs:
+        key = (r.env, r.item_id)
+        successes[key].append(r.success)
+        rewards[key].append(r.reward)
+        category.setdefault(key, r.category if r.category is not None else NO_CATEGORY)
+
+    def row(env: str, cat: str, keys: list[tuple[str, str]]) -> Row:
+        avg, passed = avg_pass([successes[k] for k in keys])
+        all_rewards = [x for k in keys for x in rewards[k]]
+        return Row(
+            env=env,
+            category=cat,
+            tasks=len(keys),
+            samples=len(all_rewards),
+            avg=avg,
+            pass_=passed,
+            mean_reward=sum(all_rewards) / len(all_rewards) if all_rewards else 0.0,
+        )
+
+    rows: list[Row] = []
+    envs = sorted({env for env, _ in successes})
+    for env in envs:
+        env_keys = [k for k in successes if k[0] == env]
+        for cat in sorted({category[k] for k in env_keys}):
+            rows.append(row(env, cat, [k for k in env_keys if category[k] == cat]))
+        rows.append(row(env, ALL, env_keys))
+    if len(envs) > 1:
+        rows.append(row(ALL, ALL, list(successes)))
+    n = max((len(s) for s in successes.values()), default=0)
+    return EvalReport(n=n, rows=rows, records=recs, meta=dict(meta or {}))
+
+
+def to_markdown(report: EvalReport) -> str:
+    """A markdown table: env, category, tasks, Avg@n, Pass@n (and mean reward)."""
+    n = report.n
+    lines = [
+        f"| env | category | tasks | Avg@{n} | Pass@{n} | mean reward |",
+        "|---|---|---:|---:|---:|---:|",
+    ]
+    for r in report.rows:
+        bold = "**" if r.category == ALL else ""
+        lines.append(
+            f"| {bold}{r.env}{bold} | {bold}{r.category}{bold} | {r.tasks} | "
+            f"{100 * r.avg:.1f} | {100 * r.pass_:.1f} | {r.mean_reward:.3f} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def _row_dict(r: Row) -> dict[str, Any]:
+    d = asdict(r)
+    d["pass"] = d.pop("pass_")
+    return d

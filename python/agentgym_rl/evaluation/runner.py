@@ -1,0 +1,102 @@
+"""The evaluation loop: every task of a split `n` times through one `Policy`, bounded concurrency.
+
+Contract: `run_episodes(policy, tasks, settings)` runs `len(tasks) * settings.n` episodes (at
+most `settings.concurrency` at once), each with a turn cap of `settings.max_turns`, and returns
+one `EvalRecord` per episode in (task, sample) order. Success is `reward > success_threshold`
+(BabyAI and TextCraft score > 0 only on success). An episode that raises is not retried: it is
+recorded as a failure with status "error" and logged, so one bad task never hides the others;
+an `EvalError` stops the run instead. `on_episode(record)` is called as each episode ends
+(progress bars). A `Policy` owns how turns are produced (token-in/token-out through the training
+agent loop, or chat text over HTTP).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from agentgym_rl.evaluation.report import EvalRecord
+from agentgym_rl.rollout.dataset import Task
+
+log = logging.getLogger(__name__)
+
+
+class EvalError(RuntimeError):
+    """A problem no further episode can avoid (unreachable endpoint, refused key, unknown model,
+    missing split): it stops the evaluation instead of being counted per episode."""
+
+
+@dataclass(frozen=True, slots=True)
+class EpisodeOutcome:
+    """What a policy reports for one finished episode."""
+
+    reward: float
+    status: str
+    turns: int
+
+
+class Policy(Protocol):
+    """Plays one episode of `task` against the env servers and reports how it went."""
+
+    async def episode(self, task: Task, *, max_turns: int, request_id: str) -> EpisodeOutcome:
+        """Run one episode of `task` with at most `max_turns` turns."""
+        ...
+
+    async def aclose(self) -> None:
+        """Release what the policy holds (HTTP client, log files); not the engine or pool."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class EvalSettings:
+    """How many samples, how long and how many at once."""
+
+    n: int = 1
+    max_turns: int = 20
+    concurrency: int = 32
+    success_threshold: float = 0.0
+
+    def __post_init__(self) -> None:
+        for name in ("n", "max_turns", "concurrency"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1 (got {getattr(self, name)})")
+
+
+async def run_episodes(
+    policy: Policy,
+    tasks: Sequence[Task],
+    settings: EvalSettings,
+    *,
+    run_id: str = "eval",
+    on_episode: Callable[[EvalRecord], None] | None = None,
+) -> list[EvalRecord]:
+    """One record per (task, sample), in that order; see the module docstring."""
+    gate = asyncio.Semaphore(settings.concurrency)
+
+    async def one(task: Task, k: int) -> EvalRecord:
+        async with gate:
+            rid = f"{run_id}-{task.item_id}-s{k}"
+            try:
+                out = await policy.episode(task, max_turns=settings.max_turns, request_id=rid)
+                reward, status = out.reward, out.status
+            except (asyncio.CancelledError, EvalError):
+                raise
+            except Exception:
+                log.exception("episode %s failed; counted as a failure", rid)
+                reward, status = 0.0, "error"
+        rec = EvalRecord(
+            env=task.env,
+            category=task.category,
+            item_id=task.item_id,
+            success=reward > settings.success_threshold,
+            reward=reward,
+            status=status,
+        )
+        if on_episode is not None:
+            on_episode(rec)
+        return rec
+
+    return list(await asyncio.gather(*(one(t, k) for t in tasks for k in range(settings.n))))

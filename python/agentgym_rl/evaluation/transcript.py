@@ -1,0 +1,130 @@
+"""One logged episode as a transcript with its loss mask visible (`agentgym-rl show`).
+
+Contract: `segments(record, decode)` cuts the token sequence into runs of equal `loss_mask` and
+decodes each run (special tokens kept, so the chat template's markers show). A trained run is
+labelled with the generated turn (`turn_spans`) it lies in; a trained run outside every span,
+or a span not fully trained, is a mask/span mismatch and is reported in `mask_problems`, since
+that is what this view is for. `render_plain` marks trained text as «...» (for pipes and
+`--no-color`); `render_rich` highlights it and dims the masked context. Both start with a header
+(task, reward, success, status, turns / turn cap, stage, versions) and put one line before each
+generated turn: its number, policy version(s), token count and mean log-probability.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from rich.console import Group
+from rich.text import Text
+
+from agentgym_rl.rollout.episode_log import EpisodeRecord
+
+Decode = Callable[[Sequence[int]], str]
+TRAINED_STYLE = "bold green"
+MASKED_STYLE = "dim"
+TURN_STYLE = "cyan"
+
+
+@dataclass(frozen=True, slots=True)
+class Segment:
+    """A run of tokens with one mask value; `turn` is the generated turn it belongs to."""
+
+    start: int
+    end: int
+    trained: bool
+    text: str
+    turn: int | None = None
+
+
+def segments(rec: EpisodeRecord, decode: Decode) -> list[Segment]:
+    out: list[Segment] = []
+    mask = rec.loss_mask
+    start = 0
+    for i in range(1, len(mask) + 1):
+        if i == len(mask) or bool(mask[i]) != bool(mask[start]):
+            trained = bool(mask[start])
+            turn = _turn_of(rec.turn_spans, start) if trained else None
+            out.append(Segment(start, i, trained, decode(rec.input_ids[start:i]), turn))
+            start = i
+    return out
+
+
+def _turn_of(spans: Sequence[tuple[int, int]], token: int) -> int | None:
+    return next((k for k, (s, e) in enumerate(spans) if s <= token < e), None)
+
+
+def mask_problems(rec: EpisodeRecord) -> list[str]:
+    """Where the loss mask and the generated-turn spans disagree (empty when consistent)."""
+    expected = [0] * len(rec.loss_mask)
+    for s, e in rec.turn_spans:
+        expected[s:e] = [1] * (e - s)
+    wrong = [i for i, (m, x) in enumerate(zip(rec.loss_mask, expected, strict=True)) if m != x]
+    if not wrong:
+        return []
+    trained_outside = sum(1 for i in wrong if rec.loss_mask[i])
+    return [
+        f"loss mask disagrees with the generated-turn spans on {len(wrong)} tokens "
+        f"({trained_outside} trained outside a turn, {len(wrong) - trained_outside} generated "
+        f"but masked), first at token {wrong[0]}"
+    ]
+
+
+def turn_versions(rec: EpisodeRecord) -> list[list[int]]:
+    """The distinct policy versions of each generated turn's tokens, in order."""
+    return [sorted(set(rec.versions[s:e])) for s, e in rec.turn_spans]
+
+
+def turn_line(rec: EpisodeRecord, turn: int) -> str:
+    s, e = rec.turn_spans[turn]
+    versions = "→".join(f"v{v}" for v in turn_versions(rec)[turn])
+    lps = [x for x in rec.logprobs[s:e] if x is not None]
+    mean = f"{sum(lps) / len(lps):.3f}" if lps else "n/a"
+    return (
+        f"── turn {turn + 1}/{rec.turn_cap} · {versions} · {e - s} tokens · mean logprob {mean} ──"
+    )
+
+
+def header(rec: EpisodeRecord, position: str) -> list[str]:
+    category = f", {rec.category}" if rec.category else ""
+    by_turn = " ".join("/".join(map(str, v)) for v in turn_versions(rec)) or "-"
+    return [
+        f"episode {position} · {rec.item_id} ({rec.env}{category}) · group {rec.group_id} · "
+        f"{rec.request_id}",
+        f"reward {rec.reward:g} · success {'yes' if rec.success else 'no'} · status "
+        f"{rec.status} · turns {rec.turns}/{rec.turn_cap} · stage {rec.stage} · dispatch "
+        f"version {rec.dispatch_version}" + (" · DRIFT" if rec.drift else ""),
+        f"tokens {len(rec.input_ids)} (trained {rec.trained_tokens}) · policy versions by "
+        f"turn: {by_turn}",
+        *mask_problems(rec),
+    ]
+
+
+def _turn_break(previous: str) -> str:
+    return "" if not previous or previous.endswith("\n") else "\n"
+
+
+def render_plain(rec: EpisodeRecord, decode: Decode, position: str = "") -> str:
+    parts = ["\n".join(header(rec, position)), "\n\n"]
+    for seg in segments(rec, decode):
+        if not seg.trained:
+            parts.append(seg.text)
+            continue
+        if seg.turn is not None:
+            parts += [_turn_break(parts[-1]), turn_line(rec, seg.turn), "\n"]
+        parts.append(f"«{seg.text}»")
+    return "".join(parts).rstrip("\n") + "\n"
+
+
+def render_rich(rec: EpisodeRecord, decode: Decode, position: str = "") -> Group:
+    lines = header(rec, position)
+    head = [Text(lines[0], style="bold"), *(Text(x) for x in lines[1:3])]
+    head += [Text(x, style="bold red") for x in lines[3:]]
+    body = Text()
+    last = ""
+    for seg in segments(rec, decode):
+        if seg.trained and seg.turn is not None:
+            body.append(_turn_break(last) + turn_line(rec, seg.turn) + "\n", style=TURN_STYLE)
+        body.append(seg.text, style=TRAINED_STYLE if seg.trained else MASKED_STYLE)
+        last = seg.text
+    return Group(*head, Text(""), body)

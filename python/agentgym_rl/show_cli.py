@@ -1,0 +1,87 @@
+"""`agentgym-rl show RUN_OR_FILE`: print one logged episode with its loss mask visible.
+
+Only argparse runs at parse time. Exit codes: 0 shown, 2 bad input (no log, no such episode,
+no tokenizer), each with one message naming the fix.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "source",
+        metavar="RUN_OR_FILE",
+        help="a run folder (its episodes.jsonl is found below it) or an episodes.jsonl file",
+    )
+    pick = parser.add_mutually_exclusive_group()
+    pick.add_argument(
+        "--episode", type=int, metavar="K", help="the K-th logged episode (0-based; -1 = last)"
+    )
+    pick.add_argument("--item", metavar="ID", help="the last logged episode of task ID")
+    pick.add_argument("--last", action="store_true", help="the last logged episode (default)")
+    parser.add_argument(
+        "--model", metavar="DIR", help="tokenizer/model folder (default: the one in the log)"
+    )
+    parser.add_argument(
+        "--no-color",
+        action="store_true",
+        help="plain text, trained tokens marked «...» (the default when not on a terminal)",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    from agentgym_rl.rollout.episode_log import EpisodeLogError
+
+    try:
+        return _show(args)
+    except EpisodeLogError as e:
+        print(f"show: {e}", file=sys.stderr)
+        return 2
+
+
+def _show(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from agentgym_rl.evaluation.transcript import render_plain, render_rich
+    from agentgym_rl.rollout.episode_log import EpisodeLogError, find_episode_log, read_episodes
+    from agentgym_rl.trajectory import ChatTokenizer
+
+    path = find_episode_log(args.source)
+    records = list(read_episodes(path))
+    if not records:
+        raise EpisodeLogError(f"{path}: no episodes logged yet")
+    if args.item is not None:
+        matches = [i for i, r in enumerate(records) if r.item_id == args.item]
+        if not matches:
+            some = ", ".join(sorted({r.item_id for r in records})[:8])
+            raise EpisodeLogError(f"{path}: no episode of item {args.item!r} (logged: {some}...)")
+        index = matches[-1]
+    else:
+        index = -1 if args.episode is None else args.episode
+        if not -len(records) <= index < len(records):
+            raise EpisodeLogError(
+                f"--episode {index}: the log has {len(records)} episodes (0..{len(records) - 1})"
+            )
+        index %= len(records)
+    rec = records[index]
+    model = args.model or rec.tokenizer
+    if model is None:
+        raise EpisodeLogError(f"{path}: the log names no tokenizer; pass --model DIR")
+    if not (Path(model) / "tokenizer.json").is_file():
+        raise EpisodeLogError(
+            f"tokenizer {model}: no tokenizer.json there; pass --model DIR (the run's model)"
+        )
+    chat = ChatTokenizer.from_dir(model)
+    position = f"{index} of {len(records)}"
+    plain = args.no_color or "NO_COLOR" in os.environ or not sys.stdout.isatty()
+    if plain:
+        sys.stdout.write(render_plain(rec, chat.decode, position))
+    else:
+        from rich.console import Console
+
+        Console(highlight=False).print(render_rich(rec, chat.decode, position))
+    return 0

@@ -1,0 +1,72 @@
+"""`evaluate` on the local path: the shared vLLM engine running the training agent loop against a
+real BabyAI server. The random tiny model rarely acts validly, so the accounting is asserted
+(tasks, samples, files, episode logs readable by `show`), not success."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from agentgym_rl.cli import main
+from agentgym_rl.evaluation import EvalError, EvalOptions, evaluate
+from agentgym_rl.rollout.episode_log import read_episodes
+from vllm_fixtures import EngineHandle
+
+SPLIT = Path(__file__).resolve().parents[2] / "envs/agentgym_envs/babyai/data/goto_test.json"
+
+
+def test_local_engine_accounting_and_files(
+    vllm_engine: EngineHandle, spawn_server, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    server = spawn_server("babyai")
+    out = tmp_path / "eval"
+    options = EvalOptions(
+        split=SPLIT,
+        env_addresses={"babyai": [server.zmq]},
+        n=2,
+        max_turns=2,
+        limit=3,
+        out=out,
+        max_tokens_per_turn=48,
+        progress=False,
+    )
+    report = vllm_engine.run(evaluate(options, engine=vllm_engine.engine), timeout=300)
+
+    tasks = json.loads(SPLIT.read_text())[:3]
+    assert report.n == 2 and len(report.records) == 6
+    assert [r.item_id for r in report.records] == [t["item_id"] for t in tasks for _ in range(2)]
+    overall = report.row("babyai")
+    assert (overall.tasks, overall.samples) == (3, 6)
+    assert {r.category for r in report.rows} == {t["category"] for t in tasks} | {"all"}
+    successes = sum(r.success for r in report.records)
+    assert overall.avg == pytest.approx(successes / 6)  # equal samples per task: same mean
+    assert all(r.status in {"done", "turn_cap", "truncated"} for r in report.records)
+
+    assert (out / "eval.md").read_text() == report.to_markdown()
+    data = json.loads((out / "eval.json").read_text())
+    assert data["n"] == 2 and data["meta"]["tasks"] == 3 and len(data["episodes"]) == 6
+
+    logged = list(read_episodes(out / "episodes.jsonl"))
+    assert len(logged) == 6
+    assert sorted(r.item_id for r in logged) == sorted(r.item_id for r in report.records)
+    for rec in logged:
+        assert rec.turn_cap == 2 and 1 <= rec.turns <= 2 and rec.trained_tokens > 0
+        assert len(rec.turn_spans) == rec.turns
+    assert main(["show", str(out), "--no-color"]) == 0
+    shown = capsys.readouterr().out
+    assert "«" in shown and "turns " in shown and "/2 · stage 0" in shown
+
+
+def test_bad_options_fail_before_anything_starts(tmp_path: Path) -> None:
+    with pytest.raises(EvalError, match="exactly one of --model DIR or --api-base"):
+        EvalOptions(split=SPLIT).check()
+    with pytest.raises(EvalError, match="--api-base needs --api-model"):
+        EvalOptions(split=SPLIT, api_base="http://127.0.0.1:1/v1").check()
+    with pytest.raises(EvalError, match="not a local HF checkpoint"):
+        EvalOptions(split=SPLIT, model=tmp_path).check()
+    with pytest.raises(EvalError, match="--n must be >= 1"):
+        EvalOptions(split=SPLIT, model=None, n=0).check(engine_given=True)
+    with pytest.raises(EvalError, match=r"--split: .*missing\.json"):
+        EvalOptions(split=tmp_path / "missing.json").tasks()
