@@ -62,6 +62,7 @@ def run(args: argparse.Namespace) -> int:
     except Exception as e:  # a plotting problem must not hide the run's own outcome
         print(f"train: could not write the report: {e!r}", file=sys.stderr)
     else:
-        print(f"train: plots in {train.run_dir / 'plots'}, summary in {written[-2]}")
+        summary = next(p for p in written if p.name == "summary.md")
+        print(f"train: plots in {train.run_dir / 'plots'}, summary in {summary}")
     print(f"train: logs in {train.run_dir / 'logs'}; exit {code}")
     return code

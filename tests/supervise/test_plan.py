@@ -215,3 +215,15 @@ def test_cli_bad_config_exits_2_before_starting(tmp_path: Path, train_data: dict
     assert out.returncode == 2, out.stderr
     assert "rollout.engine.temperature: Input should be a valid number" in out.stderr
     assert not Path(train_data["run_dir"]).exists()  # nothing was written or started
+
+
+def test_cli_resume_needs_a_run_folder(tmp_path: Path) -> None:
+    def train(*args: str) -> subprocess.CompletedProcess[str]:
+        cmd = [sys.executable, "-m", "agentgym_rl.cli", "train", *args]
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=ROOT)
+
+    missing = train("--resume", str(tmp_path))
+    assert missing.returncode == 2
+    assert f"{tmp_path / 'configs' / 'train.yaml'} not found" in missing.stderr
+    both = train("--config", "x.yaml", "--resume", str(tmp_path))
+    assert both.returncode == 2 and "not both" in both.stderr

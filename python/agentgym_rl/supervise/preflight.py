@@ -29,7 +29,7 @@ def env_problems(names: list[str], where: str = "env_servers") -> list[str]:
 
     if not _envs_on_path():
         return [f"{where}: the env servers' package is missing (expected {ENVS_DIR})"]
-    from agentgym_envs import ENVS
+    from agentgym_envs import ENVS  # type: ignore[import-not-found]
 
     problems: list[str] = []
     for i, name in enumerate(names):

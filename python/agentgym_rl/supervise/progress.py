@@ -17,7 +17,14 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
 
 
 class JsonlTail:
@@ -135,7 +142,7 @@ class ProgressView:
     def __init__(self, max_steps: int, console: Console | None = None) -> None:
         self.console = console or Console(stderr=True, highlight=False)
         self._progress: Progress | None = None
-        self._task = 0
+        self._task = TaskID(0)
         self._last_step = -1
         self._last_print = 0.0
         if self.console.is_terminal:

@@ -29,6 +29,7 @@ import socket
 import time
 import urllib.request
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from types import FrameType
 
@@ -121,13 +122,14 @@ class Supervisor:
         if self.init is not None:
             self.view.message(f"train: creating the model ({self.init.spec.shell})")
             self.init.start()
-            self._wait_until(self.init, lambda: self.init.poll() == 0, "init-model")  # type: ignore[union-attr]
+            init = self.init
+            self._wait_until(init, lambda: init.poll() == 0, "init-model")
         for child in self.envs:
             child.start()
         for child in self.envs:
             port = child.spec.health_port
             if port is not None:
-                self._wait_until(child, lambda p=port: _health_ok(p), f"/health on port {port}")
+                self._wait_until(child, partial(_health_ok, port), f"/health on port {port}")
         self.view.message(f"train: {len(self.envs)} env server(s) ready")
         self.learn.start()
         ports = self.learn.spec.listen_ports
