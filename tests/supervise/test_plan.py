@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 import yaml
-from train_fixtures import ROOT, train_config
+from train_fixtures import ROOT, SPLIT, train_config
 
-from agentgym_rl.config import load_learn_config, load_rollout_config
+from agentgym_rl.config import RolloutConfig, load_learn_config, load_rollout_config
 from agentgym_rl.config.loader import ConfigError, load_config
 from agentgym_rl.config.train import TrainConfig
 from agentgym_rl.supervise import PlanError, plan_run, write_plan
@@ -97,6 +97,19 @@ def test_resume_and_torchrun(train_data: dict[str, Any]) -> None:
     ]
     assert plan.learn.argv[-1] == "--resume"
     assert all(r.dataset.resume for r in plan.rollout_configs)
+
+
+def test_held_out_eval_ends_at_the_learners_last_step(train_data: dict[str, Any]) -> None:
+    if "eval" not in RolloutConfig.model_fields:
+        pytest.skip("this rollout config has no held-out eval")
+    train_data["rollout"]["eval"] = {"split": str(SPLIT), "every_versions": 1}
+    plan = plan_run(train_config(train_data))
+    assert plan.has_eval
+    assert plan.configs["rollout-0.yaml"]["eval"]["final_version"] == 2  # learn.max_steps
+    train_data["rollout"]["eval"]["final_version"] = 1
+    assert (
+        plan_run(train_config(train_data)).configs["rollout-0.yaml"]["eval"]["final_version"] == 1
+    )
 
 
 def test_pinned_ports_are_used(train_data: dict[str, Any], free_port: int) -> None:

@@ -9,7 +9,8 @@ start with the key path of the train config (`rollout.engine.temperature: ...`).
 Wiring filled in: rollout-<i> gets `model`, `envs[].addresses` (an env served here but missing
 from `rollout.envs` gets a default entry), `learner.endpoints`, `learner.sender_id`
 (`rollout-<i>`), `weights_endpoint`, `log_dir` (`run_dir/rollout-<i>`), `engine.seed + i` and
-`dataset.shuffle_seed + i` (two servers never walk the tasks in the same order); the learner gets
+`dataset.shuffle_seed + i` (two servers never walk the tasks in the same order) and, with
+`eval` set, `eval.final_version = learn.max_steps` when unset; the learner gets
 `model`, `receive.bind`, `weights.endpoint`, `log_dir` (`run_dir/learn`) and `checkpoint.dir`
 (`run_dir/checkpoints`). Temperature, groups per step and max staleness are copied from the side
 that sets them to the side that does not, and must agree when both do.
@@ -220,6 +221,7 @@ def _rollout_section(
     groups_to: str | None,
     weights_at: str | None,
     resume: bool,
+    max_steps: int,
 ) -> dict[str, Any]:
     rollout = copy.deepcopy(base)
     rollout["model"] = str(train.model)
@@ -251,6 +253,10 @@ def _rollout_section(
                 node[key] = seed + index
     if resume and isinstance(rollout.get("dataset"), dict):
         rollout["dataset"]["resume"] = True
+    evaluation = rollout.get("eval")
+    if isinstance(evaluation, dict) and evaluation.get("final_version") is None:
+        # the final held-out eval runs on the learner's last weights, then the server exits
+        rollout["eval"] = {**evaluation, "final_version": max_steps}
     return rollout
 
 
@@ -275,8 +281,9 @@ def plan_run(train: TrainConfig, *, resume: bool = False) -> RunPlan:
         problem = _agree(base, rkey, learn, lkey)
         if problem:
             problems.append(problem)
+    max_steps = learn.get("max_steps", LearnConfig.model_fields["max_steps"].default)
     rollouts = [
-        _rollout_section(train, i, base, addresses, groups_to, weights_at, resume)
+        _rollout_section(train, i, base, addresses, groups_to, weights_at, resume, max_steps)
         for i in range(train.rollout_servers)
     ]
     problems += _validate(LearnConfig, learn, "learn")
