@@ -5,12 +5,19 @@ stacks with identical weights; one step = forward at temperature 1, policy loss
 (`losses.policy_loss`, GRPO-style advantages, TIS), backward, grad clip 1.0, AdamW step.
 Prints padded tokens/s of each and the ratio (Megatron / transformers), single process.
 
-    python benches/bench_learner.py [--quick]
+The learner's path is the fused one (`SdpaAttention` core attention, one log-softmax + gather
+for the log-probs at tp = 1); `--ablation` adds Megatron's own path (local
+`DotProductAttention`, vocab-parallel cross-entropy) as a third row. Steps of the stacks are
+interleaved (one of each per round) and the median per-step time is reported, so load from
+other processes on a shared machine hits every stack alike.
+
+    python benches/bench_learner.py [--quick] [--iters N] [--ablation]
 """
 
 from __future__ import annotations
 
 import argparse
+import statistics
 import time
 from collections.abc import Callable
 
@@ -19,7 +26,10 @@ from transformers import Qwen2Config, Qwen2ForCausalLM
 
 from agentgym_rl.learner import convert
 from agentgym_rl.learner import model as lm
+from agentgym_rl.learner.attention import AttentionKind
 from agentgym_rl.learner.losses import LossConfig, policy_loss
+
+LOCAL = "megatron-core, local attn + CE"
 
 
 def hf_model(hidden: int, layers: int, vocab: int) -> Qwen2ForCausalLM:
@@ -75,30 +85,49 @@ def step_fn(
     return step
 
 
-def timed(step: Callable[[], None], iters: int) -> float:
-    step()  # warm-up
-    t0 = time.perf_counter()
-    for _ in range(iters):
+def timed_interleaved(steps: dict[str, Callable[[], None]], iters: int) -> dict[str, float]:
+    """Median seconds per step of each, one step of every stack per round (after a warm-up)."""
+    for step in steps.values():
         step()
-    return (time.perf_counter() - t0) / iters
+    times: dict[str, list[float]] = {name: [] for name in steps}
+    for _ in range(iters):
+        for name, step in steps.items():
+            t0 = time.perf_counter()
+            step()
+            times[name].append(time.perf_counter() - t0)
+    return {name: statistics.median(ts) for name, ts in times.items()}
+
+
+def megatron_step(
+    hf: Qwen2ForCausalLM, b: dict, *, attention: AttentionKind, fused: bool
+) -> tuple[Callable[[], None], Callable[[], torch.Tensor]]:
+    mg = lm.build_gpt_model(hf.config, attention=attention)
+    spec = convert.ConvertSpec.from_hf(hf.config, 1, mg.vocab_size)
+    convert.load_hf_weights(mg, hf.state_dict(), spec)
+
+    def logprobs() -> torch.Tensor:
+        ids, pos, labels = b["input_ids"], b["position_ids"], b["labels"]
+        return lm.token_logprobs(mg, ids, pos, labels, 1.0, fused=fused)
+
+    return step_fn(list(mg.parameters()), logprobs, b), logprobs
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--quick", action="store_true")
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="small batch, 2 rounds (smoke run)")
+    parser.add_argument("--iters", type=int, default=None, help="timed rounds (default 7)")
+    parser.add_argument(
+        "--ablation", action="store_true", help="also time Megatron's local attention + CE path"
+    )
     args = parser.parse_args()
     hidden, layers, vocab = 256, 4, 4096
-    rows, seq, iters = (4, 128, 2) if args.quick else (8, 256, 5)
+    rows, seq, iters = (4, 128, 2) if args.quick else (8, 256, 7)
+    iters = args.iters or iters
     hf = hf_model(hidden, layers, vocab)
     b = batch(vocab, rows, seq)
 
     lm.init_parallel(tp=1, pp=1, seed=0)
-    mg = lm.build_gpt_model(hf.config)
-    spec = convert.ConvertSpec.from_hf(hf.config, 1, mg.vocab_size)
-    convert.load_hf_weights(mg, hf.state_dict(), spec)
-
-    def mg_logprobs() -> torch.Tensor:
-        return lm.token_logprobs(mg, b["input_ids"], b["position_ids"], b["labels"], 1.0)
+    mg_step, mg_logprobs = megatron_step(hf, b, attention="sdpa", fused=True)
 
     def hf_logprobs() -> torch.Tensor:
         logits = hf(input_ids=b["input_ids"]).logits.float()
@@ -106,16 +135,24 @@ def main() -> None:
 
     with torch.no_grad():
         diff = (mg_logprobs() - hf_logprobs()).abs().max().item()
-    tokens = rows * seq
-    t_mg = timed(step_fn(list(mg.parameters()), mg_logprobs, b), iters)
-    t_hf = timed(step_fn(list(hf.parameters()), hf_logprobs, b), iters)
+    steps = {"megatron-core GPTModel": mg_step}
+    if args.ablation:
+        local_step, _ = megatron_step(hf, b, attention="local", fused=False)
+        steps[LOCAL] = local_step
+    steps["transformers Qwen2"] = step_fn(list(hf.parameters()), hf_logprobs, b)
+    seconds = timed_interleaved(steps, iters)
     lm.shutdown_parallel()
+    tokens = rows * seq
     n_params = sum(p.numel() for p in hf.parameters())
     print(f"model: Qwen2 {n_params / 1e6:.1f}M params, batch {rows} x {seq} tokens, CPU")
+    print(f"threads: {torch.get_num_threads()}, median of {iters} interleaved rounds")
     print(f"log-prob max |diff| megatron vs transformers before training: {diff:.2e}")
-    print(f"megatron-core GPTModel : {tokens / t_mg:10.0f} tokens/s ({t_mg * 1e3:.0f} ms/step)")
-    print(f"transformers Qwen2     : {tokens / t_hf:10.0f} tokens/s ({t_hf * 1e3:.0f} ms/step)")
-    print(f"ratio megatron / transformers: {t_hf / t_mg:.2f}x")
+    for name, t in seconds.items():
+        print(f"{name:<31}: {tokens / t:10.0f} tokens/s ({t * 1e3:.0f} ms/step)")
+    t_hf = seconds["transformers Qwen2"]
+    print(f"ratio megatron / transformers: {t_hf / seconds['megatron-core GPTModel']:.2f}x")
+    if args.ablation:
+        print(f"ratio local path / transformers: {t_hf / seconds[LOCAL]:.2f}x")
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ from transformers import LlamaConfig
 
 from agentgym_rl.learner import convert, cpu_support
 from agentgym_rl.learner import model as lm
+from agentgym_rl.learner.attention import SdpaAttention
 
 
 @pytest.fixture(scope="module")
@@ -199,3 +200,64 @@ def test_vocab_parallel_entropy_value_and_grad(parallel: lm.ParallelLayout) -> N
     (g_want,) = torch.autograd.grad(_torch_entropy(real).sum(), real)
     assert torch.isfinite(g_got).all()
     torch.testing.assert_close(g_got, g_want.float(), atol=1e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_sdpa_attention_matches_megatron_local_attention(
+    parallel: lm.ParallelLayout, family: str
+) -> None:
+    """The fused core attention computes Megatron's DotProductAttention (GQA: 4 heads, 2 kv)."""
+    hf = tiny_hf_model(family, heads=4, kv_heads=2, head_dim=32)
+    sdpa, spec = _megatron(hf)
+    local = lm.build_gpt_model(hf.config, attention="local")
+    convert.load_hf_weights(local, hf.state_dict(), spec)
+    core = sdpa.decoder.layers[0].self_attention.core_attention
+    assert isinstance(core, SdpaAttention) and core.groups == 2 and core.heads == 4
+    ids, pos, labels = make_batch(1000, batch=3, seq=24)
+    for model in (sdpa, local):
+        lm.token_logprobs(model, ids, pos, labels, 0.7).mean().backward()
+    with torch.no_grad():
+        want = local(ids, pos, lm.causal_mask(24))
+        torch.testing.assert_close(sdpa(ids, pos, lm.causal_mask(24)), want, atol=1e-5, rtol=0)
+    got_g, want_g = convert.export_hf_grads(sdpa, spec), convert.export_hf_grads(local, spec)
+    for name, grad in want_g.items():
+        torch.testing.assert_close(got_g[name], grad, atol=1e-6, rtol=1e-4, msg=name)
+
+
+def test_sdpa_right_padding_does_not_leak(parallel: lm.ParallelLayout) -> None:
+    """A row's real positions do not depend on what its right padding holds (causal)."""
+    hf = tiny_hf_model("qwen2", heads=4, kv_heads=2, head_dim=32)
+    model, _ = _megatron(hf)
+    ids, pos, labels = make_batch(1000, batch=2, seq=20)
+    padded = ids.clone()
+    padded[0, 12:] = 0  # row 0: 12 real tokens, then padding
+    with torch.no_grad():
+        a = lm.token_logprobs(model, padded, pos, labels, 1.0)
+        b = lm.token_logprobs(model, ids, pos, labels, 1.0)
+        alone = lm.token_logprobs(model, ids[:1, :12], pos[:1, :12], labels[:1, :12], 1.0)
+    torch.testing.assert_close(a[0, :12], b[0, :12], atol=1e-6, rtol=0)
+    torch.testing.assert_close(a[0, :12], alone[0], atol=1e-6, rtol=0)
+    assert not torch.allclose(a[0, 12:], b[0, 12:])
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_fused_logprobs_match_vocab_parallel_path(parallel: lm.ParallelLayout, family: str) -> None:
+    """tp == 1 fused log-softmax + gather == Megatron's vocab-parallel CE, values and grads."""
+    hf = tiny_hf_model(family)
+    model, spec = _megatron(hf, vocab_multiple=128)  # 24 padded columns to exclude
+    ids, pos, labels = make_batch(1000)
+    results = []
+    for fused in (True, False):
+        model.zero_grad(set_to_none=True)
+        lp, h = lm.token_logprobs_and_entropy(model, ids, pos, labels, 0.7, fused=fused)
+        (lp + 0.1 * h).mean().backward()
+        results.append((lp.detach(), h.detach(), convert.export_hf_grads(model, spec)))
+    (lp_f, h_f, g_f), (lp_v, h_v, g_v) = results
+    torch.testing.assert_close(lp_f, lp_v, atol=1e-6, rtol=0)
+    torch.testing.assert_close(h_f, h_v, atol=1e-5, rtol=0)
+    for name, grad in g_v.items():
+        assert grad.abs().sum() > 0, name
+        torch.testing.assert_close(g_f[name], grad, atol=1e-7, rtol=1e-4, msg=name)
+    with torch.no_grad():
+        alone = lm.token_logprobs(model, ids, pos, labels, 0.7)
+    assert torch.equal(alone, lp_f)

@@ -8,13 +8,18 @@ Contract:
 - `transformer_config_from_hf` maps a `Qwen2Config`/`LlamaConfig` to a `TransformerConfig`;
   `build_gpt_model` builds the matching `GPTModel` with the local (Transformer-Engine-free)
   layer spec. The vocabulary is padded to a multiple of `vocab_multiple * tp`.
-- `token_logprobs` gives log p(label) at a temperature through the vocab-parallel
-  cross-entropy; padded vocabulary columns are masked out, so the result is the log-prob of
-  the HF model's distribution at that temperature (vLLM's "processed_logprobs" when only a
-  temperature is applied: no top-k/top-p).
+  `attention="sdpa"` (default) plugs the fused `attention.SdpaAttention` into the spec,
+  `"local"` keeps Megatron's `DotProductAttention` (same function, materialised scores).
+- `token_logprobs` gives log p(label) at a temperature; padded vocabulary columns are
+  excluded, so the result is the log-prob of the HF model's distribution at that temperature
+  (vLLM's "processed_logprobs" when only a temperature is applied: no top-k/top-p). With
+  tp > 1 it runs through Megatron's vocab-parallel cross-entropy (each rank touches only its
+  vocabulary shard); with tp == 1 through one fused `log_softmax` + gather over the unpadded
+  columns (`fused=False` forces the vocab-parallel path there too, for tests).
 - `token_logprobs_and_entropy` also returns the per-token entropy of that same distribution
-  (`vocab_parallel_entropy`: max, sum-exp and sum(p * logit) reduced over the tensor-parallel
-  group, padded columns excluded), differentiable and identical on every tensor-parallel rank.
+  (tp > 1: `vocab_parallel_entropy`, max, sum-exp and sum(p * logit) reduced over the
+  tensor-parallel group, padded columns excluded; tp == 1: from the same log-softmax),
+  differentiable and identical on every tensor-parallel rank.
 
 Megatron's RoPE ignores `position_ids` (it rotates by index 0..S-1), so batches must be
 right-padded rows starting at position 0; `token_logprobs` checks this.
@@ -29,12 +34,12 @@ import torch
 import torch.nn.functional as F
 from megatron.core import parallel_state, tensor_parallel
 from megatron.core.models.gpt import GPTModel
-from megatron.core.models.gpt.gpt_layer_specs import get_gpt_layer_local_spec
 from megatron.core.tensor_parallel import random as mcore_random
 from megatron.core.transformer import TransformerConfig
 from transformers import PretrainedConfig
 
 from agentgym_rl.learner import cpu_support
+from agentgym_rl.learner.attention import AttentionKind, gpt_layer_spec
 
 __all__ = [
     "SUPPORTED_MODEL_TYPES",
@@ -210,6 +215,7 @@ def build_gpt_model(
     *,
     params_dtype: torch.dtype = torch.float32,
     vocab_multiple: int = 1,
+    attention: AttentionKind = "sdpa",
 ) -> GPTModel:
     """A randomly initialised `GPTModel` shaped like `hf` for the current parallel layout.
 
@@ -222,7 +228,7 @@ def build_gpt_model(
     config = transformer_config_from_hf(hf, tp=tp, pp=pp, params_dtype=params_dtype)
     model = GPTModel(
         config=config,
-        transformer_layer_spec=get_gpt_layer_local_spec(normalization="RMSNorm"),
+        transformer_layer_spec=gpt_layer_spec(attention),
         vocab_size=padded_vocab_size(hf.vocab_size, tp, vocab_multiple),
         max_sequence_length=hf.max_position_embeddings,
         pre_process=parallel_state.is_pipeline_first_stage(),
@@ -264,23 +270,40 @@ def _mask_padded_vocab(logits: torch.Tensor, vocab_size: int) -> torch.Tensor:
     return logits.masked_fill(column >= vocab_size, float("-inf"))
 
 
+def _use_fused(fused: bool) -> bool:
+    """The one-rank fused path applies when asked for and the vocabulary is not split."""
+    return fused and parallel_state.get_tensor_model_parallel_world_size() == 1
+
+
 def _sampling_logits(
     model: GPTModel,
     input_ids: torch.Tensor,
     position_ids: torch.Tensor,
     temperature: float,
     vocab_size: int | None,
+    *,
+    fused: bool,
 ) -> torch.Tensor:
-    """This rank's vocabulary shard of logits / temperature, fp32, padding columns at -inf."""
+    """This rank's vocabulary shard of logits / temperature, fp32.
+
+    Fused (one rank): the unpadded columns only (a view when nothing is to be done). Otherwise
+    a fresh tensor (the vocab-parallel CE works in place) with padded columns at -inf.
+    """
     if temperature <= 0:
         raise ValueError(f"temperature must be > 0, got {temperature}")
     seq_len = input_ids.size(1)
     _check_positions(position_ids, seq_len)
     logits = model(input_ids, position_ids, causal_mask(seq_len, input_ids.device))
     # logits: [B, S, V / tp], this rank's vocabulary shard.
-    logits = logits.float() / temperature  # a fresh tensor
     if vocab_size is None:
         vocab_size = getattr(model, "unpadded_vocab_size", None)
+    if fused:
+        if vocab_size is not None and vocab_size < logits.size(-1):
+            logits = logits[..., :vocab_size]
+        logits = logits.float()
+        # at T = 1 the division would be one more full pass over [B, S, V] for nothing
+        return logits if temperature == 1.0 else logits / temperature
+    logits = logits.float() / temperature  # a fresh tensor
     if vocab_size is not None:
         logits = _mask_padded_vocab(logits, vocab_size)
     return logits
@@ -313,6 +336,10 @@ def vocab_parallel_entropy(logits: torch.Tensor) -> torch.Tensor:
     return torch.log(s) - t / s
 
 
+def _gather_labels(logp: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    return logp.gather(-1, labels.unsqueeze(-1)).squeeze(-1)
+
+
 def token_logprobs(
     model: GPTModel,
     input_ids: torch.Tensor,
@@ -321,17 +348,22 @@ def token_logprobs(
     temperature: float = 1.0,
     *,
     vocab_size: int | None = None,
+    fused: bool = True,
 ) -> torch.Tensor:
     """log softmax(logits / temperature)[label] per token, [B, S] fp32, differentiable.
 
     `labels[b, s]` is the token whose log-prob is read at position s (usually
     `input_ids[b, s + 1]`; at padding, any id in the vocabulary: mask the result there).
     `vocab_size` is the unpadded vocabulary (default: the `unpadded_vocab_size` that
-    `build_gpt_model` records on the model); columns past it are excluded from the softmax. The
-    softmax runs through Megatron's vocab-parallel cross-entropy, so each tensor-parallel rank
-    only touches its own vocabulary shard. Every tensor-parallel rank returns the same values.
+    `build_gpt_model` records on the model); columns past it are excluded from the softmax.
+    With tensor parallelism (or `fused=False`) the softmax runs through Megatron's
+    vocab-parallel cross-entropy, so each rank only touches its own vocabulary shard; every
+    tensor-parallel rank returns the same values.
     """
-    logits = _sampling_logits(model, input_ids, position_ids, temperature, vocab_size)
+    fused = _use_fused(fused)
+    logits = _sampling_logits(model, input_ids, position_ids, temperature, vocab_size, fused=fused)
+    if fused:
+        return _gather_labels(torch.log_softmax(logits, dim=-1), labels)
     # the CE works in place on `logits`, a fresh tensor nothing else holds
     nll: torch.Tensor = tensor_parallel.vocab_parallel_cross_entropy(logits, labels)
     return -nll
@@ -345,13 +377,19 @@ def token_logprobs_and_entropy(
     temperature: float = 1.0,
     *,
     vocab_size: int | None = None,
+    fused: bool = True,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """`token_logprobs` and the per-token entropy of softmax(logits / temperature), one forward.
 
     Both are [B, S] fp32, differentiable and the same on every tensor-parallel rank; the
     entropy excludes padded vocabulary columns (see `vocab_parallel_entropy`).
     """
-    logits = _sampling_logits(model, input_ids, position_ids, temperature, vocab_size)
+    fused = _use_fused(fused)
+    logits = _sampling_logits(model, input_ids, position_ids, temperature, vocab_size, fused=fused)
+    if fused:
+        logp = torch.log_softmax(logits, dim=-1)
+        entropy = -(logp.exp() * logp).sum(dim=-1)
+        return _gather_labels(logp, labels), entropy
     entropy = vocab_parallel_entropy(logits)
     # the CE modifies its input in place; the entropy's graph still needs `logits`
     nll: torch.Tensor = tensor_parallel.vocab_parallel_cross_entropy(logits.clone(), labels)
