@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import torch
@@ -123,6 +125,53 @@ def test_reinforce_plus_plus_multi_turn_trailing_observation() -> None:
     a = 0.5 / (math.sqrt(0.3) + EPS)
     close(got, [[a, a, 0, 0, a, 0, 0], [-a, -a, -a, 0, 0, 0, 0]])
     assert bool((got[mask == 0] == 0).all())
+
+
+class ThreadSum:
+    """`dp_sum` for `ranks` threads standing in for data-parallel ranks: barrier, then sum."""
+
+    def __init__(self, ranks: int) -> None:
+        self.barrier = threading.Barrier(ranks)
+        self.parts: dict[int, torch.Tensor] = {}
+        self.lock = threading.Lock()
+
+    def for_rank(self, rank: int):  # type: ignore[no-untyped-def]
+        def dp_sum(x: torch.Tensor) -> torch.Tensor:
+            with self.lock:
+                self.parts[rank] = x.clone()
+            self.barrier.wait()
+            total = sum(self.parts[r] for r in sorted(self.parts))
+            self.barrier.wait()  # everyone has read before the next call overwrites
+            return total  # type: ignore[return-value]
+
+        return dp_sum
+
+
+def test_reinforce_plus_plus_whitening_is_global_over_dp_ranks() -> None:
+    """Two ranks with different reward scales whiten as one process holding both halves."""
+    mask = t([[1, 1, 0, 1], [1, 0, 0, 0], [1, 1, 1, 0], [0, 1, 1, 1], [1, 1, 0, 0]])
+    rewards = t([1.0, 0.0, 3.0, 5.0, 2.0])
+    want = compute_advantages("reinforce_plus_plus", rewards, ids([0] * 5), mask, gamma=0.9)
+    halves = [slice(0, 2), slice(2, 5)]
+    reducer = ThreadSum(2)
+    with ThreadPoolExecutor(2) as pool:
+        futures = [
+            pool.submit(
+                compute_advantages,
+                "reinforce_plus_plus",
+                rewards[rows],
+                ids([0] * 5)[rows],
+                mask[rows],
+                gamma=0.9,
+                dp_sum=reducer.for_rank(rank),
+            )
+            for rank, rows in enumerate(halves)
+        ]
+        got = torch.cat([f.result(timeout=30) for f in futures])
+    close(got, want)
+    # per-rank whitening (the old behaviour) is measurably different on this batch
+    alone = reinforce_plus_plus(rewards[halves[0]], mask[halves[0]], gamma=0.9)
+    assert (alone - want[halves[0]]).abs().max() > 0.1
 
 
 def test_reinforce_plus_plus_empty_mask() -> None:

@@ -1,4 +1,23 @@
-"""The trainer under torchrun (gloo, CPU): tp 2 and dp 2 end where one process ends."""
+"""The trainer under torchrun (gloo, CPU): tp 2, dp 2 and dp 2 REINFORCE++ end where one
+process ends.
+
+What is compared, and why the tolerances differ:
+
+* After one step, the loss and the gradients (summed over data-parallel ranks and clipped, as
+  the optimizer sees them) agree to fp32 summation-order noise: tp 2 splits heads and the
+  row-parallel sums, dp 2 sums two halves, and the fused attention kernel blocks its softmax
+  differently for different head counts and thread counts.
+* After `STEPS` AdamW steps the parameters cannot be held to that. Adam divides every gradient
+  element by its own running RMS, so an element whose gradient is ~0 (the key bias has an
+  exactly-zero gradient in exact arithmetic: the softmax ignores a per-query constant) takes a
+  step of up to ~lr driven by rounding noise alone, of either sign. So every element must stay
+  within ``2 * lr * STEPS`` (the most such noise can move it), and all but
+  ``MAX_NOISY_FRACTION`` of all parameter elements within the tight tolerance. Measured: 2 of
+  370k elements leave it under tp 2 (one-step gradients ~2e-9 there, against Adam's eps 1e-8
+  and a median |gradient| of 2e-4), none under dp 2. A real error (a wrong shard, a wrong sign,
+  per-rank whitening) changes the direction of thousands of elements, and its magnitude is
+  caught by the one-step gradient check, which Adam's normalisation cannot hide.
+"""
 
 from __future__ import annotations
 
@@ -7,22 +26,22 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
 from trainer_fixtures import learn_config
-from trainer_worker import STEPS, ListReceiver, payloads
+from trainer_worker import LAYOUTS, STEPS, run_layout
 
-from agentgym_rl.learner.convert import export_hf_weights
-from agentgym_rl.learner.trainer import Trainer
 from vllm_fixtures import tiny_corpus
 
 WORKER = Path(__file__).with_name("trainer_worker.py")
+TIGHT = {"rtol": 1e-4, "atol": 1e-5}
+MAX_NOISY_FRACTION = 1e-4
 
 
-def test_tp2_and_dp2_match_single_process(
-    tmp_path_factory: pytest.TempPathFactory, tmp_path: Path, free_port: int
-) -> None:
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, int]:
     from agentgym_rl.model import create_tiny_model
 
     model = create_tiny_model(
@@ -32,8 +51,10 @@ def test_tp2_and_dp2_match_single_process(
         kv_heads=2,  # tp must not exceed kv heads on CPU (Megatron then gathers on "cuda")
         seed=0,
     )
-    vocab = int(json.loads((model / "config.json").read_text())["vocab_size"])
-    out = tmp_path / "results.pt"
+    return model, int(json.loads((model / "config.json").read_text())["vocab_size"])
+
+
+def _torchrun(model: Path, vocab: int, out: Path, port: int) -> dict[str, Any]:
     cmd = [
         sys.executable,
         "-m",
@@ -41,30 +62,55 @@ def test_tp2_and_dp2_match_single_process(
         "--nnodes=1",
         "--nproc_per_node=2",
         "--master_addr=127.0.0.1",
-        f"--master_port={free_port}",
+        f"--master_port={port}",
         str(WORKER),
         f"--model={model}",
         f"--vocab={vocab}",
         f"--out={out}",
     ]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}
-    env["PYTHONPATH"] = os.pathsep.join([str(WORKER.parent), str(WORKER.parents[1])])
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    env["PYTHONPATH"] = os.pathsep.join(
+        [str(WORKER.parent), str(WORKER.parents[1]), env.get("PYTHONPATH", "")]
+    )
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, f"torchrun failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-6000:]}"
-    results = torch.load(out)
+    return torch.load(out)
 
-    cfg = learn_config(model, tmp_path / "single", groups_per_step=4)
-    single = Trainer(cfg, receiver=ListReceiver(payloads(vocab)))
-    try:
-        for _ in range(STEPS):
-            single.train_step(single.next_groups())  # type: ignore[arg-type]
-        want = export_hf_weights(single.model, single.spec)
-    finally:
-        single.close()
-    for layout in ("tp2", "dp2"):
-        got = results[layout]
-        assert got.keys() == want.keys()
-        for name, tensor in want.items():
-            torch.testing.assert_close(
-                got[name], tensor, rtol=1e-4, atol=1e-5, msg=f"{layout} {name}"
-            )
+
+def _assert_one_step(got: dict[str, Any], want: dict[str, Any], layout: str) -> None:
+    assert got["loss"] == pytest.approx(want["loss"], rel=1e-5, abs=1e-6), layout
+    assert got["grads"].keys() == want["grads"].keys()
+    for name, grad in want["grads"].items():
+        torch.testing.assert_close(
+            got["grads"][name], grad, rtol=1e-4, atol=1e-6, msg=f"{layout} grad {name}"
+        )
+
+
+def _assert_after_steps(got: dict[str, Any], want: dict[str, Any], lr: float, layout: str) -> None:
+    assert got["weights"].keys() == want["weights"].keys()
+    noisy, total = 0, 0
+    for name, tensor in want["weights"].items():
+        diff = (got["weights"][name] - tensor).abs()
+        assert float(diff.max()) <= 2 * lr * STEPS, f"{layout} {name}: {float(diff.max()):.2e}"
+        noisy += int((diff > TIGHT["atol"] + TIGHT["rtol"] * tensor.abs()).sum())
+        total += tensor.numel()
+    assert noisy <= MAX_NOISY_FRACTION * total, f"{layout}: {noisy} of {total} beyond tolerance"
+
+
+@pytest.mark.slow
+def test_tp2_dp2_and_global_whitening_match_single_process(
+    tiny_model: tuple[Path, int], tmp_path: Path, free_port: int
+) -> None:
+    model, vocab = tiny_model
+    results = _torchrun(model, vocab, tmp_path / "results.pt", free_port)
+    lr = learn_config(model, tmp_path).optimizer.lr
+    single = {
+        estimator: run_layout(model, tmp_path / estimator, vocab, estimator=estimator)
+        for estimator in ("grpo", "reinforce_plus_plus")
+    }
+    # the two estimators give different steps: the REINFORCE++ comparison is not vacuous
+    assert single["grpo"]["loss"] != pytest.approx(single["reinforce_plus_plus"]["loss"])
+    for layout, spec in LAYOUTS.items():
+        want = single[spec["estimator"]]
+        _assert_one_step(results[layout], want, layout)
+        _assert_after_steps(results[layout], want, lr, layout)

@@ -1,7 +1,11 @@
-"""torchrun worker: two trainer steps with tp 2, then with dp 2, on the same fixed groups.
+"""torchrun worker: `STEPS` trainer steps per layout on the same fixed groups.
 
-Rank 0 feeds the groups through `Trainer.next_groups` (a list-backed receiver), which deals
-them to the data-parallel ranks. Rank 0 saves the HF-named weights after each layout.
+Layouts (`LAYOUTS`): tp 2, dp 2 (GRPO) and dp 2 with REINFORCE++ (whitening global over the
+data-parallel ranks). Rank 0 feeds the groups through `Trainer.next_groups` (a list-backed
+receiver), which deals them to the data-parallel ranks. Rank 0 saves, per layout, the first
+step's loss and gradients (HF names, summed over data-parallel ranks and clipped, as the
+optimizer saw them) and the HF-named weights after the last step. `run_layout` is also what
+the test runs in one process for the reference.
 """
 
 from __future__ import annotations
@@ -13,17 +17,27 @@ from typing import Any
 import torch
 from trainer_fixtures import learn_config, make_group
 
-from agentgym_rl.learner.convert import export_hf_weights
+from agentgym_rl.learner.convert import export_hf_grads, export_hf_weights
 from agentgym_rl.learner.trainer import Trainer
 from agentgym_rl.wire import encode_group
 
 STEPS = 2
 GROUPS_PER_STEP = 4
+LAYOUTS: dict[str, dict[str, Any]] = {
+    "tp2": {"tp": 2, "dp": 1, "estimator": "grpo"},
+    "dp2": {"tp": 1, "dp": 2, "estimator": "grpo"},
+    "dp2_rpp": {"tp": 1, "dp": 2, "estimator": "reinforce_plus_plus"},
+}
 
 
 def payloads(vocab: int) -> list[bytes]:
+    """Rewards differ in scale between groups, so per-rank REINFORCE++ whitening would differ."""
     return [
-        encode_group(make_group(g, vocab=vocab, seed=s))
+        encode_group(
+            make_group(
+                g, vocab=vocab, seed=s, rewards=[float((i + g) % 2) * (g + 1) for i in range(4)]
+            )
+        )
         for s in range(STEPS)
         for g in range(GROUPS_PER_STEP)
     ]
@@ -37,17 +51,33 @@ class ListReceiver:
         return ("list", self.items.pop(0)) if self.items else None
 
 
-def train(model: Path, tmp: Path, vocab: int, tp: int, dp: int) -> dict[str, Any]:
-    """`STEPS` steps through `next_groups`; HF weights (every rank calls: collective)."""
-    cfg = learn_config(model, tmp, groups_per_step=GROUPS_PER_STEP, parallel={"tp": tp, "dp": dp})
+def run_layout(
+    model: Path, tmp: Path, vocab: int, *, tp: int = 1, dp: int = 1, estimator: str = "grpo"
+) -> dict[str, Any]:
+    """`STEPS` steps through `next_groups`; every rank calls (the exports are collective)."""
+    cfg = learn_config(
+        model,
+        tmp,
+        groups_per_step=GROUPS_PER_STEP,
+        parallel={"tp": tp, "dp": dp},
+        advantage={"estimator": estimator},
+    )
     trainer = Trainer(cfg, receiver=ListReceiver(payloads(vocab)))
-    for _ in range(STEPS):
-        groups = trainer.next_groups()
-        assert groups is not None and len(groups) == GROUPS_PER_STEP // dp
-        trainer.train_step(groups)
-    weights = {k: v.clone() for k, v in export_hf_weights(trainer.model, trainer.spec).items()}
-    trainer.close(keep_process_group=True)
-    return weights
+    out: dict[str, Any] = {}
+    try:
+        for step in range(STEPS):
+            groups = trainer.next_groups()
+            assert groups is not None and len(groups) == GROUPS_PER_STEP // dp
+            metrics = trainer.train_step(groups)
+            if step == 0:
+                grads = export_hf_grads(trainer.model, trainer.spec)
+                out["loss"] = metrics["loss"]
+                out["grads"] = {k: v.clone() for k, v in grads.items()}
+        weights = export_hf_weights(trainer.model, trainer.spec)
+        out["weights"] = {k: v.clone() for k, v in weights.items()}
+    finally:
+        trainer.close(keep_process_group=True)
+    return out
 
 
 def main() -> None:
@@ -57,8 +87,8 @@ def main() -> None:
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
     results = {
-        "tp2": train(args.model, args.out.parent / "tp2", args.vocab, tp=2, dp=1),
-        "dp2": train(args.model, args.out.parent / "dp2", args.vocab, tp=1, dp=2),
+        name: run_layout(args.model, args.out.parent / name, args.vocab, **layout)
+        for name, layout in LAYOUTS.items()
     }
     if torch.distributed.get_rank() == 0:
         torch.save(results, args.out)

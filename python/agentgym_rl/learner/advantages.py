@@ -22,17 +22,24 @@ Estimators (`Estimator`):
   reference's defect), returns are discounted backwards over generated tokens only
   (``G_t = gamma ** k_t * r`` with ``k_t`` the number of generated tokens after t; masked tokens
   neither receive nor consume discount), then whitened over all unmasked tokens of the batch
-  with the same std convention and eps.
+  with the same std convention and eps. With data parallelism "the batch" is the whole step's
+  batch over every rank: pass ``dp_sum`` (sums a float64 tensor over the data-parallel group,
+  the result is used, the input may be overwritten) and the mean and the sum of squared deviations are summed
+  over ranks (two reductions: sum/count, then squared deviations from the global mean), so
+  dp ranks whiten exactly as one process holding all their samples would.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Literal, get_args
 
 import torch
 
 Estimator = Literal["grpo", "dr_grpo", "rloo", "reinforce_plus_plus"]
 ESTIMATORS: tuple[str, ...] = get_args(Estimator)
+DpSum = Callable[[torch.Tensor], torch.Tensor]
+"""Sums a tensor over the data-parallel group (returns the sum; identity with one rank)."""
 
 
 def _group_stats(
@@ -128,16 +135,20 @@ def reinforce_plus_plus(
     gamma: float = 1.0,
     eps: float = 1e-6,
     unbiased_std: bool = True,
+    dp_sum: DpSum | None = None,
 ) -> torch.Tensor:
-    """Returns whitened over all unmasked tokens of the batch, ``[B, S]``, zero where masked."""
+    """Returns whitened over all unmasked tokens of the (global) batch, ``[B, S]``, 0 if masked."""
     mask = loss_mask.bool()
     returns = discounted_returns(rewards, loss_mask, gamma).to(torch.float64)
     vals = returns[mask]
-    n = vals.numel()
-    if n == 0:
+    reduce = dp_sum if dp_sum is not None else (lambda t: t)
+    total, count = reduce(torch.stack([vals.sum(), vals.new_tensor(float(vals.numel()))])).tolist()
+    if count == 0:
         return torch.zeros(mask.shape, dtype=torch.float32, device=mask.device)
-    mean = vals.mean()
-    std = vals.std(correction=1 if unbiased_std else 0) if n > 1 else vals.new_ones(())
+    mean = total / count
+    (sq_dev,) = reduce((vals - mean).square().sum().reshape(1)).tolist()
+    dof = count - 1 if unbiased_std else count
+    std = (sq_dev / dof) ** 0.5 if count > 1 else 1.0
     whitened = (returns - mean) / (std + eps)
     return torch.where(mask, whitened, torch.zeros_like(whitened)).to(torch.float32)
 
@@ -151,8 +162,13 @@ def compute_advantages(
     eps: float = 1e-6,
     gamma: float = 1.0,
     unbiased_std: bool = True,
+    dp_sum: DpSum | None = None,
 ) -> torch.Tensor:
-    """Per-token advantages ``[B, S]`` float32, zero where ``loss_mask`` is 0."""
+    """Per-token advantages ``[B, S]`` float32, zero where ``loss_mask`` is 0.
+
+    ``dp_sum`` makes REINFORCE++ whitening global over data-parallel ranks; the group
+    estimators need no reduction (every rank holds whole groups).
+    """
     if estimator not in ESTIMATORS:
         raise ValueError(f"unknown advantage estimator {estimator!r}; expected one of {ESTIMATORS}")
     if loss_mask.dim() != 2 or loss_mask.shape[0] != rewards.shape[0]:
@@ -161,7 +177,7 @@ def compute_advantages(
         )
     if estimator == "reinforce_plus_plus":
         return reinforce_plus_plus(
-            rewards, loss_mask, gamma=gamma, eps=eps, unbiased_std=unbiased_std
+            rewards, loss_mask, gamma=gamma, eps=eps, unbiased_std=unbiased_std, dp_sum=dp_sum
         )
     if estimator == "rloo":
         scores = leave_one_out(rewards, group_ids)

@@ -2,7 +2,8 @@
 
 Contract. One optimizer step (`train_step`) on the groups of this data-parallel rank:
 collate (`batch.collate`, right-padded to a multiple of tp) -> advantages
-(`advantages.compute_advantages`, per rank: group estimators see whole groups) -> proximal
+(`advantages.compute_advantages`: group estimators see whole groups on each rank; REINFORCE++
+whitening is global, its statistics summed over data-parallel ranks) -> proximal
 log-probs of every micro-batch recomputed *without grad* with the weights before the update at
 the engine's temperature -> micro-batches (`Batch.split(micro_batch_tokens)`) forward/backward
 with the loss normalised by the whole step's token/sequence count summed over data-parallel
@@ -143,6 +144,12 @@ class Trainer:
         return [decode_group(p) for p in mine]
 
     # --- one step --------------------------------------------------------------------------
+    def _dp_reduce(self, t: torch.Tensor) -> torch.Tensor:
+        """The sum of `t` over data-parallel ranks (a new tensor)."""
+        out = t.to(self.device, copy=True)
+        torch.distributed.all_reduce(out, group=parallel_state.get_data_parallel_group())
+        return out.to(t.device)
+
     def _dp_sum(self, values: list[float]) -> list[float]:
         t = torch.tensor(values, dtype=torch.float64, device=self.device)
         if self.layout.dp_size > 1:
@@ -192,6 +199,7 @@ class Trainer:
             eps=cfg.advantage.eps,
             gamma=cfg.advantage.gamma,
             unbiased_std=cfg.advantage.unbiased_std,
+            dp_sum=self._dp_reduce if self.layout.dp_size > 1 else None,
         )
         batch = replace(batch, advantages=adv)
         n_tokens, n_seqs, n_real = self._dp_sum(
