@@ -92,7 +92,7 @@ def test_padding_exclusion_rewards_and_groups() -> None:
     assert b.input_ids[0].tolist() == [1, 2, 3, 0, 0, 0, 0, 0]
     assert b.labels[0].tolist() == [2, 3, 0, 0, 0, 0, 0, 0]
     assert b.loss_mask[0].tolist() == [1, 1, 0, 0, 0, 0, 0, 0]
-    assert b.position_ids[0].tolist() == [0, 1, 2, 0, 0, 0, 0, 0]
+    assert b.position_ids[0].tolist() == list(range(8))  # RoPE needs 0..W-1 on every row
     assert b.attention_mask[2].tolist() == [True, True] + [False] * 6
     assert b.num_loss_tokens == 2 + 4 + 1 and b.num_seqs == 3
 

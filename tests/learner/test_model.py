@@ -261,3 +261,35 @@ def test_fused_logprobs_match_vocab_parallel_path(parallel: lm.ParallelLayout, f
     with torch.no_grad():
         alone = lm.token_logprobs(model, ids, pos, labels, 0.7)
     assert torch.equal(alone, lp_f)
+
+
+def test_right_padded_rows_match_unpadded(parallel: lm.ParallelLayout) -> None:
+    """Rows of different lengths in one collated batch: the padded row's real-token log-probs
+    equal those of the same sequence alone (RoPE by column, padding after the real tokens)."""
+    import numpy as np
+
+    from agentgym_rl.learner.batch import collate
+    from agentgym_rl.wire import Status, WireGroup, WireSample, WireTokens
+
+    def wire(ids: list[int]) -> WireSample:
+        n = len(ids)
+        tokens = WireTokens(
+            input_ids=np.asarray(ids, dtype=np.uint32),
+            loss_mask=np.asarray([0, 0] + [1] * (n - 2), dtype=np.uint8),
+            logprobs=np.zeros(n, dtype=np.float32),
+            versions=np.zeros(n, dtype=np.uint32),
+            turn_spans=np.zeros((0, 2), dtype=np.uint32),
+        )
+        return WireSample(tokens, 1.0, Status.DONE, False, 1, 4, 0, 0)
+
+    hf = tiny_hf_model("qwen2")
+    model, _ = _megatron(hf)
+    gen = torch.Generator().manual_seed(5)
+    short, long = (torch.randint(3, 1000, (n,), generator=gen).tolist() for n in (5, 11))
+    group = WireGroup(0, "t_0", "t", [wire(short), wire(long)])
+    batch = collate([group], pad_token_id=0)
+    with torch.no_grad():
+        padded = lm.token_logprobs(model, batch.input_ids, batch.position_ids, batch.labels, 1.0)
+        alone = collate([WireGroup(1, "t_1", "t", [wire(short)])], pad_token_id=0)
+        ref = lm.token_logprobs(model, alone.input_ids, alone.position_ids, alone.labels, 1.0)
+    torch.testing.assert_close(padded[0, :4], ref[0, :4], atol=1e-5, rtol=0)

@@ -29,7 +29,9 @@ Worked example, prompt ``P1 P2``, generated ``G1 G2``, observation ``O1``, gener
 
 Position 1 (reading ``P2``) is trained to produce ``G1`` with behaviour log-prob ``a1``; the last
 generated token ``G3`` is predicted at position 4, which is where REINFORCE++ puts the reward when
-given this shifted mask. ``position_ids`` are ``0..L-1`` on real tokens and 0 on padding;
+given this shifted mask. ``position_ids`` are ``0..W-1`` on every row, padding included (Megatron's
+RoPE rotates by column index; padding sits after the real tokens, so causal attention never lets
+a real token see it, and its labels are masked);
 ``attention_mask`` is True on real tokens.
 """
 
@@ -152,7 +154,7 @@ def collate(groups: Sequence[WireGroup], *, pad_token_id: int = 0, pad_multiple:
     width = _round_up(max([*lengths, 1]), pad_multiple)
     input_ids = np.full((b, width), pad_token_id, dtype=np.int64)
     labels = np.full((b, width), pad_token_id, dtype=np.int64)
-    position_ids = np.zeros((b, width), dtype=np.int64)
+    position_ids = np.tile(np.arange(width, dtype=np.int64), (b, 1))
     loss_mask = np.zeros((b, width), dtype=np.float32)
     logprobs = np.zeros((b, width), dtype=np.float32)
     versions = np.zeros((b, width), dtype=np.int64)
@@ -161,7 +163,6 @@ def collate(groups: Sequence[WireGroup], *, pad_token_id: int = 0, pad_multiple:
         if not (len(t.loss_mask) == len(t.logprobs) == len(t.versions) == n):
             raise ValueError(f"sample {row}: per-token arrays disagree in length")
         input_ids[row, :n] = t.input_ids
-        position_ids[row, :n] = np.arange(n)
         if n > 1:
             labels[row, : n - 1] = t.input_ids[1:]
             loss_mask[row, : n - 1] = t.loss_mask[1:]
