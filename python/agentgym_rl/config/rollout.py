@@ -174,6 +174,31 @@ class LearnerConfig(ConfigModel):
         return [check_zmq_endpoint(v) for v in value]
 
 
+class HeldOutEvalConfig(ConfigModel):
+    """Held-out evaluation inside the rollout server, on its engine, never sent to the learner.
+
+    Runs when the loaded policy version reaches 0 (with `at_start`), every `every_versions`
+    versions, and `final_version`; after the final one the server stops (a `train` run ends so).
+    Results go to `<log_dir>/eval.jsonl`, one record per evaluation."""
+
+    split: Path
+    """JSON list of `{"item_id", "category"}` held-out tasks (same env as `dataset.env`)."""
+    every_versions: int = Field(default=10, ge=1)
+    """Evaluate at every multiple of this many policy versions."""
+    at_start: bool = True
+    """Evaluate the starting weights (version 0): the base policy's success."""
+    final_version: int | None = Field(default=None, ge=0)
+    """Evaluate at this version, then stop serving (None: never stop for evaluation)."""
+    samples_per_task: int = Field(default=1, ge=1)
+    """n of Avg@n / Pass@n."""
+    turn_cap: int | None = Field(default=None, ge=1)
+    """Turn cap of evaluation episodes (None: the largest ScalingInter stage)."""
+    limit: int | None = Field(default=None, ge=1)
+    """Evaluate only the first this many tasks of the split."""
+    concurrency: int = Field(default=64, ge=1)
+    """Evaluation episodes running at once (they share the engine with training)."""
+
+
 class RolloutConfig(ConfigModel):
     """Everything one `serve-rollouts` process needs."""
 
@@ -201,6 +226,8 @@ class RolloutConfig(ConfigModel):
     """Metrics JSONL and logs go here."""
     status_interval_s: float = Field(default=5.0, gt=0.0)
     """Seconds between status lines and metrics records."""
+    eval: HeldOutEvalConfig | None = None
+    """Periodic held-out evaluation on this server's engine (None: off)."""
     check_drift: bool = True
     """Compare each finished episode with a full chat-template render (counts drift)."""
     episode_log_every: int = Field(default=1, ge=0)

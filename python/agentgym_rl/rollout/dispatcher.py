@@ -187,7 +187,8 @@ class Dispatcher:
 
     def _report(self) -> None:
         if self.status is not None:
-            self.status.write(self.metrics.snapshot(self.buffer.counters()))
+            counters = self.buffer.counters()
+            self.status.write(self.metrics.snapshot(counters, version=int(self.version_source())))
 
     def _idle(self) -> bool:
         c = self.buffer.counters()

@@ -46,6 +46,9 @@ class RolloutMetrics:
         self.turns_max = 0
         self.statuses: Counter[str] = Counter()
         self.staleness: Counter[int] = Counter()
+        self.successes = 0
+        # Episodes since the last snapshot: (reward, success), for windowed rates.
+        self._window: list[tuple[float, bool]] = []
         self._in_flight = 0
         self._busy = 0.0
         self._busy_since = 0.0
@@ -77,14 +80,22 @@ class RolloutMetrics:
         self.turns_max = max(self.turns_max, sample.turns)
         self.env_failures += sample.env_failure
         self.drift += sample.drift
+        success = sample.reward > 0.0 and not sample.env_failure
+        self.successes += success
+        self._window.append((float(sample.reward), success))
 
     def record_sent(self, group: _core.Group, learner_version: int) -> None:
         self.groups_sent += 1
         oldest = group.min_version()
         self.staleness[learner_version - (learner_version if oldest is None else oldest)] += 1
 
-    def snapshot(self, buffer: dict[str, int] | None = None) -> dict[str, Any]:
+    def snapshot(
+        self, buffer: dict[str, int] | None = None, version: int | None = None
+    ) -> dict[str, Any]:
+        """One metrics record; `success_rate`/`reward_mean` cover the episodes since the last
+        snapshot (None when none ended), `successes` all of them."""
         now, busy = self._clock(), self.busy_seconds()
+        window, self._window = self._window, []
         dt = max(now - self._last["t"], 1e-9)
         totals = {
             "generated_tokens": self.generated_tokens,
@@ -112,10 +123,20 @@ class RolloutMetrics:
             "send_timeouts": self.send_timeouts,
             "statuses": dict(self.statuses),
             "staleness": {str(k): v for k, v in sorted(self.staleness.items())},
+            "successes": self.successes,
+            "success_rate": sum(ok for _, ok in window) / len(window) if window else None,
+            "reward_mean": sum(r for r, _ in window) / len(window) if window else None,
+            "window_episodes": len(window),
         }
+        if version is not None:
+            record["version"] = version
         if buffer is not None:
             record["buffer"] = dict(buffer)
         return record
+
+
+def _rate(value: float | None) -> str:
+    return "  -  " if value is None else f"{value:5.1%}"
 
 
 def status_line(record: dict[str, Any]) -> str:
@@ -128,6 +149,7 @@ def status_line(record: dict[str, Any]) -> str:
         f"eps/s {record['episodes_per_s']:5.2f}  "
         f"idle {record['engine_idle_ratio']:4.0%}  "
         f"turns {record['turns_mean']:4.1f}/{record['turns_max']}  "
+        f"success {_rate(record.get('success_rate'))}  "
         f"sent {record['groups_sent']}  running {buf.get('running', 0)} "
         f"ready {buf.get('ready', 0)}  env_fail {record['env_failures']}  "
         f"drift {record['drift']}"

@@ -11,6 +11,11 @@ loop and applies each verified update with `engine.update_weights(version, tenso
 engine must have it, e.g. `VllmEngine`): tokens sampled afterwards carry the new version, and
 the loop's admission (which reads `engine.version`) sees it at its next poll. The subscriber is
 stopped (an update being applied finishes first) and its socket closed on shutdown.
+
+With `config.eval`, a `HeldOutEval` task evaluates held-out tasks on the same engine and pool
+(`rollout/held_out.py`, records in `<log_dir>/eval.jsonl`); reaching `eval.final_version` stops
+the dispatcher, and the service returns once that final evaluation is written. Finished training
+episodes are logged to `<log_dir>/episodes.jsonl` every `episode_log_every` (for `show`).
 """
 
 from __future__ import annotations
@@ -28,6 +33,8 @@ from agentgym_rl.config import RolloutConfig
 from agentgym_rl.rollout.agent import AgentLoop, EnvSpec
 from agentgym_rl.rollout.dataset import Cursor, TaskSource, load_split
 from agentgym_rl.rollout.dispatcher import Dispatcher, DispatchSummary
+from agentgym_rl.rollout.episode_log import EpisodeLog
+from agentgym_rl.rollout.held_out import HeldOutEval
 from agentgym_rl.rollout.metrics import RolloutMetrics, StatusSink
 from agentgym_rl.rollout.schedule import TurnSchedule
 from agentgym_rl.rollout.sink import LearnerStream
@@ -94,6 +101,7 @@ async def run_service(
     )
     pool: _core.EnvPool | None = None
     runner: Dispatcher | SyncLoop
+    held_out: HeldOutEval | None = None
     if sync:
         runner = SyncLoop(
             engine,
@@ -134,6 +142,7 @@ async def run_service(
             check_drift=config.check_drift,
             metrics=metrics,
         )
+        tokenizer_dir = Path(config.tokenizer or config.model)
         runner = Dispatcher(
             agent,
             buffer,
@@ -144,13 +153,46 @@ async def run_service(
             status=status,
             status_interval_s=config.status_interval_s,
             max_groups=max_groups,
+            episode_log=EpisodeLog.in_dir(
+                config.log_dir,
+                config.episode_log_every,
+                # absolute, so that `show` finds it from any working directory
+                tokenizer=str(tokenizer_dir.resolve()) if tokenizer_dir.exists() else None,
+            ),
         )
+        if config.eval is not None:
+            held_out = HeldOutEval(
+                config.eval,
+                # its own metrics: evaluation episodes never count as training episodes
+                AgentLoop(
+                    engine,
+                    pool,
+                    chat,
+                    envs=specs,
+                    max_model_len=config.engine.max_model_len,
+                    max_tokens_per_turn=config.engine.max_tokens_per_turn,
+                    stop_ids=stop_ids,
+                    check_drift=False,
+                    metrics=RolloutMetrics(),
+                ),
+                env=config.dataset.env,
+                turn_cap=schedule.max_cap,
+                log_dir=config.log_dir,
+                on_final=runner.stop,
+            )
     receiver = WeightReceiver.start(config.weights_endpoint, engine)
+    evaluating = None if held_out is None else asyncio.create_task(held_out.run())
+
+    def on_signal() -> None:
+        runner.stop()
+        if evaluating is not None:
+            evaluating.cancel()
+
     loop = asyncio.get_running_loop()
     handled = []
     for sig in (signal.SIGTERM, signal.SIGINT):
         with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
-            loop.add_signal_handler(sig, runner.stop)
+            loop.add_signal_handler(sig, on_signal)
             handled.append(sig)
     try:
         if isinstance(runner, SyncLoop):
@@ -159,9 +201,14 @@ async def run_service(
             summary = await runner.run(max_batches=batches)
         else:
             summary = await runner.run()
+        if evaluating is not None:
+            await _finish_evaluation(evaluating, held_out)
     finally:
         for sig in handled:
             loop.remove_signal_handler(sig)
+        if evaluating is not None and not evaluating.done():
+            evaluating.cancel()
+            await asyncio.gather(evaluating, return_exceptions=True)
         if receiver is not None:
             await receiver.stop()
         if pool is not None:
@@ -226,6 +273,18 @@ class WeightReceiver:
 def _log_failure(task: asyncio.Task[None]) -> None:
     if not task.cancelled() and task.exception() is not None:
         log.error("weights: subscriber failed; weights stay frozen", exc_info=task.exception())
+
+
+async def _finish_evaluation(task: asyncio.Task[None], held_out: HeldOutEval | None) -> None:
+    """After the dispatcher stopped: let a final evaluation finish, cancel a periodic one."""
+    if held_out is not None and held_out.final_started:
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        return
+    task.cancel()
+    results = await asyncio.gather(task, return_exceptions=True)
+    if results and isinstance(results[0], Exception):
+        log.error("held-out evaluation failed: %r", results[0])
 
 
 def save_cursor(log_dir: Path, cursor: Cursor) -> None:

@@ -1,0 +1,146 @@
+"""Held-out evaluation inside a rollout server: the policy as it trains, on tasks it never sees.
+
+Contract: `HeldOutEval.run()` watches the engine's policy version and evaluates the split of
+`HeldOutEvalConfig` when the version reaches 0 (`at_start`), each multiple of `every_versions`
+and `final_version` (a version skipped by a fast learner is evaluated once, at the version
+seen). Evaluation episodes go through their own `AgentLoop` (same engine, env pool, chat
+template and action parser as training, separate metrics) and are never sent to a learner.
+Each evaluation appends one record to `<log_dir>/eval.jsonl`:
+`{"version", "success" (Avg@n), "pass" (Pass@n), "reward_mean", "episodes", "by_category":
+{category: Avg@n}, "versions": [lowest, highest version that generated a token], "wall_s",
+"time"}`. Weights may change during an evaluation (the learner does not wait for it):
+`versions` says how far they moved. At `final_version`, `on_final` runs first (the service stops
+dispatching training episodes: the learner is done), then the final evaluation, then `run()`
+returns.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from agentgym_rl.config.rollout import HeldOutEvalConfig
+from agentgym_rl.evaluation.report import ALL, EvalRecord, summarize
+from agentgym_rl.rollout.agent import AgentLoop, EpisodePlan
+from agentgym_rl.rollout.dataset import Task, load_split
+from agentgym_rl.rollout.schedule import TurnBudget
+
+log = logging.getLogger(__name__)
+EVAL_FILE = "eval.jsonl"
+
+
+class HeldOutEval:
+    """Periodic evaluation of the engine's current policy on a held-out split."""
+
+    def __init__(
+        self,
+        config: HeldOutEvalConfig,
+        agent: AgentLoop,
+        *,
+        env: str,
+        turn_cap: int,
+        log_dir: Path,
+        on_final: Callable[[], None] | None = None,
+        poll_s: float = 0.5,
+    ) -> None:
+        self.config = config
+        self.agent = agent
+        tasks = load_split(config.split, env)
+        self.tasks: list[Task] = tasks[: config.limit] if config.limit else tasks
+        self.turn_cap = config.turn_cap or turn_cap
+        self.path = Path(log_dir) / EVAL_FILE
+        self.on_final = on_final
+        self.poll_s = poll_s
+        self.records: list[dict[str, Any]] = []
+        self.final_started = False
+        self.final_done = False
+
+    @property
+    def version(self) -> int:
+        return int(self.agent.engine.version)
+
+    def _due(self, version: int, last: int | None) -> bool:
+        if last is None:
+            return (version == 0 and self.config.at_start) or version >= self.config.every_versions
+        step = self.config.every_versions
+        return version // step > last // step
+
+    async def run(self) -> None:
+        last: int | None = None
+        final = self.config.final_version
+        while True:
+            version = self.version
+            if final is not None and version >= final:
+                self.final_started = True
+                if self.on_final is not None:
+                    self.on_final()
+                await self.evaluate()
+                self.final_done = True
+                return
+            if self._due(version, last):
+                await self.evaluate()
+                last = version
+            await asyncio.sleep(self.poll_s)
+
+    async def evaluate(self) -> dict[str, Any]:
+        """Evaluate the current policy once; append and return its record."""
+        start_version, t0 = self.version, time.perf_counter()
+        gate = asyncio.Semaphore(self.config.concurrency)
+        low, high = start_version, start_version
+
+        async def one(task: Task, k: int) -> EvalRecord:
+            nonlocal low, high
+            plan = EpisodePlan(
+                task,
+                start_version,
+                TurnBudget(0, self.turn_cap),
+                f"eval-v{start_version}-{task.item_id}-s{k}",
+            )
+            async with gate:
+                sample = await self.agent.run(plan)
+            versions = sample.versions[sample.loss_mask.astype(bool)]
+            if len(versions):
+                low, high = min(low, int(versions.min())), max(high, int(versions.max()))
+            success = sample.reward > 0.0 and not sample.env_failure
+            return EvalRecord(
+                task.env, task.category, task.item_id, success, float(sample.reward), sample.status
+            )
+
+        n = self.config.samples_per_task
+        records = await asyncio.gather(*(one(t, k) for t in self.tasks for k in range(n)))
+        report = summarize(records)
+        by_category = {r.category: r.avg for r in report.rows if r.category != ALL}
+        overall = next(r for r in report.rows if r.category == ALL)
+        record = {
+            "version": start_version,
+            "success": overall.avg,
+            "pass": overall.pass_,
+            "reward_mean": overall.mean_reward,
+            "episodes": len(records),
+            "samples_per_task": n,
+            "turn_cap": self.turn_cap,
+            "by_category": by_category,
+            "versions": [low, high],
+            "wall_s": time.perf_counter() - t0,
+            "time": time.time(),
+        }
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self.path.open("a") as f:
+            f.write(json.dumps(record) + "\n")
+        self.records.append(record)
+        log.info(
+            "held-out eval at version %d: success %.3f over %d episodes (%.1f s)",
+            start_version,
+            record["success"],
+            len(records),
+            record["wall_s"],
+        )
+        return record
+
+
+__all__ = ["EVAL_FILE", "HeldOutEval"]

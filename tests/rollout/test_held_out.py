@@ -1,0 +1,66 @@
+"""Held-out evaluation inside the rollout service: when it runs, what it records, how it ends."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+from pathlib import Path
+
+import uvloop
+from harness import ScriptedEngine, babyai_policy, receive_groups
+from test_dispatcher import service_config
+
+from agentgym_rl import _core
+from agentgym_rl.rollout.service import run_service
+
+ROOT = Path(__file__).resolve().parents[2]
+GOTO_TEST = ROOT / "envs/agentgym_envs/babyai/data/goto_test.json"
+
+
+def test_evaluates_at_start_every_k_and_final_then_stops(
+    babyai_server, chat, free_port, tmp_path
+) -> None:
+    endpoint = f"tcp://127.0.0.1:{free_port}"
+    config = service_config(
+        babyai_server,
+        endpoint,
+        tmp_path,
+        f"eval={{split: '{GOTO_TEST}', every_versions: 2, final_version: 5, limit: 6, "
+        "samples_per_task: 2, turn_cap: 2}",
+    )
+    engine = ScriptedEngine(chat, babyai_policy, delay_s=0.01)
+
+    async def main() -> object:
+        with _core.GroupReceiver(endpoint) as receiver:
+            task = asyncio.create_task(run_service(config, engine, chat=chat, quiet=True))
+            for version in range(1, 6):  # the learner's weight versions, one per received group
+                await asyncio.to_thread(receive_groups, receiver, 1)
+                await asyncio.sleep(0.3)
+                engine.set_version(version)
+            while not task.done():  # keep taking groups until the service stops by itself
+                await asyncio.to_thread(receiver.recv, 0.05)
+            return await asyncio.wait_for(task, 60)
+
+    uvloop.run(main())
+    records = [json.loads(line) for line in (tmp_path / "eval.jsonl").read_text().splitlines()]
+    versions = [r["version"] for r in records]
+    assert versions[0] == 0 and versions[-1] == 5
+    assert all(b > a for a, b in itertools.pairwise(versions))
+    periodic = versions[:-1]  # each periodic evaluation is in a new period of 2 versions
+    assert all(b // 2 > a // 2 for a, b in itertools.pairwise(periodic))
+    assert len(periodic) >= 2
+    for r in records:
+        assert r["episodes"] == 12 and r["samples_per_task"] == 2 and r["turn_cap"] == 2
+        assert 0.0 <= r["success"] <= r["pass"] <= 1.0
+        assert set(r["by_category"]) <= {
+            "GoToObj",
+            "GoToLocal",
+            "GoToRedBall",
+            "GoToRedBallGrey",
+            "GoToRedBlueBall",
+        }
+    # evaluation episodes are not training episodes: none of them went to the learner
+    metrics = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert all(m["turns_max"] <= 3 for m in metrics)
+    assert "success_rate" in metrics[-1] and "version" in metrics[-1]
