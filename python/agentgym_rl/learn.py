@@ -1,7 +1,8 @@
 """`agentgym-rl learn`: the learner process (one rank; run under torchrun for tp/dp > 1).
 
 Only argparse runs at parse time; pydantic loads the config, then torch/Megatron are imported.
-Exit codes: 0 done, 2 bad config, missing model directory or nothing to resume.
+Exit codes: 0 done, 2 bad config, missing model directory or nothing to resume, 3 no groups
+arrived for `receive.idle_timeout_s` (checkpointed first: `--resume` continues).
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ def run(args: argparse.Namespace) -> int:
     import threading
 
     from agentgym_rl.learner.checkpoint import resume_latest
-    from agentgym_rl.learner.trainer import Trainer
+    from agentgym_rl.learner.trainer import IdleTimeout, Trainer
     from agentgym_rl.wire import GroupReceiver
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
@@ -57,6 +58,9 @@ def run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     try:
         trainer.run(stop)
+    except IdleTimeout as exc:
+        logging.getLogger("learn").error("%s", exc)
+        return 3
     finally:
         if trainer.receiver is not None:
             trainer.receiver.close()

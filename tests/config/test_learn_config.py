@@ -30,6 +30,13 @@ def test_minimal_defaults() -> None:
     assert config.parallel.tp == 1 and config.loss.correction == "tis"
 
 
+def test_precision_and_idle_timeout() -> None:
+    config = load_learn_config(None, ["model=/m"])
+    assert config.precision == "fp32" and config.receive.idle_timeout_s is None
+    config = load_learn_config(None, ["model=/m", "precision=bf16", "receive.idle_timeout_s=600"])
+    assert config.precision == "bf16" and config.receive.idle_timeout_s == 600.0
+
+
 def test_kl_and_entropy_are_accepted() -> None:
     config = load_learn_config(None, ["model=/m", "loss.kl_coef=1e-3", "loss.entropy_coef=-0.01"])
     assert config.loss.kl_coef == 1e-3 and config.loss.entropy_coef == -0.01
@@ -49,6 +56,8 @@ def test_kl_and_entropy_are_accepted() -> None:
         (["receive.bind=localhost:5555"], "receive.bind"),
         (["receive.bind=tcp://127.0.0.1:5", "weights.endpoint=tcp://127.0.0.1:5"], "must differ"),
         (["optimizer.betas=[0.9, 1.0]"], "optimizer.betas"),
+        (["receive.idle_timeout_s=0"], "receive.idle_timeout_s"),
+        (["precision=fp16"], "precision"),
         (["bogus=1"], "bogus"),
         ([], "model"),
     ],

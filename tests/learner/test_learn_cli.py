@@ -81,3 +81,22 @@ def test_learn_trains_checkpoints_and_resumes(
     steps = [json.loads(x)["step"] for x in (tmp_path / "logs" / "metrics.jsonl").open()]
     assert steps == [1, 2, 3]
     assert [s for s, _ in complete_checkpoints(tmp_path / "ckpt")] == [1, 2, 3]
+
+
+@pytest.mark.slow
+def test_learn_idle_timeout_checkpoints_and_exits_3(
+    tmp_path_factory: pytest.TempPathFactory, tmp_path: Path, free_port: int
+) -> None:
+    from agentgym_rl.model import create_tiny_model
+
+    model = create_tiny_model(
+        tmp_path_factory.mktemp("cli-idle"), corpus=tiny_corpus(), vocab_size=320, seed=0
+    )
+    vocab = int(json.loads((model / "config.json").read_text())["vocab_size"])
+    extra = ("max_steps=5", "receive.idle_timeout_s=2", "receive.poll_s=0.1")
+    proc = _learn(model, tmp_path, free_port, *extra)
+    out = _feed(free_port, 2, vocab, proc)  # one step, then the fleet goes quiet
+    assert proc.returncode == 3, out
+    assert "no groups from any rollout server for 2 s" in out
+    assert "received so far: 2 groups, 2 used" in out
+    assert [s for s, _ in complete_checkpoints(tmp_path / "ckpt")] == [1]

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -15,6 +17,7 @@ import pytest
 import torch
 from trainer_fixtures import learn_config, make_group
 
+from agentgym_rl.learner import trainer as trainer_mod
 from agentgym_rl.learner.checkpoint import (
     latest_checkpoint,
     load_checkpoint,
@@ -320,3 +323,69 @@ def test_entropy_bonus_shifts_the_loss(model_dir: Path, tmp_path: Path) -> None:
     assert "entropy" not in base and 0.0 < m["entropy"] <= float(np.log(vocab)) + 1e-6
     assert m["pg_loss"] == pytest.approx(base["pg_loss"], abs=1e-6)
     assert m["loss"] == pytest.approx(base["loss"] - coef * m["entropy"], abs=1e-5)
+
+
+class _DryReceiver:
+    """Hands out the given payloads, then nothing: a rollout fleet that went away."""
+
+    def __init__(self, payloads: list[bytes]) -> None:
+        self.payloads = list(payloads)
+
+    def recv(self, timeout_s: float = 1.0) -> tuple[str, bytes] | None:
+        if self.payloads:
+            return ("dry", self.payloads.pop(0))
+        time.sleep(min(timeout_s, 0.05))
+        return None
+
+
+def test_idle_timeout_warns_checkpoints_and_stops(
+    model_dir: Path, tmp_path: Path, make_trainer, caplog: pytest.LogCaptureFixture, monkeypatch
+) -> None:
+    monkeypatch.setattr(trainer_mod, "IDLE_WARN_S", 0.2)
+    vocab = _vocab(model_dir)
+    cfg = learn_config(
+        model_dir, tmp_path, max_steps=5, receive={"idle_timeout_s": 1.0, "poll_s": 0.05}
+    )
+    groups = [encode_group(make_group(g, vocab=vocab)) for g in range(2)]
+    t = make_trainer(cfg, receiver=_DryReceiver([*groups, b"\x93garbage"]))
+    t0 = time.monotonic()
+    with caplog.at_level(logging.WARNING), pytest.raises(trainer_mod.IdleTimeout) as err:
+        t.run()
+    assert 1.0 <= time.monotonic() - t0 < 30
+    assert t.step == 1  # one step from the two groups, then silence
+    msg = str(err.value)
+    assert "no groups from any rollout server for 1 s" in msg
+    assert "received so far: 3 groups, 2 used, 1 rejected" in msg and "receive.bind" in msg
+    assert latest_checkpoint(tmp_path / "ckpt") == tmp_path / "ckpt" / "step_1"
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert any(
+        w.startswith("no groups from any rollout server for") and "received so far: 3" in w
+        for w in warnings
+    ), warnings
+
+
+def test_without_idle_timeout_a_stop_still_ends_the_wait(
+    model_dir: Path, tmp_path: Path, make_trainer
+) -> None:
+    cfg = learn_config(model_dir, tmp_path, receive={"poll_s": 0.05})
+    t = make_trainer(cfg, receiver=_DryReceiver([]))
+    stop = threading.Event()
+    threading.Timer(0.5, stop.set).start()
+    assert t.run(stop) == 0 and t.idle_s is None  # waited (no timeout), left on the stop
+
+
+def test_bf16_precision_steps_with_fp32_masters(
+    model_dir: Path, tmp_path: Path, make_trainer
+) -> None:
+    vocab = _vocab(model_dir)
+    t = make_trainer(learn_config(model_dir, tmp_path, precision="bf16"))
+    assert t.autocast == torch.bfloat16
+    before = _params(t)
+    groups = [make_group(g, vocab=vocab) for g in range(2)]
+    m = t.train_step(groups)
+    assert np.isfinite(m["loss"]) and np.isfinite(m["grad_norm"]) and m["grad_norm"] > 0
+    for name, p in t.model.named_parameters():
+        assert p.dtype == torch.float32 and p.grad is not None, name
+        assert p.grad.dtype == torch.float32, name
+        assert all(v.dtype == torch.float32 for v in t.optimizer.state[p].values() if v.dim()), name
+    assert any(not torch.equal(before[k], v) for k, v in _params(t).items())

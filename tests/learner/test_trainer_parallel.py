@@ -1,5 +1,5 @@
 """The trainer under torchrun (gloo, CPU): tp 2, dp 2 and dp 2 REINFORCE++ end where one
-process ends.
+process ends; an idle timeout stops every rank.
 
 What is compared, and why the tolerances differ:
 
@@ -114,3 +114,7 @@ def test_tp2_dp2_and_global_whitening_match_single_process(
         want = single[spec["estimator"]]
         _assert_one_step(results[layout], want, layout)
         _assert_after_steps(results[layout], want, lr, layout)
+    # an idle timeout seen by rank 0 stops both ranks after one step, checkpointed
+    idle = results["idle"]
+    assert idle["ranks_raised"] == 2 and idle["step"] == 1
+    assert idle["checkpoint"] is not None and idle["checkpoint"].name == "step_1"

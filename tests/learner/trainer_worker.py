@@ -5,20 +5,23 @@ data-parallel ranks). Rank 0 feeds the groups through `Trainer.next_groups` (a l
 receiver), which deals them to the data-parallel ranks. Rank 0 saves, per layout, the first
 step's loss and gradients (HF names, summed over data-parallel ranks and clipped, as the
 optimizer saw them) and the HF-named weights after the last step. `run_layout` is also what
-the test runs in one process for the reference.
+the test runs in one process for the reference. Last, `idle_stop` checks that under dp 2 an
+idle timeout on rank 0 stops every rank (checkpoint first, then `IdleTimeout` everywhere).
 """
 
 from __future__ import annotations
 
 import argparse
+import time
 from pathlib import Path
 from typing import Any
 
 import torch
 from trainer_fixtures import learn_config, make_group
 
+from agentgym_rl.learner.checkpoint import latest_checkpoint
 from agentgym_rl.learner.convert import export_hf_grads, export_hf_weights
-from agentgym_rl.learner.trainer import Trainer
+from agentgym_rl.learner.trainer import IdleTimeout, Trainer
 from agentgym_rl.wire import encode_group
 
 STEPS = 2
@@ -48,7 +51,10 @@ class ListReceiver:
         self.items = list(items)
 
     def recv(self, timeout_s: float = 1.0) -> tuple[str, bytes] | None:
-        return ("list", self.items.pop(0)) if self.items else None
+        if self.items:
+            return ("list", self.items.pop(0))
+        time.sleep(min(timeout_s, 0.05))  # like a real receiver: wait a little, then None
+        return None
 
 
 def run_layout(
@@ -80,6 +86,29 @@ def run_layout(
     return out
 
 
+def idle_stop(model: Path, tmp: Path, vocab: int) -> dict[str, Any]:
+    """dp 2: one step's groups, then silence past `receive.idle_timeout_s`."""
+    cfg = learn_config(
+        model,
+        tmp,
+        groups_per_step=GROUPS_PER_STEP,
+        parallel={"dp": 2},
+        max_steps=STEPS + 1,
+        receive={"idle_timeout_s": 1.0, "poll_s": 0.05},
+    )
+    trainer = Trainer(cfg, receiver=ListReceiver(payloads(vocab)[:GROUPS_PER_STEP]))
+    raised = torch.zeros(1)
+    try:
+        trainer.run()
+    except IdleTimeout:
+        raised += 1
+    torch.distributed.all_reduce(raised)  # every rank got here: none is stuck in a collective
+    latest = latest_checkpoint(cfg.checkpoint.dir)
+    out = {"ranks_raised": int(raised), "step": trainer.step, "checkpoint": latest}
+    trainer.close(keep_process_group=True)
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--model", type=Path, required=True)
@@ -90,6 +119,7 @@ def main() -> None:
         name: run_layout(args.model, args.out.parent / name, args.vocab, **layout)
         for name, layout in LAYOUTS.items()
     }
+    results["idle"] = idle_stop(args.model, args.out.parent / "idle", args.vocab)
     if torch.distributed.get_rank() == 0:
         torch.save(results, args.out)
     torch.distributed.destroy_process_group()

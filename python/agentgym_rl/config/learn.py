@@ -53,6 +53,9 @@ class ReceiveConfig(ConfigModel):
     """Credits granted to each sender (groups in flight per rollout server)."""
     poll_s: float = Field(default=0.5, gt=0.0)
     """Seconds one receive call waits before checking for shutdown."""
+    idle_timeout_s: float | None = Field(default=None, gt=0.0)
+    """Stop when no group (valid or not) arrives for this long: checkpoint, then exit non-zero
+    (None: wait forever, logging a warning every minute of silence)."""
 
     @field_validator("bind")
     @classmethod
@@ -178,6 +181,9 @@ class LearnConfig(ConfigModel):
     """Policy-loss options."""
     optimizer: OptimizerConfig = OptimizerConfig()
     """AdamW and learning-rate schedule."""
+    precision: Literal["fp32", "bf16"] = "fp32"
+    """Forward-pass precision. bf16: the model's forward runs under bf16 autocast (CPU and GPU)
+    while weights, gradients, optimizer state, log-softmax and loss stay fp32."""
     temperature: float = Field(default=1.0, gt=0.0, le=10.0)
     """Sampling temperature of the rollout engine; log-probs are recomputed at it."""
     micro_batch_tokens: int = Field(default=8192, ge=1)

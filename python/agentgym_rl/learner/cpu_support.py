@@ -1,7 +1,7 @@
-"""CPU stand-ins for the three places where megatron-core 0.16.1 assumes a CUDA device.
+"""CPU stand-ins for the four places where megatron-core 0.16.1 assumes a CUDA device.
 
 Megatron-core's local (non-Transformer-Engine) `GPTModel` runs on CPU with a gloo process group
-once these three CUDA-only pieces are replaced. Nothing else in Megatron is patched, and on a
+once these four CUDA-only pieces are replaced. Nothing else in Megatron is patched, and on a
 machine with CUDA every function here is a no-op, so the GPU path is exactly upstream Megatron.
 
 1. **Global memory buffer** (`parallel_state._GLOBAL_MEMORY_BUFFER`). `DotProductAttention`
@@ -18,6 +18,15 @@ machine with CUDA every function here is a no-op, so the GPU path is exactly ups
    `torch.cuda.current_device()` whenever it sits on CPU. `adapt_model_for_cpu` rebinds
    `get_emb` on that one model's instance to a version that keeps the device.
 
+4. **Autocast in the linear layers' backward.** Megatron's tensor-parallel linear autograd
+   Functions (`LinearWithGradAccumulationAndAsyncCommunication`, `LinearWithFrozenWeight`)
+   are wrapped in `torch.amp.custom_fwd/custom_bwd(device_type="cuda")`, which replays the
+   forward's CUDA autocast state in the backward. Under CPU autocast (bf16 precision) the
+   backward would then multiply a bf16 output gradient with the fp32 weight and fail.
+   `install_cpu_runtime` wraps both Functions' forward/backward to record the forward's CPU
+   autocast dtype and run the backward under it: the same replay, for the "cpu" device. The
+   wrapper changes nothing when CPU autocast is off.
+
 Megatron's default causal mask (`transformer.utils.get_default_causal_mask`) is also built on
 "cuda"; `agentgym_rl.learner.model` sidesteps it by always passing an explicit mask rather than
 by a substitution.
@@ -28,10 +37,12 @@ from __future__ import annotations
 import contextlib
 import types
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import torch
 from megatron.core import parallel_state
 from megatron.core.models.common.embeddings.rotary_pos_embedding import RotaryEmbedding
+from megatron.core.tensor_parallel import layers as mcore_layers
 from megatron.core.tensor_parallel import random as mcore_random
 from megatron.core.utils import GlobalMemoryBuffer
 
@@ -105,8 +116,30 @@ class CpuRNGStatesTracker(mcore_random.CudaRNGStatesTracker):
             torch.set_rng_state(outer)
 
 
+def _replay_cpu_autocast_in_backward(function: type[torch.autograd.Function]) -> None:
+    """Substitution 4 on one autograd Function (idempotent)."""
+    if getattr(function, "_cpu_autocast_replay", False):
+        return
+    forward, backward = function.forward, function.backward
+
+    def forward_recording(ctx: Any, *args: Any, **kwargs: Any) -> Any:
+        on = torch.is_autocast_enabled("cpu")
+        ctx.cpu_autocast_dtype = torch.get_autocast_dtype("cpu") if on else None
+        return forward(ctx, *args, **kwargs)
+
+    def backward_replaying(ctx: Any, *grads: Any) -> Any:
+        if ctx.cpu_autocast_dtype is None:
+            return backward(ctx, *grads)
+        with torch.autocast("cpu", dtype=ctx.cpu_autocast_dtype):
+            return backward(ctx, *grads)
+
+    function.forward = staticmethod(forward_recording)  # type: ignore[method-assign,assignment]
+    function.backward = staticmethod(backward_replaying)  # type: ignore[method-assign,assignment]
+    function._cpu_autocast_replay = True  # type: ignore[attr-defined]
+
+
 def install_cpu_runtime() -> bool:
-    """Install substitutions 1 and 2 when running without CUDA; returns whether it did.
+    """Install substitutions 1, 2 and 4 when running without CUDA; returns whether it did.
 
     Call after `parallel_state.initialize_model_parallel` (which creates the buffer being
     replaced) and before building models. Idempotent; a no-op when CUDA is available.
@@ -120,6 +153,8 @@ def install_cpu_runtime() -> bool:
     if not isinstance(mcore_random._CUDA_RNG_STATE_TRACKER, CpuRNGStatesTracker):
         mcore_random._CUDA_RNG_STATE_TRACKER = CpuRNGStatesTracker()
         mcore_random._CUDA_RNG_STATE_TRACKER_INITIALIZED = True
+    _replay_cpu_autocast_in_backward(mcore_layers.LinearWithGradAccumulationAndAsyncCommunication)
+    _replay_cpu_autocast_in_backward(mcore_layers.LinearWithFrozenWeight)
     return True
 
 

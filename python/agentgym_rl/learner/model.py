@@ -283,17 +283,24 @@ def _sampling_logits(
     vocab_size: int | None,
     *,
     fused: bool,
+    autocast: torch.dtype | None,
 ) -> torch.Tensor:
     """This rank's vocabulary shard of logits / temperature, fp32.
 
     Fused (one rank): the unpadded columns only (a view when nothing is to be done). Otherwise
-    a fresh tensor (the vocab-parallel CE works in place) with padded columns at -inf.
+    a fresh tensor (the vocab-parallel CE works in place) with padded columns at -inf. With
+    `autocast` only the model's forward runs under autocast; everything after it is fp32.
     """
     if temperature <= 0:
         raise ValueError(f"temperature must be > 0, got {temperature}")
     seq_len = input_ids.size(1)
     _check_positions(position_ids, seq_len)
-    logits = model(input_ids, position_ids, causal_mask(seq_len, input_ids.device))
+    mask = causal_mask(seq_len, input_ids.device)
+    if autocast is None:
+        logits = model(input_ids, position_ids, mask)
+    else:
+        with torch.autocast(device_type=input_ids.device.type, dtype=autocast):
+            logits = model(input_ids, position_ids, mask)
     # logits: [B, S, V / tp], this rank's vocabulary shard.
     if vocab_size is None:
         vocab_size = getattr(model, "unpadded_vocab_size", None)
@@ -349,6 +356,7 @@ def token_logprobs(
     *,
     vocab_size: int | None = None,
     fused: bool = True,
+    autocast: torch.dtype | None = None,
 ) -> torch.Tensor:
     """log softmax(logits / temperature)[label] per token, [B, S] fp32, differentiable.
 
@@ -358,10 +366,13 @@ def token_logprobs(
     `build_gpt_model` records on the model); columns past it are excluded from the softmax.
     With tensor parallelism (or `fused=False`) the softmax runs through Megatron's
     vocab-parallel cross-entropy, so each rank only touches its own vocabulary shard; every
-    tensor-parallel rank returns the same values.
+    tensor-parallel rank returns the same values. `autocast` (e.g. ``torch.bfloat16``) runs the
+    model's forward under autocast; the log-softmax stays fp32.
     """
     fused = _use_fused(fused)
-    logits = _sampling_logits(model, input_ids, position_ids, temperature, vocab_size, fused=fused)
+    logits = _sampling_logits(
+        model, input_ids, position_ids, temperature, vocab_size, fused=fused, autocast=autocast
+    )
     if fused:
         return _gather_labels(torch.log_softmax(logits, dim=-1), labels)
     # the CE works in place on `logits`, a fresh tensor nothing else holds
@@ -378,6 +389,7 @@ def token_logprobs_and_entropy(
     *,
     vocab_size: int | None = None,
     fused: bool = True,
+    autocast: torch.dtype | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """`token_logprobs` and the per-token entropy of softmax(logits / temperature), one forward.
 
@@ -385,7 +397,9 @@ def token_logprobs_and_entropy(
     entropy excludes padded vocabulary columns (see `vocab_parallel_entropy`).
     """
     fused = _use_fused(fused)
-    logits = _sampling_logits(model, input_ids, position_ids, temperature, vocab_size, fused=fused)
+    logits = _sampling_logits(
+        model, input_ids, position_ids, temperature, vocab_size, fused=fused, autocast=autocast
+    )
     if fused:
         logp = torch.log_softmax(logits, dim=-1)
         entropy = -(logp.exp() * logp).sum(dim=-1)

@@ -18,9 +18,14 @@ the micro-batch forward also returns the per-token entropy of softmax(logits / t
 (`model.token_logprobs_and_entropy`, tensor-parallel aware), passed as `entropy` (metric
 `entropy`).
 
+With `precision: bf16` every model forward (policy, proximal, reference) runs under bf16
+autocast; parameters, gradients, AdamW state, log-softmax and loss stay fp32.
+
 `run` repeats: `next_groups` (global rank 0 receives through `GroupIntake`, validating and
 dropping stale groups against the current version, and deals `groups_per_step / dp` groups to
-each data-parallel rank), `train_step`, `publish` every `weights.every_steps` steps (HF names
+each data-parallel rank; while nothing arrives it logs a warning every `IDLE_WARN_S` seconds,
+and after `receive.idle_timeout_s` of silence every rank checkpoints and `run` raises
+`IdleTimeout`), `train_step`, `publish` every `weights.every_steps` steps (HF names
 via `export_hf_weights`; never waits past `weights.timeout_s`), one JSONL record per step in
 `log_dir/metrics.jsonl` (rank 0) and a checkpoint every `checkpoint.every_steps` steps.
 Policy version = optimizer steps taken; the starting weights are version 0.
@@ -52,6 +57,13 @@ from agentgym_rl.learner.optim import allreduce_grads, build_optimizer, clip_gra
 from agentgym_rl.wire import WireGroup, decode_group
 
 log = logging.getLogger(__name__)
+
+IDLE_WARN_S = 60.0
+"""Seconds of silence between two "no groups" warnings while rank 0 waits."""
+
+
+class IdleTimeout(RuntimeError):
+    """No group arrived for `receive.idle_timeout_s`; the trainer checkpointed and stopped."""
 
 
 def load_hf_state_dict(model_dir: Path) -> dict[str, torch.Tensor]:
@@ -96,6 +108,9 @@ class Trainer:
         self.receiver = receiver
         self.publisher = publisher
         self.step = 0
+        self.autocast = torch.bfloat16 if config.precision == "bf16" else None
+        self.idle_s: float | None = None  # set when the last receive ended on idle_timeout_s
+        self._last_saved_step: int | None = None
         self.last_publish: Any = None
         self._metrics_path = Path(config.log_dir) / "metrics.jsonl"
 
@@ -117,26 +132,47 @@ class Trainer:
         return self.layout.rank == 0
 
     # --- groups in -------------------------------------------------------------------------
+    def _idle_summary(self) -> str:
+        c = self.intake.counters()
+        return (
+            f"received so far: {c['received']} groups, {c['used']} used, "
+            f"{sum(c['rejected'].values())} rejected, {c['dropped_stale']} dropped as stale"
+        )
+
     def _receive(self, n: int, stop: threading.Event | None) -> list[bytes] | None:
-        """Rank 0: `n` admitted payloads (None when stopped first)."""
+        """Rank 0: `n` admitted payloads (None when stopped or idle past the timeout first)."""
         out: list[bytes] = []
+        timeout = self.config.receive.idle_timeout_s
+        last = warned = time.monotonic()
         while len(out) < n:
             if stop is not None and stop.is_set():
                 return None
             got = self.receiver.recv(self.config.receive.poll_s)
+            now = time.monotonic()
             if got is None:
+                if timeout is not None and now - last >= timeout:
+                    self.idle_s = now - last
+                    return None
+                if now - warned >= IDLE_WARN_S:
+                    warned = now
+                    log.warning(
+                        "no groups from any rollout server for %.0f s (%s)",
+                        now - last,
+                        self._idle_summary(),
+                    )
                 continue
+            last = warned = now
             if self.intake.admit(got[1], self.version) is not None:
                 out.append(got[1])
         return out
 
     def next_groups(self, stop: threading.Event | None = None) -> list[WireGroup] | None:
-        """This rank's share of the next step's groups (None: stop)."""
+        """This rank's share of the next step's groups (None: stop; `idle_s` set on timeout)."""
         payloads = self._receive(self.config.groups_per_step, stop) if self.is_rank0 else None
         if self.layout.world_size > 1:
-            box: list[Any] = [payloads, self.intake.counters()]
+            box: list[Any] = [payloads, self.intake.counters(), self.idle_s]
             torch.distributed.broadcast_object_list(box, src=0)
-            payloads = box[0]
+            payloads, self.idle_s = box[0], box[2]
             self.intake.restore(box[1])
         if payloads is None:
             return None
@@ -165,6 +201,7 @@ class Trainer:
             mb.position_ids.to(d),
             mb.labels.to(d),
             self.config.temperature,
+            autocast=self.autocast,
         )
 
     def _logprobs_and_entropy(self, mb: Any) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -178,6 +215,7 @@ class Trainer:
             mb.position_ids.to(d),
             mb.labels.to(d),
             self.config.temperature,
+            autocast=self.autocast,
         )
 
     def _ref_logprobs(self, mb: Any) -> torch.Tensor | None:
@@ -298,14 +336,35 @@ class Trainer:
                 metrics["tokens_per_s"],
             )
 
-    def run(self, stop: threading.Event | None = None) -> int:
-        """Train until `max_steps` or `stop`; returns the number of steps taken in total."""
+    def _save(self) -> Path:
         from agentgym_rl.learner.checkpoint import save_checkpoint
 
+        self._last_saved_step = self.step
+        return save_checkpoint(self, self.config.checkpoint.dir)
+
+    def _stop_idle(self) -> None:
+        """Every rank: checkpoint (unless this step is saved already), then raise IdleTimeout."""
+        saved = "already saved" if self._last_saved_step == self.step else str(self._save())
+        raise IdleTimeout(
+            f"no groups from any rollout server for {self.idle_s:.0f} s "
+            f"(receive.idle_timeout_s = {self.config.receive.idle_timeout_s}; "
+            f"{self._idle_summary()}); checkpoint of step {self.step}: {saved}. Check that the "
+            f"rollout servers are running and send to receive.bind = {self.config.receive.bind}, "
+            "or raise receive.idle_timeout_s (null waits forever); --resume continues from here"
+        )
+
+    def run(self, stop: threading.Event | None = None) -> int:
+        """Train until `max_steps` or `stop`; returns the number of steps taken in total.
+
+        Raises `IdleTimeout` (on every rank, after checkpointing) when `receive.idle_timeout_s`
+        passes without a group.
+        """
         cfg = self.config
         while self.step < cfg.max_steps:
             groups = self.next_groups(stop)
             if groups is None:
+                if self.idle_s is not None:
+                    self._stop_idle()
                 break
             metrics = self.train_step(groups)
             metrics["sync_s"] = 0.0
@@ -313,7 +372,7 @@ class Trainer:
                 metrics.update(self.publish())
             self.log_metrics(metrics)
             if self.step % cfg.checkpoint.every_steps == 0 or self.step == cfg.max_steps:
-                save_checkpoint(self, cfg.checkpoint.dir)
+                self._save()
         return self.step
 
     def close(self, *, keep_process_group: bool = False) -> None:
