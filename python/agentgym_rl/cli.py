@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 from agentgym_rl.env_cli import add_env_subcommands
 from agentgym_rl.eval_cli import add_arguments as add_eval_arguments
+from agentgym_rl.init_cli import add_arguments as add_init_arguments
 from agentgym_rl.learn import add_arguments as add_learn_arguments
 from agentgym_rl.plot_cli import add_arguments as add_plot_arguments
 from agentgym_rl.serve_rollouts import add_arguments as add_rollout_arguments
@@ -53,6 +54,12 @@ def _eval(args: argparse.Namespace) -> int:
 
 def _show(args: argparse.Namespace) -> int:
     from agentgym_rl.show_cli import run
+
+    return run(args)
+
+
+def _init_model(args: argparse.Namespace) -> int:
+    from agentgym_rl.init_cli import run
 
     return run(args)
 
@@ -148,6 +155,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_show_arguments(show)
     show.set_defaults(func=_show)
+
+    init_model = sub.add_parser(
+        "init-model",
+        help="create the default policy locally: tokenizer, small Qwen2, format warm-up",
+        description="Plays training tasks with random valid actions, trains a BPE tokenizer on "
+        "the environment's text, writes a small Qwen2-architecture checkpoint (head dim 64) and "
+        "teaches it the action format by next-token training on those random-action "
+        "transcripts (no expert data). Any HF checkpoint folder can be used in its place.",
+    )
+    add_init_arguments(init_model)
+    init_model.set_defaults(func=_init_model)
 
     info = sub.add_parser("info", help="print the version")
     info.set_defaults(func=_info)

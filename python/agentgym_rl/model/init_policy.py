@@ -1,0 +1,119 @@
+"""`init-model`: the embedded default policy, created here from nothing but the environments.
+
+Contract: `init_policy(options)` (1) plays `transcripts` training tasks of `env` with uniformly
+random valid actions (`transcripts.py`), (2) trains a byte-level BPE tokenizer on their text and
+writes a randomly initialised Qwen2-architecture checkpoint sized for a CPU (`factory.py`; head
+dim 64 for vLLM's CPU attention), (3) runs the format warm-up (`warmup.py`: next-token training
+on the assistant turns of those random-action transcripts, no expert data) and (4) records what
+it did in `<out>/init_model.json`. The result is an ordinary HF checkpoint directory: any other
+HF checkpoint can stand in for it. It writes well-formed actions but picks them about as well as
+chance, so whatever the RL run gains on top is the RL run's.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from agentgym_rl.model.factory import create_tiny_model
+from agentgym_rl.model.transcripts import corpus_text, random_transcripts
+from agentgym_rl.model.warmup import format_warmup
+from agentgym_rl.rollout.dataset import load_split
+
+INFO_FILE = "init_model.json"
+ENVS_DIR = Path(__file__).resolve().parents[3] / "envs"
+DEFAULT_SPLITS = {
+    "babyai": ENVS_DIR / "agentgym_envs/babyai/data/goto_train.json",
+    "textcraft": ENVS_DIR / "agentgym_envs/textcraft/data/train.json",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class InitOptions:
+    """Everything `init-model` takes (the CLI flags, one to one)."""
+
+    out: Path
+    env: str = "babyai"
+    split: Path | None = None
+    transcripts: int = 2000
+    max_turns: int = 4
+    system_prompt: str | None = None
+    vocab_size: int = 600
+    hidden: int = 128
+    layers: int = 3
+    heads: int = 2
+    kv_heads: int = 2
+    intermediate: int = 384
+    warmup_steps: int = 300
+    warmup_batch: int = 16
+    warmup_lr: float = 2e-3
+    seed: int = 0
+    force: bool = False
+
+    def split_path(self) -> Path:
+        if self.split is not None:
+            return self.split
+        if self.env not in DEFAULT_SPLITS:
+            raise ValueError(f"no default training split for env {self.env!r}: pass --split")
+        return DEFAULT_SPLITS[self.env]
+
+
+def init_policy(
+    options: InitOptions,
+    *,
+    say: Callable[[str], None] = print,
+    on_step: Callable[[int, float], None] | None = None,
+) -> dict[str, object]:
+    """Create the policy in `options.out`; returns the record written to `init_model.json`."""
+    out = Path(options.out)
+    if out.exists() and any(out.iterdir()):
+        if not options.force:
+            raise FileExistsError(f"{out} exists and is not empty (pass --force to replace it)")
+        shutil.rmtree(out)
+    t0 = time.perf_counter()
+    tasks = load_split(options.split_path(), options.env)
+    random.Random(options.seed).shuffle(tasks)
+    tasks = tasks[: options.transcripts]
+    say(f"playing {len(tasks)} {options.env} tasks with random valid actions")
+    played = random_transcripts(options.env, tasks, max_turns=options.max_turns, seed=options.seed)
+    random_success = sum(t.success for t in played) / len(played)
+    say(f"random-action success {random_success:.3f}; training the tokenizer and the model")
+    create_tiny_model(
+        out,
+        corpus=corpus_text(played),
+        vocab_size=options.vocab_size,
+        hidden=options.hidden,
+        layers=options.layers,
+        heads=options.heads,
+        kv_heads=options.kv_heads,
+        intermediate=options.intermediate,
+        seed=options.seed,
+    )
+    say(f"format warm-up: {options.warmup_steps} steps on random-action transcripts")
+    losses = format_warmup(
+        out,
+        played,
+        steps=options.warmup_steps,
+        batch_size=options.warmup_batch,
+        lr=options.warmup_lr,
+        seed=options.seed,
+        on_step=on_step,
+    )
+    record: dict[str, object] = {
+        "options": {k: str(v) if isinstance(v, Path) else v for k, v in asdict(options).items()},
+        "split": str(options.split_path()),
+        "random_action_success": random_success,
+        "warmup_loss_first": losses[0] if losses else None,
+        "warmup_loss_last": losses[-1] if losses else None,
+        "wall_s": time.perf_counter() - t0,
+    }
+    (out / INFO_FILE).write_text(json.dumps(record, indent=2) + "\n")
+    return record
+
+
+__all__ = ["DEFAULT_SPLITS", "INFO_FILE", "InitOptions", "init_policy"]

@@ -1,0 +1,92 @@
+"""Transcripts of random valid actions, played on the env code itself (no server, no expert).
+
+Contract: `random_transcripts(env, tasks, ...)` plays each task once in-process with actions drawn
+uniformly from the env's available actions, and returns the chat an agent would have had: the
+system prompt the rollout servers use (`rollout/prompts.py`), the first observation, then
+`Action: <action>` assistant turns and observation user turns, exactly as the agent loop renders
+them. Nothing here knows how to solve a task: the transcripts carry the format only, which is
+what the tokenizer is trained on and what the format warm-up teaches.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from agentgym_rl.config import ActionFormat
+from agentgym_rl.rollout.dataset import Task
+from agentgym_rl.rollout.prompts import episode_prefix, observation_message
+
+# "check available actions" repeats what every BabyAI observation already lists: a random
+# policy that picks it wastes turns, and it teaches the model nothing about the format.
+_SKIPPED_ACTIONS = frozenset({"check available actions"})
+
+
+@dataclass(frozen=True, slots=True)
+class Transcript:
+    """One played episode: its chat messages and whether the random actions happened to succeed."""
+
+    item_id: str
+    messages: list[dict[str, str]]
+    success: bool
+
+
+def assistant_turn(action: str) -> str:
+    """The assistant message that plays `action` (the ReAct parser reads the `Action:` line)."""
+    return f"Action: {action}"
+
+
+def _load_env(name: str) -> object:
+    from agentgym_rl.env_cli import _envs_on_path
+
+    if not _envs_on_path():
+        raise RuntimeError("the repository's envs/ folder is missing: transcripts need the envs")
+    from agentgym_envs import load_env
+
+    return load_env(name)
+
+
+def random_transcripts(
+    env: str,
+    tasks: Sequence[Task],
+    *,
+    max_turns: int,
+    seed: int = 0,
+    system_prompt: str | None = None,
+) -> list[Transcript]:
+    """Play every task once with uniformly random valid actions, at most `max_turns` turns."""
+    environment = _load_env(env)
+    rng = random.Random(seed)
+    out: list[Transcript] = []
+    episode = environment.new_episode()  # type: ignore[attr-defined]
+    try:
+        for task in tasks:
+            first = episode.reset(task.data_idx)
+            messages = episode_prefix(env, first.observation, ActionFormat.REACT, system_prompt)
+            success = False
+            for turn in range(max_turns):
+                choices = [a for a in episode.available_actions() if a not in _SKIPPED_ACTIONS]
+                if not choices:
+                    break
+                action = rng.choice(choices)
+                messages.append({"role": "assistant", "content": assistant_turn(action)})
+                result = episode.step(action)
+                if result.done:
+                    success = result.score > 0
+                    break
+                if turn + 1 < max_turns:
+                    messages.append(observation_message(result.observation))
+            out.append(Transcript(task.item_id, messages, success))
+    finally:
+        episode.close()
+    return out
+
+
+def corpus_text(transcripts: Iterable[Transcript]) -> list[str]:
+    """Every message as the chat template shows it, role line included (the tokenizer's corpus:
+    role names then become single tokens too)."""
+    return [f"{m['role']}\n{m['content']}" for t in transcripts for m in t.messages]
+
+
+__all__ = ["Transcript", "assistant_turn", "corpus_text", "random_transcripts"]

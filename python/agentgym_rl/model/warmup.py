@@ -1,0 +1,117 @@
+"""Format warm-up: next-token training on assistant turns of random-action transcripts.
+
+Contract: `format_warmup(model_dir, transcripts, steps=..., ...)` loads the HF checkpoint in
+`model_dir`, trains it with AdamW on the assistant tokens only (each `Action: ...` turn and its
+closing `<|im_end|>`; system prompt, observations and template glue are context, never targets)
+and saves it back in place. The transcripts hold uniformly random valid actions, so the model
+learns to write a well-formed action that names something it was shown, not which action is
+good: the base policy's success stays near random play, which the RL run has to beat.
+Tokenisation is the agent loop's: each message is rendered by the model's chat template alone,
+and ChatML's special tokens keep message boundaries, so the concatenation equals a full render.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from agentgym_rl.model.transcripts import Transcript
+
+
+@dataclass(frozen=True, slots=True)
+class Encoded:
+    """One transcript as token ids with a 0/1 target mask (1: assistant tokens)."""
+
+    ids: list[int]
+    mask: list[int]
+
+
+def encode(tokenizer: Any, messages: Sequence[dict[str, str]]) -> Encoded:
+    """Token ids of `messages` as the chat template renders them, assistant turns masked 1."""
+    ids: list[int] = []
+    mask: list[int] = []
+    header_len = {
+        role: len(tokenizer.encode(f"<|im_start|>{role}\n", add_special_tokens=False))
+        for role in ("system", "user", "assistant")
+    }
+    for m in messages:
+        rendered = tokenizer.apply_chat_template([m], tokenize=False, add_generation_prompt=False)
+        part = tokenizer.encode(rendered, add_special_tokens=False)
+        ids.extend(part)
+        if m["role"] == "assistant":
+            # Header is context; content + <|im_end|> are targets; the trailing "\n" is glue.
+            head = header_len["assistant"]
+            mask.extend([0] * head + [1] * (len(part) - head - 1) + [0])
+        else:
+            mask.extend([0] * len(part))
+    return Encoded(ids, mask)
+
+
+def format_warmup(
+    model_dir: str | Path,
+    transcripts: Sequence[Transcript],
+    *,
+    steps: int,
+    batch_size: int = 16,
+    lr: float = 2e-3,
+    seed: int = 0,
+    threads: int | None = None,
+    on_step: Callable[[int, float], None] | None = None,
+) -> list[float]:
+    """Train `model_dir` in place for `steps` AdamW steps; returns the per-step losses."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    if threads is not None:
+        torch.set_num_threads(threads)
+    tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
+    model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch.float32)
+    encoded = [encode(tokenizer, t.messages) for t in transcripts]
+    if not encoded:
+        raise ValueError("format warm-up needs at least one transcript")
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    rng = random.Random(seed)
+    torch.manual_seed(seed)
+    optim = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
+    warm = max(1, steps // 20)
+
+    def lr_at(step: int) -> float:  # linear warm-up, cosine to 10 %
+        if step < warm:
+            return (step + 1) / warm
+        frac = (step - warm) / max(1, steps - warm)
+        return 0.1 + 0.45 * (1.0 + math.cos(math.pi * frac))
+
+    sched = torch.optim.lr_scheduler.LambdaLR(optim, lr_at)
+    model.train()
+    losses: list[float] = []
+    for step in range(steps):
+        batch = rng.sample(encoded, min(batch_size, len(encoded)))
+        width = max(len(e.ids) for e in batch)
+        ids = torch.full((len(batch), width), pad, dtype=torch.long)
+        labels = torch.full((len(batch), width), -100, dtype=torch.long)
+        attn = torch.zeros((len(batch), width), dtype=torch.long)
+        for row, e in enumerate(batch):
+            n = len(e.ids)
+            ids[row, :n] = torch.tensor(e.ids)
+            attn[row, :n] = 1
+            target = torch.tensor(e.ids)
+            target[torch.tensor(e.mask) == 0] = -100
+            labels[row, :n] = target
+        loss = model(input_ids=ids, attention_mask=attn, labels=labels).loss
+        optim.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optim.step()
+        sched.step()
+        losses.append(float(loss.detach()))
+        if on_step is not None:
+            on_step(step + 1, losses[-1])
+    model.save_pretrained(str(model_dir), safe_serialization=True)
+    return losses
+
+
+__all__ = ["Encoded", "encode", "format_warmup"]

@@ -1,0 +1,97 @@
+"""init-model: random-action transcripts, the assistant-only warm-up mask, the whole command."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from agentgym_rl.cli import main
+from agentgym_rl.config import ActionFormat
+from agentgym_rl.model.init_policy import INFO_FILE, InitOptions, init_policy
+from agentgym_rl.model.transcripts import corpus_text, random_transcripts
+from agentgym_rl.model.warmup import encode
+from agentgym_rl.rollout.actions import parse_action
+from agentgym_rl.rollout.dataset import load_split
+
+ROOT = Path(__file__).resolve().parents[2]
+GOTO_TRAIN = ROOT / "envs/agentgym_envs/babyai/data/goto_train.json"
+_LISTED = re.compile(r"Available actions: (\[.*\])")
+
+
+def test_transcripts_play_listed_actions_in_the_agent_format() -> None:
+    tasks = load_split(GOTO_TRAIN, "babyai")[:30]
+    played = random_transcripts("babyai", tasks, max_turns=3, seed=1, system_prompt="Be brief.")
+    assert [t.item_id for t in played] == [t.item_id for t in tasks]
+    for t in played:
+        roles = [m["role"] for m in t.messages]
+        assert roles[:2] == ["system", "user"] and t.messages[0]["content"] == "Be brief."
+        assert roles[-1] == "assistant" and roles.count("assistant") <= 3
+        for before, turn in zip(t.messages, t.messages[1:], strict=False):
+            if turn["role"] != "assistant":
+                continue
+            parsed = parse_action(turn["content"], ActionFormat.REACT)
+            listed = json.loads(_LISTED.findall(before["content"])[-1])
+            assert parsed.action in listed  # a valid action of the observation it answers
+    # the same seed plays the same actions; success is what random play gets, not zero or all
+    again = random_transcripts("babyai", tasks, max_turns=3, seed=1, system_prompt="Be brief.")
+    assert [t.messages for t in again] == [t.messages for t in played]
+    assert 0 < sum(t.success for t in played) < len(played)
+    assert any(text.startswith("assistant\nAction: ") for text in corpus_text(played))
+
+
+@pytest.fixture(scope="module")
+def small_policy(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("init") / "policy"
+    code = main(
+        [
+            "init-model",
+            f"--out={out}",
+            "--transcripts=24",
+            "--max-turns=2",
+            "--vocab-size=400",
+            "--layers=1",
+            "--warmup-steps=40",
+            "--warmup-batch=4",
+            "--warmup-lr=3e-3",
+        ]
+    )
+    assert code == 0
+    return out
+
+
+def test_warmup_targets_only_assistant_turns(small_policy: Path) -> None:
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(str(small_policy))
+    messages = [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "Your goal: go to the red ball"},
+        {"role": "assistant", "content": "Action: go to red ball 1"},
+        {"role": "user", "content": "You see a wall."},
+        {"role": "assistant", "content": "Action: turn left"},
+    ]
+    enc = encode(tok, messages)
+    full = tok.apply_chat_template(messages, tokenize=False)
+    assert enc.ids == tok.encode(full, add_special_tokens=False)  # per-message == whole render
+    targets = tok.decode([i for i, m in zip(enc.ids, enc.mask, strict=True) if m])
+    assert targets == "Action: go to red ball 1<|im_end|>Action: turn left<|im_end|>"
+
+
+def test_init_model_writes_a_loadable_warmed_up_policy(small_policy: Path) -> None:
+    from transformers import AutoModelForCausalLM
+
+    info = json.loads((small_policy / INFO_FILE).read_text())
+    assert info["options"]["transcripts"] == 24 and 0.0 <= info["random_action_success"] <= 1.0
+    assert info["warmup_loss_last"] < 0.7 * info["warmup_loss_first"]  # it learned the format
+    model = AutoModelForCausalLM.from_pretrained(str(small_policy))
+    assert model.config.head_dim == 64 and model.config.num_hidden_layers == 1
+
+
+def test_refuses_a_non_empty_folder_and_bad_sizes(small_policy: Path, tmp_path: Path) -> None:
+    with pytest.raises(FileExistsError, match="--force"):
+        init_policy(InitOptions(out=small_policy))
+    assert main(["init-model", f"--out={small_policy}"]) == 2
+    assert main(["init-model", f"--out={tmp_path / 'x'}", "--warmup-steps=0"]) == 2
