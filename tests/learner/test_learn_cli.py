@@ -60,6 +60,7 @@ def _feed(port: int, groups: int, vocab: int, proc: subprocess.Popen[str]) -> st
     return out
 
 
+@pytest.mark.slow
 def test_learn_trains_checkpoints_and_resumes(
     tmp_path_factory: pytest.TempPathFactory, tmp_path: Path, free_port: int
 ) -> None:

@@ -313,3 +313,39 @@ def test_bf16_autocast_logprobs_close_to_fp32(parallel: lm.ParallelLayout, famil
     grads = convert.export_hf_grads(model, spec)
     assert all(g.dtype == torch.float32 and torch.isfinite(g).all() for g in grads.values())
     assert all(p.dtype == torch.float32 for p in model.parameters())
+
+
+def _reference_attention(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, masked: torch.Tensor
+) -> torch.Tensor:
+    """Plain attention on [s, b, h, d] / [s, b, g, d]; `masked` [b, 1, s, s] True = blocked."""
+    rep = q.size(2) // k.size(2)
+    k, v = k.repeat_interleave(rep, dim=2), v.repeat_interleave(rep, dim=2)
+    scores = torch.einsum("qbhd,kbhd->bhqk", q, k) / q.size(-1) ** 0.5
+    probs = scores.masked_fill(masked, float("-inf")).softmax(dim=-1)
+    out = torch.einsum("bhqk,kbhd->qbhd", probs, v)
+    return out.reshape(q.size(0), q.size(1), -1)
+
+
+def test_sdpa_attention_masks(parallel: lm.ParallelLayout) -> None:
+    """Causal type: the causal mask is implied (a passed mask is not read); padding type: the
+    boolean mask is honoured with Megatron's sign (True = may not attend)."""
+    from megatron.core.transformer.enums import AttnMaskType
+
+    config = lm.transformer_config_from_hf(tiny_hf_model("qwen2", heads=4, kv_heads=2).config)
+    gen = torch.Generator().manual_seed(5)
+    s, b, d = 10, 2, config.kv_channels
+    q = torch.randn(s, b, 4, d, generator=gen)
+    k, v = (torch.randn(s, b, 2, d, generator=gen) for _ in range(2))
+    causal = lm.causal_mask(s)
+    padding = torch.rand(b, 1, s, s, generator=gen) < 0.3
+    padding[..., 0] = False  # every query may attend somewhere
+    for mask_type, passed, want_mask in (
+        (AttnMaskType.causal, padding, causal),
+        (AttnMaskType.padding, padding, padding),
+    ):
+        core = SdpaAttention(config, 1, mask_type, "self")
+        got = core(q, k, v, passed)
+        assert got.shape == (s, b, 4 * d)
+        want = _reference_attention(q, k, v, want_mask)
+        torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5, msg=str(mask_type))

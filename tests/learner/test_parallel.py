@@ -76,6 +76,7 @@ def _assert_same(got: dict[str, Any], want: dict[str, Any]) -> None:
         torch.testing.assert_close(got["grads"][name], grad, atol=1e-6, rtol=1e-4, msg=name)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("family", FAMILIES)
 def test_tensor_parallel_matches_single_process(
     torchrun_results: dict[str, Any], reference: dict[str, Any], family: str
@@ -83,6 +84,7 @@ def test_tensor_parallel_matches_single_process(
     _assert_same(torchrun_results["tp"][family], reference["tp"][family])
 
 
+@pytest.mark.slow
 def test_data_parallel_matches_single_process(
     torchrun_results: dict[str, Any], reference: dict[str, Any]
 ) -> None:
