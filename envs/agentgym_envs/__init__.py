@@ -31,9 +31,16 @@ ENVS: dict[str, tuple[str, str, str]] = {
 }
 
 
-def load_env(name: str) -> Environment:
-    """Instantiate the environment registered as `name`."""
+def load_env(name: str, **options: str) -> Environment:
+    """Instantiate the environment registered as `name` with its own `options` (strings, as
+    given on the command line; an env rejects options it does not know with a ValueError)."""
     if name not in ENVS:
         raise KeyError(f"unknown env {name!r}; known: {', '.join(sorted(ENVS))}")
     module, cls, _ = ENVS[name]
-    return getattr(importlib.import_module(module), cls)()
+    factory = getattr(importlib.import_module(module), cls)
+    if not options:
+        return factory()
+    try:
+        return factory(**options)
+    except TypeError:
+        raise ValueError(f"env {name!r} does not take options {sorted(options)}") from None

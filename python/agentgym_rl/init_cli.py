@@ -31,6 +31,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="system prompt of the transcripts: use the one the rollout config gives the env "
         "(default: the env's built-in prompt)",
     )
+    parser.add_argument(
+        "--env-option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="an env option, as `env serve --env-option` (e.g. observation=compact): use the "
+        "ones the env servers of the run get",
+    )
     parser.add_argument("--vocab-size", type=int, default=d.vocab_size, help="BPE vocabulary")
     parser.add_argument("--hidden", type=int, default=d.hidden, help="hidden size")
     parser.add_argument("--layers", type=int, default=d.layers, help="transformer layers")
@@ -46,6 +54,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--force", action="store_true", help="replace a non-empty --out folder")
 
 
+def _pairs(items: list[str]) -> list[tuple[str, str]]:
+    out = []
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise SystemExit(f"init-model: --env-option {item!r}: expected KEY=VALUE")
+        out.append((key.strip(), value.strip()))
+    return out
+
+
 def run(args: argparse.Namespace) -> int:
     options = InitOptions(
         out=args.out,
@@ -54,6 +72,7 @@ def run(args: argparse.Namespace) -> int:
         transcripts=args.transcripts,
         max_turns=args.max_turns,
         system_prompt=args.system_prompt,
+        env_options=tuple(_pairs(args.env_option)),
         vocab_size=args.vocab_size,
         hidden=args.hidden,
         layers=args.layers,

@@ -95,3 +95,39 @@ def test_splits_and_categories() -> None:
         )
     assert sorted(LEVELS) == list(LEVELS) and len(set(LEVELS)) == 40
     assert BabyAIEnvironment().info()["categories"] == CATEGORIES
+
+
+def test_goto_splits_are_held_out_and_single_room_goto() -> None:
+    files = ("train", "test", "goto_train", "goto_test")
+    ids = {
+        name: [int(r["item_id"].removeprefix("babyai_")) for r in json.loads(text)]
+        for name in files
+        for text in [(DATA / f"{name}.json").read_text()]
+    }
+    assert len(ids["goto_train"]) == 5000 and len(ids["goto_test"]) == 200
+    held_out = set(ids["goto_test"])
+    assert not held_out & (set(ids["goto_train"]) | set(ids["train"]) | set(ids["test"]))
+    levels = {level_for(i)[0] for i in ids["goto_train"] + ids["goto_test"]}
+    assert levels and all(level.startswith("BabyAI-GoTo") for level in levels)
+
+
+def test_compact_observation_states_the_same_facts() -> None:
+    from agentgym_envs import load_env
+
+    verbose, compact = BabyAIEpisode(), load_env("babyai", observation="compact").new_episode()
+    for data_idx in (9, 49, 6):  # GoToLocal, GoToLocal, GoTo (doors)
+        long, short = verbose.reset(data_idx).observation, compact.reset(data_idx).observation
+        assert len(short) < 0.7 * len(long)
+        assert compact.available_actions() == verbose.available_actions()
+        goal = long.splitlines()[0].removeprefix("Your goal: ")
+        assert short.splitlines()[0] == f"Goal: {goal}"
+        for label in (a.removeprefix("go to ") for a in verbose.available_actions()):
+            if not label.startswith(("turn", "move", "check", "pick", "toggle", "drop", "go ")):
+                assert label in short  # every object is named by its action label
+        assert "go to <object>" in short.splitlines()[-1]
+    result = compact.step("go to no such thing")
+    assert result.reward == 0.0 and "Invalid action" in result.observation
+    with pytest.raises(ValueError, match="compact"):
+        load_env("babyai", observation="tiny")
+    with pytest.raises(ValueError, match="does not take options"):
+        load_env("babyai", colour="red")

@@ -6,6 +6,11 @@ object, then `Available actions: [...]`. Actions: "turn left", "turn right", "mo
 doors), "toggle and go through <color> door <k>" (closed or locked doors), "toggle" and "drop"
 when they apply, and "check available actions". High-level actions run as BFS-planned primitive
 moves on the true grid. Reward is minigrid's success reward; score is the running sum.
+
+Option `observation=compact` (`env serve babyai --env-option observation=compact`) states the
+same facts in a few tokens: `Goal:`, `Walls:`, `Seen:` (action labels with offsets),
+`Carrying:` and `Actions:` as verb patterns (`go to <object>`), for small models on small
+machines. The action set and its spelling do not change.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ from minigrid.core.actions import Actions
 
 from agentgym_envs.babyai.levels import CATEGORIES, LEVELS, level_for
 from agentgym_envs.babyai.planner import plan_to_face
-from agentgym_envs.babyai.view import Seen, View, describe, scan
+from agentgym_envs.babyai.view import Seen, View, describe, describe_compact, scan
 from agentgym_envs.server.base import Environment, Episode, StepResult
 
 CHECK = "check available actions"
@@ -41,7 +46,8 @@ def normalize(action: str) -> str:
 class BabyAIEpisode(Episode):
     """One BabyAI episode; the minigrid env is kept across resets of the same level."""
 
-    def __init__(self) -> None:
+    def __init__(self, compact: bool = False) -> None:
+        self._compact = compact
         self._env: Any = None
         self._level: str | None = None
         self._view = View((), {})
@@ -92,8 +98,24 @@ class BabyAIEpisode(Episode):
         return StepResult("\n".join(lines), self._score - before, self._score, self._done)
 
     def observation(self) -> str:
+        if self._compact:
+            body = "\n".join(describe_compact(self._view, self._env.carrying))
+            return f"Goal: {self._env.mission}\n{body}\n{self._action_patterns()}"
         body = "\n".join(describe(self._view, self._env.carrying))
         return f"Your goal: {self._env.mission}\n{body}\n{self._available_text()}"
+
+    def _action_patterns(self) -> str:
+        """`Actions: turn left, ..., go to <object>, pick up <object>` (labels abstracted)."""
+        labels = sorted((o.label for o in self._view.objects), key=len, reverse=True)
+        patterns: list[str] = []
+        for action in self.available_actions():
+            for label in labels:
+                if action.endswith(" " + label):
+                    action = action[: -len(label)] + "<object>"
+                    break
+            if action not in patterns:
+                patterns.append(action)
+        return "Actions: " + ", ".join(patterns)
 
     def available_actions(self) -> list[str]:
         return [*self._actions, CHECK]
@@ -186,11 +208,21 @@ class BabyAIEnvironment(Environment):
 
     name: ClassVar[str] = "babyai"
 
+    def __init__(self, observation: str = "verbose") -> None:
+        if observation not in ("verbose", "compact"):
+            raise ValueError(f"observation must be 'verbose' or 'compact', not {observation!r}")
+        self.compact = observation == "compact"
+
     def new_episode(self) -> BabyAIEpisode:
-        return BabyAIEpisode()
+        return BabyAIEpisode(compact=self.compact)
 
     def num_tasks(self) -> int | None:
         return None
 
     def info(self) -> dict[str, Any]:
-        return {**super().info(), "levels": list(LEVELS), "categories": CATEGORIES}
+        return {
+            **super().info(),
+            "levels": list(LEVELS),
+            "categories": CATEGORIES,
+            "observation": "compact" if self.compact else "verbose",
+        }

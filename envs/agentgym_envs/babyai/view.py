@@ -96,6 +96,17 @@ def scan(env: Any) -> View:
     return View(tuple(objects), walls)
 
 
+def describe_compact(view: View, carrying: Any) -> list[str]:
+    """The same facts in few tokens: one line each for walls, objects (by action label, with
+    `<forward>f <right>r` offsets; negative right = left) and what is carried."""
+    walls = ", ".join(f"{d} {view.walls[d]}" for d in ("front", "left", "right") if d in view.walls)
+    seen = "; ".join(
+        f"{o.state + ' ' if o.state else ''}{o.label} {o.forward}f {o.right}r" for o in view.objects
+    )
+    held = f"{carrying.color} {carrying.type}" if carrying is not None else "nothing"
+    return [f"Walls: {walls or 'none seen'}", f"Seen: {seen or 'nothing'}", f"Carrying: {held}"]
+
+
 def describe(view: View, carrying: Any) -> list[str]:
     """Sentences for the walls, the visible objects and the carried object."""
     lines = []

@@ -9,7 +9,7 @@ import logging
 import signal
 import sys
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import uvicorn
 
@@ -34,6 +34,7 @@ class ServeOptions:
     log_level: str = "warning"
     step_latency_ms: float = 0.0
     step_latency_sigma: float = 1.0
+    env_options: dict[str, str] = field(default_factory=dict)
 
 
 class _Server(uvicorn.Server):
@@ -54,7 +55,7 @@ async def _reaper(table: EpisodeTable) -> None:
 
 
 async def _main(opts: ServeOptions) -> int:
-    env = load_env(opts.name)
+    env = load_env(opts.name, **opts.env_options)
     table = EpisodeTable(env, idle_timeout_s=opts.idle_timeout_s, max_obs_chars=opts.max_obs_chars)
     latency = (
         StepLatency(opts.step_latency_ms, opts.step_latency_sigma)

@@ -42,6 +42,14 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         help="benchmarks: delay each step reply by a log-normal time with this median (default 0)",
     )
     parser.add_argument(
+        "--env-option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="an option of the environment itself (repeatable), e.g. observation=compact for "
+        "babyai",
+    )
+    parser.add_argument(
         "--step-latency-sigma",
         type=float,
         default=1.0,
@@ -64,8 +72,20 @@ def serve_from_args(args: argparse.Namespace) -> int:
             log_level=args.log_level,
             step_latency_ms=args.step_latency_ms,
             step_latency_sigma=args.step_latency_sigma,
+            env_options=parse_env_options(args.env_option),
         )
     )
+
+
+def parse_env_options(items: Sequence[str]) -> dict[str, str]:
+    """`["observation=compact"]` -> `{"observation": "compact"}` (argparse error on bad form)."""
+    out: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise SystemExit(f"--env-option {item!r}: expected KEY=VALUE")
+        out[key.strip()] = value.strip()
+    return out
 
 
 def main(argv: Sequence[str] | None = None) -> int:

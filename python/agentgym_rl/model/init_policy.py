@@ -43,6 +43,7 @@ class InitOptions:
     transcripts: int = 2000
     max_turns: int = 4
     system_prompt: str | None = None
+    env_options: tuple[tuple[str, str], ...] = ()
     vocab_size: int = 600
     hidden: int = 128
     layers: int = 3
@@ -80,7 +81,14 @@ def init_policy(
     random.Random(options.seed).shuffle(tasks)
     tasks = tasks[: options.transcripts]
     say(f"playing {len(tasks)} {options.env} tasks with random valid actions")
-    played = random_transcripts(options.env, tasks, max_turns=options.max_turns, seed=options.seed)
+    played = random_transcripts(
+        options.env,
+        tasks,
+        max_turns=options.max_turns,
+        seed=options.seed,
+        system_prompt=options.system_prompt,
+        env_options=dict(options.env_options),
+    )
     random_success = sum(t.success for t in played) / len(played)
     say(f"random-action success {random_success:.3f}; training the tokenizer and the model")
     create_tiny_model(

@@ -37,14 +37,14 @@ def assistant_turn(action: str) -> str:
     return f"Action: {action}"
 
 
-def _load_env(name: str) -> object:
+def _load_env(name: str, options: dict[str, str]) -> object:
     from agentgym_rl.env_cli import _envs_on_path
 
     if not _envs_on_path():
         raise RuntimeError("the repository's envs/ folder is missing: transcripts need the envs")
     from agentgym_envs import load_env
 
-    return load_env(name)
+    return load_env(name, **options)
 
 
 def random_transcripts(
@@ -54,9 +54,11 @@ def random_transcripts(
     max_turns: int,
     seed: int = 0,
     system_prompt: str | None = None,
+    env_options: dict[str, str] | None = None,
 ) -> list[Transcript]:
-    """Play every task once with uniformly random valid actions, at most `max_turns` turns."""
-    environment = _load_env(env)
+    """Play every task once with uniformly random valid actions, at most `max_turns` turns
+    (`env_options`: the env's own options, as `env serve --env-option` gives them)."""
+    environment = _load_env(env, env_options or {})
     rng = random.Random(seed)
     out: list[Transcript] = []
     episode = environment.new_episode()  # type: ignore[attr-defined]
