@@ -389,3 +389,35 @@ def test_bf16_precision_steps_with_fp32_masters(
         assert p.grad.dtype == torch.float32, name
         assert all(v.dtype == torch.float32 for v in t.optimizer.state[p].values() if v.dim()), name
     assert any(not torch.equal(before[k], v) for k, v in _params(t).items())
+
+
+def test_proximal_from_the_training_forward_equals_a_recompute(
+    model_dir: Path, tmp_path: Path, make_trainer
+) -> None:
+    vocab = _vocab(model_dir)
+    batches = [[make_group(g, vocab=vocab, seed=s) for g in range(2)] for s in range(3)]
+    runs = []
+    for recompute in (False, True):
+        t = make_trainer(
+            learn_config(model_dir, tmp_path / str(recompute), recompute_proximal=recompute)
+        )
+        metrics = [t.train_step(b) for b in batches]
+        runs.append((_params(t), metrics))
+    (fast, fast_m), (slow, slow_m) = runs
+    for name, tensor in fast.items():
+        torch.testing.assert_close(tensor, slow[name], rtol=0, atol=1e-6)
+    for a, b in zip(fast_m, slow_m, strict=True):
+        assert a["loss"] == pytest.approx(b["loss"], abs=1e-6)
+        assert a["clip_frac"] == b["clip_frac"]
+
+
+def test_a_stop_checkpoints_the_steps_taken(model_dir: Path, tmp_path: Path, make_trainer) -> None:
+    vocab = _vocab(model_dir)
+    payloads = [encode_group(make_group(g, vocab=vocab)) for g in range(2)]
+    cfg = learn_config(model_dir, tmp_path, receive={"poll_s": 0.05})
+    t = make_trainer(cfg, receiver=_DryReceiver(payloads))
+    stop = threading.Event()
+    threading.Timer(1.0, stop.set).start()
+    assert t.run(stop) == 1  # one step from the two groups, then the stop (SIGTERM in `learn`)
+    found = latest_checkpoint(cfg.checkpoint.dir)
+    assert found is not None and found.name == "step_1"

@@ -195,6 +195,10 @@ class LearnConfig(ConfigModel):
     """Sampling temperature of the rollout engine; log-probs are recomputed at it."""
     micro_batch_tokens: int = Field(default=8192, ge=1)
     """Padded tokens per micro-batch (gradient accumulation over micro-batches)."""
+    recompute_proximal: bool = False
+    """Recompute proximal log-probs in a separate no-grad pass before the update (the same
+    numbers as the detached training forward with one optimizer step per batch; kept for
+    checking that)."""
     weights: WeightsConfig | None = WeightsConfig()
     """Weight publishing (None: never publish, e.g. offline training)."""
     checkpoint: CheckpointConfig = CheckpointConfig()

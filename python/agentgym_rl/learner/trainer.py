@@ -4,8 +4,9 @@ Contract. One optimizer step (`train_step`) on the groups of this data-parallel 
 collate (`batch.collate`, right-padded to a multiple of tp) -> advantages
 (`advantages.compute_advantages`: group estimators see whole groups on each rank; REINFORCE++
 whitening is global, its statistics summed over data-parallel ranks) -> proximal
-log-probs of every micro-batch recomputed *without grad* with the weights before the update at
-the engine's temperature -> micro-batches (`Batch.split(micro_batch_tokens)`) forward/backward
+log-probs: the detached log-probs of each micro-batch's own forward (one optimizer step per
+batch, so they come from the weights before the update; `recompute_proximal` adds a separate
+no-grad pass, same numbers) at the engine's temperature -> micro-batches (`Batch.split(micro_batch_tokens)`) forward/backward
 with the loss normalised by the whole step's token/sequence count summed over data-parallel
 ranks (gradient accumulation gives the step's loss exactly) -> gradients summed over
 data-parallel ranks -> global-norm clip -> AdamW step -> schedule step -> policy version + 1.
@@ -245,8 +246,13 @@ class Trainer:
         )
         micro = batch.split(cfg.micro_batch_tokens)
         self.model.train()
-        with torch.no_grad():
-            proximal = [self._logprobs(mb) for mb in micro]
+        # One optimizer step per batch: every micro-batch's forward runs on the pre-update
+        # weights, so its detached log-probs *are* the proximal ones; the extra no-grad pass
+        # (`recompute_proximal`) gives the same numbers and costs a third of the step.
+        proximal: list[torch.Tensor | None] = [None] * len(micro)
+        if cfg.recompute_proximal:
+            with torch.no_grad():
+                proximal = [self._logprobs(mb) for mb in micro]
         self.optimizer.zero_grad(set_to_none=True)
         sums: dict[str, float] = {}
         loss_total, tis_max = 0.0, 0.0
@@ -260,7 +266,7 @@ class Trainer:
                 behaviour_logprobs=mb.behaviour_logprobs.to(d),
                 advantages=mb.advantages.to(d),  # type: ignore[union-attr]
                 loss_mask=mb.loss_mask.to(d),
-                proximal_logprobs=prox,
+                proximal_logprobs=logprobs.detach() if prox is None else prox,
                 ref_logprobs=ref,
                 entropy=entropy,
                 global_tokens=int(n_tokens),
@@ -283,6 +289,7 @@ class Trainer:
         (loss_sum,) = self._dp_sum([loss_total])
         metrics = {k: v / local_tokens for k, v in sums.items()}
         metrics.update(
+            time=time.time(),
             step=self.step,
             version=self.version,
             loss=loss_sum,
@@ -365,6 +372,8 @@ class Trainer:
             if groups is None:
                 if self.idle_s is not None:
                     self._stop_idle()
+                if self.step > 0 and self._last_saved_step != self.step:  # SIGTERM: keep every step
+                    self._save()
                 break
             metrics = self.train_step(groups)
             metrics["sync_s"] = 0.0
