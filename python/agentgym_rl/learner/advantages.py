@@ -23,10 +23,10 @@ Estimators (`Estimator`):
   (``G_t = gamma ** k_t * r`` with ``k_t`` the number of generated tokens after t; masked tokens
   neither receive nor consume discount), then whitened over all unmasked tokens of the batch
   with the same std convention and eps. With data parallelism "the batch" is the whole step's
-  batch over every rank: pass ``dp_sum`` (sums a float64 tensor over the data-parallel group,
-  the result is used, the input may be overwritten) and the mean and the sum of squared deviations are summed
-  over ranks (two reductions: sum/count, then squared deviations from the global mean), so
-  dp ranks whiten exactly as one process holding all their samples would.
+  batch over every rank: pass ``dp_sum`` (returns the sum of a float64 tensor over the
+  data-parallel group) and the statistics are summed over ranks in two reductions (sum and
+  count, then squared deviations from the global mean), so dp ranks whiten exactly as one
+  process holding all their samples would.
 """
 
 from __future__ import annotations
