@@ -9,7 +9,8 @@ batch, so they come from the weights before the update; `recompute_proximal` add
 no-grad pass, same numbers) at the engine's temperature -> micro-batches
 (`Batch.split(micro_batch_tokens)`) forward/backward with the loss normalised by the whole
 step's token/sequence count summed over data-parallel ranks (gradient accumulation gives the
-step's loss exactly) -> gradients summed over data-parallel ranks -> global-norm clip -> AdamW step -> schedule step -> policy version + 1.
+step's loss exactly) -> gradients summed over data-parallel ranks -> global-norm clip ->
+AdamW step -> schedule step -> policy version + 1.
 
 With `loss.kl_coef > 0` a frozen reference policy (the starting checkpoint `config.model`, same
 parallel layout, eval mode, no gradients, never updated or checkpointed: a resumed run rebuilds
