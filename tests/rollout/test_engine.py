@@ -71,6 +71,25 @@ def test_seeded_generation_is_reproducible(vllm_engine: EngineHandle) -> None:
     assert a.token_ids == b.token_ids
 
 
+def test_per_request_temperature_zero_is_greedy(vllm_engine: EngineHandle) -> None:
+    """Evaluation's override: temperature 0 takes the argmax at every step, whatever the seed."""
+    import torch
+
+    eng = vllm_engine.engine
+    kw = {"max_tokens": 12, "ignore_eos": True, "temperature": 0.0}
+    a = vllm_engine.run(eng.generate(PROMPT, request_id="g1", seed=1, **kw))
+    b = vllm_engine.run(eng.generate(PROMPT, request_id="g2", seed=2, **kw))
+    assert a.token_ids == b.token_ids and len(a.token_ids) == 12
+    vllm_engine.reference_logprobs(PROMPT, a.token_ids)  # loads the transformers reference
+    with torch.no_grad():
+        logits = vllm_engine._reference(torch.tensor([list(PROMPT) + a.token_ids])).logits[0]
+    steps = logits[len(PROMPT) - 1 : len(PROMPT) - 1 + 12].float()
+    top2 = steps.topk(2, dim=-1)
+    for i, tok in enumerate(a.token_ids):
+        if float(top2.values[i, 0] - top2.values[i, 1]) > 1e-3:  # not a near-tie
+            assert tok == int(top2.indices[i, 0])
+
+
 def test_update_mid_generation_straddles_versions(vllm_engine: EngineHandle) -> None:
     eng = vllm_engine.engine
     old_weights = dict(vllm_engine.weights)

@@ -197,6 +197,9 @@ class HeldOutEvalConfig(ConfigModel):
     """Evaluate only the first this many tasks of the split."""
     concurrency: int = Field(default=64, ge=1)
     """Evaluation episodes running at once (they share the engine with training)."""
+    temperature: float | None = Field(default=None, ge=0.0, le=10.0)
+    """Sampling temperature of evaluation episodes (None: the engine's; 0: greedy). The engine
+    must take a per-request `temperature` (vLLM does)."""
 
 
 class RolloutConfig(ConfigModel):

@@ -22,6 +22,7 @@ import contextlib
 import enum
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -79,8 +80,11 @@ class AgentLoop:
         stop_ids: Sequence[int] | None = None,
         check_drift: bool = True,
         metrics: RolloutMetrics | None = None,
+        sampling: Mapping[str, Any] | None = None,
     ) -> None:
         self.engine, self.pool, self.chat = engine, pool, chat
+        # extra keyword arguments of every `engine.generate` call (evaluation: a temperature)
+        self.sampling = dict(sampling or {})
         self.envs = dict(envs)
         self.max_model_len = max_model_len
         self.max_tokens_per_turn = max_tokens_per_turn
@@ -133,6 +137,7 @@ class AgentLoop:
                     builder.ids.tolist(),
                     max_tokens=max_tokens,
                     request_id=f"{plan.request_id}-t{turn}",
+                    **self.sampling,
                 )
             turn += 1
             self.metrics.generated_tokens += len(gen.token_ids)

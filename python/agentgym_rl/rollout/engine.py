@@ -140,14 +140,16 @@ class VllmEngine:
         """The policy version of the weights currently loaded."""
         return self._version
 
-    def _sampling_params(self, max_tokens: int, seed: int | None, ignore_eos: bool) -> Any:
+    def _sampling_params(
+        self, max_tokens: int, seed: int | None, ignore_eos: bool, temperature: float | None
+    ) -> Any:
         from vllm import SamplingParams
         from vllm.sampling_params import RequestOutputKind
 
         o = self.options
         return SamplingParams(
             n=1,
-            temperature=o.temperature,
+            temperature=o.temperature if temperature is None else temperature,
             top_p=o.top_p,
             top_k=o.top_k,
             max_tokens=max_tokens,
@@ -169,12 +171,15 @@ class VllmEngine:
         seed: int | None = None,
         ignore_eos: bool = False,
         on_tokens: Callable[[int], None] | None = None,
+        temperature: float | None = None,
     ) -> Generation:
         """Continue `prompt_ids` by one turn; stops on the tokenizer's eos/stop ids (kept).
 
         `seed` makes this request's sampling reproducible; `ignore_eos` (benchmarks, tests)
         generates exactly `max_tokens`; `on_tokens(n)` is called with the number of tokens
-        received so far after each streamed delta (progress, tests).
+        received so far after each streamed delta (progress, tests); `temperature` overrides
+        the engine's for this request (evaluation; 0 is greedy). Training requests never set
+        it: the learner recomputes log-probs at the engine's temperature.
         """
         from vllm.inputs import TokensPrompt
 
@@ -188,7 +193,7 @@ class VllmEngine:
         spans: Any = None
         stream = self._llm.generate(
             TokensPrompt(prompt_token_ids=list(prompt_ids)),
-            self._sampling_params(budget, seed, ignore_eos),
+            self._sampling_params(budget, seed, ignore_eos, temperature),
             request_id,
         )
         async for out in stream:

@@ -124,6 +124,7 @@ class HeldOutEval:
             "episodes": len(records),
             "samples_per_task": n,
             "turn_cap": self.turn_cap,
+            "temperature": self.config.temperature,
             "by_category": by_category,
             "versions": [low, high],
             "wall_s": time.perf_counter() - t0,

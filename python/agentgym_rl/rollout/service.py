@@ -174,6 +174,11 @@ async def run_service(
                     stop_ids=stop_ids,
                     check_drift=False,
                     metrics=RolloutMetrics(),
+                    sampling=(
+                        {}
+                        if config.eval.temperature is None
+                        else {"temperature": config.eval.temperature}
+                    ),
                 ),
                 env=config.dataset.env,
                 turn_cap=schedule.max_cap,
