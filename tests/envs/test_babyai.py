@@ -127,6 +127,7 @@ def test_compact_observation_states_the_same_facts() -> None:
         assert "go to <object>" in short.splitlines()[-1]
     result = compact.step("go to no such thing")
     assert result.reward == 0.0 and "Invalid action" in result.observation
+    assert "Available actions" not in result.observation  # the last observation lists them
     with pytest.raises(ValueError, match="compact"):
         load_env("babyai", observation="tiny")
     with pytest.raises(ValueError, match="does not take options"):

@@ -83,10 +83,13 @@ class BabyAIEpisode(Episode):
             return StepResult(self._available_text(), 0.0, self._score, False)
         run = self._actions.get(key)
         if run is None:
-            text = (
-                f"Invalid action: {action.strip()!r} is not available. "
-                f"Choose one of the available actions.\n{self._available_text()}"
-            )
+            if self._compact:  # the observation before it, still in context, lists the options
+                text = f"Invalid action: {action.strip()!r} is not available."
+            else:
+                text = (
+                    f"Invalid action: {action.strip()!r} is not available. "
+                    f"Choose one of the available actions.\n{self._available_text()}"
+                )
             return StepResult(text, 0.0, self._score, False)
         before = self._score
         feedback = run()
