@@ -11,6 +11,7 @@ free; a port written in the config is pinned and must be free.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any, Literal
 
@@ -80,8 +81,19 @@ class TrainConfig(ConfigModel):
     """Partial `RolloutConfig` (see configs/rollout/); train fills in the wiring."""
     learn: dict[str, Any] = Field(default_factory=dict)
     """Partial `LearnConfig` (see configs/learn/); train fills in the wiring."""
+    learner_threads: int | None = Field(default=None, ge=1)
+    """CPU threads per learner rank (OMP_NUM_THREADS). None: half the machine's cores over the
+    ranks, at least 1. The other half stays with the rollout engines: vLLM's CPU build pins its
+    threads, and a learner with more threads than free cores stalls on every parallel region
+    (measured: 2 threads next to an engine on 2 cores made a warm-up step 4-14x slower than 1)."""
     restart: RestartConfig = RestartConfig()
     """Restarting crashed env and rollout servers."""
+
+    def threads_per_learner_rank(self) -> int:
+        if self.learner_threads is not None:
+            return self.learner_threads
+        return max(1, (os.cpu_count() or 2) // (2 * self.learner_procs))
+
     final_eval_timeout_s: float = Field(default=600.0, ge=0.0)
     """After the learner's last step, how long rollout servers may run their final held-out
     evaluation (only when `rollout.eval` is set) before they are stopped."""

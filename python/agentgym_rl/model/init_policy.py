@@ -54,6 +54,7 @@ class InitOptions:
     warmup_batch: int = 16
     warmup_lr: float = 2e-3
     seed: int = 0
+    threads: int | None = None
     force: bool = False
 
     def split_path(self) -> Path:
@@ -110,6 +111,7 @@ def init_policy(
         batch_size=options.warmup_batch,
         lr=options.warmup_lr,
         seed=options.seed,
+        threads=options.threads,
         on_step=on_step,
     )
     record: dict[str, object] = {

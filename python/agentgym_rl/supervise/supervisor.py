@@ -75,7 +75,8 @@ class Supervisor:
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         self.init = Child(plan.init, self.log_dir, env) if plan.init else None
         self.envs = [Child(s, self.log_dir, env) for s in plan.envs]
-        self.learn = Child(plan.learn, self.log_dir, env)
+        threads = str(train.threads_per_learner_rank())
+        self.learn = Child(plan.learn, self.log_dir, {**env, "OMP_NUM_THREADS": threads})
         self.rollouts = [Child(s, self.log_dir, env) for s in plan.rollouts]
         self.view = view or ProgressView(plan.learn_config.max_steps)
         self.watcher = RunWatcher(train.run_dir, plan.learn_config.max_steps)
