@@ -98,8 +98,9 @@ class SdpaAttention(MegatronModule):
         mask = None
         if not causal and attention_mask is not None:
             mask = attention_mask.logical_not()  # SDPA: True = may attend
-        # [s, b, h, d] -> [b, h, s, d]: a strided view, the kernel reads it as is
-        q, k, v = (t.permute(1, 2, 0, 3) for t in (query, key, value))
+        # [s, b, h, d] -> [b, h, s, d], made contiguous: q, k and v are strided slices of the
+        # fused qkv projection, and the kernel's blocks over s run faster on packed rows
+        q, k, v = (t.permute(1, 2, 0, 3).contiguous() for t in (query, key, value))
         context = F.scaled_dot_product_attention(
             q,
             k,

@@ -6,8 +6,9 @@ Contract:
   left of the world), installs the CPU substitutions of `cpu_support` when there is no CUDA,
   and seeds Megatron's RNG tracker. `shutdown_parallel` undoes all of it.
 - `transformer_config_from_hf` maps a `Qwen2Config`/`LlamaConfig` to a `TransformerConfig`;
-  `build_gpt_model` builds the matching `GPTModel` with the local (Transformer-Engine-free)
-  layer spec. The vocabulary is padded to a multiple of `vocab_multiple * tp`.
+  `build_gpt_model` builds the matching `PolicyGPTModel` (a `GPTModel`) with the local
+  (Transformer-Engine-free) layer spec. The vocabulary is padded to a multiple of
+  `vocab_multiple * tp`.
   `attention="sdpa"` (default) plugs the fused `attention.SdpaAttention` into the spec,
   `"local"` keeps Megatron's `DotProductAttention` (same function, materialised scores).
 - `token_logprobs` gives log p(label) at a temperature; padded vocabulary columns are
@@ -15,7 +16,9 @@ Contract:
   (vLLM's "processed_logprobs" when only a temperature is applied: no top-k/top-p). With
   tp > 1 it runs through Megatron's vocab-parallel cross-entropy (each rank touches only its
   vocabulary shard); with tp == 1 through one fused `log_softmax` + gather over the unpadded
-  columns (`fused=False` forces the vocab-parallel path there too, for tests).
+  columns (`fused=False` forces the vocab-parallel path there too, for tests). Either way the
+  log-probs are read from the output layer's ``[s, b, v]`` logits inside the forward
+  (`PolicyGPTModel.token_head`), skipping Megatron's transposed copy of the logits.
 - `token_logprobs_and_entropy` also returns the per-token entropy of that same distribution
   (tp > 1: `vocab_parallel_entropy`, max, sum-exp and sum(p * logit) reduced over the
   tensor-parallel group, padded columns excluded; tp == 1: from the same log-softmax),
@@ -27,8 +30,11 @@ right-padded rows starting at position 0; `token_logprobs` checks this.
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -44,6 +50,7 @@ from agentgym_rl.learner.attention import AttentionKind, gpt_layer_spec
 __all__ = [
     "SUPPORTED_MODEL_TYPES",
     "ParallelLayout",
+    "PolicyGPTModel",
     "build_gpt_model",
     "causal_mask",
     "head_dim_of",
@@ -217,7 +224,7 @@ def build_gpt_model(
     vocab_multiple: int = 1,
     attention: AttentionKind = "sdpa",
 ) -> GPTModel:
-    """A randomly initialised `GPTModel` shaped like `hf` for the current parallel layout.
+    """A randomly initialised `PolicyGPTModel` shaped like `hf` for the current layout.
 
     Call after `init_parallel`. Load weights with `convert.load_hf_weights`. On CPU the model's
     rotary embedding gets the `cpu_support` substitution. The HF vocabulary size is kept as
@@ -226,7 +233,7 @@ def build_gpt_model(
     tp = parallel_state.get_tensor_model_parallel_world_size()
     pp = parallel_state.get_pipeline_model_parallel_world_size()
     config = transformer_config_from_hf(hf, tp=tp, pp=pp, params_dtype=params_dtype)
-    model = GPTModel(
+    model = PolicyGPTModel(
         config=config,
         transformer_layer_spec=gpt_layer_spec(attention),
         vocab_size=padded_vocab_size(hf.vocab_size, tp, vocab_multiple),
@@ -275,45 +282,104 @@ def _use_fused(fused: bool) -> bool:
     return fused and parallel_state.get_tensor_model_parallel_world_size() == 1
 
 
-def _sampling_logits(
+TokenHead = Callable[[torch.Tensor, torch.Tensor], tuple[torch.Tensor, ...]]
+"""Per-token quantities from logits ``[s, b, V / tp]`` and labels ``[s, b]``, each ``[s, b]``."""
+
+
+class PolicyGPTModel(GPTModel):
+    """`GPTModel` whose ``labels=`` path can run a per-token head on the ``[s, b, v]`` logits.
+
+    Without labels, Megatron transposes the logits to ``[b, s, v]`` with a full copy (and its
+    backward another): the two largest copies of a step at a small hidden size. With labels it
+    hands the output layer's ``[s, b, v]`` logits to `compute_language_model_loss`;
+    `token_logprobs` sets `token_head` for one forward so log-probs are read in that layout.
+    With no head set, the method is Megatron's cross-entropy (`per_token_loss`).
+    """
+
+    token_head: TokenHead | None = None
+
+    def compute_language_model_loss(self, labels: torch.Tensor, logits: torch.Tensor) -> Any:
+        if self.token_head is None:
+            return super().compute_language_model_loss(labels, logits)
+        # the head is fp32 work (log-softmax, loss): never under the forward's autocast
+        with torch.autocast(logits.device.type, enabled=False):
+            return self.token_head(logits, labels.transpose(0, 1).contiguous())
+
+
+def _run_head(
     model: GPTModel,
     input_ids: torch.Tensor,
     position_ids: torch.Tensor,
-    temperature: float,
-    vocab_size: int | None,
-    *,
-    fused: bool,
+    labels: torch.Tensor,
+    head: TokenHead,
     autocast: torch.dtype | None,
-) -> torch.Tensor:
-    """This rank's vocabulary shard of logits / temperature, fp32.
-
-    Fused (one rank): the unpadded columns only (a view when nothing is to be done). Otherwise
-    a fresh tensor (the vocab-parallel CE works in place) with padded columns at -inf. With
-    `autocast` only the model's forward runs under autocast; everything after it is fp32.
-    """
-    if temperature <= 0:
-        raise ValueError(f"temperature must be > 0, got {temperature}")
+) -> tuple[torch.Tensor, ...]:
+    """One forward with `head` applied to its logits; results ``[B, S]``. With `autocast`
+    only the model's layers run under autocast; the head is always fp32."""
     seq_len = input_ids.size(1)
     _check_positions(position_ids, seq_len)
     mask = causal_mask(seq_len, input_ids.device)
-    if autocast is None:
-        logits = model(input_ids, position_ids, mask)
-    else:
-        with torch.autocast(device_type=input_ids.device.type, dtype=autocast):
+    ctx = (
+        torch.autocast(device_type=input_ids.device.type, dtype=autocast)
+        if autocast is not None
+        else contextlib.nullcontext()
+    )
+    if isinstance(model, PolicyGPTModel):
+        model.token_head = head
+        try:
+            with ctx:
+                out = model(input_ids, position_ids, mask, labels=labels)
+        finally:
+            model.token_head = None
+    else:  # a plain GPTModel: its [b, s, v] logits, seen as [s, b, v]
+        with ctx:
             logits = model(input_ids, position_ids, mask)
-    # logits: [B, S, V / tp], this rank's vocabulary shard.
-    if vocab_size is None:
-        vocab_size = getattr(model, "unpadded_vocab_size", None)
+        out = head(logits.transpose(0, 1), labels.transpose(0, 1).contiguous())
+    return tuple(t.transpose(0, 1).contiguous() for t in out)
+
+
+def _sampling_logits(
+    logits: torch.Tensor, temperature: float, vocab_size: int | None, *, fused: bool
+) -> torch.Tensor:
+    """This rank's vocabulary shard of `logits` / temperature, fp32.
+
+    Fused (one rank): the unpadded columns only (a view when nothing is to be done). Otherwise
+    a fresh tensor (the vocab-parallel CE works in place) with padded columns at -inf.
+    """
     if fused:
         if vocab_size is not None and vocab_size < logits.size(-1):
             logits = logits[..., :vocab_size]
         logits = logits.float()
-        # at T = 1 the division would be one more full pass over [B, S, V] for nothing
+        # at T = 1 the division would be one more full pass over the logits for nothing
         return logits if temperature == 1.0 else logits / temperature
     logits = logits.float() / temperature  # a fresh tensor
     if vocab_size is not None:
         logits = _mask_padded_vocab(logits, vocab_size)
     return logits
+
+
+def _logprob_head(
+    model: GPTModel, temperature: float, vocab_size: int | None, *, fused: bool, entropy: bool
+) -> TokenHead:
+    """Log-probs of the labels (and entropies) at `temperature` over the unpadded vocabulary."""
+    if temperature <= 0:
+        raise ValueError(f"temperature must be > 0, got {temperature}")
+    if vocab_size is None:
+        vocab_size = getattr(model, "unpadded_vocab_size", None)
+
+    def head(logits: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        z = _sampling_logits(logits, temperature, vocab_size, fused=fused)
+        if fused:
+            logp = torch.log_softmax(z, dim=-1)
+            lp = _gather_labels(logp, labels)
+            return (lp, -(logp.exp() * logp).sum(dim=-1)) if entropy else (lp,)
+        if not entropy:
+            return (-tensor_parallel.vocab_parallel_cross_entropy(z, labels),)
+        h = vocab_parallel_entropy(z)
+        # the CE modifies its input in place; the entropy's graph still needs `z`
+        return -tensor_parallel.vocab_parallel_cross_entropy(z.clone(), labels), h
+
+    return head
 
 
 def vocab_parallel_entropy(logits: torch.Tensor) -> torch.Tensor:
@@ -369,15 +435,9 @@ def token_logprobs(
     tensor-parallel rank returns the same values. `autocast` (e.g. ``torch.bfloat16``) runs the
     model's forward under autocast; the log-softmax stays fp32.
     """
-    fused = _use_fused(fused)
-    logits = _sampling_logits(
-        model, input_ids, position_ids, temperature, vocab_size, fused=fused, autocast=autocast
-    )
-    if fused:
-        return _gather_labels(torch.log_softmax(logits, dim=-1), labels)
-    # the CE works in place on `logits`, a fresh tensor nothing else holds
-    nll: torch.Tensor = tensor_parallel.vocab_parallel_cross_entropy(logits, labels)
-    return -nll
+    head = _logprob_head(model, temperature, vocab_size, fused=_use_fused(fused), entropy=False)
+    (logprobs,) = _run_head(model, input_ids, position_ids, labels, head, autocast)
+    return logprobs
 
 
 def token_logprobs_and_entropy(
@@ -396,18 +456,9 @@ def token_logprobs_and_entropy(
     Both are [B, S] fp32, differentiable and the same on every tensor-parallel rank; the
     entropy excludes padded vocabulary columns (see `vocab_parallel_entropy`).
     """
-    fused = _use_fused(fused)
-    logits = _sampling_logits(
-        model, input_ids, position_ids, temperature, vocab_size, fused=fused, autocast=autocast
-    )
-    if fused:
-        logp = torch.log_softmax(logits, dim=-1)
-        entropy = -(logp.exp() * logp).sum(dim=-1)
-        return _gather_labels(logp, labels), entropy
-    entropy = vocab_parallel_entropy(logits)
-    # the CE modifies its input in place; the entropy's graph still needs `logits`
-    nll: torch.Tensor = tensor_parallel.vocab_parallel_cross_entropy(logits.clone(), labels)
-    return -nll, entropy
+    head = _logprob_head(model, temperature, vocab_size, fused=_use_fused(fused), entropy=True)
+    logprobs, entropy = _run_head(model, input_ids, position_ids, labels, head, autocast)
+    return logprobs, entropy
 
 
 def per_token_loss(
