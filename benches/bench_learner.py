@@ -9,9 +9,11 @@ The learner's path is the fused one (`SdpaAttention` core attention, one log-sof
 for the log-probs at tp = 1); `--ablation` adds Megatron's own path (local
 `DotProductAttention`, vocab-parallel cross-entropy) as a third row. Steps of the stacks are
 interleaved (one of each per round) and the median per-step time is reported, so load from
-other processes on a shared machine hits every stack alike.
+other processes on a shared machine hits every stack alike. On a busy machine wall time still
+swings by tens of percent between rounds; `--threads 1 --cpu-time` times this process's CPU
+seconds on one thread instead, which other processes barely move.
 
-    python benches/bench_learner.py [--quick] [--iters N] [--ablation]
+    python benches/bench_learner.py [--quick] [--iters N] [--ablation] [--threads N] [--cpu-time]
 """
 
 from __future__ import annotations
@@ -85,16 +87,18 @@ def step_fn(
     return step
 
 
-def timed_interleaved(steps: dict[str, Callable[[], None]], iters: int) -> dict[str, float]:
+def timed_interleaved(
+    steps: dict[str, Callable[[], None]], iters: int, clock: Callable[[], float]
+) -> dict[str, float]:
     """Median seconds per step of each, one step of every stack per round (after a warm-up)."""
     for step in steps.values():
         step()
     times: dict[str, list[float]] = {name: [] for name in steps}
     for _ in range(iters):
         for name, step in steps.items():
-            t0 = time.perf_counter()
+            t0 = clock()
             step()
-            times[name].append(time.perf_counter() - t0)
+            times[name].append(clock() - t0)
     return {name: statistics.median(ts) for name, ts in times.items()}
 
 
@@ -119,7 +123,14 @@ def main() -> None:
     parser.add_argument(
         "--ablation", action="store_true", help="also time Megatron's local attention + CE path"
     )
+    parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads")
+    parser.add_argument(
+        "--cpu-time", action="store_true", help="time process CPU seconds, not wall seconds"
+    )
     args = parser.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    clock = time.process_time if args.cpu_time else time.perf_counter
     hidden, layers, vocab = 256, 4, 4096
     rows, seq, iters = (4, 128, 2) if args.quick else (8, 256, 7)
     iters = args.iters or iters
@@ -140,12 +151,13 @@ def main() -> None:
         local_step, _ = megatron_step(hf, b, attention="local", fused=False)
         steps[LOCAL] = local_step
     steps["transformers Qwen2"] = step_fn(list(hf.parameters()), hf_logprobs, b)
-    seconds = timed_interleaved(steps, iters)
+    seconds = timed_interleaved(steps, iters, clock)
     lm.shutdown_parallel()
     tokens = rows * seq
     n_params = sum(p.numel() for p in hf.parameters())
     print(f"model: Qwen2 {n_params / 1e6:.1f}M params, batch {rows} x {seq} tokens, CPU")
-    print(f"threads: {torch.get_num_threads()}, median of {iters} interleaved rounds")
+    kind = "CPU" if args.cpu_time else "wall"
+    print(f"threads: {torch.get_num_threads()}, median {kind} time of {iters} interleaved rounds")
     print(f"log-prob max |diff| megatron vs transformers before training: {diff:.2e}")
     for name, t in seconds.items():
         print(f"{name:<31}: {tokens / t:10.0f} tokens/s ({t * 1e3:.0f} ms/step)")
