@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -218,3 +219,29 @@ def test_corrupt_chunk_over_tcp_is_nacked(loop: LoopThread) -> None:
     finally:
         s.close()
         pub.close()
+
+
+def test_a_restarted_publisher_relearns_its_servers(loop: LoopThread, free_port: int) -> None:
+    """A learner that restarts forgets every rollout server; their periodic re-registration
+    (every 5 s) brings them back without restarting them, and updates flow again."""
+    endpoint = f"tcp://127.0.0.1:{free_port}"
+    first = WeightPublisher(endpoint, chunk_bytes=4096)
+    server = Server(loop, endpoint, "a")
+    try:
+        assert first.wait_for_servers(1, timeout_s=10) == 1
+        assert first.publish(1, _tensors(1), timeout_s=20).ok
+        assert first.publish(1 + 1, _tensors(2), timeout_s=20).acked == ["a"]
+        first.close()
+        second = WeightPublisher(endpoint, chunk_bytes=4096)
+        try:
+            assert second.wait_for_servers(1, timeout_s=15) == 1
+            res = second.publish(3, _tensors(3), timeout_s=20)
+            assert res.acked == ["a"] and sorted(server.applied) == [1, 2, 3]
+            # known servers re-registering change nothing: no duplicate, version kept
+            time.sleep(5.5)
+            second._drain(None)
+            assert len(second.servers) == 1
+        finally:
+            second.close()
+    finally:
+        server.close()

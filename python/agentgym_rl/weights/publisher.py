@@ -165,7 +165,9 @@ class WeightPublisher:
             log.warning("malformed message from %r: %s", ident, exc)
             return
         if kind == "register":
-            new = self.servers.get(ident) or _Server(server_id=ident.decode(errors="replace"))
+            if ident in self.servers:  # a subscriber's periodic re-registration: nothing new
+                return
+            new = _Server(server_id=ident.decode(errors="replace"))
             new.version = int(header.get("version", -1))
             new.done = True  # catches up at the next version
             self.servers[ident] = new

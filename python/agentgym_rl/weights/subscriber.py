@@ -263,11 +263,21 @@ class WeightSubscriber:
             await self._ack(version, True, "", time.perf_counter() - t0)
             return version
 
-    async def serve(self, apply: ApplyFn, stop: asyncio.Event | None = None) -> None:
-        """Register, then apply updates until `stop` is set (or the task is cancelled)."""
+    async def serve(
+        self, apply: ApplyFn, stop: asyncio.Event | None = None, *, reregister_s: float = 5.0
+    ) -> None:
+        """Register, then apply updates until `stop` is set (or the task is cancelled).
+
+        Registration is repeated every `reregister_s`: a learner that restarted (its publisher
+        forgot every server; ZeroMQ reconnects the socket by itself) learns of this server again
+        within that time. A publisher ignores registrations of servers it knows."""
         await self.register()
+        registered = time.monotonic()
         while stop is None or not stop.is_set():
             await self.step(apply, timeout_s=0.5)
+            if time.monotonic() - registered >= reregister_s:
+                await self.register()
+                registered = time.monotonic()
 
     def close(self) -> None:
         self._sock.close(linger=0)
