@@ -47,6 +47,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16"])
     parser.add_argument("--seed", type=int, default=0, help="vLLM sampling seed")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.add_argument(
+        "--system-prompt", help="system prompt (default: the env's; give the one trained with)"
+    )
+    parser.add_argument(
+        "--env-option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="option of the env servers eval starts, e.g. observation=compact (repeatable)",
+    )
 
 
 def parse_addresses(items: list[str]) -> dict[str, list[str]]:
@@ -89,6 +99,8 @@ def run(args: argparse.Namespace) -> int:
             dtype=args.dtype,
             seed=args.seed,
             progress=not args.no_progress,
+            system_prompt=args.system_prompt,
+            env_options=tuple(args.env_option),
         )
     except ValueError as e:
         print(f"eval: {e}", file=sys.stderr)

@@ -16,6 +16,7 @@ import os
 import time
 import uuid
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +59,10 @@ class EvalOptions:
     seed: int = 0
     success_threshold: float = 0.0
     progress: bool = True
+    system_prompt: str | None = None
+    """Overrides the env's built-in system prompt (use the one the policy was trained with)."""
+    env_options: tuple[str, ...] = ()
+    """`KEY=VALUE` options of env servers eval starts itself (e.g. observation=compact)."""
 
     def check(self, engine_given: bool = False) -> None:
         """Raise `EvalError` naming the flag and the fix for inconsistent options."""
@@ -92,8 +97,8 @@ class EvalOptions:
         return tasks[: self.limit] if self.limit is not None else tasks
 
 
-def env_specs(envs: list[str]) -> dict[str, EnvSpec]:
-    return {e: EnvSpec(FORMATS.get(e, ActionFormat.REACT)) for e in envs}
+def env_specs(envs: list[str], system_prompt: str | None = None) -> dict[str, EnvSpec]:
+    return {e: EnvSpec(FORMATS.get(e, ActionFormat.REACT), system_prompt) for e in envs}
 
 
 def env_pool(addresses: dict[str, list[str]]) -> _core.EnvPool:
@@ -122,7 +127,9 @@ async def evaluate(options: EvalOptions, *, engine: Engine | None = None) -> Eva
     log_dir = options.out or Path("runs/eval")
     servers = None
     if missing:
-        servers = await asyncio.to_thread(LocalEnvServers.start, missing, log_dir)
+        servers = await asyncio.to_thread(
+            partial(LocalEnvServers.start, missing, log_dir, env_options=options.env_options)
+        )
     try:
         addresses = {e: options.env_addresses[e] for e in envs if e not in missing}
         addresses.update(servers.addresses() if servers else {})
@@ -186,7 +193,9 @@ async def _api_policy(options: EvalOptions, pool: _core.EnvPool, tasks: list[Tas
         top_p=options.top_p,
         max_tokens=options.max_tokens_per_turn,
     )
-    policy = ChatApiPolicy(pool, api, env_specs(sorted({t.env for t in tasks})))
+    policy = ChatApiPolicy(
+        pool, api, env_specs(sorted({t.env for t in tasks}), options.system_prompt)
+    )
     try:
         await policy.check()
     except BaseException:
@@ -225,7 +234,7 @@ def _agent_policy(
         engine,
         pool,
         ChatTokenizer.from_dir(model_dir),
-        envs=env_specs(sorted({t.env for t in tasks})),
+        envs=env_specs(sorted({t.env for t in tasks}), options.system_prompt),
         max_model_len=max_len,
         max_tokens_per_turn=min(options.max_tokens_per_turn, max_len - 1),
         stop_ids=getattr(engine, "stop_token_ids", None),

@@ -61,7 +61,12 @@ class LocalEnvServers:
 
     @classmethod
     def start(
-        cls, envs: Sequence[str], log_dir: Path, *, ready_timeout_s: float = 120.0
+        cls,
+        envs: Sequence[str],
+        log_dir: Path,
+        *,
+        ready_timeout_s: float = 120.0,
+        env_options: Sequence[str] = (),
     ) -> LocalEnvServers:
         log_dir.mkdir(parents=True, exist_ok=True)
         servers = cls([])
@@ -72,6 +77,7 @@ class LocalEnvServers:
                 log_file = log_path.open("wb")
                 cmd = [sys.executable, "-m", "agentgym_rl.cli", "env", "serve", env]
                 cmd += ["--port", str(http_port), "--zmq-port", str(zmq_port)]
+                cmd += [arg for option in env_options for arg in ("--env-option", option)]
                 proc = subprocess.Popen(cmd, stdout=log_file, stderr=subprocess.STDOUT)
                 servers.children.append(_Child(env, http_port, zmq_port, proc, log_path, log_file))
             servers._wait_ready(ready_timeout_s)
