@@ -50,10 +50,11 @@ fi
 
 # 3. The rest of the runtime stack (pinned in pyproject.toml) and the build tool.
 if ! have_versions megatron-core==0.16.1 minigrid==3.2.0 minecraft-data==3.20.0 gymnasium==1.4.0 \
-    || ! "$PY" -c "import zmq, msgpack, uvloop, uvicorn, pydantic, yaml, rich, maturin" 2>/dev/null; then
-  say "megatron-core, pyzmq, msgpack, uvloop, uvicorn, pydantic, pyyaml, rich, maturin, env deps"
+    || ! "$PY" -c "import zmq, msgpack, uvloop, uvicorn, pydantic, yaml, rich, maturin, matplotlib" \
+      2>/dev/null; then
+  say "megatron-core, pyzmq, msgpack, uvloop, uvicorn, pydantic, pyyaml, rich, matplotlib, maturin, env deps"
   pip_q megatron-core==0.16.1 "pyzmq>=26,<28" "msgpack>=1.1,<2" "uvloop>=0.21,<1" \
-    "pydantic>=2.12,<3" "pyyaml>=6,<7" "rich>=13,<16" "maturin>=1.9,<2" \
+    "pydantic>=2.12,<3" "pyyaml>=6,<7" "rich>=13,<16" "matplotlib>=3.8,<4" "maturin>=1.9,<2" \
     "uvicorn>=0.30,<1" minigrid==3.2.0 minecraft-data==3.20.0 gymnasium==1.4.0
 fi
 if [[ $DEV == 1 ]]; then
