@@ -10,7 +10,7 @@ import argparse
 import time
 from pathlib import Path
 
-from agentgym_rl.model.init_policy import InitOptions
+from agentgym_rl.model.init_options import InitOptions
 
 _DEFAULTS = InitOptions(out=Path("."))
 

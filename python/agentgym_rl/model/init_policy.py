@@ -17,52 +17,14 @@ import random
 import shutil
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 
 from agentgym_rl.model.factory import create_tiny_model
+from agentgym_rl.model.init_options import DEFAULT_SPLITS, INFO_FILE, InitOptions
 from agentgym_rl.model.transcripts import corpus_text, random_transcripts
 from agentgym_rl.model.warmup import format_warmup
 from agentgym_rl.rollout.dataset import load_split
-
-INFO_FILE = "init_model.json"
-ENVS_DIR = Path(__file__).resolve().parents[3] / "envs"
-DEFAULT_SPLITS = {
-    "babyai": ENVS_DIR / "agentgym_envs/babyai/data/goto_train.json",
-    "textcraft": ENVS_DIR / "agentgym_envs/textcraft/data/train.json",
-}
-
-
-@dataclass(frozen=True, slots=True)
-class InitOptions:
-    """Everything `init-model` takes (the CLI flags, one to one)."""
-
-    out: Path
-    env: str = "babyai"
-    split: Path | None = None
-    transcripts: int = 2000
-    max_turns: int = 4
-    system_prompt: str | None = None
-    env_options: tuple[tuple[str, str], ...] = ()
-    vocab_size: int = 600
-    hidden: int = 128
-    layers: int = 3
-    heads: int = 2
-    kv_heads: int = 2
-    intermediate: int = 384
-    warmup_steps: int = 300
-    warmup_batch: int = 16
-    warmup_lr: float = 2e-3
-    seed: int = 0
-    threads: int | None = None
-    force: bool = False
-
-    def split_path(self) -> Path:
-        if self.split is not None:
-            return self.split
-        if self.env not in DEFAULT_SPLITS:
-            raise ValueError(f"no default training split for env {self.env!r}: pass --split")
-        return DEFAULT_SPLITS[self.env]
 
 
 def init_policy(

@@ -1,0 +1,45 @@
+"""The options of `init-model` (import-light: the CLI parses with these defaults)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+INFO_FILE = "init_model.json"
+ENVS_DIR = Path(__file__).resolve().parents[3] / "envs"
+DEFAULT_SPLITS = {
+    "babyai": ENVS_DIR / "agentgym_envs/babyai/data/goto_train.json",
+    "textcraft": ENVS_DIR / "agentgym_envs/textcraft/data/train.json",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class InitOptions:
+    """Everything `init-model` takes (the CLI flags, one to one)."""
+
+    out: Path
+    env: str = "babyai"
+    split: Path | None = None
+    transcripts: int = 2000
+    max_turns: int = 4
+    system_prompt: str | None = None
+    env_options: tuple[tuple[str, str], ...] = ()
+    vocab_size: int = 600
+    hidden: int = 128
+    layers: int = 3
+    heads: int = 2
+    kv_heads: int = 2
+    intermediate: int = 384
+    warmup_steps: int = 300
+    warmup_batch: int = 16
+    warmup_lr: float = 2e-3
+    seed: int = 0
+    threads: int | None = None
+    force: bool = False
+
+    def split_path(self) -> Path:
+        if self.split is not None:
+            return self.split
+        if self.env not in DEFAULT_SPLITS:
+            raise ValueError(f"no default training split for env {self.env!r}: pass --split")
+        return DEFAULT_SPLITS[self.env]
