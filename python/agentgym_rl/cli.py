@@ -6,62 +6,18 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+from agentgym_rl import eval_cli, init_cli, plot_cli, serve_rollouts, show_cli, train_cli
+from agentgym_rl import learn as learn_cli
 from agentgym_rl.env_cli import add_env_subcommands
-from agentgym_rl.eval_cli import add_arguments as add_eval_arguments
-from agentgym_rl.init_cli import add_arguments as add_init_arguments
-from agentgym_rl.learn import add_arguments as add_learn_arguments
-from agentgym_rl.plot_cli import add_arguments as add_plot_arguments
-from agentgym_rl.serve_rollouts import add_arguments as add_rollout_arguments
-from agentgym_rl.show_cli import add_arguments as add_show_arguments
-from agentgym_rl.train_cli import add_arguments as add_train_arguments
+
+# Each command module parses with argparse only and imports its stack inside `run`, so the
+# modules are imported here and their `run` is the handler.
 
 
 def _bench(args: argparse.Namespace) -> int:
     from agentgym_rl.bench_runner import run_benches
 
     return run_benches(only=args.only, quick=args.quick)
-
-
-def _serve_rollouts(args: argparse.Namespace) -> int:
-    from agentgym_rl.serve_rollouts import run
-
-    return run(args)
-
-
-def _learn(args: argparse.Namespace) -> int:
-    from agentgym_rl.learn import run
-
-    return run(args)
-
-
-def _train(args: argparse.Namespace) -> int:
-    from agentgym_rl.train_cli import run
-
-    return run(args)
-
-
-def _plot(args: argparse.Namespace) -> int:
-    from agentgym_rl.plot_cli import run
-
-    return run(args)
-
-
-def _eval(args: argparse.Namespace) -> int:
-    from agentgym_rl.eval_cli import run
-
-    return run(args)
-
-
-def _show(args: argparse.Namespace) -> int:
-    from agentgym_rl.show_cli import run
-
-    return run(args)
-
-
-def _init_model(args: argparse.Namespace) -> int:
-    from agentgym_rl.init_cli import run
-
-    return run(args)
 
 
 def _info(_: argparse.Namespace) -> int:
@@ -102,8 +58,8 @@ def build_parser() -> argparse.ArgumentParser:
         "learner endpoints. SIGTERM stops admission, finishes or aborts in-flight episodes and "
         "flushes.",
     )
-    add_rollout_arguments(rollouts)
-    rollouts.set_defaults(func=_serve_rollouts)
+    serve_rollouts.add_arguments(rollouts)
+    rollouts.set_defaults(func=serve_rollouts.run)
 
     learn = sub.add_parser(
         "learn",
@@ -113,8 +69,8 @@ def build_parser() -> argparse.ArgumentParser:
         "publishes HF-named weights and writes resumable checkpoints. Run under torchrun for "
         "tensor/data parallelism.",
     )
-    add_learn_arguments(learn)
-    learn.set_defaults(func=_learn)
+    learn_cli.add_arguments(learn)
+    learn.set_defaults(func=learn_cli.run)
 
     train = sub.add_parser(
         "train",
@@ -124,8 +80,8 @@ def build_parser() -> argparse.ArgumentParser:
         "stops everything in order on Ctrl-C/SIGTERM and writes plots and a summary at the end. "
         "See docs/train.md.",
     )
-    add_train_arguments(train)
-    train.set_defaults(func=_train)
+    train_cli.add_arguments(train)
+    train.set_defaults(func=train_cli.run)
 
     plot = sub.add_parser(
         "plot",
@@ -133,8 +89,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="RUN_DIR: writes RUN_DIR/plots/*.png and RUN_DIR/summary.md; several runs "
         "with --out DIR: their curves overlaid in DIR.",
     )
-    add_plot_arguments(plot)
-    plot.set_defaults(func=_plot)
+    plot_cli.add_arguments(plot)
+    plot.set_defaults(func=plot_cli.run)
 
     evaluate = sub.add_parser(
         "eval",
@@ -143,8 +99,8 @@ def build_parser() -> argparse.ArgumentParser:
         "local checkpoint (vLLM) or over an OpenAI-compatible chat endpoint, starts the env "
         "servers it is not given, prints the table and writes eval.md/eval.json. See docs/eval.md.",
     )
-    add_eval_arguments(evaluate)
-    evaluate.set_defaults(func=_eval)
+    eval_cli.add_arguments(evaluate)
+    evaluate.set_defaults(func=eval_cli.run)
 
     show = sub.add_parser(
         "show",
@@ -153,8 +109,8 @@ def build_parser() -> argparse.ArgumentParser:
         "trained (generated) tokens highlighted, masked tokens dim, with reward, turn cap, "
         "status and the policy version of each turn.",
     )
-    add_show_arguments(show)
-    show.set_defaults(func=_show)
+    show_cli.add_arguments(show)
+    show.set_defaults(func=show_cli.run)
 
     init_model = sub.add_parser(
         "init-model",
@@ -164,8 +120,8 @@ def build_parser() -> argparse.ArgumentParser:
         "teaches it the action format by next-token training on those random-action "
         "transcripts (no expert data). Any HF checkpoint folder can be used in its place.",
     )
-    add_init_arguments(init_model)
-    init_model.set_defaults(func=_init_model)
+    init_cli.add_arguments(init_model)
+    init_model.set_defaults(func=init_cli.run)
 
     info = sub.add_parser("info", help="print the version")
     info.set_defaults(func=_info)
