@@ -23,8 +23,7 @@ import httpx
 
 from agentgym_rl import _core
 from agentgym_rl.evaluation.runner import EpisodeOutcome, EvalError
-from agentgym_rl.rollout.actions import parse_action
-from agentgym_rl.rollout.agent import AgentLoop, EnvSpec, EpisodePlan, EpisodeStatus
+from agentgym_rl.rollout.agent import AgentLoop, EnvSpec, EpisodePlan, EpisodeStatus, act
 from agentgym_rl.rollout.dataset import Task
 from agentgym_rl.rollout.episode_log import EpisodeLog
 from agentgym_rl.rollout.prompts import episode_prefix, observation_message
@@ -169,19 +168,11 @@ class ChatApiPolicy:
                 break
             turn += 1
             messages.append({"role": "assistant", "content": text})
-            parsed = parse_action(text, spec.action_format)
-            if parsed.action is None:
-                observation = parsed.feedback or ""
-            else:
-                try:
-                    outcome = await self.pool.step(episode, parsed.action)
-                except _core.EnvPoolError:
-                    status = EpisodeStatus.ENV_FAILURE
-                    break
-                score, observation = outcome.score, outcome.observation
-                if outcome.done:
-                    status = EpisodeStatus.DONE
-                    break
+            acted = await act(self.pool, episode, text, spec.action_format, score)
+            score, observation = acted.score, acted.observation
+            if acted.ended is not None:
+                status = acted.ended
+                break
             if turn >= max_turns:
                 status = EpisodeStatus.TURN_CAP
                 break

@@ -148,21 +148,13 @@ class AgentLoop:
                 status = EpisodeStatus.TRUNCATED
                 break
             text = self.chat.decode([i for i in gen.token_ids if i not in self._stop_set])
-            parsed = parse_action(text, spec.action_format)
-            if parsed.action is None:
-                self.metrics.invalid_actions += 1
-                observation = parsed.feedback or ""
-            else:
-                try:
-                    outcome = await self.pool.step(episode, parsed.action)
-                except _core.EnvPoolError:
-                    status = EpisodeStatus.ENV_FAILURE
-                    break
-                self.metrics.env_steps += 1
-                score, observation = outcome.score, outcome.observation
-                if outcome.done:
-                    status = EpisodeStatus.DONE
-                    break
+            acted = await act(self.pool, episode, text, spec.action_format, score)
+            self.metrics.env_steps += acted.stepped
+            self.metrics.invalid_actions += not acted.stepped and acted.ended is None
+            score, observation = acted.score, acted.observation
+            if acted.ended is not None:
+                status = acted.ended
+                break
             if turn >= plan.budget.cap:
                 status = EpisodeStatus.TURN_CAP
                 break
@@ -197,6 +189,36 @@ class AgentLoop:
         )
         self.metrics.record_episode(sample)
         return sample
+
+
+@dataclass(frozen=True, slots=True)
+class Acted:
+    """What one turn's text did to the episode."""
+
+    observation: str
+    """The next user message: the env's observation or the parser's feedback."""
+    score: float
+    """The env's running score (unchanged when nothing was stepped)."""
+    stepped: bool
+    """The env was stepped (False: an unparseable turn, or the step failed)."""
+    ended: EpisodeStatus | None
+    """DONE or ENV_FAILURE when the episode is over, else None."""
+
+
+async def act(
+    pool: _core.EnvPool, episode: int, text: str, fmt: ActionFormat, score: float
+) -> Acted:
+    """Parse `text` in `fmt` and step the env with its action (the one turn rule every agent
+    follows: training, evaluation over an API). An unparseable turn is not sent to the env."""
+    parsed = parse_action(text, fmt)
+    if parsed.action is None:
+        return Acted(parsed.feedback or "", score, False, None)
+    try:
+        outcome = await pool.step(episode, parsed.action)
+    except _core.EnvPoolError:
+        return Acted("", score, False, EpisodeStatus.ENV_FAILURE)
+    ended = EpisodeStatus.DONE if outcome.done else None
+    return Acted(outcome.observation, outcome.score, True, ended)
 
 
 def finish_sample(
