@@ -51,6 +51,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--warmup-batch", type=int, default=d.warmup_batch, help="transcripts/step")
     parser.add_argument("--warmup-lr", type=float, default=d.warmup_lr, help="warm-up peak lr")
+    parser.add_argument(
+        "--warmup-observations",
+        action="store_true",
+        help="train on the observation turns too (a dense copy task: the listed actions spell "
+        "the labels the observation names), not only on the actions",
+    )
     parser.add_argument("--seed", type=int, default=d.seed, help="seed of everything")
     parser.add_argument(
         "--threads",
@@ -88,6 +94,7 @@ def run(args: argparse.Namespace) -> int:
         warmup_steps=args.warmup_steps,
         warmup_batch=args.warmup_batch,
         warmup_lr=args.warmup_lr,
+        warmup_observations=args.warmup_observations,
         seed=args.seed,
         threads=args.threads,
         force=args.force,

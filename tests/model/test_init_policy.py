@@ -78,6 +78,13 @@ def test_warmup_targets_only_assistant_turns(small_policy: Path) -> None:
     assert enc.ids == tok.encode(full, add_special_tokens=False)  # per-message == whole render
     targets = tok.decode([i for i, m in zip(enc.ids, enc.mask, strict=True) if m])
     assert targets == "Action: go to red ball 1<|im_end|>Action: turn left<|im_end|>"
+    with_obs = encode(tok, messages, observations=True)
+    assert with_obs.ids == enc.ids
+    targets = tok.decode([i for i, m in zip(with_obs.ids, with_obs.mask, strict=True) if m])
+    assert targets == (  # the observations join the targets; system prompt and headers do not
+        "Your goal: go to the red ball<|im_end|>Action: go to red ball 1<|im_end|>"
+        "You see a wall.<|im_end|>Action: turn left<|im_end|>"
+    )
 
 
 def test_init_model_writes_a_loadable_warmed_up_policy(small_policy: Path) -> None:

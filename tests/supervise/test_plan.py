@@ -181,10 +181,15 @@ def test_missing_model_unless_init_model(train_data: dict[str, Any], tmp_path: P
     (found,) = problems(train_data)
     assert found.startswith(f"model: model directory '{tmp_path / 'nope'}' not found")
     assert "init_model" in found
-    train_data["init_model"] = {"env": "babyai", "warmup_steps": 10}
+    train_data["init_model"] = {
+        "env": "babyai",
+        "warmup_steps": 10,
+        "warmup_observations": True,
+        "force": False,
+    }
     plan = plan_run(train_config(train_data))
     assert plan.init is not None
-    assert plan.init.argv[-7:] == [
+    assert plan.init.argv[-8:] == [  # a true switch is a bare flag, a false one is left out
         "init-model",
         "--out",
         str(tmp_path / "nope"),
@@ -192,6 +197,7 @@ def test_missing_model_unless_init_model(train_data: dict[str, Any], tmp_path: P
         "babyai",
         "--warmup-steps",
         "10",
+        "--warmup-observations",
     ]
 
 
@@ -240,3 +246,14 @@ def test_cli_resume_needs_a_run_folder(tmp_path: Path) -> None:
     assert f"{tmp_path / 'configs' / 'train.yaml'} not found" in missing.stderr
     both = train("--config", "x.yaml", "--resume", str(tmp_path))
     assert both.returncode == 2 and "not both" in both.stderr
+
+
+def test_a_new_run_refuses_a_folder_that_holds_a_run(train_data: dict[str, Any]) -> None:
+    run_dir = Path(train_data["run_dir"])
+    run_dir.mkdir(parents=True, exist_ok=True)
+    plan_run(train_config(train_data))  # an empty (or new) folder is fine
+    (run_dir / "run.jsonl").write_text('{"outcome": "stopped"}\n')
+    (found,) = problems(train_data)
+    assert found.startswith(f"run_dir: {run_dir} already holds a run")
+    assert f"agentgym-rl train --resume {run_dir}" in found
+    plan_run(train_config(train_data), resume=True)  # continuing it is what --resume is for

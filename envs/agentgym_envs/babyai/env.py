@@ -8,9 +8,10 @@ when they apply, and "check available actions". High-level actions run as BFS-pl
 moves on the true grid. Reward is minigrid's success reward; score is the running sum.
 
 Option `observation=compact` (`env serve babyai --env-option observation=compact`) states the
-same facts in a few tokens: `Goal:`, `Walls:`, `Seen:` (action labels with offsets),
-`Carrying:` and `Actions:` as verb patterns (`go to <object>`), for small models on small
-machines. The action set and its spelling do not change.
+same facts in fewer tokens: `Goal:`, `Walls:`, `Seen:` (action labels with offsets),
+`Carrying:` and `Actions:` (the available actions, spelled in full: a small model learns to copy
+an action from a list much sooner than to compose one from a verb pattern and a label), for small
+models on small machines. The action set and its spelling do not change.
 """
 
 from __future__ import annotations
@@ -103,22 +104,10 @@ class BabyAIEpisode(Episode):
     def observation(self) -> str:
         if self._compact:
             body = "\n".join(describe_compact(self._view, self._env.carrying))
-            return f"Goal: {self._env.mission}\n{body}\n{self._action_patterns()}"
+            listed = ", ".join(a for a in self.available_actions() if a != CHECK)
+            return f"Goal: {self._env.mission}\n{body}\nActions: {listed}"
         body = "\n".join(describe(self._view, self._env.carrying))
         return f"Your goal: {self._env.mission}\n{body}\n{self._available_text()}"
-
-    def _action_patterns(self) -> str:
-        """`Actions: turn left, ..., go to <object>, pick up <object>` (labels abstracted)."""
-        labels = sorted((o.label for o in self._view.objects), key=len, reverse=True)
-        patterns: list[str] = []
-        for action in self.available_actions():
-            for label in labels:
-                if action.endswith(" " + label):
-                    action = action[: -len(label)] + "<object>"
-                    break
-            if action not in patterns:
-                patterns.append(action)
-        return "Actions: " + ", ".join(patterns)
 
     def available_actions(self) -> list[str]:
         return [*self._actions, CHECK]

@@ -33,6 +33,7 @@ class InitOptions:
     warmup_steps: int = 300
     warmup_batch: int = 16
     warmup_lr: float = 2e-3
+    warmup_observations: bool = False
     seed: int = 0
     threads: int | None = None
     force: bool = False

@@ -74,6 +74,7 @@ def init_policy(
         lr=options.warmup_lr,
         seed=options.seed,
         threads=options.threads,
+        observations=options.warmup_observations,
         on_step=on_step,
     )
     record: dict[str, object] = {

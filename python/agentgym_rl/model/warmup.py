@@ -30,24 +30,25 @@ class Encoded:
     mask: list[int]
 
 
-def encode(tokenizer: Any, messages: Sequence[dict[str, str]]) -> Encoded:
-    """Token ids of `messages` as the chat template renders them, assistant turns masked 1."""
+def encode(
+    tokenizer: Any, messages: Sequence[dict[str, str]], *, observations: bool = False
+) -> Encoded:
+    """Token ids of `messages` as the chat template renders them, assistant turns masked 1
+    (and the observations too, with `observations`)."""
     ids: list[int] = []
     mask: list[int] = []
-    header_len = {
-        role: len(tokenizer.encode(f"<|im_start|>{role}\n", add_special_tokens=False))
-        for role in ("system", "user", "assistant")
-    }
     for m in messages:
         rendered = tokenizer.apply_chat_template([m], tokenize=False, add_generation_prompt=False)
-        part = tokenizer.encode(rendered, add_special_tokens=False)
-        ids.extend(part)
-        if m["role"] == "assistant":
+        enc = tokenizer(rendered, add_special_tokens=False, return_offsets_mapping=True)
+        ids.extend(enc["input_ids"])
+        if m["role"] == "assistant" or (observations and m["role"] == "user"):
             # Header is context; content + <|im_end|> are targets; the trailing "\n" is glue.
-            head = header_len["assistant"]
-            mask.extend([0] * head + [1] * (len(part) - head - 1) + [0])
+            # By character offsets: a BPE token may merge the header's "\n" with the content.
+            start = len(f"<|im_start|>{m['role']}\n")
+            end = rendered.rindex("<|im_end|>") + len("<|im_end|>")
+            mask.extend(int(a < end and b > start) for a, b in enc["offset_mapping"])
         else:
-            mask.extend([0] * len(part))
+            mask.extend([0] * len(enc["input_ids"]))
     return Encoded(ids, mask)
 
 
@@ -60,9 +61,14 @@ def format_warmup(
     lr: float = 2e-3,
     seed: int = 0,
     threads: int | None = None,
+    observations: bool = False,
     on_step: Callable[[int, float], None] | None = None,
 ) -> list[float]:
-    """Train `model_dir` in place for `steps` AdamW steps; returns the per-step losses."""
+    """Train `model_dir` in place for `steps` AdamW steps; returns the per-step losses.
+
+    `observations`: the observation turns are targets too. An observation lists the available
+    actions, each spelled from a label the same observation names, so predicting it is a dense
+    copy task: the model learns to copy a label well before it would from the actions alone."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -70,7 +76,7 @@ def format_warmup(
         torch.set_num_threads(threads)
     tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
     model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch.float32)
-    encoded = [encode(tokenizer, t.messages) for t in transcripts]
+    encoded = [encode(tokenizer, t.messages, observations=observations) for t in transcripts]
     if not encoded:
         raise ValueError("format warm-up needs at least one transcript")
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0

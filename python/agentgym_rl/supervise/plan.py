@@ -265,6 +265,13 @@ def plan_run(train: TrainConfig, *, resume: bool = False) -> RunPlan:
     problem. Nothing is started and nothing is written."""
     problems: list[str] = []
     ports = PortBook()
+    if not resume and (train.run_dir / "run.jsonl").exists():
+        # a second run in the same folder would append to the first one's logs and metrics
+        problems.append(
+            f"run_dir: {train.run_dir} already holds a run; continue it with "
+            f"`agentgym-rl train --resume {train.run_dir}`, or set run_dir to a new folder "
+            f"(or remove this one)"
+        )
     if train.init_model is None or train.model.exists():
         problem = missing_model(train.model)
         if problem:
@@ -340,7 +347,11 @@ def _assemble(
     if train.init_model is not None and not train.model.exists():
         args = ["init-model", "--out", str(train.model)]
         for key, value in train.init_model.items():
-            args += [f"--{key.replace('_', '-')}", str(value)]
+            flag = f"--{key.replace('_', '-')}"
+            if isinstance(value, bool):  # a switch: present when true
+                args += [flag] if value else []
+            else:
+                args += [flag, str(value)]
         init = ChildSpec("init-model", "init", _cli(*args), " ".join(["agentgym-rl", *args]))
     configs = {"learn.yaml": learn, **{f"rollout-{i}.yaml": r for i, r in enumerate(rollouts)}}
     return RunPlan(
