@@ -31,7 +31,14 @@ MINIMAL = [
 ]
 
 
-def test_imports_without_torch_or_vllm() -> None:
+@pytest.mark.parametrize(
+    ("loader", "path", "kind"),
+    [
+        ("load_rollout_config", "configs/rollout/babyai_tiny.yaml", "RolloutConfig"),
+        ("load_learn_config", "configs/learn/babyai_tiny.yaml", "LearnConfig"),
+    ],
+)
+def test_configs_load_without_torch_or_vllm(loader: str, path: str, kind: str) -> None:
     script = textwrap.dedent(
         """
         import sys
@@ -45,28 +52,31 @@ def test_imports_without_torch_or_vllm() -> None:
 
         sys.meta_path.insert(0, Blocker())
         import agentgym_rl.config as c
-        cfg = c.load_rollout_config(sys.argv[1])
-        assert isinstance(cfg, c.RolloutConfig)
-        print("ok")
+        print(type(getattr(c, sys.argv[1])(sys.argv[2])).__name__)
         """
     )
-    yaml_path = ROOT / "configs" / "rollout" / "babyai_tiny.yaml"
     out = subprocess.run(
-        [sys.executable, "-c", script, str(yaml_path)], capture_output=True, text=True, timeout=60
+        [sys.executable, "-c", script, loader, str(ROOT / path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "ok"
+    assert out.stdout.strip() == kind
 
 
 @pytest.mark.parametrize("path", SHIPPED, ids=lambda p: str(p.relative_to(ROOT)))
-def test_every_shipped_yaml_parses(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_every_shipped_yaml_parses(
+    path: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     if path.parts[-2] == "train":  # composed and checked as `train` would, nothing started
         from agentgym_rl.config.loader import load_config
         from agentgym_rl.config.train import TrainConfig
         from agentgym_rl.supervise import plan_run
 
         monkeypatch.chdir(ROOT)  # its paths are relative to the repository, as in the README
-        plan = plan_run(load_config(TrainConfig, path, []))
+        # a fresh run folder: one from a local run of this config would be refused
+        plan = plan_run(load_config(TrainConfig, path, [f"run_dir={tmp_path / 'run'}"]))
         for rollout in plan.rollout_configs:
             assert rollout.dataset.split.is_file()
             assert rollout.eval is None or rollout.eval.split.is_file()
