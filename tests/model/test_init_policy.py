@@ -93,6 +93,7 @@ def test_init_model_writes_a_loadable_warmed_up_policy(small_policy: Path) -> No
     info = json.loads((small_policy / INFO_FILE).read_text())
     assert info["options"]["transcripts"] == 24 and 0.0 <= info["random_action_success"] <= 1.0
     assert info["warmup_loss_last"] < 0.7 * info["warmup_loss_first"]  # it learned the format
+    assert info["split"] == "envs/agentgym_envs/babyai/data/goto_train.json"  # no machine path
     model = AutoModelForCausalLM.from_pretrained(str(small_policy))
     assert model.config.head_dim == 64 and model.config.num_hidden_layers == 1
 

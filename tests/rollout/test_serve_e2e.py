@@ -11,11 +11,13 @@ the next ScalingInter stage (`versions_per_stage=1`, caps 2 up to `v0`, then 3).
 from __future__ import annotations
 
 import asyncio
+import logging
 import math
 import time
 from pathlib import Path
 
 import numpy as np
+import pytest
 from harness import EnvServerProc, receive_groups
 
 from agentgym_rl import _core
@@ -50,7 +52,11 @@ def check_sample(sample: _core.Sample, schedule: TurnSchedule) -> None:
 
 
 def test_service_applies_published_weights_mid_run(
-    vllm_engine: EngineHandle, babyai_server: EnvServerProc, free_port: int, tmp_path: Path
+    vllm_engine: EngineHandle,
+    babyai_server: EnvServerProc,
+    free_port: int,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     handle, eng = vllm_engine, vllm_engine.engine
     v0 = eng.version
@@ -81,6 +87,7 @@ def test_service_applies_published_weights_mid_run(
     before = v0 + 1
     new_weights = handle.perturbed(seed=41, scale=0.05)
     t0 = time.monotonic()
+    caplog.set_level(logging.INFO, logger="agentgym_rl.rollout.service")
     try:
         with _core.GroupReceiver(endpoint) as receiver:
             service = asyncio.run_coroutine_threadsafe(
@@ -116,3 +123,7 @@ def test_service_applies_published_weights_mid_run(
     assert all(math.isfinite(s.reward) for s in samples)
     assert (tmp_path / "metrics.jsonl").exists()
     assert elapsed < 60
+    # at exit the server logs what the learner endpoint took: all sent groups acknowledged
+    (exit_stats,) = [r.args for r in caplog.records if "at exit" in r.getMessage()]
+    assert isinstance(exit_stats, tuple) and exit_stats[0] == 0
+    assert exit_stats[1]["sent"] == exit_stats[1]["acked"] == before + 1

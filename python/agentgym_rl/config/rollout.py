@@ -200,6 +200,10 @@ class HeldOutEvalConfig(ConfigModel):
     temperature: float | None = Field(default=None, ge=0.0, le=10.0)
     """Sampling temperature of evaluation episodes (None: the engine's; 0: greedy). The engine
     must take a per-request `temperature` (vLLM does)."""
+    hold_weights: bool = True
+    """Apply no weight update while an evaluation runs, so that its record is one version's
+    (the learner does not wait: the server takes the newest version when the evaluation ends).
+    False: weights may change mid-evaluation; the record's `versions` says how far."""
 
 
 class RolloutConfig(ConfigModel):

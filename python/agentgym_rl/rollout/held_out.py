@@ -8,8 +8,9 @@ template and action parser as training, separate metrics) and are never sent to 
 Each evaluation appends one record to `<log_dir>/eval.jsonl`:
 `{"version", "success" (Avg@n), "pass" (Pass@n), "reward_mean", "episodes", "by_category":
 {category: Avg@n}, "versions": [lowest, highest version that generated a token], "wall_s",
-"time"}`. Weights may change during an evaluation (the learner does not wait for it):
-`versions` says how far they moved. At `final_version`, `on_final` runs first (the service stops
+"time"}`. With a `hold` lock (the service's, when `hold_weights`), an evaluation holds it and
+the weight receiver takes it before applying an update, so a record is one version's;
+without, weights may change mid-evaluation and `versions` says how far they moved. At `final_version`, `on_final` runs first (the service stops
 dispatching training episodes: the learner is done), then the final evaluation, then `run()`
 returns.
 """
@@ -47,6 +48,7 @@ class HeldOutEval:
         log_dir: Path,
         on_final: Callable[[], None] | None = None,
         poll_s: float = 0.5,
+        hold: asyncio.Lock | None = None,
     ) -> None:
         self.config = config
         self.agent = agent
@@ -59,6 +61,7 @@ class HeldOutEval:
         self.records: list[dict[str, Any]] = []
         self.final_started = False
         self.final_done = False
+        self.hold = hold
 
     @property
     def version(self) -> int:
@@ -88,7 +91,14 @@ class HeldOutEval:
             await asyncio.sleep(self.poll_s)
 
     async def evaluate(self) -> dict[str, Any]:
-        """Evaluate the current policy once; append and return its record."""
+        """Evaluate the current policy once (holding the weights, with `hold`); append and
+        return its record."""
+        if self.hold is None:
+            return await self._evaluate()
+        async with self.hold:
+            return await self._evaluate()
+
+    async def _evaluate(self) -> dict[str, Any]:
         start_version, t0 = self.version, time.perf_counter()
         gate = asyncio.Semaphore(self.config.concurrency)
         low, high = start_version, start_version

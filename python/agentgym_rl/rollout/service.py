@@ -102,6 +102,7 @@ async def run_service(
     pool: _core.EnvPool | None = None
     runner: Dispatcher | SyncLoop
     held_out: HeldOutEval | None = None
+    hold: asyncio.Lock | None = None  # weights wait for a held-out evaluation holding it
     if sync:
         runner = SyncLoop(
             engine,
@@ -161,6 +162,7 @@ async def run_service(
             ),
         )
         if config.eval is not None:
+            hold = asyncio.Lock() if config.eval.hold_weights else None
             held_out = HeldOutEval(
                 config.eval,
                 # its own metrics: evaluation episodes never count as training episodes
@@ -184,8 +186,9 @@ async def run_service(
                 turn_cap=schedule.max_cap,
                 log_dir=config.log_dir,
                 on_final=runner.stop,
+                hold=hold,
             )
-    receiver = WeightReceiver.start(config.weights_endpoint, engine)
+    receiver = WeightReceiver.start(config.weights_endpoint, engine, hold=hold)
     evaluating = None if held_out is None else asyncio.create_task(held_out.run())
 
     def on_signal() -> None:
@@ -218,11 +221,23 @@ async def run_service(
             await receiver.stop()
         if pool is not None:
             await pool.shutdown()
-        stream.close()
+        _close_stream(stream)
         status.close()
         save_cursor(config.log_dir, source.cursor)
     log.info("rollouts finished: %s", summary)
     return summary
+
+
+def _close_stream(stream: LearnerStream, flush_s: float = 2.0) -> None:
+    """Give sent groups a moment to be acknowledged (close drops what is still unacknowledged),
+    then log what each learner endpoint took: the accounting users compare with the learner's."""
+    try:
+        stream.flush(flush_s)
+    except _core.TransportTimeout:
+        log.warning("learner stream: groups still unacknowledged after %.0fs at exit", flush_s)
+    for i, stats in enumerate(stream.stats()):
+        log.info("learner stream %d at exit: %s", i, stats)
+    stream.close()
 
 
 class WeightReceiver:
@@ -234,8 +249,11 @@ class WeightReceiver:
         self._stop = stop_event
 
     @classmethod
-    def start(cls, endpoint: str | None, engine: Engine) -> WeightReceiver | None:
-        """Connect to the learner's publisher at `endpoint` (None: no receiver)."""
+    def start(
+        cls, endpoint: str | None, engine: Engine, *, hold: asyncio.Lock | None = None
+    ) -> WeightReceiver | None:
+        """Connect to the learner's publisher at `endpoint` (None: no receiver); with `hold`,
+        each update waits for it (a held-out evaluation holds it)."""
         if endpoint is None:
             return None
         update = getattr(engine, "update_weights", None)
@@ -248,7 +266,10 @@ class WeightReceiver:
         subscriber = WeightSubscriber(endpoint, last_version=int(engine.version))
 
         async def apply(version: int, tensors: dict[str, Any]) -> None:
-            seconds = await update(version, tensors)
+            if hold is not None and hold.locked():
+                log.info("weights: version %d waits for the held-out evaluation", version)
+            async with hold if hold is not None else contextlib.nullcontext():
+                seconds = await update(version, tensors)
             log.info("weights: version %d applied in %.2fs", version, seconds or 0.0)
 
         stop_event = asyncio.Event()
