@@ -9,15 +9,16 @@ Each evaluation appends one record to `<log_dir>/eval.jsonl`:
 `{"version", "success" (Avg@n), "pass" (Pass@n), "reward_mean", "episodes", "by_category":
 {category: Avg@n}, "versions": [lowest, highest version that generated a token], "wall_s",
 "time"}`. With a `hold` lock (the service's, when `hold_weights`), an evaluation holds it and
-the weight receiver takes it before applying an update, so a record is one version's;
-without, weights may change mid-evaluation and `versions` says how far they moved. At `final_version`, `on_final` runs first (the service stops
-dispatching training episodes: the learner is done), then the final evaluation, then `run()`
-returns.
+the weight receiver takes it before applying an update, so a record is one version's; without,
+weights may change mid-evaluation and `versions` says how far they moved. At `final_version`,
+`on_final` runs first (the service stops dispatching training episodes: the learner is done),
+then the final evaluation, then `run()` returns.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import time
@@ -93,9 +94,7 @@ class HeldOutEval:
     async def evaluate(self) -> dict[str, Any]:
         """Evaluate the current policy once (holding the weights, with `hold`); append and
         return its record."""
-        if self.hold is None:
-            return await self._evaluate()
-        async with self.hold:
+        async with self.hold if self.hold is not None else contextlib.nullcontext():
             return await self._evaluate()
 
     async def _evaluate(self) -> dict[str, Any]:
