@@ -41,6 +41,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "ones the env servers of the run get",
     )
     parser.add_argument("--vocab-size", type=int, default=d.vocab_size, help="BPE vocabulary")
+    parser.add_argument(
+        "--phrase-tokens",
+        action=argparse.BooleanOptionalAction,
+        default=d.phrase_tokens,
+        help="add the multiword tokens a superword BPE learns on the transcripts (e.g. 'go to "
+        "red ball'): a tiny model copies an object as one token sooner than word by word",
+    )
     parser.add_argument("--hidden", type=int, default=d.hidden, help="hidden size")
     parser.add_argument("--layers", type=int, default=d.layers, help="transformer layers")
     parser.add_argument("--heads", type=int, default=d.heads, help="attention heads (dim 64)")
@@ -53,7 +60,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--warmup-lr", type=float, default=d.warmup_lr, help="warm-up peak lr")
     parser.add_argument(
         "--warmup-observations",
-        action="store_true",
+        action=argparse.BooleanOptionalAction,
+        default=d.warmup_observations,
         help="train on the observation turns too (a dense copy task: the listed actions spell "
         "the labels the observation names), not only on the actions",
     )
@@ -63,7 +71,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=int,
         help="CPU threads of the warm-up (default: torch's; 1 is faster on a busy 2-core box)",
     )
-    parser.add_argument("--force", action="store_true", help="replace a non-empty --out folder")
+    parser.add_argument(
+        "--force",
+        action=argparse.BooleanOptionalAction,
+        default=d.force,
+        help="replace a non-empty --out folder",
+    )
 
 
 def _pairs(items: list[str]) -> list[tuple[str, str]]:
@@ -86,6 +99,7 @@ def run(args: argparse.Namespace) -> int:
         system_prompt=args.system_prompt,
         env_options=tuple(_pairs(args.env_option)),
         vocab_size=args.vocab_size,
+        phrase_tokens=args.phrase_tokens,
         hidden=args.hidden,
         layers=args.layers,
         heads=args.heads,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import random
 import time
 from pathlib import Path
 
@@ -10,6 +11,7 @@ import pytest
 import torch
 
 from agentgym_rl.model import CHATML_TEMPLATE, create_tiny_model
+from agentgym_rl.model.factory import learned_phrases
 from vllm_fixtures import tiny_corpus
 
 FILES = (
@@ -70,3 +72,46 @@ def test_loads_in_transformers_with_chatml(tmp_path: Path) -> None:
 def test_rejects_bad_head_layout(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="kv_heads"):
         create_tiny_model(tmp_path, corpus=["a b c"], heads=2, kv_heads=3)
+
+
+def _goto_corpus(lines: int = 300) -> list[str]:
+    rng = random.Random(0)
+    objects = [f"{c} {t}" for c in ("red", "blue", "grey") for t in ("ball", "key", "box")]
+    out = []
+    for _ in range(lines):
+        seen = rng.sample(objects, 3)
+        listed = ", ".join(f"go to {o} {rng.randint(1, 2)}" for o in seen)
+        out.append(f"Goal: go to {rng.choice(objects)}\nActions: turn left, {listed}")
+    return out
+
+
+def test_phrase_tokens_are_one_token_everywhere(tmp_path: Path) -> None:
+    """A learned phrase is one token, and transformers (which imposes its own word split on
+    qwen2 checkpoints), the Rust core and decoding all agree on every id."""
+    from transformers import AutoTokenizer
+
+    from agentgym_rl._core import ChatTokenizer
+
+    corpus = _goto_corpus()
+    phrases = learned_phrases(corpus, 450)
+    assert {" go to red ball", " go to grey box", " turn left"} <= set(phrases)
+    words = {w for text in corpus for w in text.replace(",", " ").split()}
+    assert all(len(p.split()) > 1 and set(p.split()) <= words for p in phrases)
+
+    plain = create_tiny_model(tmp_path / "plain", corpus=corpus, vocab_size=450)
+    path = create_tiny_model(
+        tmp_path / "phrases", corpus=corpus, vocab_size=450, phrase_tokens=True
+    )
+    hf, rust = AutoTokenizer.from_pretrained(str(path)), ChatTokenizer.from_dir(str(path))
+    text = "Goal: go to red ball\nActions: turn left, go to blue key 2, go to red ball 1"
+    ids = hf(text, add_special_tokens=False)["input_ids"]
+    assert list(rust.encode(text)) == ids
+    assert hf.decode(ids) == rust.decode(ids) == text
+    pieces = [hf.decode([i]) for i in ids]
+    assert pieces.count(" go to red ball") == 2 and " go to blue key" in pieces
+    base = AutoTokenizer.from_pretrained(str(plain))(text, add_special_tokens=False)["input_ids"]
+    assert len(ids) < len(base)
+    chat = [{"role": "user", "content": text}, {"role": "assistant", "content": "Action: turn left"}]
+    assert list(rust.apply_chat_template(json.dumps(chat))) == hf.apply_chat_template(
+        chat, tokenize=True, return_dict=False
+    )

@@ -189,7 +189,7 @@ def test_missing_model_unless_init_model(train_data: dict[str, Any], tmp_path: P
     }
     plan = plan_run(train_config(train_data))
     assert plan.init is not None
-    assert plan.init.argv[-8:] == [  # a true switch is a bare flag, a false one is left out
+    assert plan.init.argv[-9:] == [  # a switch is --flag or --no-flag
         "init-model",
         "--out",
         str(tmp_path / "nope"),
@@ -198,6 +198,7 @@ def test_missing_model_unless_init_model(train_data: dict[str, Any], tmp_path: P
         "--warmup-steps",
         "10",
         "--warmup-observations",
+        "--no-force",
     ]
 
 

@@ -8,10 +8,11 @@ when they apply, and "check available actions". High-level actions run as BFS-pl
 moves on the true grid. Reward is minigrid's success reward; score is the running sum.
 
 Option `observation=compact` (`env serve babyai --env-option observation=compact`) states the
-same facts in fewer tokens: `Goal:`, `Walls:`, `Seen:` (action labels with offsets),
-`Carrying:` and `Actions:` (the available actions, spelled in full: a small model learns to copy
-an action from a list much sooner than to compose one from a verb pattern and a label), for small
-models on small machines. The action set and its spelling do not change.
+same facts in fewer tokens, for small models on small machines: `Goal:` (the mission without
+articles: "go to the red ball" reads "go to red ball", the words of the action that does it),
+`Walls:`, `Seen:` (action labels with offsets), `Carrying:` and `Actions:` (the available actions,
+spelled in full: a small model learns to copy an action from a list much sooner than to compose
+one from a verb pattern and a label). The action set and its spelling do not change.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import re
 from collections.abc import Callable
 from typing import Any, ClassVar
 
@@ -37,6 +39,15 @@ _PRIMITIVES = {
     "turn right": Actions.right,
     "move forward": Actions.forward,
 }
+
+
+_ARTICLES = re.compile(r"\b(?:the|a|an) ")
+
+
+def compact_mission(mission: str) -> str:
+    """The mission without articles: BabyAI's verifiers accept any object that fits the words
+    ("the" and "a" mean the same there), and the remaining words spell the action's label."""
+    return _ARTICLES.sub("", mission)
 
 
 def normalize(action: str) -> str:
@@ -105,7 +116,7 @@ class BabyAIEpisode(Episode):
         if self._compact:
             body = "\n".join(describe_compact(self._view, self._env.carrying))
             listed = ", ".join(a for a in self.available_actions() if a != CHECK)
-            return f"Goal: {self._env.mission}\n{body}\nActions: {listed}"
+            return f"Goal: {compact_mission(self._env.mission)}\n{body}\nActions: {listed}"
         body = "\n".join(describe(self._view, self._env.carrying))
         return f"Your goal: {self._env.mission}\n{body}\n{self._available_text()}"
 

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable
+import re
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,20 +29,25 @@ CHATML_TEMPLATE = (
 """ChatML: `<|im_start|>{role}\\n{content}<|im_end|>\\n` per message."""
 
 # GPT-2/Qwen style pre-tokenizer split (contractions, letters, digits, punctuation, spaces).
-_SPLIT_PATTERN = (
+# transformers imposes exactly this split on every qwen2 checkpoint, whatever tokenizer.json says.
+_WORD_PIECES = (
     r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"
     r"|\s*[\r\n]+|\s+(?!\S)|\s+"
 )
+# Superword pieces: a run of words with its inner spaces, cut at digits, punctuation, newlines.
+_PHRASE_PIECES = r" ?\p{N}+| ?[\p{L} ]*\p{L}|[^\s\p{L}\p{N}]+|\s+"
+_PHRASE = re.compile(r" ?[^\W\d_]+(?: [^\W\d_]+)+")
+_WORD = re.compile(r"[^\W\d_]+")
 
 
-def _train_tokenizer(corpus: Iterable[str], vocab_size: int) -> object:
+def _train_tokenizer(corpus: Iterable[str], vocab_size: int, pieces: str = _WORD_PIECES) -> Any:
     """A byte-level BPE `tokenizers.Tokenizer` trained on `corpus` (deterministic)."""
     from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
 
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.Sequence(
         [
-            pre_tokenizers.Split(Regex(_SPLIT_PATTERN), behavior="isolated"),
+            pre_tokenizers.Split(Regex(pieces), behavior="isolated"),
             pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
         ]
     )
@@ -55,6 +61,23 @@ def _train_tokenizer(corpus: Iterable[str], vocab_size: int) -> object:
     )
     tok.train_from_iterator(list(corpus), trainer=trainer)
     return tok
+
+
+def learned_phrases(corpus: Sequence[str], vocab_size: int) -> list[str]:
+    """The multiword tokens a superword BPE learns on `corpus`: runs of whole corpus words such
+    as " go to red ball", sorted.
+
+    A BPE whose pieces span spaces merges frequent phrases into single tokens, so a tiny model
+    copies an action's object from its observation as one token rather than word by word.
+    transformers re-imposes the word split on qwen2 checkpoints, so the phrases ship as added
+    tokens of the word-level tokenizer (matched longest first, before the split, by transformers,
+    vLLM and the Rust core alike)."""
+    bpe = _train_tokenizer(corpus, vocab_size, _PHRASE_PIECES)
+    words = {w for text in corpus for w in _WORD.findall(text)}
+    found = {bpe.decode([i]) for i in range(bpe.get_vocab_size())}
+    return sorted(
+        p for p in found if _PHRASE.fullmatch(p) and all(w in words for w in p.split())
+    )
 
 
 def _token_id(tokenizer: Any, token: str) -> int:
@@ -76,13 +99,15 @@ def create_tiny_model(
     kv_heads: int = 1,
     intermediate: int | None = None,
     max_positions: int = 2048,
+    phrase_tokens: bool = False,
     seed: int = 0,
 ) -> Path:
     """Write a tiny ChatML Qwen2 checkpoint to `out_dir` and return its path.
 
     `vocab_size` is the BPE training target; the model's vocabulary is the tokenizer's actual
     size (a corpus too small for the target gives fewer tokens), so every id the model can sample
-    decodes. Weights are random (`torch.manual_seed(seed)`), fp32, tied embeddings.
+    decodes. `phrase_tokens` adds the corpus's `learned_phrases` as tokens. Weights are random
+    (`torch.manual_seed(seed)`), fp32, tied embeddings.
     """
     if heads % kv_heads != 0:
         raise ValueError(f"heads ({heads}) must be a multiple of kv_heads ({kv_heads})")
@@ -97,7 +122,13 @@ def create_tiny_model(
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
 
-    raw = _train_tokenizer(corpus, vocab_size)
+    texts = list(corpus)
+    raw = _train_tokenizer(texts, vocab_size)
+    if phrase_tokens:
+        from tokenizers import AddedToken
+
+        phrases = learned_phrases(texts, vocab_size)
+        raw.add_tokens([AddedToken(p, normalized=False, special=False) for p in phrases])
     tokenizer = PreTrainedTokenizerFast(
         tokenizer_object=raw,
         eos_token="<|im_end|>",

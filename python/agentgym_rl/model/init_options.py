@@ -25,6 +25,7 @@ class InitOptions:
     system_prompt: str | None = None
     env_options: tuple[tuple[str, str], ...] = ()
     vocab_size: int = 600
+    phrase_tokens: bool = True
     hidden: int = 128
     layers: int = 3
     heads: int = 2

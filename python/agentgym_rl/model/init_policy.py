@@ -1,13 +1,14 @@
 """`init-model`: the embedded default policy, created here from nothing but the environments.
 
 Contract: `init_policy(options)` (1) plays `transcripts` training tasks of `env` with uniformly
-random valid actions (`transcripts.py`), (2) trains a byte-level BPE tokenizer on their text and
-writes a randomly initialised Qwen2-architecture checkpoint sized for a CPU (`factory.py`; head
-dim 64 for vLLM's CPU attention), (3) runs the format warm-up (`warmup.py`: next-token training
-on the assistant turns of those random-action transcripts, no expert data) and (4) records what
-it did in `<out>/init_model.json`. The result is an ordinary HF checkpoint directory: any other
-HF checkpoint can stand in for it. It writes well-formed actions but picks them about as well as
-chance, so whatever the RL run gains on top is the RL run's.
+random valid actions (`transcripts.py`), (2) trains a byte-level BPE tokenizer on their text
+(with phrase tokens by default, so that frequent phrases such as an action become one token)
+and writes a randomly initialised Qwen2-architecture checkpoint sized for a CPU (`factory.py`;
+head dim 64 for vLLM's CPU attention), (3) runs the format warm-up (`warmup.py`: next-token
+training on the assistant turns of those random-action transcripts, no expert data) and (4)
+records what it did in `<out>/init_model.json`. The result is an ordinary HF checkpoint
+directory: any other HF checkpoint can stand in for it. It writes well-formed actions but picks
+them about as well as chance, so whatever the RL run gains on top is the RL run's.
 """
 
 from __future__ import annotations
@@ -65,6 +66,7 @@ def init_policy(
         out,
         corpus=corpus_text(played),
         vocab_size=options.vocab_size,
+        phrase_tokens=options.phrase_tokens,
         hidden=options.hidden,
         layers=options.layers,
         heads=options.heads,

@@ -348,8 +348,8 @@ def _assemble(
         args = ["init-model", "--out", str(train.model)]
         for key, value in train.init_model.items():
             flag = f"--{key.replace('_', '-')}"
-            if isinstance(value, bool):  # a switch: present when true
-                args += [flag] if value else []
+            if isinstance(value, bool):  # a switch: --flag or --no-flag
+                args += [flag if value else f"--no-{key.replace('_', '-')}"]
             else:
                 args += [flag, str(value)]
         init = ChildSpec("init-model", "init", _cli(*args), " ".join(["agentgym-rl", *args]))
