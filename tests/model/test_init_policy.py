@@ -96,6 +96,10 @@ def test_init_model_writes_a_loadable_warmed_up_policy(small_policy: Path) -> No
     assert info["split"] == "envs/agentgym_envs/babyai/data/goto_train.json"  # no machine path
     model = AutoModelForCausalLM.from_pretrained(str(small_policy))
     assert model.config.head_dim == 64 and model.config.num_hidden_layers == 1
+    # phrase tokens by default: multiword tokens on top of the word-level BPE
+    added = json.loads((small_policy / "tokenizer.json").read_text())["added_tokens"]
+    phrases = [t["content"] for t in added if not t["special"]]
+    assert "There is a wall" in phrases and all(len(p.split()) > 1 for p in phrases)
 
 
 def test_refuses_a_non_empty_folder_and_bad_sizes(small_policy: Path, tmp_path: Path) -> None:
