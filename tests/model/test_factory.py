@@ -111,7 +111,10 @@ def test_phrase_tokens_are_one_token_everywhere(tmp_path: Path) -> None:
     assert pieces.count(" go to red ball") == 2 and " go to blue key" in pieces
     base = AutoTokenizer.from_pretrained(str(plain))(text, add_special_tokens=False)["input_ids"]
     assert len(ids) < len(base)
-    chat = [{"role": "user", "content": text}, {"role": "assistant", "content": "Action: turn left"}]
+    chat = [
+        {"role": "user", "content": text},
+        {"role": "assistant", "content": "Action: turn left"},
+    ]
     assert list(rust.apply_chat_template(json.dumps(chat))) == hf.apply_chat_template(
         chat, tokenize=True, return_dict=False
     )

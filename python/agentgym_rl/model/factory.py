@@ -75,9 +75,7 @@ def learned_phrases(corpus: Sequence[str], vocab_size: int) -> list[str]:
     bpe = _train_tokenizer(corpus, vocab_size, _PHRASE_PIECES)
     words = {w for text in corpus for w in _WORD.findall(text)}
     found = {bpe.decode([i]) for i in range(bpe.get_vocab_size())}
-    return sorted(
-        p for p in found if _PHRASE.fullmatch(p) and all(w in words for w in p.split())
-    )
+    return sorted(p for p in found if _PHRASE.fullmatch(p) and all(w in words for w in p.split()))
 
 
 def _token_id(tokenizer: Any, token: str) -> int:
