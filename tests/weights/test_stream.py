@@ -245,3 +245,25 @@ def test_a_restarted_publisher_relearns_its_servers(loop: LoopThread, free_port:
             second.close()
     finally:
         server.close()
+
+
+def test_bind_waits_briefly_for_a_port_being_released(free_port: int) -> None:
+    """A port freed a moment later (zmq closes sockets on its I/O thread) is bound; a port that
+    stays taken still fails, with zmq's "address in use"."""
+    import zmq
+
+    endpoint = f"tcp://127.0.0.1:{free_port}"
+    holder = zmq.Context.instance().socket(zmq.ROUTER)
+    holder.bind(endpoint)
+    releaser = threading.Timer(0.3, lambda: holder.close(linger=0))
+    releaser.start()
+    publisher = WeightPublisher(endpoint)
+    try:
+        assert publisher.endpoint == endpoint
+        started = time.monotonic()
+        with pytest.raises(zmq.ZMQError) as err:
+            WeightPublisher(endpoint)
+        assert err.value.errno == zmq.EADDRINUSE and time.monotonic() - started >= 1.5
+    finally:
+        releaser.join()
+        publisher.close()

@@ -57,6 +57,20 @@ class _Server:
     done: bool = False
 
 
+def _bind(sock: zmq.Socket[bytes], endpoint: str, wait_s: float = 2.0) -> None:
+    """Bind, retrying "address in use" for `wait_s`: zmq releases a closed socket's port on its
+    I/O thread, so a publisher restarted in the same process can find its port still held."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            sock.bind(endpoint)
+            return
+        except zmq.ZMQError as e:
+            if e.errno != zmq.EADDRINUSE or time.monotonic() >= deadline:
+                raise
+            time.sleep(0.05)
+
+
 class WeightPublisher:
     """Binds a ROUTER on `endpoint` (e.g. "tcp://*:5557" or "tcp://127.0.0.1:0")."""
 
@@ -72,7 +86,7 @@ class WeightPublisher:
         self._sock.setsockopt(zmq.LINGER, 0)
         self._sock.setsockopt(zmq.ROUTER_MANDATORY, 1)
         self._sock.setsockopt(zmq.SNDHWM, sndhwm)
-        self._sock.bind(endpoint)
+        _bind(self._sock, endpoint)
         self.endpoint: str = self._sock.getsockopt_string(zmq.LAST_ENDPOINT)
         self.servers: dict[bytes, _Server] = {}
         self.version = -1
