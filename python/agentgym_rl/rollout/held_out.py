@@ -18,7 +18,6 @@ then the final evaluation, then `run()` returns.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 import time
@@ -62,7 +61,7 @@ class HeldOutEval:
         self.records: list[dict[str, Any]] = []
         self.final_started = False
         self.final_done = False
-        self.hold = hold
+        self.hold = hold if hold is not None else asyncio.Lock()  # private: holds nothing up
 
     @property
     def version(self) -> int:
@@ -94,7 +93,7 @@ class HeldOutEval:
     async def evaluate(self) -> dict[str, Any]:
         """Evaluate the current policy once (holding the weights, with `hold`); append and
         return its record."""
-        async with self.hold if self.hold is not None else contextlib.nullcontext():
+        async with self.hold:
             return await self._evaluate()
 
     async def _evaluate(self) -> dict[str, Any]:

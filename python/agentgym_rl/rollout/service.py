@@ -265,10 +265,12 @@ class WeightReceiver:
 
         subscriber = WeightSubscriber(endpoint, last_version=int(engine.version))
 
+        lock = hold if hold is not None else asyncio.Lock()  # a private lock holds nothing up
+
         async def apply(version: int, tensors: dict[str, Any]) -> None:
-            if hold is not None and hold.locked():
+            if lock.locked():
                 log.info("weights: version %d waits for the held-out evaluation", version)
-            async with hold if hold is not None else contextlib.nullcontext():
+            async with lock:
                 seconds = await update(version, tensors)
             log.info("weights: version %d applied in %.2fs", version, seconds or 0.0)
 
