@@ -5,9 +5,11 @@ stacks with identical weights; one step = forward at temperature 1, policy loss
 (`losses.policy_loss`, GRPO-style advantages, TIS), backward, grad clip 1.0, AdamW step.
 Prints padded tokens/s of each and the ratio (Megatron / transformers), single process.
 
-The learner's path is the fused one (`SdpaAttention` core attention, one log-softmax + gather
-for the log-probs at tp = 1); `--ablation` adds Megatron's own path (local
-`DotProductAttention`, vocab-parallel cross-entropy) as a third row. Steps of the stacks are
+The learner's path is the fused one (`SdpaAttention` core attention, Megatron's fused SwiGLU,
+one log-softmax + gather for the log-probs at tp = 1); `--ablation` adds two rows: the same
+without the SwiGLU fusion, and Megatron's unfused local path (`DotProductAttention`,
+vocab-parallel cross-entropy, unfused SwiGLU). The first step of each stack is an untimed
+warm-up (it also compiles the fused SwiGLU). Steps of the stacks are
 interleaved (one of each per round) and the median per-step time is reported, so load from
 other processes on a shared machine hits every stack alike. On a busy machine wall time still
 swings by tens of percent between rounds; `--threads 1 --cpu-time` times this process's CPU
@@ -32,6 +34,7 @@ from agentgym_rl.learner.attention import AttentionKind
 from agentgym_rl.learner.losses import LossConfig, policy_loss
 
 LOCAL = "megatron-core, local attn + CE"
+UNFUSED = "megatron-core, unfused SwiGLU"
 
 
 def hf_model(hidden: int, layers: int, vocab: int) -> Qwen2ForCausalLM:
@@ -103,9 +106,9 @@ def timed_interleaved(
 
 
 def megatron_step(
-    hf: Qwen2ForCausalLM, b: dict, *, attention: AttentionKind, fused: bool
+    hf: Qwen2ForCausalLM, b: dict, *, attention: AttentionKind, fused: bool, swiglu: bool = True
 ) -> tuple[Callable[[], None], Callable[[], torch.Tensor]]:
-    mg = lm.build_gpt_model(hf.config, attention=attention)
+    mg = lm.build_gpt_model(hf.config, attention=attention, fused_swiglu=swiglu)
     spec = convert.ConvertSpec.from_hf(hf.config, 1, mg.vocab_size)
     convert.load_hf_weights(mg, hf.state_dict(), spec)
 
@@ -148,8 +151,8 @@ def main() -> None:
         diff = (mg_logprobs() - hf_logprobs()).abs().max().item()
     steps = {"megatron-core GPTModel": mg_step}
     if args.ablation:
-        local_step, _ = megatron_step(hf, b, attention="local", fused=False)
-        steps[LOCAL] = local_step
+        steps[UNFUSED], _ = megatron_step(hf, b, attention="sdpa", fused=True, swiglu=False)
+        steps[LOCAL], _ = megatron_step(hf, b, attention="local", fused=False, swiglu=False)
     steps["transformers Qwen2"] = step_fn(list(hf.parameters()), hf_logprobs, b)
     seconds = timed_interleaved(steps, iters, clock)
     lm.shutdown_parallel()
@@ -164,6 +167,7 @@ def main() -> None:
     t_hf = seconds["transformers Qwen2"]
     print(f"ratio megatron / transformers: {t_hf / seconds['megatron-core GPTModel']:.2f}x")
     if args.ablation:
+        print(f"ratio unfused SwiGLU / transformers: {t_hf / seconds[UNFUSED]:.2f}x")
         print(f"ratio local path / transformers: {t_hf / seconds[LOCAL]:.2f}x")
 
 

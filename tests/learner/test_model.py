@@ -142,6 +142,8 @@ def test_transformer_config_mapping() -> None:
     assert cfg.normalization == "RMSNorm" and cfg.layernorm_epsilon == 1e-5
     assert cfg.gated_linear_unit and cfg.add_qkv_bias and not cfg.add_bias_linear
     assert not lm.transformer_config_from_hf(tiny_hf_model("llama").config).add_qkv_bias
+    assert cfg.bias_activation_fusion  # Megatron's fused SwiGLU unless turned off
+    assert not lm.transformer_config_from_hf(hf.config, fused_swiglu=False).bias_activation_fusion
     assert lm.padded_vocab_size(1001, 2) == 1002
     assert lm.padded_vocab_size(1000, 2, 128) == 1024
 
@@ -220,6 +222,23 @@ def test_sdpa_attention_matches_megatron_local_attention(
         want = local(ids, pos, lm.causal_mask(24))
         torch.testing.assert_close(sdpa(ids, pos, lm.causal_mask(24)), want, atol=1e-5, rtol=0)
     got_g, want_g = convert.export_hf_grads(sdpa, spec), convert.export_hf_grads(local, spec)
+    for name, grad in want_g.items():
+        torch.testing.assert_close(got_g[name], grad, atol=1e-6, rtol=1e-4, msg=name)
+
+
+def test_fused_swiglu_matches_unfused(parallel: lm.ParallelLayout) -> None:
+    """Megatron's fused SwiGLU (the default) computes the unfused chunk-silu-multiply."""
+    hf = tiny_hf_model("qwen2")
+    fused, spec = _megatron(hf)
+    plain = lm.build_gpt_model(hf.config, fused_swiglu=False)
+    convert.load_hf_weights(plain, hf.state_dict(), spec)
+    assert fused.config.bias_activation_fusion and not plain.config.bias_activation_fusion
+    ids, pos, labels = make_batch(1000, batch=3, seq=24)
+    got, want = (lm.token_logprobs(m, ids, pos, labels, 0.7) for m in (fused, plain))
+    torch.testing.assert_close(got, want, atol=1e-5, rtol=0)
+    got.mean().backward()
+    want.mean().backward()
+    got_g, want_g = convert.export_hf_grads(fused, spec), convert.export_hf_grads(plain, spec)
     for name, grad in want_g.items():
         torch.testing.assert_close(got_g[name], grad, atol=1e-6, rtol=1e-4, msg=name)
 

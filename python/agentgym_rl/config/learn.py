@@ -191,6 +191,9 @@ class LearnConfig(ConfigModel):
     precision: Literal["fp32", "bf16"] = "fp32"
     """Forward-pass precision. bf16: the model's forward runs under bf16 autocast (CPU and GPU)
     while weights, gradients, optimizer state, log-softmax and loss stay fp32."""
+    fused_swiglu: bool = True
+    """Megatron's fused SwiGLU kernel (`bias_activation_fusion`). Compiled by torch.compile on
+    first use (on CPU this needs a C++ compiler); false keeps the unfused chunk-silu-multiply."""
     temperature: float = Field(default=1.0, gt=0.0, le=10.0)
     """Sampling temperature of the rollout engine; log-probs are recomputed at it."""
     micro_batch_tokens: int = Field(default=8192, ge=1)

@@ -187,8 +187,14 @@ def transformer_config_from_hf(
     tp: int = 1,
     pp: int = 1,
     params_dtype: torch.dtype = torch.float32,
+    fused_swiglu: bool = True,
 ) -> TransformerConfig:
-    """The `TransformerConfig` of a Qwen2 or Llama config (RMSNorm, SwiGLU, GQA, no dropout)."""
+    """The `TransformerConfig` of a Qwen2 or Llama config (RMSNorm, SwiGLU, GQA, no dropout).
+
+    `fused_swiglu` turns on Megatron's own fused SwiGLU (`bias_activation_fusion`, on by default
+    in Megatron-LM): one compiled elementwise kernel each way instead of chunk, silu, multiply
+    and, in the backward, a concatenation of the two halves' gradients. Same function; on CPU it
+    needs a C++ compiler (torch.compile's inductor), and compiles once per process."""
     if hf.hidden_act != "silu":
         raise NotImplementedError(f"hidden_act {hf.hidden_act!r} (only silu/SwiGLU)")
     return TransformerConfig(
@@ -211,8 +217,9 @@ def transformer_config_from_hf(
         params_dtype=params_dtype,
         bf16=params_dtype == torch.bfloat16,
         fp16=params_dtype == torch.float16,
+        bias_activation_fusion=fused_swiglu,
         # On CPU parameters must start there; on GPU Megatron creates them on the device.
-        # Kernel fusions keep Megatron's defaults (all off): the same numerics on both.
+        # The other kernel fusions keep Megatron's defaults (off): they need CUDA.
         use_cpu_initialization=cpu_support.cpu_mode(),
     )
 
@@ -223,6 +230,7 @@ def build_gpt_model(
     params_dtype: torch.dtype = torch.float32,
     vocab_multiple: int = 1,
     attention: AttentionKind = "sdpa",
+    fused_swiglu: bool = True,
 ) -> GPTModel:
     """A randomly initialised `PolicyGPTModel` shaped like `hf` for the current layout.
 
@@ -232,7 +240,9 @@ def build_gpt_model(
     """
     tp = parallel_state.get_tensor_model_parallel_world_size()
     pp = parallel_state.get_pipeline_model_parallel_world_size()
-    config = transformer_config_from_hf(hf, tp=tp, pp=pp, params_dtype=params_dtype)
+    config = transformer_config_from_hf(
+        hf, tp=tp, pp=pp, params_dtype=params_dtype, fused_swiglu=fused_swiglu
+    )
     model = PolicyGPTModel(
         config=config,
         transformer_layer_spec=gpt_layer_spec(attention),

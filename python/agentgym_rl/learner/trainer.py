@@ -94,7 +94,7 @@ class Trainer:
         self.device = torch.device("cpu" if not torch.cuda.is_available() else "cuda")
         self.hf_config = AutoConfig.from_pretrained(str(config.model))
         torch.manual_seed(config.seed)
-        self.model = lm.build_gpt_model(self.hf_config)
+        self.model = lm.build_gpt_model(self.hf_config, fused_swiglu=config.fused_swiglu)
         self.spec = ConvertSpec.from_hf(self.hf_config, par.tp, self.model.vocab_size)
         initial = load_hf_state_dict(config.model)
         load_hf_weights(self.model, initial, self.spec)
@@ -118,7 +118,7 @@ class Trainer:
 
     def _build_reference(self, initial: dict[str, torch.Tensor]) -> torch.nn.Module:
         """The frozen reference policy: the starting weights, eval mode, no gradients."""
-        ref = lm.build_gpt_model(self.hf_config)
+        ref = lm.build_gpt_model(self.hf_config, fused_swiglu=self.config.fused_swiglu)
         load_hf_weights(ref, initial, self.spec)
         ref.eval()
         for p in ref.parameters():
