@@ -11,6 +11,7 @@ Contract:
   `vocab_multiple * tp`.
   `attention="sdpa"` (default) plugs the fused `attention.SdpaAttention` into the spec,
   `"local"` keeps Megatron's `DotProductAttention` (same function, materialised scores).
+  `fused_swiglu=True` (default) uses Megatron's fused SwiGLU kernel (`bias_activation_fusion`).
 - `token_logprobs` gives log p(label) at a temperature; padded vocabulary columns are
   excluded, so the result is the log-prob of the HF model's distribution at that temperature
   (vLLM's "processed_logprobs" when only a temperature is applied: no top-k/top-p). With
