@@ -8,9 +8,9 @@ template and action parser as training, separate metrics) and are never sent to 
 Each evaluation appends one record to `<log_dir>/eval.jsonl`:
 `{"version", "success" (Avg@n), "pass" (Pass@n), "reward_mean", "episodes", "by_category":
 {category: Avg@n}, "versions": [lowest, highest version that generated a token], "wall_s",
-"time"}`. With a `hold` lock (the service's, when `hold_weights`), an evaluation holds it and
-the weight receiver takes it before applying an update, so a record is one version's; without,
-weights may change mid-evaluation and `versions` says how far they moved. At `final_version`,
+"time"}`. An evaluation holds its `hold` lock. With `hold_weights` that is the lock the weight
+receiver takes before applying an update, so a record is one version's; without, the lock is a
+private one, and weights may change mid-evaluation and `versions` says how far they moved. At `final_version`,
 `on_final` runs first (the service stops dispatching training episodes: the learner is done),
 then the final evaluation, then `run()` returns.
 """
@@ -48,7 +48,7 @@ class HeldOutEval:
         log_dir: Path,
         on_final: Callable[[], None] | None = None,
         poll_s: float = 0.5,
-        hold: asyncio.Lock | None = None,
+        hold: asyncio.Lock,
     ) -> None:
         self.config = config
         self.agent = agent
@@ -61,7 +61,7 @@ class HeldOutEval:
         self.records: list[dict[str, Any]] = []
         self.final_started = False
         self.final_done = False
-        self.hold = hold if hold is not None else asyncio.Lock()  # private: holds nothing up
+        self.hold = hold
 
     @property
     def version(self) -> int:

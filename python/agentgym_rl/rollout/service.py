@@ -102,7 +102,8 @@ async def run_service(
     pool: _core.EnvPool | None = None
     runner: Dispatcher | SyncLoop
     held_out: HeldOutEval | None = None
-    hold: asyncio.Lock | None = None  # weights wait for a held-out evaluation holding it
+    # weight updates wait while this is held; the evaluation holds it only with `hold_weights`
+    weights_hold = asyncio.Lock()
     if sync:
         runner = SyncLoop(
             engine,
@@ -162,7 +163,6 @@ async def run_service(
             ),
         )
         if config.eval is not None:
-            hold = asyncio.Lock() if config.eval.hold_weights else None
             held_out = HeldOutEval(
                 config.eval,
                 # its own metrics: evaluation episodes never count as training episodes
@@ -186,9 +186,9 @@ async def run_service(
                 turn_cap=schedule.max_cap,
                 log_dir=config.log_dir,
                 on_final=runner.stop,
-                hold=hold,
+                hold=weights_hold if config.eval.hold_weights else asyncio.Lock(),
             )
-    receiver = WeightReceiver.start(config.weights_endpoint, engine, hold=hold)
+    receiver = WeightReceiver.start(config.weights_endpoint, engine, hold=weights_hold)
     evaluating = None if held_out is None else asyncio.create_task(held_out.run())
 
     def on_signal() -> None:
@@ -250,10 +250,10 @@ class WeightReceiver:
 
     @classmethod
     def start(
-        cls, endpoint: str | None, engine: Engine, *, hold: asyncio.Lock | None = None
+        cls, endpoint: str | None, engine: Engine, *, hold: asyncio.Lock
     ) -> WeightReceiver | None:
-        """Connect to the learner's publisher at `endpoint` (None: no receiver); with `hold`,
-        each update waits for it (a held-out evaluation holds it)."""
+        """Connect to the learner's publisher at `endpoint` (None: no receiver); each update
+        takes `hold` first (a held-out evaluation holds it with `hold_weights`)."""
         if endpoint is None:
             return None
         update = getattr(engine, "update_weights", None)
@@ -265,12 +265,10 @@ class WeightReceiver:
 
         subscriber = WeightSubscriber(endpoint, last_version=int(engine.version))
 
-        lock = hold if hold is not None else asyncio.Lock()  # a private lock holds nothing up
-
         async def apply(version: int, tensors: dict[str, Any]) -> None:
-            if lock.locked():
+            if hold.locked():
                 log.info("weights: version %d waits for the held-out evaluation", version)
-            async with lock:
+            async with hold:
                 seconds = await update(version, tensors)
             log.info("weights: version %d applied in %.2fs", version, seconds or 0.0)
 
