@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -49,3 +50,18 @@ def test_learn_missing_model_is_one_message(tmp_path) -> None:  # type: ignore[n
     out = _learn("model=" + str(tmp_path / "nope"))
     assert out.returncode == 2
     assert "model directory" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_learn_layout_that_does_not_fit_the_model_is_one_message(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    model = tmp_path / "m"
+    model.mkdir()
+    (model / "tokenizer.json").write_text("{}")
+    sizes = {"num_hidden_layers": 3, "num_attention_heads": 4, "num_key_value_heads": 2}
+    (model / "config.json").write_text(json.dumps(sizes))
+    for override, needle in [
+        ("parallel.pp=2", "num_hidden_layers (3) does not divide by parallel.pp (2)"),
+        ("parallel.tp=4", "num_key_value_heads (2) does not divide by parallel.tp (4)"),
+    ]:
+        out = _learn(f"model={model}", override)
+        assert out.returncode == 2, out.stderr
+        assert needle in out.stderr and "Traceback" not in out.stderr

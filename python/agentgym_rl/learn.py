@@ -8,6 +8,7 @@ arrived for `receive.idle_timeout_s` (checkpointed first: `--resume` continues).
 from __future__ import annotations
 
 import argparse
+import sys
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -29,10 +30,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from agentgym_rl.config import load_learn_config
-    from agentgym_rl.config.startup import load_checked
+    from agentgym_rl.config.startup import load_checked, parallel_misfit
 
     config = load_checked("learn", load_learn_config, args.config, args.overrides)
     if config is None:
+        return 2
+    misfit = parallel_misfit(config.model, config.parallel.tp, config.parallel.pp)
+    if misfit is not None:
+        print(f"learn: {misfit}", file=sys.stderr)
         return 2
     import logging
     import signal

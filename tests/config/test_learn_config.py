@@ -44,7 +44,7 @@ def test_kl_and_entropy_are_accepted() -> None:
     [
         (["groups_per_step=3", "parallel.dp=2"], "multiple of parallel.dp"),
         (["micro_batch_tokens=1001", "parallel.tp=2"], "multiple of parallel.tp"),
-        (["parallel.pp=2"], "parallel: Value error, pp > 1"),
+        (["parallel.pp=0"], "parallel.pp"),
         (["optimizer.warmup_steps=10", "max_steps=5"], "warmup_steps"),
         (["loss.aggregation=seq-mean-token-sum-norm"], "loss: Value error"),
         (["loss.kl_coef=-0.1"], "loss.kl_coef"),

@@ -56,6 +56,39 @@ def test_pure_round_trip_is_bit_exact(family: str, tp: int) -> None:
         assert torch.equal(back[name], tensor), name
 
 
+@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("pp", [2, 4])
+def test_pipeline_stages_round_trip(family: str, pp: int) -> None:
+    """Whole model -> pp stages (local layer names; tied: the last stage's embedding copy)
+    -> whole model, then to HF bit-exact."""
+    hf = tiny_hf_model(family, vocab=998, heads=4, kv_heads=2, head_dim=32, layers=4)
+    spec = convert.ConvertSpec.from_hf(hf.config, 1, 1000)
+    full = convert.hf_to_megatron(hf.state_dict(), spec, 0)
+    stages = [convert.stage_view(full, spec, r, pp) for r in range(pp)]
+    per = 4 // pp
+    for r, stage in enumerate(stages):
+        layers = {int(n.split(".")[2]) for n in stage if n.startswith("decoder.layers.")}
+        assert layers == set(range(per))
+        assert torch.equal(
+            stage["decoder.layers.0.mlp.linear_fc2.weight"],
+            full[f"decoder.layers.{r * per}.mlp.linear_fc2.weight"],
+        )
+        assert ("embedding.word_embeddings.weight" in stage) == (r == 0)
+        assert ("decoder.final_layernorm.weight" in stage) == (r == pp - 1)
+        assert ("output_layer.weight" in stage) == (r == pp - 1)
+    if spec.tied:
+        assert torch.equal(
+            stages[-1]["output_layer.weight"], full["embedding.word_embeddings.weight"]
+        )
+    merged = convert.merge_stages(stages, spec)
+    assert merged.keys() == full.keys()
+    back = convert.megatron_to_hf([merged], spec)
+    for name, tensor in _hf_weights(hf).items():
+        assert torch.equal(back[name], tensor), name
+    with pytest.raises(ValueError, match="do not split into 3 pipeline stages"):
+        convert.stage_view(full, spec, 0, 3)
+
+
 def test_qkv_layout_is_grouped() -> None:
     """Rows of linear_qkv are [q heads of group g, k_g, v_g] per group, as Megatron splits them."""
     hf = tiny_hf_model("qwen2", heads=4, kv_heads=2, head_dim=32)

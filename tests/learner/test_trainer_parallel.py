@@ -1,5 +1,5 @@
-"""The trainer under torchrun (gloo, CPU): tp 2, dp 2 and dp 2 REINFORCE++ end where one
-process ends; an idle timeout stops every rank.
+"""The trainer under torchrun (gloo, CPU): tp 2, dp 2, dp 2 REINFORCE++ and pp 2 (with and
+without the KL loss) end where one process ends; an idle timeout stops every rank.
 
 What is compared, and why the tolerances differ:
 
@@ -98,20 +98,27 @@ def _assert_after_steps(got: dict[str, Any], want: dict[str, Any], lr: float, la
 
 
 @pytest.mark.slow
-def test_tp2_dp2_and_global_whitening_match_single_process(
+def test_tp2_dp2_pp2_and_global_whitening_match_single_process(
     tiny_model: tuple[Path, int], tmp_path: Path, free_port: int
 ) -> None:
     model, vocab = tiny_model
     results = _torchrun(model, vocab, tmp_path / "results.pt", free_port)
     lr = learn_config(model, tmp_path).optimizer.lr
+    losses = {"estimator", "kl_coef"}
     single = {
-        estimator: run_layout(model, tmp_path / estimator, vocab, estimator=estimator)
-        for estimator in ("grpo", "reinforce_plus_plus")
+        key: run_layout(model, tmp_path / "_".join(map(str, key)), vocab, **dict(key))
+        for key in {
+            tuple(sorted((k, v) for k, v in spec.items() if k in losses))
+            for spec in LAYOUTS.values()
+        }
     }
+    by_estimator = {dict(key)["estimator"]: out for key, out in single.items() if len(key) == 1}
     # the two estimators give different steps: the REINFORCE++ comparison is not vacuous
-    assert single["grpo"]["loss"] != pytest.approx(single["reinforce_plus_plus"]["loss"])
+    assert by_estimator["grpo"]["loss"] != pytest.approx(
+        by_estimator["reinforce_plus_plus"]["loss"]
+    )
     for layout, spec in LAYOUTS.items():
-        want = single[spec["estimator"]]
+        want = single[tuple(sorted((k, v) for k, v in spec.items() if k in losses))]
         _assert_one_step(results[layout], want, layout)
         _assert_after_steps(results[layout], want, lr, layout)
     # an idle timeout seen by rank 0 stops both ranks after one step, checkpointed

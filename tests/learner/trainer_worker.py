@@ -1,7 +1,7 @@
 """torchrun worker: `STEPS` trainer steps per layout on the same fixed groups.
 
-Layouts (`LAYOUTS`): tp 2, dp 2 (GRPO) and dp 2 with REINFORCE++ (whitening global over the
-data-parallel ranks). Rank 0 feeds the groups through `Trainer.next_groups` (a list-backed
+Layouts (`LAYOUTS`): tp 2, dp 2 (GRPO), dp 2 with REINFORCE++ (whitening global over the
+data-parallel ranks) and pp 2 (GPipe over two stages), also with the KL loss. Rank 0 feeds the groups through `Trainer.next_groups` (a list-backed
 receiver), which deals them to the data-parallel ranks. Rank 0 saves, per layout, the first
 step's loss and gradients (HF names, summed over data-parallel ranks and clipped, as the
 optimizer saw them) and the HF-named weights after the last step. `run_layout` is also what
@@ -30,6 +30,10 @@ LAYOUTS: dict[str, dict[str, Any]] = {
     "tp2": {"tp": 2, "dp": 1, "estimator": "grpo"},
     "dp2": {"tp": 1, "dp": 2, "estimator": "grpo"},
     "dp2_rpp": {"tp": 1, "dp": 2, "estimator": "reinforce_plus_plus"},
+    # two stages of one layer each, tied embeddings, several micro-batches per step; with the
+    # KL loss the frozen reference runs through the pipeline too
+    "pp2": {"pp": 2, "dp": 1, "estimator": "grpo"},
+    "pp2_kl": {"pp": 2, "dp": 1, "estimator": "grpo", "kl_coef": 0.1},
 }
 
 
@@ -58,15 +62,24 @@ class ListReceiver:
 
 
 def run_layout(
-    model: Path, tmp: Path, vocab: int, *, tp: int = 1, dp: int = 1, estimator: str = "grpo"
+    model: Path,
+    tmp: Path,
+    vocab: int,
+    *,
+    tp: int = 1,
+    pp: int = 1,
+    dp: int = 1,
+    estimator: str = "grpo",
+    kl_coef: float = 0.0,
 ) -> dict[str, Any]:
     """`STEPS` steps through `next_groups`; every rank calls (the exports are collective)."""
     cfg = learn_config(
         model,
         tmp,
         groups_per_step=GROUPS_PER_STEP,
-        parallel={"tp": tp, "dp": dp},
+        parallel={"tp": tp, "pp": pp, "dp": dp},
         advantage={"estimator": estimator},
+        loss={"kl_coef": kl_coef},
     )
     trainer = Trainer(cfg, receiver=ListReceiver(payloads(vocab)))
     out: dict[str, Any] = {}

@@ -33,22 +33,10 @@ class ParallelConfig(ConfigModel):
     tp: int = Field(default=1, ge=1)
     """Tensor-parallel size."""
     pp: int = Field(default=1, ge=1)
-    """Pipeline-parallel size: 1 only (see `pipeline_is_one`)."""
+    """Pipeline-parallel size: the model's layers split evenly into `pp` stages (GPipe schedule,
+    `learner/pipeline.py`)."""
     dp: int = Field(default=1, ge=1)
     """Expected data-parallel size; start-up checks world size == tp * pp * dp."""
-
-    @model_validator(mode="after")
-    def pipeline_is_one(self) -> ParallelConfig:
-        if self.pp != 1:
-            # Missing pieces: per-stage layer offsets in the HF conversion/export, the tied
-            # embedding's gradient sync between first and last stage, and a pipeline schedule
-            # (Megatron's allocates its buffers on CUDA, so CPU needs substitutions first).
-            raise ValueError(
-                f"pp > 1 is not supported (got parallel.pp = {self.pp}): the HF weight "
-                "conversion and the training step handle a single pipeline stage; set "
-                "parallel.pp = 1 and scale with parallel.tp / parallel.dp"
-            )
-        return self
 
 
 class ReceiveConfig(ConfigModel):

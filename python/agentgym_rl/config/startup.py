@@ -6,6 +6,7 @@ message and exit code 2, never a traceback. Torch-free, like the rest of `agentg
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -35,6 +36,27 @@ def missing_model(model: object) -> str | None:
     for needed in ("config.json", "tokenizer.json"):
         if not (path / needed).is_file():
             return f"model directory {str(path)!r} has no {needed}: it is not an HF checkpoint"
+    return None
+
+
+def parallel_misfit(model: object, tp: int, pp: int) -> str | None:
+    """Why the model in directory `model` cannot be split `tp` ways (heads, key/value heads)
+    and into `pp` pipeline stages (layers), or None."""
+    try:
+        hf = json.loads((Path(str(model)) / "config.json").read_text())
+    except (OSError, ValueError) as e:
+        return f"cannot read {model}/config.json: {e}"
+    sizes = [
+        ("num_hidden_layers", pp, "parallel.pp"),
+        ("num_attention_heads", tp, "parallel.tp"),
+        ("num_key_value_heads", tp, "parallel.tp"),
+    ]
+    for key, parts, option in sizes:
+        value = hf.get(key)
+        if key == "num_key_value_heads" and value is None:
+            value = hf.get("num_attention_heads")
+        if isinstance(value, int) and value % parts:
+            return f"the model's {key} ({value}) does not divide by {option} ({parts})"
     return None
 
 

@@ -15,11 +15,19 @@ Layout of one tensor-parallel rank r of `tp` (Megatron local layer spec):
 `hf_to_megatron` / `megatron_to_hf` are pure functions over dicts (all ranks' shards for the
 latter); `load_hf_weights`, `export_hf_weights` and `export_hf_grads` apply them to a live model,
 all-gathering the shards over the tensor-parallel group. Outputs may share storage with inputs.
-Pipeline parallelism is not handled here (pp must be 1).
+
+Pipeline parallelism: stage p of `pp` holds decoder layers ``[p * L / pp, (p + 1) * L / pp)``
+under local names ``decoder.layers.0..``, the embedding on the first stage and the final norm
+and output layer on the last. With tied embeddings and pp > 1 the last stage keeps its own copy
+of the word embeddings as `output_layer.weight` (Megatron's layout; the trainer sums its
+gradient with the first stage's). `stage_view` cuts a whole-model dict down to one stage and
+`merge_stages` puts the stages back together; the live-model functions use them, gathering the
+stages over the pipeline group.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -36,6 +44,8 @@ __all__ = [
     "hf_to_megatron",
     "load_hf_weights",
     "megatron_to_hf",
+    "merge_stages",
+    "stage_view",
 ]
 
 Tensors = dict[str, torch.Tensor]
@@ -197,9 +207,81 @@ def _is_replicated(name: str) -> bool:
     return name.endswith(_REPLICATED) or name == "decoder.final_layernorm.weight"
 
 
-def _require_no_pipeline() -> None:
-    if parallel_state.get_pipeline_model_parallel_world_size() != 1:
-        raise NotImplementedError("weight conversion supports pipeline parallel size 1 only")
+_LAYER = re.compile(r"^decoder\.layers\.(\d+)\.(.*)$")
+_EMBED = "embedding.word_embeddings.weight"
+_HEAD = "output_layer.weight"
+
+
+def _layers_per_stage(spec: ConvertSpec, pp: int) -> int:
+    if spec.num_layers % pp:
+        raise ValueError(f"{spec.num_layers} layers do not split into {pp} pipeline stages")
+    return spec.num_layers // pp
+
+
+def stage_view(
+    full: Mapping[str, torch.Tensor], spec: ConvertSpec, pp_rank: int, pp: int
+) -> Tensors:
+    """The part of a whole-model Megatron dict that pipeline stage `pp_rank` of `pp` holds,
+    under the stage's local names (see the module docstring)."""
+    if pp == 1:
+        return dict(full)
+    per = _layers_per_stage(spec, pp)
+    first, last = pp_rank == 0, pp_rank == pp - 1
+    out: Tensors = {}
+    for name, tensor in full.items():
+        m = _LAYER.match(name)
+        if m is not None:
+            layer = int(m.group(1)) - pp_rank * per
+            if 0 <= layer < per:
+                out[f"decoder.layers.{layer}.{m.group(2)}"] = tensor
+        elif name == _EMBED:
+            if first:
+                out[name] = tensor
+            if last and spec.tied:
+                out[_HEAD] = tensor  # the last stage's copy of the tied embeddings
+        elif last:  # final norm, untied output layer
+            out[name] = tensor
+    return out
+
+
+def merge_stages(stages: Sequence[Mapping[str, torch.Tensor]], spec: ConvertSpec) -> Tensors:
+    """Inverse of `stage_view`: `stages[p]` is stage p's dict; the tied copy is dropped."""
+    pp = len(stages)
+    if pp == 1:
+        return dict(stages[0])
+    per = _layers_per_stage(spec, pp)
+    out: Tensors = {}
+    for rank, stage in enumerate(stages):
+        for name, tensor in stage.items():
+            m = _LAYER.match(name)
+            if m is not None:
+                out[f"decoder.layers.{int(m.group(1)) + rank * per}.{m.group(2)}"] = tensor
+            elif not (name == _HEAD and spec.tied):
+                out[name] = tensor
+    return out
+
+
+def _pipeline() -> tuple[int, int]:
+    return (
+        parallel_state.get_pipeline_model_parallel_rank(),
+        parallel_state.get_pipeline_model_parallel_world_size(),
+    )
+
+
+def _gather_stages(shards: list[Tensors], spec: ConvertSpec) -> list[Tensors]:
+    """Every tensor-parallel shard of the whole model: each stage's shards, all-gathered over
+    the pipeline group (objects: a stage's shapes differ from its neighbours')."""
+    _, pp = _pipeline()
+    if pp == 1:
+        return shards
+    gathered: list[list[Tensors] | None] = [None] * pp
+    torch.distributed.all_gather_object(
+        gathered, shards, group=parallel_state.get_pipeline_model_parallel_group()
+    )
+    return [
+        merge_stages([stage[r] for stage in gathered], spec)  # type: ignore[index]
+        for r in range(len(shards))
+    ]
 
 
 def _gather_shards(local: Mapping[str, torch.Tensor]) -> list[Tensors]:
@@ -225,8 +307,9 @@ def load_hf_weights(
     model: torch.nn.Module, hf_sd: Mapping[str, torch.Tensor], spec: ConvertSpec
 ) -> None:
     """Copy a full HF state dict into this rank's Megatron parameters (every name must match)."""
-    _require_no_pipeline()
-    local = hf_to_megatron(hf_sd, spec, parallel_state.get_tensor_model_parallel_rank())
+    pp_rank, pp = _pipeline()
+    full = hf_to_megatron(hf_sd, spec, parallel_state.get_tensor_model_parallel_rank())
+    local = stage_view(full, spec, pp_rank, pp)
     params = dict(model.named_parameters())
     if set(params) != set(local):
         missing, extra = set(params) - set(local), set(local) - set(params)
@@ -239,13 +322,13 @@ def load_hf_weights(
 def _export(
     model: torch.nn.Module, spec: ConvertSpec, pick: Callable[[torch.nn.Parameter], torch.Tensor]
 ) -> Tensors:
-    _require_no_pipeline()
     local = {name: pick(p).detach() for name, p in model.named_parameters()}
-    return megatron_to_hf(_gather_shards(local), spec)
+    return megatron_to_hf(_gather_stages(_gather_shards(local), spec), spec)
 
 
 def export_hf_weights(model: torch.nn.Module, spec: ConvertSpec) -> Tensors:
-    """Full HF-named weights, gathered over tensor parallel (collective: every tp rank calls)."""
+    """Full HF-named weights, gathered over tensor and pipeline parallel (collective: every
+    rank of the model-parallel group calls)."""
     return _export(model, spec, lambda p: p)
 
 
@@ -257,5 +340,6 @@ def _grad_of(p: torch.nn.Parameter) -> torch.Tensor:
 
 
 def export_hf_grads(model: torch.nn.Module, spec: ConvertSpec) -> Tensors:
-    """Gradients under full HF names, gathered over tensor parallel (zeros where none)."""
+    """Gradients under full HF names, gathered over tensor and pipeline parallel (zeros where
+    none; with tied embeddings and pp > 1, the first stage's embedding gradient)."""
     return _export(model, spec, _grad_of)

@@ -1,7 +1,7 @@
-"""CPU stand-ins for the four places where megatron-core 0.16.1 assumes a CUDA device.
+"""CPU stand-ins for the five places where megatron-core 0.16.1 assumes a CUDA device.
 
 Megatron-core's local (non-Transformer-Engine) `GPTModel` runs on CPU with a gloo process group
-once these four CUDA-only pieces are replaced. Nothing else in Megatron is patched, and on a
+once these five CUDA-only pieces are replaced. Nothing else in Megatron is patched, and on a
 machine with CUDA every function here is a no-op, so the GPU path is exactly upstream Megatron.
 
 1. **Global memory buffer** (`parallel_state._GLOBAL_MEMORY_BUFFER`). `DotProductAttention`
@@ -27,6 +27,12 @@ machine with CUDA every function here is a no-op, so the GPU path is exactly ups
    autocast dtype and run the backward under it: the same replay, for the "cpu" device. The
    wrapper changes nothing when CPU autocast is off.
 
+5. **Tied embeddings across pipeline stages.** With pp > 1 and tied embeddings, the
+   `GPTModel` constructor moves the last stage's copy of the word embeddings with `.cuda()`
+   before summing it with the first stage's over the embedding group. `host_construction`
+   wraps the constructor so that `Tensor.cuda` leaves tensors where they are for that call
+   only (on a machine without CUDA it would raise).
+
 Megatron's default causal mask (`transformer.utils.get_default_causal_mask`) is also built on
 "cuda"; `agentgym_rl.learner.model` sidesteps it by always passing an explicit mask rather than
 by a substitution.
@@ -51,6 +57,7 @@ __all__ = [
     "CpuRNGStatesTracker",
     "adapt_model_for_cpu",
     "cpu_mode",
+    "host_construction",
     "install_cpu_runtime",
 ]
 
@@ -166,6 +173,20 @@ def _host_rope_emb(self: RotaryEmbedding, max_seq_len: int, offset: int = 0) -> 
     else:
         emb = torch.cat((freqs, freqs), dim=-1)
     return emb[:, None, None, :]
+
+
+@contextlib.contextmanager
+def host_construction() -> Iterator[None]:
+    """Substitution 5: `Tensor.cuda` is the identity inside the block (CPU only)."""
+    if not cpu_mode():
+        yield
+        return
+    original = torch.Tensor.cuda
+    torch.Tensor.cuda = lambda self, *args, **kwargs: self  # type: ignore[method-assign,assignment]
+    try:
+        yield
+    finally:
+        torch.Tensor.cuda = original  # type: ignore[method-assign]
 
 
 def adapt_model_for_cpu(model: torch.nn.Module) -> torch.nn.Module:

@@ -60,6 +60,7 @@ __all__ = [
     "per_token_loss",
     "qkv_bias_of",
     "shutdown_parallel",
+    "stage_hidden",
     "token_logprobs",
     "token_logprobs_and_entropy",
     "transformer_config_from_hf",
@@ -215,6 +216,8 @@ def transformer_config_from_hf(
         attention_dropout=float(getattr(hf, "attention_dropout", 0.0)),
         tensor_model_parallel_size=tp,
         pipeline_model_parallel_size=pp,
+        # what one stage sends the next (`pipeline.py` always sends fp32)
+        pipeline_dtype=torch.float32 if pp > 1 else None,
         params_dtype=params_dtype,
         bf16=params_dtype == torch.bfloat16,
         fp16=params_dtype == torch.float16,
@@ -244,19 +247,20 @@ def build_gpt_model(
     config = transformer_config_from_hf(
         hf, tp=tp, pp=pp, params_dtype=params_dtype, fused_swiglu=fused_swiglu
     )
-    model = PolicyGPTModel(
-        config=config,
-        transformer_layer_spec=gpt_layer_spec(attention),
-        vocab_size=padded_vocab_size(hf.vocab_size, tp, vocab_multiple),
-        max_sequence_length=hf.max_position_embeddings,
-        pre_process=parallel_state.is_pipeline_first_stage(),
-        post_process=parallel_state.is_pipeline_last_stage(),
-        share_embeddings_and_output_weights=bool(hf.tie_word_embeddings),
-        position_embedding_type="rope",
-        rotary_base=_rope_theta(hf),
-        rotary_percent=1.0,
-        parallel_output=True,
-    )
+    with cpu_support.host_construction():
+        model = PolicyGPTModel(
+            config=config,
+            transformer_layer_spec=gpt_layer_spec(attention),
+            vocab_size=padded_vocab_size(hf.vocab_size, tp, vocab_multiple),
+            max_sequence_length=hf.max_position_embeddings,
+            pre_process=parallel_state.is_pipeline_first_stage(),
+            post_process=parallel_state.is_pipeline_last_stage(),
+            share_embeddings_and_output_weights=bool(hf.tie_word_embeddings),
+            position_embedding_type="rope",
+            rotary_base=_rope_theta(hf),
+            rotary_percent=1.0,
+            parallel_output=True,
+        )
     model.unpadded_vocab_size = hf.vocab_size  # read by token_logprobs to mask the padding
     return cpu_support.adapt_model_for_cpu(model)
 
@@ -470,6 +474,29 @@ def token_logprobs_and_entropy(
     head = _logprob_head(model, temperature, vocab_size, fused=_use_fused(fused), entropy=True)
     logprobs, entropy = _run_head(model, input_ids, position_ids, labels, head, autocast)
     return logprobs, entropy
+
+
+def stage_hidden(
+    model: GPTModel,
+    input_ids: torch.Tensor,
+    position_ids: torch.Tensor,
+    *,
+    autocast: torch.dtype | None = None,
+) -> torch.Tensor:
+    """The output hidden states ``[s, b, h]`` of a pipeline stage before the last (its input
+    comes from the previous stage through `model.set_input_tensor`, or from `input_ids` on the
+    first stage)."""
+    seq_len = input_ids.size(1)
+    _check_positions(position_ids, seq_len)
+    mask = causal_mask(seq_len, input_ids.device)
+    ctx = (
+        torch.autocast(device_type=input_ids.device.type, dtype=autocast)
+        if autocast is not None
+        else contextlib.nullcontext()
+    )
+    with ctx:
+        hidden: torch.Tensor = model(input_ids, position_ids, mask)
+    return hidden
 
 
 def per_token_loss(

@@ -5,9 +5,11 @@ in a decay-free one. `lr_factor(step)` multiplies the peak learning rate for opt
 `step` (0-based): linear warm-up ``(step + 1) / warmup_steps`` for the first ``warmup_steps``
 steps, then constant, linear or cosine decay reaching ``min_lr_ratio`` at ``max_steps``.
 `allreduce_grads` sums gradients over the data-parallel group (each rank's loss is already
-divided by the whole step's token/sequence count). `clip_grads` computes the global L2 norm
-counting tensor-parallel shards once and replicated parameters once, and scales gradients
-down to `max_norm`.
+divided by the whole step's token/sequence count). `allreduce_embedding_grads` sums the tied
+word embeddings' gradient of the first pipeline stage with the last stage's copy, so both copies
+take the same step. `clip_grads` computes the global L2 norm over the tensor and pipeline
+stages, counting tensor-parallel shards once, replicated parameters once and the last stage's
+copy of tied embeddings not at all, and scales gradients down to `max_norm`.
 """
 
 from __future__ import annotations
@@ -62,6 +64,21 @@ def allreduce_grads(params: Iterable[torch.nn.Parameter]) -> None:
             torch.distributed.all_reduce(p.grad, group=group)
 
 
+def allreduce_embedding_grads(model: torch.nn.Module) -> None:
+    """Tied embeddings under pipeline parallelism: first stage + last stage's copy, summed on
+    both (no-op otherwise, and on the stages in between)."""
+    if parallel_state.get_pipeline_model_parallel_world_size() == 1:
+        return
+    if not getattr(model, "share_embeddings_and_output_weights", False):
+        return
+    if not parallel_state.is_rank_in_embedding_group():
+        return
+    weight = model.shared_embedding_or_output_weight()  # type: ignore[operator]
+    if weight.grad is None:
+        weight.grad = torch.zeros_like(weight)
+    torch.distributed.all_reduce(weight.grad, group=parallel_state.get_embedding_group())
+
+
 def clip_grads(params: list[torch.nn.Parameter], max_norm: float | None) -> float:
     """Global gradient L2 norm (before clipping); scales gradients to `max_norm` when above."""
     grads = [p for p in params if p.grad is not None]
@@ -71,11 +88,13 @@ def clip_grads(params: list[torch.nn.Parameter], max_norm: float | None) -> floa
     tp = parallel_state.get_tensor_model_parallel_world_size()
     tp_rank = parallel_state.get_tensor_model_parallel_rank()
     for p in grads:
+        if getattr(p, "shared", False):  # the last stage's copy of tied embeddings
+            continue
         # replicated parameters have identical gradients on every tensor-parallel rank
         if tp == 1 or param_is_not_tensor_parallel_duplicate(p) or tp_rank == 0:
             sq += p.grad.detach().float().pow(2).sum()  # type: ignore[union-attr]
-    if tp > 1:
-        torch.distributed.all_reduce(sq, group=parallel_state.get_tensor_model_parallel_group())
+    if tp * parallel_state.get_pipeline_model_parallel_world_size() > 1:
+        torch.distributed.all_reduce(sq, group=parallel_state.get_model_parallel_group())
     norm = float(sq.sqrt())
     if max_norm is not None and norm > max_norm:
         scale = max_norm / (norm + 1e-6)

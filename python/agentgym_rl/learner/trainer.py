@@ -55,7 +55,14 @@ from agentgym_rl.learner.batch import collate
 from agentgym_rl.learner.convert import ConvertSpec, export_hf_weights, load_hf_weights
 from agentgym_rl.learner.intake import GroupIntake
 from agentgym_rl.learner.losses import LossConfig, policy_loss
-from agentgym_rl.learner.optim import allreduce_grads, build_optimizer, clip_grads, lr_schedule
+from agentgym_rl.learner.optim import (
+    allreduce_embedding_grads,
+    allreduce_grads,
+    build_optimizer,
+    clip_grads,
+    lr_schedule,
+)
+from agentgym_rl.learner.pipeline import from_last_stage, is_last_stage, run_stages
 from agentgym_rl.wire import WireGroup, decode_group
 
 log = logging.getLogger(__name__)
@@ -132,6 +139,11 @@ class Trainer:
     @property
     def is_rank0(self) -> bool:
         return self.layout.rank == 0
+
+    @property
+    def last_stage(self) -> bool:
+        """Whether this rank holds the last pipeline stage (the one with the loss)."""
+        return is_last_stage()
 
     # --- groups in -------------------------------------------------------------------------
     def _idle_summary(self) -> str:
@@ -220,11 +232,30 @@ class Trainer:
             autocast=self.autocast,
         )
 
-    def _ref_logprobs(self, mb: Any) -> torch.Tensor | None:
-        if self.ref_model is None:
-            return None
+    def _hidden_shape(self, mb: Any) -> tuple[int, int, int]:
+        """The hidden states a pipeline stage passes on for `mb`: ``[s, b, h]``."""
+        batch, seq = mb.input_ids.shape
+        return (seq, batch, self.hf_config.hidden_size)
+
+    def _stage_hidden(self, mb: Any, model: torch.nn.Module) -> torch.Tensor:
+        d = self.device
+        return lm.stage_hidden(
+            model, mb.input_ids.to(d), mb.position_ids.to(d), autocast=self.autocast
+        )
+
+    def _forward_logprobs(self, micro: list[Any], model: torch.nn.Module) -> list[Any]:
+        """No-grad log-probs of every micro-batch under `model` (last pipeline stage; None on
+        the others)."""
+
+        def forward(mb: Any) -> Any:
+            if not self.last_stage:
+                return self._stage_hidden(mb, model)
+            return None, self._logprobs(mb, model)
+
         with torch.no_grad():
-            return self._logprobs(mb, self.ref_model)
+            return run_stages(
+                micro, forward, self._hidden_shape, model=model, backward=False, device=self.device
+            )
 
     def train_step(self, groups: list[WireGroup]) -> dict[str, Any]:
         """One optimizer step on this rank's `groups`; returns the step's metrics."""
@@ -246,26 +277,26 @@ class Trainer:
             [batch.num_loss_tokens, batch.num_seqs, float(batch.lengths.sum())]
         )
         micro = batch.split(cfg.micro_batch_tokens)
+        none: list[Any] = [None] * len(micro)
+        refs = none if self.ref_model is None else self._forward_logprobs(micro, self.ref_model)
         self.model.train()
         # One optimizer step per batch: every micro-batch's forward runs on the pre-update
         # weights, so its detached log-probs *are* the proximal ones; the extra no-grad pass
         # (`recompute_proximal`) gives the same numbers and costs a third of the step.
-        proximal: list[torch.Tensor | None] = [None] * len(micro)
-        if cfg.recompute_proximal:
-            with torch.no_grad():
-                proximal = [self._logprobs(mb) for mb in micro]
+        proximal = self._forward_logprobs(micro, self.model) if cfg.recompute_proximal else none
         self.optimizer.zero_grad(set_to_none=True)
-        sums: dict[str, float] = {}
-        loss_total, tis_max = 0.0, 0.0
-        for mb, prox in zip(micro, proximal, strict=True):
+
+        def forward(item: tuple[Any, Any, Any]) -> Any:
+            mb, ref, prox = item
+            if not self.last_stage:
+                return self._stage_hidden(mb, self.model)
             d = self.device
-            ref = self._ref_logprobs(mb)
             logprobs, entropy = self._logprobs_and_entropy(mb)
             loss, m = policy_loss(
                 self.loss_config,
                 logprobs=logprobs,
                 behaviour_logprobs=mb.behaviour_logprobs.to(d),
-                advantages=mb.advantages.to(d),  # type: ignore[union-attr]
+                advantages=mb.advantages.to(d),
                 loss_mask=mb.loss_mask.to(d),
                 proximal_logprobs=logprobs.detach() if prox is None else prox,
                 ref_logprobs=ref,
@@ -273,13 +304,28 @@ class Trainer:
                 global_tokens=int(n_tokens),
                 global_seqs=int(n_seqs),
             )
-            loss.backward()
-            loss_total += float(loss.detach())
-            w = float(mb.num_loss_tokens)
+            return loss, (float(loss.detach()), m, float(mb.num_loss_tokens))
+
+        results = run_stages(
+            list(zip(micro, refs, proximal, strict=True)),
+            forward,
+            lambda item: self._hidden_shape(item[0]),
+            model=self.model,
+            backward=True,
+            device=self.device,
+        )
+        sums: dict[str, float] = {}
+        loss_total, tis_max = 0.0, 0.0
+        for result in results if self.last_stage else []:
+            loss_value, m, w = result
+            loss_total += loss_value
             for k, v in m.items():
                 sums[k] = sums.get(k, 0.0) + float(v) * w
             tis_max = max(tis_max, float(m["tis_weight_max"]))
+        # the loss lives on the last pipeline stage; every stage logs and reduces the same
+        sums, loss_total, tis_max = from_last_stage((sums, loss_total, tis_max))
         allreduce_grads(self.params)
+        allreduce_embedding_grads(self.model)
         grad_norm = clip_grads(self.params, cfg.optimizer.grad_clip)
         lr = self.optimizer.param_groups[0]["lr"]
         self.optimizer.step()
