@@ -5,6 +5,10 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
+import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -19,6 +23,7 @@ from trainer_fixtures import learn_config, make_group
 
 from agentgym_rl.learner import trainer as trainer_mod
 from agentgym_rl.learner.checkpoint import (
+    complete_checkpoints,
     latest_checkpoint,
     load_checkpoint,
     save_checkpoint,
@@ -421,3 +426,47 @@ def test_a_stop_checkpoints_the_steps_taken(model_dir: Path, tmp_path: Path, mak
     assert t.run(stop) == 1  # one step from the two groups, then the stop (SIGTERM in `learn`)
     found = latest_checkpoint(cfg.checkpoint.dir)
     assert found is not None and found.name == "step_1"
+
+
+def test_kill_9_during_checkpoint_writes_never_leaves_a_false_complete(
+    model_dir: Path, tmp_path: Path
+) -> None:
+    """SIGKILL a process that checkpoints back to back: every checkpoint that looks complete
+    loads, and the newest one is found while the interrupted one is ignored."""
+    worker = Path(__file__).with_name("checkpoint_kill_worker.py")
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(worker.parent), os.environ.get("PYTHONPATH", "")]),
+    }
+    proc = subprocess.Popen(
+        [sys.executable, str(worker), str(model_dir), str(tmp_path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env=env,
+    )
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        if line.strip() == "saving 4":
+            break
+    time.sleep(0.2)  # inside save 4 or a later one
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    root = tmp_path / "ckpt"
+    complete = [step for step, _ in complete_checkpoints(root)]
+    assert complete[:3] == [1, 2, 3], complete
+    everything = sorted(p.name for p in root.iterdir())
+    cfg = learn_config(model_dir, tmp_path)
+    for step in complete:
+        t = Trainer(cfg)
+        try:
+            load_checkpoint(t, root / f"step_{step}")
+            assert t.step == step
+        finally:
+            t.close()
+    latest = latest_checkpoint(root)
+    assert latest is not None and latest.name == f"step_{complete[-1]}", everything
+    # the save the kill interrupted left a `.tmp` folder (or nothing): never a COMPLETE marker
+    assert all(name.startswith("step_") for name in everything)
+    partial = [n for n in everything if n.endswith(".tmp")]
+    assert all(not (root / n / "COMPLETE").exists() for n in partial)

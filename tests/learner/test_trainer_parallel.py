@@ -31,7 +31,7 @@ from typing import Any
 import pytest
 import torch
 from trainer_fixtures import learn_config
-from trainer_worker import LAYOUTS, STEPS, run_layout
+from trainer_worker import LAYOUTS, RESHARD, STEPS, resume_one_step, run_layout, save_one_step
 
 from vllm_fixtures import tiny_corpus
 
@@ -54,7 +54,7 @@ def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, int]:
     return model, int(json.loads((model / "config.json").read_text())["vocab_size"])
 
 
-def _torchrun(model: Path, vocab: int, out: Path, port: int) -> dict[str, Any]:
+def _torchrun(model: Path, vocab: int, out: Path, port: int, resume: Path) -> dict[str, Any]:
     cmd = [
         sys.executable,
         "-m",
@@ -67,6 +67,7 @@ def _torchrun(model: Path, vocab: int, out: Path, port: int) -> dict[str, Any]:
         f"--model={model}",
         f"--vocab={vocab}",
         f"--out={out}",
+        f"--resume-from={resume}",
     ]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}
     env["PYTHONPATH"] = os.pathsep.join(
@@ -102,7 +103,8 @@ def test_tp2_dp2_pp2_and_global_whitening_match_single_process(
     tiny_model: tuple[Path, int], tmp_path: Path, free_port: int
 ) -> None:
     model, vocab = tiny_model
-    results = _torchrun(model, vocab, tmp_path / "results.pt", free_port)
+    saved = save_one_step(model, tmp_path / "saved", vocab)
+    results = _torchrun(model, vocab, tmp_path / "results.pt", free_port, saved)
     lr = learn_config(model, tmp_path).optimizer.lr
     losses = {"estimator", "kl_coef"}
     single = {
@@ -125,3 +127,13 @@ def test_tp2_dp2_pp2_and_global_whitening_match_single_process(
     idle = results["idle"]
     assert idle["ranks_raised"] == 2 and idle["step"] == 1
     assert idle["checkpoint"] is not None and idle["checkpoint"].name == "step_1"
+    # a checkpoint saved by one process resumes under tp 2 and pp 2: the same weights, lr and
+    # step, and the same second step (AdamW's moments were resharded too)
+    want = resume_one_step(model, tmp_path / "reshard_single", vocab, saved)
+    assert want["step"] == 1
+    for layout in RESHARD:
+        got = results["reshard"][layout]
+        assert (got["step"], got["lr"]) == (want["step"], want["lr"]), layout
+        for name, tensor in want["weights"].items():
+            assert torch.equal(got["weights"][name], tensor), f"{layout} {name}"
+        _assert_after_steps({"weights": got["after"]}, {"weights": want["after"]}, lr, layout)

@@ -6,7 +6,9 @@ receiver), which deals them to the data-parallel ranks. Rank 0 saves, per layout
 step's loss and gradients (HF names, summed over data-parallel ranks and clipped, as the
 optimizer saw them) and the HF-named weights after the last step. `run_layout` is also what
 the test runs in one process for the reference. Last, `idle_stop` checks that under dp 2 an
-idle timeout on rank 0 stops every rank (checkpoint first, then `IdleTimeout` everywhere).
+idle timeout on rank 0 stops every rank (checkpoint first, then `IdleTimeout` everywhere), and
+a checkpoint one process saved (`--resume-from`) resumes under tp 2 and under pp 2
+(`resume_one_step`).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from typing import Any
 import torch
 from trainer_fixtures import learn_config, make_group
 
-from agentgym_rl.learner.checkpoint import latest_checkpoint
+from agentgym_rl.learner.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 from agentgym_rl.learner.convert import export_hf_grads, export_hf_weights
 from agentgym_rl.learner.trainer import IdleTimeout, Trainer
 from agentgym_rl.wire import encode_group
@@ -99,6 +101,49 @@ def run_layout(
     return out
 
 
+RESHARD = {"tp2": {"tp": 2}, "pp2": {"pp": 2}}
+"""Layouts that resume a checkpoint one process saved (`--resume-from`)."""
+
+
+def save_one_step(model: Path, tmp: Path, vocab: int) -> Path:
+    """One process: one step on the first step's groups, checkpointed (what `reshard` loads)."""
+    cfg = learn_config(model, tmp, groups_per_step=GROUPS_PER_STEP)
+    trainer = Trainer(cfg, receiver=ListReceiver(payloads(vocab)))
+    try:
+        groups = trainer.next_groups()
+        assert groups is not None
+        trainer.train_step(groups)
+        return save_checkpoint(trainer, cfg.checkpoint.dir)
+    finally:
+        trainer.close(keep_process_group=True)
+
+
+def resume_one_step(
+    model: Path, tmp: Path, vocab: int, checkpoint: Path, *, tp: int = 1, pp: int = 1
+) -> dict[str, Any]:
+    """Load `checkpoint` under tp x pp, take the second step; HF weights and first moments."""
+    cfg = learn_config(
+        model, tmp, groups_per_step=GROUPS_PER_STEP, parallel={"tp": tp, "pp": pp, "dp": 1}
+    )
+    trainer = Trainer(cfg, receiver=ListReceiver(payloads(vocab)[GROUPS_PER_STEP:]))
+    try:
+        load_checkpoint(trainer, checkpoint)
+        loaded = {
+            "step": trainer.step,
+            "lr": trainer.optimizer.param_groups[0]["lr"],
+            "weights": {
+                k: v.clone() for k, v in export_hf_weights(trainer.model, trainer.spec).items()
+            },
+        }
+        groups = trainer.next_groups()
+        assert groups is not None
+        trainer.train_step(groups)
+        weights = export_hf_weights(trainer.model, trainer.spec)
+        return {**loaded, "after": {k: v.clone() for k, v in weights.items()}}
+    finally:
+        trainer.close(keep_process_group=True)
+
+
 def idle_stop(model: Path, tmp: Path, vocab: int) -> dict[str, Any]:
     """dp 2: one step's groups, then silence past `receive.idle_timeout_s`."""
     cfg = learn_config(
@@ -127,12 +172,19 @@ def main() -> None:
     parser.add_argument("--model", type=Path, required=True)
     parser.add_argument("--vocab", type=int, required=True)
     parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--resume-from", type=Path, required=True, help="see save_one_step")
     args = parser.parse_args()
     results = {
         name: run_layout(args.model, args.out.parent / name, args.vocab, **layout)
         for name, layout in LAYOUTS.items()
     }
     results["idle"] = idle_stop(args.model, args.out.parent / "idle", args.vocab)
+    results["reshard"] = {
+        name: resume_one_step(
+            args.model, args.out.parent / f"reshard_{name}", args.vocab, args.resume_from, **layout
+        )
+        for name, layout in RESHARD.items()
+    }
     if torch.distributed.get_rank() == 0:
         torch.save(results, args.out)
     torch.distributed.destroy_process_group()

@@ -3,8 +3,14 @@
 Layout of `<root>/step_<n>/` (built as `step_<n>.tmp/`, renamed by rank 0, then `COMPLETE`
 written last, so a directory without `COMPLETE` is an interrupted save and is ignored):
 
-* `rank_<r>.pt` (every rank): model and optimizer state dicts, torch/Megatron RNG states;
-* `trainer.pt` (rank 0): step, scheduler state, python/numpy RNG states, group accounting;
+* `dist/`: a Megatron distributed checkpoint (`megatron.core.dist_checkpointing`, torch_dist
+  format) of the model's sharded state dict and the AdamW moments, each moment sharded like
+  its parameter (`optim_state_to_sharding_state`). Shards are keyed by their place in the whole
+  model, so a run saved under one tp/pp layout loads under another;
+* `rng_<r>.pt` (every rank): torch and Megatron RNG states, restored when the layout is the one
+  that saved them (under another layout each rank's stream is new anyway);
+* `trainer.pt` (rank 0): step, layout, AdamW's step count and group hyper-parameters,
+  scheduler state, python/numpy RNG states, group accounting;
 * `hf/` (rank 0, unless `checkpoint.export_hf` is off): `model.safetensors` (HF names,
   gathered over tensor parallel) and every non-weight file of the source model directory
   (config, generation config, tokenizer).
@@ -21,9 +27,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
-from megatron.core import tensor_parallel
+from megatron.core import dist_checkpointing, tensor_parallel
+from megatron.core.dist_checkpointing.optimizer import (
+    get_param_id_to_sharded_param_map,
+    optim_state_to_sharding_state,
+)
 from safetensors.torch import save_file
 
+from agentgym_rl.learner import cpu_support
 from agentgym_rl.learner.convert import export_hf_weights
 
 if TYPE_CHECKING:
@@ -70,6 +81,40 @@ def export_hf_dir(trainer: Trainer, out: Path) -> None:
             shutil.copy2(f, out / f.name)
 
 
+def _sharded_state(trainer: Trainer) -> dict[str, Any]:
+    """The model's sharded state dict and AdamW's moments sharded like their parameters."""
+    model_sd = trainer.model.sharded_state_dict()
+    optim_sd = trainer.optimizer.state_dict()
+    params = [p for group in trainer.optimizer.param_groups for p in group["params"]]
+    id_map = get_param_id_to_sharded_param_map(model_sd, params)
+    # AdamW's per-parameter `step` is one number for all: it goes to trainer.pt instead
+    optim_state_to_sharding_state(optim_sd, id_map, exclude_keys=("step",))
+    return {"model": model_sd, "optimizer": optim_sd}
+
+
+def _adam_step(trainer: Trainer) -> float:
+    steps = {float(s["step"]) for s in trainer.optimizer.state.values() if "step" in s}
+    if len(steps) > 1:
+        raise RuntimeError(f"AdamW step differs between parameters: {sorted(steps)}")
+    return steps.pop() if steps else 0.0
+
+
+def _init_adam_state(trainer: Trainer) -> None:
+    """Zero moments for every parameter that has none yet (AdamW's first step from them is the
+    one from a fresh state): what a save writes before the first step, and the load template."""
+    for group in trainer.optimizer.param_groups:
+        for p in group["params"]:
+            state = trainer.optimizer.state[p]
+            if not state:
+                state["step"] = torch.zeros((), dtype=torch.float32)
+                state["exp_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+                state["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+
+
+def _layout(trainer: Trainer) -> tuple[int, int, int]:
+    return (trainer.layout.tp_size, trainer.layout.pp_size, trainer.layout.dp_size)
+
+
 def save_checkpoint(trainer: Trainer, root: str | Path) -> Path:
     """Save `trainer` as `<root>/step_<trainer.step>/` (collective: every rank calls)."""
     root = Path(root)
@@ -77,20 +122,31 @@ def save_checkpoint(trainer: Trainer, root: str | Path) -> Path:
     tmp = root / f"step_{trainer.step}.tmp"
     if trainer.is_rank0:
         shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir(parents=True)
+        (tmp / "dist").mkdir(parents=True)
     _barrier()
-    rank_state = {
-        "model": trainer.model.state_dict(),
-        "optimizer": trainer.optimizer.state_dict(),
+    # before the first optimizer step AdamW has no moments yet: save zeros, as every
+    # checkpoint must hold them (the first step from zeros is the step from a fresh state)
+    _init_adam_state(trainer)
+    with cpu_support.host_checkpointing():
+        dist_checkpointing.save(_sharded_state(trainer), str(tmp / "dist"))
+    rng = {
         "torch_rng": torch.get_rng_state(),
         "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
         "megatron_rng": tensor_parallel.get_cuda_rng_tracker().get_states(),
     }
-    torch.save(rank_state, tmp / f"rank_{trainer.layout.rank:05d}.pt")
+    torch.save(rng, tmp / f"rng_{trainer.layout.rank:05d}.pt")
+    adam_step = _adam_step(trainer)
     if trainer.is_rank0:
         torch.save(
             {
                 "step": trainer.step,
+                "layout": _layout(trainer),
+                "adam_step": adam_step,
+                # lr and friends as the schedule left them (the moments are in dist/)
+                "param_groups": [
+                    {k: v for k, v in g.items() if k != "params"}
+                    for g in trainer.optimizer.param_groups
+                ],
                 "scheduler": trainer.scheduler.state_dict(),
                 "python_rng": random.getstate(),
                 "numpy_rng": np.random.get_state(),
@@ -113,25 +169,36 @@ def save_checkpoint(trainer: Trainer, root: str | Path) -> Path:
 
 
 def load_checkpoint(trainer: Trainer, path: str | Path) -> None:
-    """Restore `trainer` from a complete checkpoint directory written by `save_checkpoint`."""
+    """Restore `trainer` from a complete checkpoint directory written by `save_checkpoint`,
+    under the layout that saved it or any other."""
     path = Path(path)
     if not (path / "COMPLETE").is_file():
         raise FileNotFoundError(f"{path} is not a complete checkpoint (no COMPLETE marker)")
-    rank: dict[str, Any] = torch.load(
-        path / f"rank_{trainer.layout.rank:05d}.pt", map_location="cpu", weights_only=False
-    )
     shared: dict[str, Any] = torch.load(path / "trainer.pt", weights_only=False)
-    trainer.model.load_state_dict(rank["model"])
-    trainer.optimizer.load_state_dict(rank["optimizer"])
+    _init_adam_state(trainer)
+    with cpu_support.host_checkpointing():
+        loaded = dist_checkpointing.load(_sharded_state(trainer), str(path / "dist"))
+    trainer.model.load_state_dict(loaded["model"])
+    optim_sd = trainer.optimizer.state_dict()
+    # the template's parameter ids, the saved hyper-parameters and the loaded moments
+    for group, saved in zip(optim_sd["param_groups"], shared["param_groups"], strict=True):
+        group.update(saved)
+    for param_id, state in loaded["optimizer"]["state"].items():
+        optim_sd["state"][param_id].update(state)
+        optim_sd["state"][param_id]["step"] = torch.tensor(float(shared["adam_step"]))
+    trainer.optimizer.load_state_dict(optim_sd)
     trainer.scheduler.load_state_dict(shared["scheduler"])
     trainer.step = int(shared["step"])
     trainer.intake.restore(shared["accounting"])
-    torch.set_rng_state(rank["torch_rng"])
-    if rank["cuda_rng"] is not None and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(rank["cuda_rng"])
-    tensor_parallel.get_cuda_rng_tracker().set_states(rank["megatron_rng"])
     random.setstate(shared["python_rng"])
     np.random.set_state(shared["numpy_rng"])
+    rng_file = path / f"rng_{trainer.layout.rank:05d}.pt"
+    if tuple(shared["layout"]) == _layout(trainer) and rng_file.is_file():
+        rng: dict[str, Any] = torch.load(rng_file, map_location="cpu", weights_only=False)
+        torch.set_rng_state(rng["torch_rng"])
+        if rng["cuda_rng"] is not None and torch.cuda.is_available():
+            torch.cuda.set_rng_state_all(rng["cuda_rng"])
+        tensor_parallel.get_cuda_rng_tracker().set_states(rng["megatron_rng"])
 
 
 def resume_latest(trainer: Trainer, root: str | Path) -> Path | None:

@@ -1,7 +1,7 @@
-"""CPU stand-ins for the five places where megatron-core 0.16.1 assumes a CUDA device.
+"""CPU stand-ins for the six places where megatron-core 0.16.1 assumes a CUDA device.
 
 Megatron-core's local (non-Transformer-Engine) `GPTModel` runs on CPU with a gloo process group
-once these five CUDA-only pieces are replaced. Nothing else in Megatron is patched, and on a
+once these six CUDA-only pieces are replaced. Nothing else in Megatron is patched, and on a
 machine with CUDA every function here is a no-op, so the GPU path is exactly upstream Megatron.
 
 1. **Global memory buffer** (`parallel_state._GLOBAL_MEMORY_BUFFER`). `DotProductAttention`
@@ -33,6 +33,11 @@ machine with CUDA every function here is a no-op, so the GPU path is exactly ups
    wraps the constructor so that `Tensor.cuda` leaves tensors where they are for that call
    only (on a machine without CUDA it would raise).
 
+6. **Distributed checkpointing.** `dist_checkpointing.save` synchronises the CUDA stream after
+   copying tensors to host memory and builds its failure flag on `torch.cuda.current_device()`.
+   `host_checkpointing` makes `torch.cuda.synchronize` a no-op and `current_device` "cpu" for
+   the duration of a save or load (tensors already live on the host).
+
 Megatron's default causal mask (`transformer.utils.get_default_causal_mask`) is also built on
 "cuda"; `agentgym_rl.learner.model` sidesteps it by always passing an explicit mask rather than
 by a substitution.
@@ -57,6 +62,7 @@ __all__ = [
     "CpuRNGStatesTracker",
     "adapt_model_for_cpu",
     "cpu_mode",
+    "host_checkpointing",
     "host_construction",
     "install_cpu_runtime",
 ]
@@ -187,6 +193,22 @@ def host_construction() -> Iterator[None]:
         yield
     finally:
         torch.Tensor.cuda = original  # type: ignore[method-assign]
+
+
+@contextlib.contextmanager
+def host_checkpointing() -> Iterator[None]:
+    """Substitution 6: no CUDA stream to wait for, the host as the current device (CPU only)."""
+    if not cpu_mode():
+        yield
+        return
+    synchronize, current_device = torch.cuda.synchronize, torch.cuda.current_device
+    torch.cuda.synchronize = lambda *args, **kwargs: None  # type: ignore[assignment]
+    torch.cuda.current_device = lambda: "cpu"  # type: ignore[assignment,return-value]
+    try:
+        yield
+    finally:
+        torch.cuda.synchronize = synchronize
+        torch.cuda.current_device = current_device
 
 
 def adapt_model_for_cpu(model: torch.nn.Module) -> torch.nn.Module:
