@@ -9,8 +9,11 @@ batch, so they come from the weights before the update; `recompute_proximal` add
 no-grad pass, same numbers) at the engine's temperature -> micro-batches
 (`Batch.split(micro_batch_tokens)`) forward/backward with the loss normalised by the whole
 step's token/sequence count summed over data-parallel ranks (gradient accumulation gives the
-step's loss exactly) -> gradients summed over data-parallel ranks -> global-norm clip ->
-AdamW step -> schedule step -> policy version + 1.
+step's loss exactly) -> gradients summed over data-parallel ranks (and tied embeddings over
+the first and last pipeline stage) -> global-norm clip -> AdamW step -> schedule step ->
+policy version + 1. Every forward goes through `pipeline.run_stages`: with pp > 1 a GPipe
+schedule over the stages, the loss and its metrics on the last stage (broadcast to the
+others); with pp = 1 each micro-batch's backward right after its forward.
 
 With `loss.kl_coef > 0` a frozen reference policy (the starting checkpoint `config.model`, same
 parallel layout, eval mode, no gradients, never updated or checkpointed: a resumed run rebuilds
@@ -87,7 +90,7 @@ def load_hf_state_dict(model_dir: Path) -> dict[str, torch.Tensor]:
 
 
 class Trainer:
-    """One learner process (rank) of a possibly tp x dp torchrun job."""
+    """One learner process (rank) of a possibly tp x pp x dp torchrun job."""
 
     def __init__(self, config: LearnConfig, *, receiver: Any = None, publisher: Any = None) -> None:
         self.config = config
@@ -296,7 +299,7 @@ class Trainer:
                 self.loss_config,
                 logprobs=logprobs,
                 behaviour_logprobs=mb.behaviour_logprobs.to(d),
-                advantages=mb.advantages.to(d),
+                advantages=mb.advantages.to(d),  # type: ignore[union-attr]
                 loss_mask=mb.loss_mask.to(d),
                 proximal_logprobs=logprobs.detach() if prox is None else prox,
                 ref_logprobs=ref,
