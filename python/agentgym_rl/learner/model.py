@@ -321,6 +321,19 @@ class PolicyGPTModel(GPTModel):
             return self.token_head(logits, labels.transpose(0, 1).contiguous())
 
 
+def _forward_setup(
+    input_ids: torch.Tensor, position_ids: torch.Tensor, autocast: torch.dtype | None
+) -> tuple[torch.Tensor, contextlib.AbstractContextManager[Any]]:
+    """The causal mask of a right-padded batch (positions checked) and the forward's autocast
+    context (a null one without `autocast`)."""
+    seq_len = input_ids.size(1)
+    _check_positions(position_ids, seq_len)
+    mask = causal_mask(seq_len, input_ids.device)
+    if autocast is None:
+        return mask, contextlib.nullcontext()
+    return mask, torch.autocast(device_type=input_ids.device.type, dtype=autocast)
+
+
 def _run_head(
     model: GPTModel,
     input_ids: torch.Tensor,
@@ -331,14 +344,7 @@ def _run_head(
 ) -> tuple[torch.Tensor, ...]:
     """One forward with `head` applied to its logits; results ``[B, S]``. With `autocast`
     only the model's layers run under autocast; the head is always fp32."""
-    seq_len = input_ids.size(1)
-    _check_positions(position_ids, seq_len)
-    mask = causal_mask(seq_len, input_ids.device)
-    ctx = (
-        torch.autocast(device_type=input_ids.device.type, dtype=autocast)
-        if autocast is not None
-        else contextlib.nullcontext()
-    )
+    mask, ctx = _forward_setup(input_ids, position_ids, autocast)
     if isinstance(model, PolicyGPTModel):
         model.token_head = head
         try:
@@ -486,14 +492,7 @@ def stage_hidden(
     """The output hidden states ``[s, b, h]`` of a pipeline stage before the last (its input
     comes from the previous stage through `model.set_input_tensor`, or from `input_ids` on the
     first stage)."""
-    seq_len = input_ids.size(1)
-    _check_positions(position_ids, seq_len)
-    mask = causal_mask(seq_len, input_ids.device)
-    ctx = (
-        torch.autocast(device_type=input_ids.device.type, dtype=autocast)
-        if autocast is not None
-        else contextlib.nullcontext()
-    )
+    mask, ctx = _forward_setup(input_ids, position_ids, autocast)
     with ctx:
         hidden: torch.Tensor = model(input_ids, position_ids, mask)
     return hidden
