@@ -65,6 +65,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="train on the observation turns too (a dense copy task: the listed actions spell "
         "the labels the observation names), not only on the actions",
     )
+    parser.add_argument(
+        "--thought-line",
+        metavar="PREFIX",
+        help="each transcript action follows a 'Thought:' line restating the observation's line "
+        "that starts with PREFIX (e.g. 'Goal:'); the actions stay random",
+    )
     parser.add_argument("--seed", type=int, default=d.seed, help="seed of everything")
     parser.add_argument(
         "--threads",
@@ -109,6 +115,7 @@ def run(args: argparse.Namespace) -> int:
         warmup_batch=args.warmup_batch,
         warmup_lr=args.warmup_lr,
         warmup_observations=args.warmup_observations,
+        thought_line=args.thought_line,
         seed=args.seed,
         threads=args.threads,
         force=args.force,

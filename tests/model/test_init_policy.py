@@ -11,7 +11,7 @@ import pytest
 from agentgym_rl.cli import main
 from agentgym_rl.config import ActionFormat
 from agentgym_rl.model.init_policy import INFO_FILE, InitOptions, init_policy
-from agentgym_rl.model.transcripts import corpus_text, random_transcripts
+from agentgym_rl.model.transcripts import corpus_text, random_transcripts, thought_from
 from agentgym_rl.model.warmup import encode
 from agentgym_rl.rollout.actions import parse_action
 from agentgym_rl.rollout.dataset import load_split
@@ -40,6 +40,34 @@ def test_transcripts_play_listed_actions_in_the_agent_format() -> None:
     assert [t.messages for t in again] == [t.messages for t in played]
     assert 0 < sum(t.success for t in played) < len(played)
     assert any(text.startswith("assistant\nAction: ") for text in corpus_text(played))
+
+
+def test_thought_line_restates_the_goal_and_keeps_the_actions() -> None:
+    tasks = load_split(GOTO_TRAIN, "babyai")[:20]
+    compact = {"observation": "compact"}
+    plain = random_transcripts("babyai", tasks, max_turns=3, seed=2, env_options=compact)
+    thought = random_transcripts(
+        "babyai", tasks, max_turns=3, seed=2, env_options=compact, thought_line="Goal:"
+    )
+    for a, b in zip(plain, thought, strict=True):
+        assert b.success == a.success
+        goal = next(
+            line.removeprefix("Goal:").strip()
+            for line in b.messages[1]["content"].splitlines()
+            if line.startswith("Goal:")
+        )
+        for m, n in zip(a.messages, b.messages, strict=True):
+            if m["role"] != "assistant":
+                assert n == m
+                continue
+            # same random action, now after the goal the observation gave
+            assert n["content"] == f"Thought: {goal}\n{m['content']}"
+            assert parse_action(n["content"], ActionFormat.REACT) == parse_action(
+                m["content"], ActionFormat.REACT
+            )
+    assert thought_from("Goal: go to the red ball\nSeen: nothing", "Goal:") == "go to the red ball"
+    assert thought_from("Seen: nothing", "Goal:") is None
+    assert thought_from("Goal: x", None) is None
 
 
 @pytest.fixture(scope="module")

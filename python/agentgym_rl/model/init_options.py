@@ -35,6 +35,7 @@ class InitOptions:
     warmup_batch: int = 16
     warmup_lr: float = 2e-3
     warmup_observations: bool = False
+    thought_line: str | None = None
     seed: int = 0
     threads: int | None = None
     force: bool = False

@@ -59,6 +59,7 @@ def init_policy(
         seed=options.seed,
         system_prompt=options.system_prompt,
         env_options=dict(options.env_options),
+        thought_line=options.thought_line,
     )
     random_success = sum(t.success for t in played) / len(played)
     say(f"random-action success {random_success:.3f}; training the tokenizer and the model")

@@ -32,9 +32,24 @@ class Transcript:
     success: bool
 
 
-def assistant_turn(action: str) -> str:
-    """The assistant message that plays `action` (the ReAct parser reads the `Action:` line)."""
-    return f"Action: {action}"
+def assistant_turn(action: str, thought: str | None = None) -> str:
+    """The assistant message that plays `action` (the ReAct parser reads the `Action:` line),
+    after a `Thought:` line when one is given."""
+    if thought is None:
+        return f"Action: {action}"
+    return f"Thought: {thought}\nAction: {action}"
+
+
+def thought_from(observation: str, line_prefix: str | None) -> str | None:
+    """The rest of the observation's first line that starts with `line_prefix` (e.g. the goal
+    after "Goal:"): the thought a transcript restates before its action. None without a prefix
+    or such a line."""
+    if line_prefix is None:
+        return None
+    for line in observation.splitlines():
+        if line.startswith(line_prefix):
+            return line[len(line_prefix) :].strip() or None
+    return None
 
 
 def _load_env(name: str, options: dict[str, str]) -> object:
@@ -55,9 +70,14 @@ def random_transcripts(
     seed: int = 0,
     system_prompt: str | None = None,
     env_options: dict[str, str] | None = None,
+    thought_line: str | None = None,
 ) -> list[Transcript]:
     """Play every task once with uniformly random valid actions, at most `max_turns` turns
-    (`env_options`: the env's own options, as `env serve --env-option` gives them)."""
+    (`env_options`: the env's own options, as `env serve --env-option` gives them).
+
+    `thought_line`: each action follows a `Thought:` line restating the observation's line with
+    this prefix (e.g. "Goal:"). It restates what the agent was told, never which action to pick:
+    the actions stay uniformly random."""
     environment = _load_env(env, env_options or {})
     rng = random.Random(seed)
     out: list[Transcript] = []
@@ -65,15 +85,18 @@ def random_transcripts(
     try:
         for task in tasks:
             first = episode.reset(task.data_idx)
-            messages = episode_prefix(env, first.observation, ActionFormat.REACT, system_prompt)
+            observation = first.observation
+            messages = episode_prefix(env, observation, ActionFormat.REACT, system_prompt)
             success = False
             for turn in range(max_turns):
                 choices = [a for a in episode.available_actions() if a not in _SKIPPED_ACTIONS]
                 if not choices:
                     break
                 action = rng.choice(choices)
-                messages.append({"role": "assistant", "content": assistant_turn(action)})
+                thought = thought_from(observation, thought_line)
+                messages.append({"role": "assistant", "content": assistant_turn(action, thought)})
                 result = episode.step(action)
+                observation = result.observation
                 if result.done:
                     success = result.score > 0
                     break
@@ -91,4 +114,4 @@ def corpus_text(transcripts: Iterable[Transcript]) -> list[str]:
     return [f"{m['role']}\n{m['content']}" for t in transcripts for m in t.messages]
 
 
-__all__ = ["Transcript", "assistant_turn", "corpus_text", "random_transcripts"]
+__all__ = ["Transcript", "assistant_turn", "corpus_text", "random_transcripts", "thought_from"]
