@@ -59,11 +59,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--warmup-batch", type=int, default=d.warmup_batch, help="transcripts/step")
     parser.add_argument("--warmup-lr", type=float, default=d.warmup_lr, help="warm-up peak lr")
     parser.add_argument(
-        "--warmup-observations",
-        action=argparse.BooleanOptionalAction,
-        default=d.warmup_observations,
-        help="train on the observation turns too (a dense copy task: the listed actions spell "
-        "the labels the observation names), not only on the actions",
+        "--warmup-observation-weight",
+        type=float,
+        default=d.warmup_observation_weight,
+        metavar="W",
+        help="train on the observation turns too, each token weighing W against an action "
+        "token (a dense copy task: the listed actions spell the labels the observation names); "
+        "0: only the actions (default %(default)s)",
     )
     parser.add_argument(
         "--thought-line",
@@ -114,7 +116,7 @@ def run(args: argparse.Namespace) -> int:
         warmup_steps=args.warmup_steps,
         warmup_batch=args.warmup_batch,
         warmup_lr=args.warmup_lr,
-        warmup_observations=args.warmup_observations,
+        warmup_observation_weight=args.warmup_observation_weight,
         thought_line=args.thought_line,
         seed=args.seed,
         threads=args.threads,
@@ -124,6 +126,9 @@ def run(args: argparse.Namespace) -> int:
         if getattr(options, name) < 1:
             print(f"init-model: --{name.replace('_', '-')} must be at least 1")
             return 2
+    if not 0.0 <= options.warmup_observation_weight <= 1.0:
+        print("init-model: --warmup-observation-weight must be between 0 and 1")
+        return 2
     if options.out.exists() and any(options.out.iterdir()) and not options.force:
         print(f"init-model: {options.out} is not empty; pass --force to replace it")
         return 2

@@ -104,15 +104,20 @@ def test_warmup_targets_only_assistant_turns(small_policy: Path) -> None:
     enc = encode(tok, messages)
     full = tok.apply_chat_template(messages, tokenize=False)
     assert enc.ids == tok.encode(full, add_special_tokens=False)  # per-message == whole render
-    targets = tok.decode([i for i, m in zip(enc.ids, enc.mask, strict=True) if m])
+    targets = tok.decode([i for i, w in zip(enc.ids, enc.weights, strict=True) if w])
     assert targets == "Action: go to red ball 1<|im_end|>Action: turn left<|im_end|>"
-    with_obs = encode(tok, messages, observations=True)
+    assert {w for w in enc.weights if w} == {1.0}
+    with_obs = encode(tok, messages, observation_weight=0.25)
     assert with_obs.ids == enc.ids
-    targets = tok.decode([i for i, m in zip(with_obs.ids, with_obs.mask, strict=True) if m])
+    targets = tok.decode([i for i, w in zip(with_obs.ids, with_obs.weights, strict=True) if w])
     assert targets == (  # the observations join the targets; system prompt and headers do not
         "Your goal: go to the red ball<|im_end|>Action: go to red ball 1<|im_end|>"
         "You see a wall.<|im_end|>Action: turn left<|im_end|>"
     )
+    observed = tok.decode(
+        [i for i, w in zip(with_obs.ids, with_obs.weights, strict=True) if w == 0.25]
+    )
+    assert observed == "Your goal: go to the red ball<|im_end|>You see a wall.<|im_end|>"
 
 
 def test_init_model_writes_a_loadable_warmed_up_policy(small_policy: Path) -> None:
@@ -135,3 +140,5 @@ def test_refuses_a_non_empty_folder_and_bad_sizes(small_policy: Path, tmp_path: 
         init_policy(InitOptions(out=small_policy))
     assert main(["init-model", f"--out={small_policy}"]) == 2
     assert main(["init-model", f"--out={tmp_path / 'x'}", "--warmup-steps=0"]) == 2
+    bad_weight = ["init-model", f"--out={tmp_path / 'x'}", "--warmup-observation-weight=2"]
+    assert main(bad_weight) == 2

@@ -184,12 +184,12 @@ def test_missing_model_unless_init_model(train_data: dict[str, Any], tmp_path: P
     train_data["init_model"] = {
         "env": "babyai",
         "warmup_steps": 10,
-        "warmup_observations": True,
+        "warmup_observation_weight": 0.1,
         "force": False,
     }
     plan = plan_run(train_config(train_data))
     assert plan.init is not None
-    assert plan.init.argv[-9:] == [  # a switch is --flag or --no-flag
+    assert plan.init.argv[-10:] == [  # a switch is --flag or --no-flag
         "init-model",
         "--out",
         str(tmp_path / "nope"),
@@ -197,7 +197,8 @@ def test_missing_model_unless_init_model(train_data: dict[str, Any], tmp_path: P
         "babyai",
         "--warmup-steps",
         "10",
-        "--warmup-observations",
+        "--warmup-observation-weight",
+        "0.1",
         "--no-force",
     ]
 

@@ -34,7 +34,7 @@ class InitOptions:
     warmup_steps: int = 300
     warmup_batch: int = 16
     warmup_lr: float = 2e-3
-    warmup_observations: bool = False
+    warmup_observation_weight: float = 0.0
     thought_line: str | None = None
     seed: int = 0
     threads: int | None = None

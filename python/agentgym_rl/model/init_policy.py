@@ -84,7 +84,7 @@ def init_policy(
         lr=options.warmup_lr,
         seed=options.seed,
         threads=options.threads,
-        observations=options.warmup_observations,
+        observation_weight=options.warmup_observation_weight,
         on_step=on_step,
     )
     record: dict[str, object] = {

@@ -1,9 +1,9 @@
 """Format warm-up: next-token training on assistant turns of random-action transcripts.
 
 Contract: `format_warmup(model_dir, transcripts, steps=..., ...)` loads the HF checkpoint in
-`model_dir`, trains it with AdamW on the assistant tokens only (each `Action: ...` turn and its
-closing `<|im_end|>`; system prompt, observations and template glue are context, never targets)
-and saves it back in place. The transcripts hold uniformly random valid actions, so the model
+`model_dir`, trains it with AdamW on the assistant tokens (each `Action: ...` turn and its closing
+`<|im_end|>`; optionally the observations at a lower weight; system prompt and template glue
+are context, never targets) and saves it back in place. The transcripts hold uniformly random valid actions, so the model
 learns to write a well-formed action that names something it was shown, not which action is
 good: the base policy's success stays near random play, which the RL run has to beat.
 Tokenisation is the agent loop's: each message is rendered by the model's chat template alone,
@@ -24,32 +24,34 @@ from agentgym_rl.model.transcripts import Transcript
 
 @dataclass(frozen=True, slots=True)
 class Encoded:
-    """One transcript as token ids with a 0/1 target mask (1: assistant tokens)."""
+    """One transcript as token ids with a target weight per token (1: assistant tokens,
+    `observation_weight`: observation tokens, 0: context)."""
 
     ids: list[int]
-    mask: list[int]
+    weights: list[float]
 
 
 def encode(
-    tokenizer: Any, messages: Sequence[dict[str, str]], *, observations: bool = False
+    tokenizer: Any, messages: Sequence[dict[str, str]], *, observation_weight: float = 0.0
 ) -> Encoded:
-    """Token ids of `messages` as the chat template renders them, assistant turns masked 1
-    (and the observations too, with `observations`)."""
+    """Token ids of `messages` as the chat template renders them, each weighted as a target:
+    assistant turns 1, observation turns `observation_weight`, the rest 0."""
     ids: list[int] = []
-    mask: list[int] = []
+    weights: list[float] = []
     for m in messages:
         rendered = tokenizer.apply_chat_template([m], tokenize=False, add_generation_prompt=False)
         enc = tokenizer(rendered, add_special_tokens=False, return_offsets_mapping=True)
         ids.extend(enc["input_ids"])
-        if m["role"] == "assistant" or (observations and m["role"] == "user"):
+        weight = {"assistant": 1.0, "user": observation_weight}.get(m["role"], 0.0)
+        if weight > 0.0:
             # Header is context; content + <|im_end|> are targets; the trailing "\n" is glue.
             # By character offsets: a BPE token may merge the header's "\n" with the content.
             start = len(f"<|im_start|>{m['role']}\n")
             end = rendered.rindex("<|im_end|>") + len("<|im_end|>")
-            mask.extend(int(a < end and b > start) for a, b in enc["offset_mapping"])
+            weights.extend(weight * (a < end and b > start) for a, b in enc["offset_mapping"])
         else:
-            mask.extend([0] * len(enc["input_ids"]))
-    return Encoded(ids, mask)
+            weights.extend([0.0] * len(enc["input_ids"]))
+    return Encoded(ids, weights)
 
 
 def format_warmup(
@@ -61,14 +63,18 @@ def format_warmup(
     lr: float = 2e-3,
     seed: int = 0,
     threads: int | None = None,
-    observations: bool = False,
+    observation_weight: float = 0.0,
     on_step: Callable[[int, float], None] | None = None,
 ) -> list[float]:
     """Train `model_dir` in place for `steps` AdamW steps; returns the per-step losses.
 
-    `observations`: the observation turns are targets too. An observation lists the available
-    actions, each spelled from a label the same observation names, so predicting it is a dense
-    copy task: the model learns to copy a label well before it would from the actions alone."""
+    `observation_weight` > 0: the observation turns are targets too, each token weighing that
+    much against an action token. An observation lists the available actions, each spelled from
+    a label the same observation names, so predicting it is a dense copy task: the model learns
+    to copy a label well before it would from the actions alone. At full weight the ~75 tokens
+    of an observation drown the ~12 of the reply that follows it, and the model starts a reply
+    the way observations start about half the time; a small weight keeps the copy lesson and
+    the reply's format."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -76,7 +82,9 @@ def format_warmup(
         torch.set_num_threads(threads)
     tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
     model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch.float32)
-    encoded = [encode(tokenizer, t.messages, observations=observations) for t in transcripts]
+    encoded = [
+        encode(tokenizer, t.messages, observation_weight=observation_weight) for t in transcripts
+    ]
     if not encoded:
         raise ValueError("format warm-up needs at least one transcript")
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
@@ -98,16 +106,19 @@ def format_warmup(
         batch = rng.sample(encoded, min(batch_size, len(encoded)))
         width = max(len(e.ids) for e in batch)
         ids = torch.full((len(batch), width), pad, dtype=torch.long)
-        labels = torch.full((len(batch), width), -100, dtype=torch.long)
+        weights = torch.zeros((len(batch), width), dtype=torch.float32)
         attn = torch.zeros((len(batch), width), dtype=torch.long)
         for row, e in enumerate(batch):
             n = len(e.ids)
             ids[row, :n] = torch.tensor(e.ids)
             attn[row, :n] = 1
-            target = torch.tensor(e.ids)
-            target[torch.tensor(e.mask) == 0] = -100
-            labels[row, :n] = target
-        loss = model(input_ids=ids, attention_mask=attn, labels=labels).loss
+            weights[row, :n] = torch.tensor(e.weights)
+        logits = model(input_ids=ids, attention_mask=attn).logits[:, :-1]
+        nll = torch.nn.functional.cross_entropy(
+            logits.reshape(-1, logits.shape[-1]), ids[:, 1:].reshape(-1), reduction="none"
+        )
+        w = weights[:, 1:].reshape(-1)  # token t+1 is predicted at position t
+        loss = (nll * w).sum() / w.sum().clamp_min(1e-9)
         optim.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
