@@ -12,7 +12,8 @@ same facts in fewer tokens, for small models on small machines: `Goal:` (the mis
 articles: "go to the red ball" reads "go to red ball", the words of the action that does it),
 `Walls:`, `Seen:` (action labels with offsets), `Carrying:` and `Actions:` (the available actions,
 spelled in full: a small model learns to copy an action from a list much sooner than to compose
-one from a verb pattern and a label). The action set and its spelling do not change.
+one from a verb pattern and a label). The action set and its spelling do not change. An
+unavailable action gets `Invalid action: '<it>' is not available.` and then the observation again.
 """
 
 from __future__ import annotations
