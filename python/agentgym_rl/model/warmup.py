@@ -71,10 +71,10 @@ def format_warmup(
     `observation_weight` > 0: the observation turns are targets too, each token weighing that
     much against an action token. An observation lists the available actions, each spelled from
     a label the same observation names, so predicting it is a dense copy task: the model learns
-    to copy a label well before it would from the actions alone. At full weight the ~75 tokens
-    of an observation drown the ~12 of the reply that follows it, and the model starts a reply
-    the way observations start about half the time; a small weight keeps the copy lesson and
-    the reply's format."""
+    to copy a label well before it would from the actions alone. Below 1 the replies weigh more
+    than the ~75 tokens of each observation: on the README's BabyAI run, 0.1 gave a faster
+    warm-up (5.5 min instead of 7) but lower held-out success after RL than 1.0 in two runs
+    each."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
