@@ -1,11 +1,12 @@
 """Format warm-up: next-token training on assistant turns of random-action transcripts.
 
 Contract: `format_warmup(model_dir, transcripts, steps=..., ...)` loads the HF checkpoint in
-`model_dir`, trains it with AdamW on the assistant tokens (each `Action: ...` turn and its closing
-`<|im_end|>`; optionally the observations at a lower weight; system prompt and template glue
-are context, never targets) and saves it back in place. The transcripts hold uniformly random valid actions, so the model
-learns to write a well-formed action that names something it was shown, not which action is
-good: the base policy's success stays near random play, which the RL run has to beat.
+`model_dir`, trains it with AdamW on the assistant tokens (each `Action: ...` turn and its
+closing `<|im_end|>`; optionally the observations, weighted; system prompt and template glue
+are context, never targets) and saves it back in place. The transcripts hold uniformly random
+valid actions, so the model learns to write a well-formed action that names something it was
+shown, not which action is good: the base policy's success stays near random play, which the
+RL run has to beat.
 Tokenisation is the agent loop's: each message is rendered by the model's chat template alone,
 and ChatML's special tokens keep message boundaries, so the concatenation equals a full render.
 """
@@ -72,9 +73,8 @@ def format_warmup(
     much against an action token. An observation lists the available actions, each spelled from
     a label the same observation names, so predicting it is a dense copy task: the model learns
     to copy a label well before it would from the actions alone. Below 1 the replies weigh more
-    than the ~75 tokens of each observation: on the README's BabyAI run, 0.1 gave a faster
-    warm-up (5.5 min instead of 7) but lower held-out success after RL than 1.0 in two runs
-    each."""
+    against the ~75 tokens of each observation: on the README's BabyAI run, 0.1 gave lower
+    held-out success after RL than 1.0 (two runs each)."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
