@@ -1,7 +1,7 @@
 """A cheap stand-in for a supervised child (env server, learner or rollout server) in the
 supervisor tests. Behaviour by flag: serve /health, listen on ports, write learner metrics and
-exit 0, crash after printing lines, crash only on its first start, ignore SIGTERM, leave a
-grandchild in its process group. Every SIGTERM received is appended to `--order` as its name."""
+exit 0 (once another stand-in is ready), crash after printing lines, crash only on its first
+start, ignore SIGTERM, leave a grandchild in its process group. Every SIGTERM received is appended to `--order` as its name."""
 
 from __future__ import annotations
 
@@ -41,6 +41,7 @@ def main() -> int:
     p.add_argument("--ignore-term", action="store_true")
     p.add_argument("--grandchild", type=Path, help="start `sleep` in our group, write its pid")
     p.add_argument("--ready", type=Path, help="touch this file once ready")
+    p.add_argument("--after", type=Path, help="write the --steps records once this file exists")
     a = p.parse_args()
 
     stop = threading.Event()
@@ -74,6 +75,10 @@ def main() -> int:
         return int(a.crash)
     if a.ready:
         a.ready.touch()
+    # A loaded box may start the rollout stand-in after a fast learner has finished: without
+    # this wait, its SIGTERM would arrive before the handler that records it is installed.
+    while a.after is not None and not a.after.exists():
+        time.sleep(0.05)
     for step in range(1, a.steps + 1):
         assert a.metrics is not None
         a.metrics.parent.mkdir(parents=True, exist_ok=True)

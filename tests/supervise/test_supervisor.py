@@ -65,7 +65,13 @@ def make_supervisor(
 def test_normal_end_stops_the_rest_and_records_the_run(
     train_data: dict[str, Any], tmp_path: Path
 ) -> None:
-    sup, out, order = make_supervisor(train_data, tmp_path, learn_flags=("--steps=2",))
+    ready = tmp_path / "rollout.ready"
+    sup, out, order = make_supervisor(
+        train_data,
+        tmp_path,
+        learn_flags=("--steps=2", f"--after={ready}"),
+        rollout_flags=(f"--ready={ready}",),
+    )
     assert sup.run() == 0
     text = out.getvalue()
     assert "train: learner finished at step 2" in text
@@ -105,12 +111,12 @@ def test_learner_crash_while_starting(train_data: dict[str, Any], tmp_path: Path
 def test_crashed_rollout_is_restarted_when_allowed(
     train_data: dict[str, Any], tmp_path: Path
 ) -> None:
-    marker = tmp_path / "crashed-once"
+    marker, ready = tmp_path / "crashed-once", tmp_path / "rollout.ready"
     sup, out, _ = make_supervisor(
         train_data,
         tmp_path,
-        learn_flags=("--steps=10",),
-        rollout_flags=("--crash=4", "--lines=1", f"--crash-once={marker}"),
+        learn_flags=("--steps=10", f"--after={ready}"),  # finishes after the restart is up
+        rollout_flags=("--crash=4", "--lines=1", f"--crash-once={marker}", f"--ready={ready}"),
         restart={"max_restarts": 1},
     )
     assert sup.run() == 0
