@@ -11,8 +11,13 @@ import pytest
 from agentgym_rl.cli import main
 from agentgym_rl.config import ActionFormat
 from agentgym_rl.model.init_policy import INFO_FILE, InitOptions, init_policy
-from agentgym_rl.model.transcripts import corpus_text, random_transcripts, thought_from
-from agentgym_rl.model.warmup import encode
+from agentgym_rl.model.transcripts import (
+    Transcript,
+    corpus_text,
+    random_transcripts,
+    thought_from,
+)
+from agentgym_rl.model.warmup import encode, format_warmup
 from agentgym_rl.rollout.actions import parse_action
 from agentgym_rl.rollout.dataset import load_split
 
@@ -142,3 +147,41 @@ def test_refuses_a_non_empty_folder_and_bad_sizes(small_policy: Path, tmp_path: 
     assert main(["init-model", f"--out={tmp_path / 'x'}", "--warmup-steps=0"]) == 2
     bad_weight = ["init-model", f"--out={tmp_path / 'x'}", "--warmup-observation-weight=2"]
     assert main(bad_weight) == 2
+
+
+@pytest.mark.parametrize("weight", [0.0, 0.25, 1.0])
+def test_warmup_loss_is_the_weighted_token_mean(
+    small_policy: Path, tmp_path: Path, weight: float
+) -> None:
+    """The first step's loss (before any update) equals the target-weighted mean of the
+    per-token NLL, computed here independently by the HF model on each transcript alone."""
+    import shutil
+
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    messages = [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "Goal: go to red ball"},
+        {"role": "assistant", "content": "Action: go to red ball 1"},
+        {"role": "user", "content": "You see a wall."},
+        {"role": "assistant", "content": "Action: turn left"},
+    ]
+    short = messages[:3]
+    model_dir = tmp_path / "policy"
+    shutil.copytree(small_policy, model_dir)
+    tok = AutoTokenizer.from_pretrained(str(model_dir))
+    model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch.float32)
+    total, mass = 0.0, 0.0
+    for chat in (messages, short):
+        enc = encode(tok, chat, observation_weight=weight)
+        with torch.no_grad():
+            logits = model(input_ids=torch.tensor([enc.ids])).logits[0, :-1]
+        nll = torch.nn.functional.cross_entropy(logits, torch.tensor(enc.ids[1:]), reduction="none")
+        w = torch.tensor(enc.weights[1:])
+        total, mass = total + float((nll * w).sum()), mass + float(w.sum())
+    transcripts = [Transcript("a", messages, False), Transcript("b", short, False)]
+    (loss,) = format_warmup(
+        model_dir, transcripts, steps=1, batch_size=2, threads=1, observation_weight=weight
+    )
+    assert loss == pytest.approx(total / mass, rel=1e-5)

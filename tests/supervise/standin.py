@@ -1,7 +1,8 @@
 """A cheap stand-in for a supervised child (env server, learner or rollout server) in the
 supervisor tests. Behaviour by flag: serve /health, listen on ports, write learner metrics and
 exit 0 (once another stand-in is ready), crash after printing lines, crash only on its first
-start, ignore SIGTERM, leave a grandchild in its process group. Every SIGTERM received is appended to `--order` as its name."""
+start, ignore SIGTERM, leave a grandchild in its process group. Every SIGTERM received is
+appended to `--order` as its name."""
 
 from __future__ import annotations
 

@@ -4,8 +4,9 @@ Contract: `random_transcripts(env, tasks, ...)` plays each task once in-process 
 uniformly from the env's available actions, and returns the chat an agent would have had: the
 system prompt the rollout servers use (`rollout/prompts.py`), the first observation, then
 `Action: <action>` assistant turns (after a `Thought:` line restating the goal, with
-`thought_line`) and observation user turns, exactly as the agent loop renders them. Nothing here knows how to solve a task: the transcripts carry the format only, which is
-what the tokenizer is trained on and what the format warm-up teaches.
+`thought_line`) and observation user turns, exactly as the agent loop renders them. Nothing
+here knows how to solve a task: the transcripts carry the format only, which is what the
+tokenizer is trained on and what the format warm-up teaches.
 """
 
 from __future__ import annotations
