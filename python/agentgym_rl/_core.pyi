@@ -463,7 +463,9 @@ class EnvServer:
 
 @final
 class StepOutcome:
-    """What a reset or step produced; ``info`` is the server's info field as JSON text."""
+    """What a reset or step produced; ``invalid``: the server refused the action (the turn was
+    spent, nothing happened; False when the server does not say); ``info`` is the server's info
+    field as JSON text."""
 
     @property
     def observation(self) -> str: ...
@@ -473,6 +475,8 @@ class StepOutcome:
     def score(self) -> float: ...
     @property
     def done(self) -> bool: ...
+    @property
+    def invalid(self) -> bool: ...
     @property
     def info(self) -> str | None: ...
 

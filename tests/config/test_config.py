@@ -132,6 +132,7 @@ def test_overrides_apply_in_order_with_yaml_values() -> None:
         ("learner.endpoints=['localhost:5555']", "not a ZeroMQ endpoint"),
         ("envs.0.addresses=['127.0.0.1:36001']", "is not http://HOST:PORT"),
         ("envs.0.dialect=soap", "envs.0.dialect"),
+        ("envs.0.invalid_penalty=1.5", "envs.0.invalid_penalty"),
         ("dataset.env=textcraft", "has no servers"),
         ("dataset.group_size=0", "dataset.group_size"),
     ],

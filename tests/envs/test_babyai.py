@@ -72,9 +72,11 @@ def test_invalid_action_gives_a_message() -> None:
     for bad in ("", "go to the moon", "pick up purple dragon 9", "turn  left twice"):
         result = episode.step(bad)
         assert result.observation.startswith("Invalid action") and not result.done
-    assert episode.step("TURN LEFT.").observation.startswith("Your goal:")  # normalized
-    check = episode.step("check available actions").observation
-    assert check.startswith("Available actions: [")
+        assert result.invalid
+    turned = episode.step("TURN LEFT.")  # normalized
+    assert turned.observation.startswith("Your goal:") and not turned.invalid
+    check = episode.step("check available actions")
+    assert check.observation.startswith("Available actions: [") and not check.invalid
 
 
 def test_sampling_rejected_spam_is_suppressed(capfd: pytest.CaptureFixture[str]) -> None:
@@ -131,7 +133,7 @@ def test_compact_observation_states_the_same_facts() -> None:
     short = compact.reset(14).observation
     assert short.startswith("Goal: go to red ball\n")
     result = compact.step("go to no such thing")
-    assert result.reward == 0.0 and not result.done
+    assert result.reward == 0.0 and not result.done and result.invalid
     assert result.observation == f"Invalid action: 'go to no such thing' is not available.\n{short}"
     with pytest.raises(ValueError, match="compact"):
         load_env("babyai", observation="tiny")

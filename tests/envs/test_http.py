@@ -10,14 +10,14 @@ def test_babyai_episode_lifecycle(babyai: ServerProc) -> None:
     assert set(created) == {"id"}
     eid = created["id"]
     reset = babyai.post("/reset", {"id": eid, "data_idx": 9})
-    assert set(reset) == {"observation", "reward", "score", "done"}
+    assert set(reset) == {"observation", "reward", "score", "done", "invalid"}
     assert reset["observation"].startswith("Your goal: ")
     assert "Available actions: [" in reset["observation"]
     assert babyai.get("/observation", id=eid) == reset["observation"]
     actions = babyai.get("/available_actions", id=eid)
     assert actions[:3] == ["turn left", "turn right", "move forward"]
     step = babyai.post("/step", {"id": eid, "action": "turn left"})
-    assert set(step) == {"observation", "reward", "score", "done"}
+    assert set(step) == {"observation", "reward", "score", "done", "invalid"}
     assert step["done"] is False
     assert babyai.post("/close", {"id": eid}) == {"id": eid, "closed": True}
     assert "error" in babyai.get("/observation", id=eid)

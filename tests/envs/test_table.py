@@ -19,7 +19,7 @@ class _Echo(Episode):
     def step(self, action: str) -> StepResult:
         if action == "boom":
             raise ValueError("kaput")
-        return StepResult(action, 1.0, 1.0, action == "end")
+        return StepResult(action, 1.0, 1.0, action == "end", invalid=action == "nope")
 
     def observation(self) -> str:
         return self.obs
@@ -49,7 +49,10 @@ def test_rules_and_errors() -> None:
     with pytest.raises(EnvError) as err:
         dispatch(table, "step", {"id": eid, "action": "boom"})
     assert err.value.code is ErrorCode.INTERNAL and "kaput" in err.value.message
-    assert dispatch(table, "step", {"id": eid, "action": "end"})["done"] is True
+    refused = dispatch(table, "step", {"id": eid, "action": "nope"})
+    assert (refused["invalid"], refused["done"]) == (True, False)
+    ended = dispatch(table, "step", {"id": eid, "action": "end"})
+    assert (ended["invalid"], ended["done"]) == (False, True)
     with pytest.raises(EnvError) as err:
         dispatch(table, "step", {"id": eid, "action": "end"})
     assert err.value.code is ErrorCode.EPISODE_DONE

@@ -10,7 +10,7 @@ import numpy as np
 from harness import EnvServerProc, ScriptedEngine, check_sample_arrays
 
 from agentgym_rl import _core
-from agentgym_rl.rollout.agent import AgentLoop, EnvSpec, EpisodePlan
+from agentgym_rl.rollout.agent import AgentLoop, EnvSpec, EpisodePlan, EpisodeStatus, episode_reward
 from agentgym_rl.rollout.dataset import Task
 from agentgym_rl.rollout.schedule import TurnBudget
 from agentgym_rl.rollout.types import Generation
@@ -39,13 +39,14 @@ async def episodes(
     plans: list[EpisodePlan],
     env: str = "noop",
     max_model_len: int = 4096,
+    invalid_penalty: float = 0.0,
 ) -> tuple[list[_core.Sample], AgentLoop]:
     pool = _core.EnvPool([_core.EnvServer(env, address)], step_timeout_s=5.0)
     agent = AgentLoop(
         engine,
         pool,
         chat,
-        envs={env: EnvSpec()},
+        envs={env: EnvSpec(invalid_penalty=invalid_penalty)},
         max_model_len=max_model_len,
         max_tokens_per_turn=64,
     )
@@ -112,6 +113,38 @@ def test_invalid_action_gets_feedback_and_counts(noop_server: EnvServerProc, cha
     assert "Invalid action format: no line starting with 'Action:'" in chat.decode(
         s.input_ids.tolist()
     )
+
+
+def test_refused_actions_count_as_invalid_and_the_penalty_ranks_failures(
+    babyai_server: EnvServerProc, chat
+) -> None:
+    # turns: refused by the env, no action at all, then two accepted turns (GoTo never ends on
+    # a turn, so the episode fails at the cap)
+    script = {0: "Action: fly to the moon", 1: "I am lost"}
+    engine = ScriptedEngine(chat, scripted(lambda t: script.get(t, "Action: turn left")))
+    for penalty, reward in ((0.0, 0.0), (0.5, -0.25)):
+        [s], agent = run(
+            episodes(
+                babyai_server.zmq,
+                engine,
+                chat,
+                [plan("babyai", 3, cap=4)],
+                "babyai",
+                invalid_penalty=penalty,
+            )
+        )
+        assert (s.status, s.turns, s.reward) == ("turn_cap", 4, reward)
+        assert agent.metrics.invalid_actions == 2 and agent.metrics.env_steps == 3
+
+
+def test_episode_reward_keeps_successes_and_env_failures() -> None:
+    capped, failed = EpisodeStatus.TURN_CAP, EpisodeStatus.ENV_FAILURE
+    assert episode_reward(0.75, EpisodeStatus.DONE, 5, 4, 0.5) == 0.75
+    assert episode_reward(0.0, capped, 5, 5, 0.5) == -0.5
+    assert episode_reward(0.0, capped, 5, 0, 0.5) == 0.0
+    assert episode_reward(0.0, failed, 5, 5, 0.5) == 0.0  # not the policy's doing
+    assert episode_reward(0.0, capped, 0, 0, 0.5) == 0.0
+    assert episode_reward(0.0, capped, 4, 2, 0.0) == 0.0
 
 
 def test_context_limit_truncates(noop_server: EnvServerProc, chat) -> None:

@@ -129,6 +129,7 @@ pub(crate) fn decode_outcome(value: &Value) -> Result<StepOutcome, DecodeError> 
     let done = ["done", "terminated", "truncated"]
         .iter()
         .any(|k| map.get(*k).is_some_and(truthy));
+    let invalid = map.get("invalid").is_some_and(truthy);
     let info = map
         .get("info")
         .filter(|v| !v.is_null())
@@ -138,6 +139,7 @@ pub(crate) fn decode_outcome(value: &Value) -> Result<StepOutcome, DecodeError> 
         reward,
         score,
         done,
+        invalid,
         info,
     })
 }

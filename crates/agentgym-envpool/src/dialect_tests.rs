@@ -116,6 +116,16 @@ fn outcomes_across_dialects() {
         panic!()
     };
     assert_eq!((o.reward, o.score, o.done), (0.5, 0.75, true));
+    assert!(!o.invalid, "a server that does not say accepted the action");
+    let Reply::Outcome(o) = decode(
+        Dialect::AgentGym,
+        &step,
+        br#"{"observation": "no", "reward": 0, "score": 0, "done": false, "invalid": true}"#,
+    )
+    .unwrap() else {
+        panic!()
+    };
+    assert!(o.invalid && !o.done);
     let Reply::Outcome(o) = decode(
         Dialect::WebArena,
         &step,

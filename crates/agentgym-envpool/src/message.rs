@@ -35,6 +35,9 @@ pub struct StepOutcome {
     /// The episode's running score (the reward when the server reports none).
     pub score: f64,
     pub done: bool,
+    /// The server refused the action (not available, not understood): the turn was spent and
+    /// nothing happened. Servers that do not say are taken to have accepted it.
+    pub invalid: bool,
     /// The server's `info` field as JSON text, when it sends one.
     pub info: Option<String>,
 }

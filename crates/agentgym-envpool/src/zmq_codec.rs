@@ -68,6 +68,7 @@ pub(crate) struct WireReply {
     pub reward: Option<f64>,
     pub score: Option<f64>,
     pub done: Option<bool>,
+    pub invalid: Option<bool>,
     pub results: Option<Vec<WireReply>>,
     pub live_episodes: Option<u64>,
     pub uptime_s: Option<f64>,
@@ -117,6 +118,7 @@ fn outcome(r: &WireReply) -> Result<StepOutcome, DecodeError> {
         reward,
         score: r.score.unwrap_or(reward),
         done: r.done.unwrap_or(false),
+        invalid: r.invalid.unwrap_or(false),
         info: None,
     })
 }
@@ -168,6 +170,7 @@ mod tests {
             observation: &'a str,
             reward: i64,
             done: bool,
+            invalid: bool,
             extra: &'a str,
         }
         let raw = rmp_serde::to_vec_named(&R {
@@ -176,6 +179,7 @@ mod tests {
             observation: "o",
             reward: 1,
             done: true,
+            invalid: true,
             extra: "ignored",
         })
         .unwrap();
@@ -188,7 +192,7 @@ mod tests {
         let Ok(Reply::Outcome(o)) = reply(&op, r) else {
             panic!()
         };
-        assert_eq!((o.reward, o.score, o.done), (1.0, 1.0, true));
+        assert_eq!((o.reward, o.score, o.done, o.invalid), (1.0, 1.0, true, true));
         let refused = WireReply {
             error: Some("unknown episode id 0".into()),
             code: Some("unknown_episode".into()),

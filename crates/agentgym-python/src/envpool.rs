@@ -75,6 +75,7 @@ struct PyStepOutcome {
     reward: f64,
     score: f64,
     done: bool,
+    invalid: bool,
     info: Option<String>,
 }
 
@@ -85,6 +86,7 @@ impl From<StepOutcome> for PyStepOutcome {
             reward: o.reward,
             score: o.score,
             done: o.done,
+            invalid: o.invalid,
             info: o.info,
         }
     }

@@ -106,7 +106,7 @@ class BabyAIEpisode(Episode):
                     f"Invalid action: {action.strip()!r} is not available. "
                     f"Choose one of the available actions.\n{self._available_text()}"
                 )
-            return StepResult(text, 0.0, self._score, False)
+            return StepResult(text, 0.0, self._score, False, invalid=True)
         before = self._score
         feedback = run()
         self._refresh()

@@ -18,13 +18,15 @@ class StepResult:
     """What one reset or step produced.
 
     `reward` is this step's reward, `score` the episode's running score (what AgentGym clients
-    treat as the final result), `done` whether the episode ended.
+    treat as the final result), `done` whether the episode ended, `invalid` whether the env
+    refused the action (not available or not understood: nothing happened).
     """
 
     observation: str
     reward: float = 0.0
     score: float = 0.0
     done: bool = False
+    invalid: bool = False
 
 
 class ErrorCode(str, enum.Enum):

@@ -159,6 +159,7 @@ class EpisodeTable:
             "reward": float(result.reward),
             "score": float(result.score),
             "done": bool(result.done),
+            "invalid": bool(result.invalid),
         }
 
     def _call(self, eid: int, fn: Callable[[], Any]) -> Any:

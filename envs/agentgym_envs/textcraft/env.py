@@ -82,6 +82,7 @@ class TextCraftEpisode(Episode):
     def step(self, action: str) -> StepResult:
         text = " ".join(action.strip().rstrip(".").split())
         lowered = text.lower()
+        invalid = False
         if lowered == "inventory":
             self._last = self._inventory_text()
         elif m := _GET.match(lowered):
@@ -89,6 +90,7 @@ class TextCraftEpisode(Episode):
         elif m := _CRAFT.match(lowered):
             self._last = self._craft(int(m[1]), item_key(m[2]), m[3])
         else:
+            invalid = True
             self._last = (
                 f"Could not execute {text!r}. Use 'get N item', "
                 "'craft N item using N ingredient, N ingredient' or 'inventory'."
@@ -96,7 +98,7 @@ class TextCraftEpisode(Episode):
         reward = 0.0
         if self._score == 0 and self._inventory[self._goal] > 0:
             reward = self._score = 1.0
-        return StepResult(self._last, reward, self._score, self._score > 0)
+        return StepResult(self._last, reward, self._score, self._score > 0, invalid)
 
     def observation(self) -> str:
         return self._last

@@ -85,6 +85,10 @@ class EnvServersConfig(ConfigModel):
     """How actions are parsed from generated text."""
     system_prompt: str | None = None
     """Overrides the env's built-in system prompt (`rollout/prompts.py`)."""
+    invalid_penalty: float = Field(default=0.0, ge=0.0, le=1.0)
+    """Training reward of a failed episode: `-invalid_penalty x` its share of invalid turns
+    (no action in the text, or an action the env refused) instead of the env's score. Successes
+    keep their score, so success is still `reward > 0`; held-out evaluation reports raw scores."""
 
     @field_validator("addresses")
     @classmethod

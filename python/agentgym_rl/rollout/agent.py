@@ -10,9 +10,11 @@ and appends the observation delta. It stops on:
 - the context limit (the builder refuses a turn)  -> status "truncated"
 - an env failure (create/reset/step failed)       -> status "env_failure"
 - the engine aborting the request                 -> status "aborted"
-and returns a `_core.Sample` with reward = the env's last score, the status, turns, turn cap,
-stage, dispatch version and the drift flag. An unparseable turn is not sent to the env: the
-model gets the parser's feedback as its next observation and the turn counts as invalid.
+and returns a `_core.Sample` with reward = the env's last score (see `episode_reward` for the
+optional invalid-turn penalty of failed episodes), the status, turns, turn cap, stage, dispatch
+version and the drift flag. An unparseable turn is not sent to the env: the model gets the
+parser's feedback as its next observation and the turn counts as invalid, as does a turn whose
+action the env refused.
 The env episode is always closed, also when the coroutine is cancelled.
 """
 
@@ -53,6 +55,8 @@ class EnvSpec:
 
     action_format: ActionFormat = ActionFormat.REACT
     system_prompt: str | None = None
+    invalid_penalty: float = 0.0
+    """See `episode_reward` (0: the reward is the env's score)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,7 +130,7 @@ class AgentLoop:
             check_drift=self.check_drift,
             prompt_version=plan.dispatch_version,
         )
-        score, turn = 0.0, 0
+        score, turn, invalid = 0.0, 0, 0
         while True:
             max_tokens = min(self.max_tokens_per_turn, builder.remaining)
             if max_tokens <= 0:
@@ -150,7 +154,8 @@ class AgentLoop:
             text = self.chat.decode([i for i in gen.token_ids if i not in self._stop_set])
             acted = await act(self.pool, episode, text, spec.action_format, score)
             self.metrics.env_steps += acted.stepped
-            self.metrics.invalid_actions += not acted.stepped and acted.ended is None
+            self.metrics.invalid_actions += acted.invalid
+            invalid += acted.invalid
             score, observation = acted.score, acted.observation
             if acted.ended is not None:
                 status = acted.ended
@@ -161,12 +166,13 @@ class AgentLoop:
             if not builder.add_observation(observation_message(observation)):
                 status = EpisodeStatus.TRUNCATED
                 break
-        return self._sample(plan, builder, score, status)
+        reward = episode_reward(score, status, turn, invalid, spec.invalid_penalty)
+        return self._sample(plan, builder, reward, status)
 
     def _sample(
-        self, plan: EpisodePlan, builder: TrajectoryBuilder, score: float, status: EpisodeStatus
+        self, plan: EpisodePlan, builder: TrajectoryBuilder, reward: float, status: EpisodeStatus
     ) -> _core.Sample:
-        sample = finish_sample(plan, builder, score, status)
+        sample = finish_sample(plan, builder, reward, status)
         self.metrics.record_episode(sample)
         return sample
 
@@ -203,6 +209,8 @@ class Acted:
     """The env was stepped (False: an unparseable turn, or the step failed)."""
     ended: EpisodeStatus | None
     """DONE or ENV_FAILURE when the episode is over, else None."""
+    invalid: bool = False
+    """The turn did nothing: its text had no action, or the env refused the action."""
 
 
 async def act(
@@ -212,17 +220,32 @@ async def act(
     follows: training, evaluation over an API). An unparseable turn is not sent to the env."""
     parsed = parse_action(text, fmt)
     if parsed.action is None:
-        return Acted(parsed.feedback or "", score, False, None)
+        return Acted(parsed.feedback or "", score, False, None, invalid=True)
     try:
         outcome = await pool.step(episode, parsed.action)
     except _core.EnvPoolError:
         return Acted("", score, False, EpisodeStatus.ENV_FAILURE)
     ended = EpisodeStatus.DONE if outcome.done else None
-    return Acted(outcome.observation, outcome.score, True, ended)
+    return Acted(outcome.observation, outcome.score, True, ended, invalid=outcome.invalid)
+
+
+def episode_reward(
+    score: float, status: EpisodeStatus, turns: int, invalid: int, penalty: float
+) -> float:
+    """The env's score; with a `penalty`, a failed episode (score <= 0, not an env failure)
+    gets `-penalty * invalid / turns` instead.
+
+    Why: GRPO learns nothing from a group whose episodes all fail with the same score, and a
+    small policy's commonest failure is repeating a refused action until the turn cap. The
+    penalty ranks such an episode below one that failed while acting, and keeps success
+    exactly `reward > 0`."""
+    if penalty <= 0.0 or score > 0.0 or turns == 0 or status is EpisodeStatus.ENV_FAILURE:
+        return score
+    return -penalty * invalid / turns
 
 
 def finish_sample(
-    plan: EpisodePlan, builder: TrajectoryBuilder, score: float, status: EpisodeStatus
+    plan: EpisodePlan, builder: TrajectoryBuilder, reward: float, status: EpisodeStatus
 ) -> _core.Sample:
     """The `_core.Sample` of a finished episode (runs the builder's drift check)."""
     t = builder.finish()
@@ -232,7 +255,7 @@ def finish_sample(
         t.logprobs,
         t.versions,
         t.turn_spans,
-        reward=float(score),
+        reward=float(reward),
         status=status.value,
         drift=t.drift,
         turns=t.turns,

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import logging
 import signal
@@ -89,7 +90,9 @@ async def run_service(
     """
     chat = chat or ChatTokenizer.from_dir(config.tokenizer or config.model)
     stop_ids = getattr(engine, "stop_token_ids", None)
-    specs = {e.env: EnvSpec(e.action_format, e.system_prompt) for e in config.envs}
+    specs = {
+        e.env: EnvSpec(e.action_format, e.system_prompt, e.invalid_penalty) for e in config.envs
+    }
     source = task_source(config)
     schedule = TurnSchedule.from_config(config.scaling_inter)
     metrics = RolloutMetrics()
@@ -170,7 +173,8 @@ async def run_service(
                     engine,
                     pool,
                     chat,
-                    envs=specs,
+                    # held-out rewards are the env's scores: the penalty shapes training only
+                    envs={k: dataclasses.replace(s, invalid_penalty=0.0) for k, s in specs.items()},
                     max_model_len=config.engine.max_model_len,
                     max_tokens_per_turn=config.engine.max_tokens_per_turn,
                     stop_ids=stop_ids,

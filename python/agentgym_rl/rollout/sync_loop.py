@@ -25,7 +25,13 @@ import numpy as np
 
 from agentgym_rl import _core
 from agentgym_rl.rollout.actions import parse_action
-from agentgym_rl.rollout.agent import EnvSpec, EpisodePlan, EpisodeStatus, finish_sample
+from agentgym_rl.rollout.agent import (
+    EnvSpec,
+    EpisodePlan,
+    EpisodeStatus,
+    episode_reward,
+    finish_sample,
+)
 from agentgym_rl.rollout.dataset import TaskSource
 from agentgym_rl.rollout.dispatcher import DispatchSummary
 from agentgym_rl.rollout.metrics import RolloutMetrics, StatusSink
@@ -77,6 +83,8 @@ class Rollout:
     client: HttpEnvClient | None = None
     builder: TrajectoryBuilder | None = None
     score: float = 0.0
+    turns: int = 0
+    invalid: int = 0  # turns that did nothing (see `agent.episode_reward`)
     status: EpisodeStatus | None = None
     pending: dict[str, str] | None = field(default=None)  # next observation message
 
@@ -161,6 +169,9 @@ class SyncLoop:
             return
         self.metrics.env_steps += 1
         r.score = float(out.get("score", out.get("reward", 0.0)))
+        if out.get("invalid"):
+            r.invalid += 1
+            self.metrics.invalid_actions += 1
         r.pending = {"observation": str(out["observation"])}
         if out.get("done"):
             r.status = EpisodeStatus.DONE
@@ -192,6 +203,7 @@ class SyncLoop:
         stepping = []
         for r, gen in zip(live, gens, strict=True):
             assert r.builder is not None
+            r.turns += 1
             self.metrics.generated_tokens += len(gen.token_ids)
             if gen.finish_reason == "abort" or not gen.token_ids:
                 r.status = EpisodeStatus.ABORTED
@@ -203,6 +215,7 @@ class SyncLoop:
                 parsed = parse_action(text, fmt)
                 if parsed.action is None:
                     self.metrics.invalid_actions += 1
+                    r.invalid += 1
                     r.pending = {"observation": parsed.feedback or ""}
                 else:
                     r.pending = {"action": parsed.action}
@@ -247,7 +260,9 @@ class SyncLoop:
             if r.builder is None:  # never started: an empty env-failure sample
                 sample = _core.Sample(*_empty_arrays(), reward=0.0, status=r.status.value)
             else:
-                sample = finish_sample(r.plan, r.builder, r.score, r.status)
+                spec = self.envs.get(r.plan.task.env, EnvSpec())
+                reward = episode_reward(r.score, r.status, r.turns, r.invalid, spec.invalid_penalty)
+                sample = finish_sample(r.plan, r.builder, reward, r.status)
             self.metrics.record_episode(sample)
             by_group.setdefault(r.group_id, []).append(sample)
         firsts = {r.group_id: r.plan.task for r in reversed(rollouts)}
