@@ -192,7 +192,10 @@ mod tests {
         let Ok(Reply::Outcome(o)) = reply(&op, r) else {
             panic!()
         };
-        assert_eq!((o.reward, o.score, o.done, o.invalid), (1.0, 1.0, true, true));
+        assert_eq!(
+            (o.reward, o.score, o.done, o.invalid),
+            (1.0, 1.0, true, true)
+        );
         let refused = WireReply {
             error: Some("unknown episode id 0".into()),
             code: Some("unknown_episode".into()),
