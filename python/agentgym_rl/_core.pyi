@@ -269,7 +269,11 @@ class TrajectoryBuffer:
         max_in_flight: int,
         max_ready: int,
         filter_zero_variance: bool = False,
-    ) -> TrajectoryBuffer: ...
+        start_version: int = 0,
+        first_group_id: int = 0,
+    ) -> TrajectoryBuffer:
+        """``start_version``: the policy version a server joins the run at (the staleness
+        budget counts versions from there); ``first_group_id``: where group ids start."""
     @property
     def version(self) -> int: ...
     @property

@@ -29,9 +29,9 @@ def test_minimal_defaults() -> None:
 
 def test_precision_and_idle_timeout() -> None:
     config = load_learn_config(None, ["model=/m"])
-    assert config.precision == "fp32" and config.receive.idle_timeout_s is None
-    config = load_learn_config(None, ["model=/m", "precision=bf16", "receive.idle_timeout_s=600"])
-    assert config.precision == "bf16" and config.receive.idle_timeout_s == 600.0
+    assert config.precision == "fp32" and config.receive.idle_timeout_s == 600.0
+    config = load_learn_config(None, ["model=/m", "precision=bf16", "receive.idle_timeout_s=null"])
+    assert config.precision == "bf16" and config.receive.idle_timeout_s is None
 
 
 def test_kl_and_entropy_are_accepted() -> None:

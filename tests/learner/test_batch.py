@@ -87,7 +87,7 @@ def test_padding_exclusion_rewards_and_groups() -> None:
     assert b.excluded == {"env_failure": 1, "aborted": 1}
     assert len(b) == 3 and b.input_ids.shape == (3, 8)  # longest 5 rounded up to 8
     assert b.rewards.tolist() == [1.0, 0.5, -1.0]
-    assert b.group_ids.tolist() == [7, 7, 9]
+    assert b.group_ids.tolist() == [0, 0, 2]  # each group's place in the step
     assert b.lengths.tolist() == [3, 5, 2]
     assert b.input_ids[0].tolist() == [1, 2, 3, 0, 0, 0, 0, 0]
     assert b.labels[0].tolist() == [2, 3, 0, 0, 0, 0, 0, 0]
@@ -162,3 +162,16 @@ def test_micro_batch_losses_sum_to_full_batch_loss() -> None:
             )
             total = total + part
         torch.testing.assert_close(total, full, atol=1e-6, rtol=0)
+
+
+def test_groups_with_equal_ids_stay_separate_groups() -> None:
+    # two rollout servers (or one restarted) may send the same group id in one step
+    groups = [
+        WireGroup(3, "a", "babyai", [sample([1, 2], [0, 1], reward=1.0), sample([1, 3], [0, 1])]),
+        WireGroup(3, "b", "babyai", [sample([4, 5], [0, 1]), sample([4, 6], [0, 1])]),
+    ]
+    b = collate(groups, pad_token_id=PAD)
+    assert b.group_ids.tolist() == [0, 0, 1, 1]
+    adv = compute_advantages("grpo", b.rewards, b.group_ids, b.loss_mask)
+    assert adv[2].abs().sum() == 0 and adv[3].abs().sum() == 0  # group b: no signal
+    assert adv[0].sum() > 0 > adv[1].sum()

@@ -359,20 +359,42 @@ def test_idle_timeout_warns_checkpoints_and_stops(
     assert 1.0 <= time.monotonic() - t0 < 30
     assert t.step == 1  # one step from the two groups, then silence
     msg = str(err.value)
-    assert "no groups from any rollout server for 1 s" in msg
+    assert "no usable group for 1 s: no groups arrive from any rollout server" in msg
     assert "received so far: 3 groups, 2 used, 1 rejected" in msg and "receive.bind" in msg
     assert latest_checkpoint(tmp_path / "ckpt") == tmp_path / "ckpt" / "step_1"
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert any(
-        w.startswith("no groups from any rollout server for") and "received so far: 3" in w
+        w.startswith("waiting") and "no groups arrive" in w and "received so far: 3" in w
         for w in warnings
     ), warnings
+
+
+def test_a_stream_of_stale_groups_stops_the_learner_with_the_reason(
+    model_dir: Path, tmp_path: Path, make_trainer, monkeypatch
+) -> None:
+    # a rollout server stuck at the base weights keeps sending v0 groups to a learner at v6
+    monkeypatch.setattr(trainer_mod, "WAIT_NOTE_S", 0.2)
+    vocab = _vocab(model_dir)
+    cfg = learn_config(
+        model_dir, tmp_path, max_steps=9, receive={"idle_timeout_s": 1.0, "poll_s": 0.05}
+    )
+    stale = [encode_group(make_group(g, vocab=vocab)) for g in range(40)]
+    t = make_trainer(cfg, receiver=_DryReceiver(stale))
+    t.step = 6
+    with pytest.raises(trainer_mod.IdleTimeout) as err:
+        t.run()
+    assert t.step == 6  # silence is not what stopped it: groups kept arriving, all stale
+    msg = str(err.value)
+    assert "rollout servers are at v0, learner at v6" in msg
+    assert "groups in a row dropped as stale" in msg
+    notes = [json.loads(line) for line in (tmp_path / "logs" / "waiting.jsonl").read_text().splitlines()]
+    assert notes and "rollout servers are at v0" in notes[-1]["reason"]
 
 
 def test_without_idle_timeout_a_stop_still_ends_the_wait(
     model_dir: Path, tmp_path: Path, make_trainer
 ) -> None:
-    cfg = learn_config(model_dir, tmp_path, receive={"poll_s": 0.05})
+    cfg = learn_config(model_dir, tmp_path, receive={"poll_s": 0.05, "idle_timeout_s": None})
     t = make_trainer(cfg, receiver=_DryReceiver([]))
     stop = threading.Event()
     threading.Timer(0.5, stop.set).start()

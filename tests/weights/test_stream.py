@@ -267,3 +267,59 @@ def test_bind_waits_briefly_for_a_port_being_released(free_port: int) -> None:
     finally:
         releaser.join()
         publisher.close()
+
+
+def test_a_server_joining_mid_run_gets_the_current_weights_before_it_is_current(
+    loop: LoopThread,
+) -> None:
+    """A rollout server restarted at the base weights (or started by `train --resume`) is sent
+    the learner's last update by `serve` alone: the learner, which may be waiting for groups
+    that server cannot usefully make, needs no new step to publish."""
+    pub = WeightPublisher("tcp://127.0.0.1:0", chunk_bytes=4096)
+    early = Server(loop, pub.endpoint, "early")
+    late: Server | None = None
+    try:
+        assert pub.wait_for_servers(1, timeout_s=10) == 1
+        assert pub.publish(1, _tensors(1), timeout_s=20).ok
+        v2 = _tensors(2)
+        assert pub.publish(2, v2, timeout_s=20).ok
+        late = Server(loop, pub.endpoint, "late")
+        deadline = time.monotonic() + 20
+        while not (late.applied and loop.run(_is_set(late.sub.current))):
+            assert time.monotonic() < deadline, "the late server never caught up"
+            pub.serve(0.05)
+        assert list(late.applied) == [2] and late.sub.learner_version == 2
+        name = next(iter(v2))
+        assert torch.equal(late.applied[2][name], v2[name])
+        while pub.servers[b"late"].version != 2:  # its ack
+            assert time.monotonic() < deadline, "no ack of the catch-up"
+            pub.serve(0.05)
+        assert pub.catch_ups == 1
+        assert list(early.applied) == [1, 2]  # the server that was current got nothing again
+        # its periodic re-registration changes nothing once it is current
+        time.sleep(5.5)
+        assert pub.serve(0.1) is False and pub.catch_ups == 1 and list(late.applied) == [2]
+    finally:
+        for s in (early, late):
+            if s is not None:
+                s.close()
+        pub.close()
+
+
+def test_a_fresh_learner_welcomes_servers_at_version_0(loop: LoopThread) -> None:
+    pub = WeightPublisher("tcp://127.0.0.1:0", chunk_bytes=4096)
+    pub.announce(0)
+    s = Server(loop, pub.endpoint, "s")
+    try:
+        deadline = time.monotonic() + 10
+        while not loop.run(_is_set(s.sub.current)):
+            assert time.monotonic() < deadline
+            pub.serve(0.05)
+        assert s.sub.learner_version == 0 and not s.applied and pub.catch_ups == 0
+    finally:
+        s.close()
+        pub.close()
+
+
+async def _is_set(event: asyncio.Event) -> bool:
+    return event.is_set()

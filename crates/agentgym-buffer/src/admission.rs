@@ -1,7 +1,8 @@
 //! Staleness admission control (the AReaL/SkyRL rule) and the buffer's counters.
 //!
-//! With S the maximum staleness in policy versions, v the learner's current version and B the
-//! groups consumed per train step, at most `(S + v + 1) * B` groups may ever have been started by
+//! With S the maximum staleness in policy versions, v the learner's current version (counted
+//! from the version the buffer started at: a server joining a run late gets no back budget) and
+//! B the groups consumed per train step, at most `(S + v + 1) * B` groups may ever have been started by
 //! version v. Together with the in-flight cap:
 //!
 //! `capacity = min(max_in_flight - running, (S + v + 1) * B - (accepted + running))`

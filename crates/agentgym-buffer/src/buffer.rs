@@ -36,6 +36,9 @@ struct Pending {
 pub struct TrajectoryBuffer {
     config: AdmissionConfig,
     version: u32,
+    /// The version this buffer started at: the staleness budget counts versions from here, so
+    /// a server that joins a run at version v does not get v versions' worth of budget at once.
+    start_version: u32,
     next_group_id: u64,
     pending: HashMap<u64, Pending>,
     ready: VecDeque<Group>,
@@ -48,11 +51,21 @@ impl TrajectoryBuffer {
         Ok(Self {
             config,
             version: 0,
+            start_version: 0,
             next_group_id: 0,
             pending: HashMap::new(),
             ready: VecDeque::new(),
             counters: Counters::default(),
         })
+    }
+
+    /// Start at policy `version` (a server joining a run the learner has advanced), handing
+    /// out group ids from `first_group_id` (ids unique across restarts of one server).
+    pub fn starting_at(mut self, version: u32, first_group_id: u64) -> Self {
+        self.version = version;
+        self.start_version = version;
+        self.next_group_id = first_group_id;
+        self
     }
 
     pub fn config(&self) -> &AdmissionConfig {
@@ -69,7 +82,8 @@ impl TrajectoryBuffer {
 
     /// How many groups may be admitted right now.
     pub fn capacity(&self) -> usize {
-        self.config.capacity(self.version, &self.counters)
+        let versions_here = self.version - self.start_version;
+        self.config.capacity(versions_here, &self.counters)
     }
 
     /// Admit one group of `group_size` episodes of `task_id`, if capacity allows.

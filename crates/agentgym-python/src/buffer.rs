@@ -57,7 +57,8 @@ pub(crate) struct PyTrajectoryBuffer(TrajectoryBuffer);
 impl PyTrajectoryBuffer {
     #[new]
     #[pyo3(signature = (*, group_size, groups_per_step, max_staleness, max_in_flight, max_ready,
-        filter_zero_variance=false))]
+        filter_zero_variance=false, start_version=0, first_group_id=0))]
+    #[allow(clippy::too_many_arguments)]
     fn new(
         group_size: usize,
         groups_per_step: usize,
@@ -65,6 +66,8 @@ impl PyTrajectoryBuffer {
         max_in_flight: usize,
         max_ready: usize,
         filter_zero_variance: bool,
+        start_version: u32,
+        first_group_id: u64,
     ) -> PyResult<Self> {
         let config = AdmissionConfig {
             group_size,
@@ -74,7 +77,9 @@ impl PyTrajectoryBuffer {
             max_ready,
             filter_zero_variance,
         };
-        TrajectoryBuffer::new(config).map(Self).map_err(to_py)
+        TrajectoryBuffer::new(config)
+            .map(|b| Self(b.starting_at(start_version, first_group_id)))
+            .map_err(to_py)
     }
 
     #[getter]

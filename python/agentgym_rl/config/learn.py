@@ -48,9 +48,10 @@ class ReceiveConfig(ConfigModel):
     """Credits granted to each sender (groups in flight per rollout server)."""
     poll_s: float = Field(default=0.5, gt=0.0)
     """Seconds one receive call waits before checking for shutdown."""
-    idle_timeout_s: float | None = Field(default=None, gt=0.0)
-    """Stop when no group (valid or not) arrives for this long: checkpoint, then exit non-zero
-    (None: wait forever, logging a warning every minute of silence)."""
+    idle_timeout_s: float | None = Field(default=600.0, gt=0.0)
+    """Stop when no usable group arrives for this long (none at all, or every one rejected or
+    dropped as stale): checkpoint, then exit 3 with the reason in words. None waits forever;
+    either way the reason is logged every minute and written to `log_dir/waiting.jsonl`."""
 
     @field_validator("bind")
     @classmethod

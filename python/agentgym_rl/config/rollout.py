@@ -181,7 +181,7 @@ class LearnerConfig(ConfigModel):
 class HeldOutEvalConfig(ConfigModel):
     """Held-out evaluation inside the rollout server, on its engine, never sent to the learner.
 
-    Runs when the loaded policy version reaches 0 (with `at_start`), every `every_versions`
+    Runs at the version the server starts at (with `at_start`), every `every_versions`
     versions, and `final_version`; after the final one the server stops (a `train` run ends so).
     Results go to `<log_dir>/eval.jsonl`, one record per evaluation."""
 
@@ -190,7 +190,8 @@ class HeldOutEvalConfig(ConfigModel):
     every_versions: int = Field(default=10, ge=1)
     """Evaluate at every multiple of this many policy versions."""
     at_start: bool = True
-    """Evaluate the starting weights (version 0): the base policy's success."""
+    """Evaluate the weights the server starts with: the base policy's success at version 0, or
+    the checkpoint's in a resumed run (after the learner's weights arrived)."""
     final_version: int | None = Field(default=None, ge=0)
     """Evaluate at this version, then stop serving (None: never stop for evaluation)."""
     samples_per_task: int = Field(default=1, ge=1)

@@ -62,7 +62,7 @@ class Batch:
     versions: torch.Tensor  # int64, shifted policy versions of labels
     lengths: torch.Tensor  # int64 [B], real tokens per row
     rewards: torch.Tensor  # float32 [B]
-    group_ids: torch.Tensor  # int64 [B]
+    group_ids: torch.Tensor  # int64 [B], the row's group's place in the step
     row_ids: torch.Tensor  # int64 [B], row index in the collated batch (kept through split)
     pad_multiple: int = 1  # S (and every micro-batch's S) is a multiple of this
     advantages: torch.Tensor | None = None  # float32 [B, S], attached by the learner
@@ -137,12 +137,14 @@ def _round_up(n: int, multiple: int) -> int:
 def _usable(groups: Sequence[WireGroup]) -> tuple[list[tuple[int, WireSample]], dict[str, int]]:
     kept: list[tuple[int, WireSample]] = []
     excluded: Counter[str] = Counter()
-    for g in groups:
+    # a group's place in this step, not its id: ids are only unique per rollout server (two
+    # servers, or one restarted, may send equal ids in one step, and GRPO must not merge them)
+    for index, g in enumerate(groups):
         for s in g.samples:
             if s.status in EXCLUDED_STATUSES:
                 excluded[s.status.value] += 1
             else:
-                kept.append((g.group_id, s))
+                kept.append((index, s))
     return kept, dict(excluded)
 
 

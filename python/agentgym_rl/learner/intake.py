@@ -80,6 +80,10 @@ class GroupIntake:
         self.received = 0
         self.dropped_stale = 0
         self.rejected: Counter[str] = Counter()
+        self.stale_run = 0
+        """Groups dropped as stale since the last admitted one (what a stall is made of)."""
+        self.stale_newest: int | None = None
+        """The newest token version among those groups: where their rollout servers are."""
 
     def admit(self, payload: bytes, version: int) -> WireGroup | None:
         self.received += 1
@@ -100,11 +104,25 @@ class GroupIntake:
         oldest = oldest_version(group)
         if oldest is not None and version - oldest > self.max_staleness:
             self.dropped_stale += 1
+            self.stale_run += 1
+            newest = max(int(s.tokens.versions.max()) for s in group.samples)
+            self.stale_newest = max(newest, self.stale_newest or 0)
             log.info(
                 "dropped group %d: oldest token v%d, policy v%d", group.group_id, oldest, version
             )
             return None
+        self.stale_run, self.stale_newest = 0, None
         return group
+
+    def stall_reason(self, version: int) -> str:
+        """Why nothing usable arrived, in words (for the learner's log and the progress line)."""
+        if self.stale_run:
+            return (
+                f"rollout servers are at v{self.stale_newest}, learner at v{version}: "
+                f"{self.stale_run} groups in a row dropped as stale (max_staleness "
+                f"{self.max_staleness}); a rollout server without the learner's weights?"
+            )
+        return "no groups arrive from any rollout server"
 
     @property
     def used(self) -> int:

@@ -71,11 +71,14 @@ from agentgym_rl.wire import WireGroup, decode_group
 log = logging.getLogger(__name__)
 
 IDLE_WARN_S = 60.0
-"""Seconds of silence between two "no groups" warnings while rank 0 waits."""
+"""Seconds between two "waiting for groups" warnings while rank 0 waits."""
+WAIT_NOTE_S = 10.0
+"""Seconds between two records in `waiting.jsonl` while rank 0 waits."""
 
 
 class IdleTimeout(RuntimeError):
-    """No group arrived for `receive.idle_timeout_s`; the trainer checkpointed and stopped."""
+    """No usable group arrived for `receive.idle_timeout_s`; the trainer checkpointed and
+    stopped."""
 
 
 def load_hf_state_dict(model_dir: Path) -> dict[str, torch.Tensor]:
@@ -157,31 +160,47 @@ class Trainer:
         )
 
     def _receive(self, n: int, stop: threading.Event | None) -> list[bytes] | None:
-        """Rank 0: `n` admitted payloads (None when stopped or idle past the timeout first)."""
+        """Rank 0: `n` admitted payloads (None when stopped, or when nothing usable arrived for
+        `receive.idle_timeout_s`). Between receives it serves the weight publisher (servers
+        that join get the current weights) and, while waiting, says why in the log and in
+        `log_dir/waiting.jsonl` (the progress line reads it)."""
         out: list[bytes] = []
         timeout = self.config.receive.idle_timeout_s
-        last = warned = time.monotonic()
+        last = warned = noted = time.monotonic()
         while len(out) < n:
             if stop is not None and stop.is_set():
                 return None
-            got = self.receiver.recv(self.config.receive.poll_s)
+            busy = self.publisher is not None and self.publisher.serve(0.05)
+            got = self.receiver.recv(0.01 if busy else self.config.receive.poll_s)
             now = time.monotonic()
-            if got is None:
-                if timeout is not None and now - last >= timeout:
-                    self.idle_s = now - last
-                    return None
-                if now - warned >= IDLE_WARN_S:
-                    warned = now
-                    log.warning(
-                        "no groups from any rollout server for %.0f s (%s)",
-                        now - last,
-                        self._idle_summary(),
-                    )
-                continue
-            last = warned = now
-            if self.intake.admit(got[1], self.version) is not None:
+            if got is not None and self.intake.admit(got[1], self.version) is not None:
                 out.append(got[1])
+                if now - last >= WAIT_NOTE_S:
+                    self._note_waiting(0.0, "")
+                last = warned = noted = now
+                continue
+            if timeout is not None and now - last >= timeout:
+                self.idle_s = now - last
+                return None
+            if now - noted >= WAIT_NOTE_S:
+                noted = now
+                self._note_waiting(now - last, self.intake.stall_reason(self.version))
+            if now - warned >= IDLE_WARN_S:
+                warned = now
+                log.warning(
+                    "waiting %.0f s for groups: %s (%s)",
+                    now - last,
+                    self.intake.stall_reason(self.version),
+                    self._idle_summary(),
+                )
         return out
+
+    def _note_waiting(self, seconds: float, reason: str) -> None:
+        record = {"time": time.time(), "step": self.step, "waiting_s": seconds, "reason": reason}
+        path = Path(self.config.log_dir) / "waiting.jsonl"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("a") as f:
+            f.write(json.dumps(record) + "\n")
 
     def next_groups(self, stop: threading.Event | None = None) -> list[WireGroup] | None:
         """This rank's share of the next step's groups (None: stop; `idle_s` set on timeout)."""
@@ -371,6 +390,17 @@ class Trainer:
         out["sync_s"] = time.perf_counter() - t0
         return out
 
+    def _offer_weights(self) -> None:
+        """At start: make the weights this run is at available to rollout servers that join.
+        A fresh run's are the starting weights every server loads itself; a resumed run's are
+        published (rollout servers started from the base model catch up before generating)."""
+        if self.step == 0:
+            if self.is_rank0 and self.publisher is not None:
+                self.publisher.announce(0)
+            return
+        result = self.publish()
+        log.info("resumed at version %d: weights offered to rollout servers %s", self.step, result)
+
     def log_metrics(self, metrics: dict[str, Any]) -> None:
         counters = self.intake.counters()
         metrics.update(
@@ -403,7 +433,7 @@ class Trainer:
         """Every rank: checkpoint (unless this step is saved already), then raise IdleTimeout."""
         saved = "already saved" if self._last_saved_step == self.step else str(self._save())
         raise IdleTimeout(
-            f"no groups from any rollout server for {self.idle_s:.0f} s "
+            f"no usable group for {self.idle_s:.0f} s: {self.intake.stall_reason(self.version)} "
             f"(receive.idle_timeout_s = {self.config.receive.idle_timeout_s}; "
             f"{self._idle_summary()}); checkpoint of step {self.step}: {saved}. Check that the "
             f"rollout servers are running and send to receive.bind = {self.config.receive.bind}, "
@@ -417,6 +447,8 @@ class Trainer:
         passes without a group.
         """
         cfg = self.config
+        if cfg.weights is not None:
+            self._offer_weights()
         while self.step < cfg.max_steps:
             groups = self.next_groups(stop)
             if groups is None:

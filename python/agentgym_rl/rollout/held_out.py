@@ -1,8 +1,8 @@
 """Held-out evaluation inside a rollout server: the policy as it trains, on tasks it never sees.
 
 Contract: `HeldOutEval.run()` watches the engine's policy version and evaluates the split of
-`HeldOutEvalConfig` when the version reaches 0 (`at_start`), each multiple of `every_versions`
-and `final_version` (a version skipped by a fast learner is evaluated once, at the version
+`HeldOutEvalConfig` at the version the server starts at (`at_start`: 0, or a resumed run's),
+each multiple of `every_versions` and `final_version` (a version skipped by a fast learner is evaluated once, at the version
 seen). Evaluation episodes go through their own `AgentLoop` (same engine, env pool, chat
 template and action parser as training, separate metrics) and are never sent to a learner.
 Each evaluation appends one record to `<log_dir>/eval.jsonl`:
@@ -68,8 +68,8 @@ class HeldOutEval:
         return int(self.agent.engine.version)
 
     def _due(self, version: int, last: int | None) -> bool:
-        if last is None:
-            return (version == 0 and self.config.at_start) or version >= self.config.every_versions
+        if last is None:  # the version this server starts at: 0, or where a resumed run is
+            return self.config.at_start or version >= self.config.every_versions
         step = self.config.every_versions
         return version // step > last // step
 

@@ -26,6 +26,7 @@ import dataclasses
 import json
 import logging
 import signal
+import time
 from pathlib import Path
 from typing import Any
 
@@ -107,6 +108,9 @@ async def run_service(
     held_out: HeldOutEval | None = None
     # weight updates wait while this is held; the evaluation holds it only with `hold_weights`
     weights_hold = asyncio.Lock()
+    receiver = WeightReceiver.start(config.weights_endpoint, engine, hold=weights_hold)
+    if receiver is not None:
+        await receiver.until_current()
     if sync:
         runner = SyncLoop(
             engine,
@@ -135,6 +139,9 @@ async def run_service(
             max_in_flight=b.max_in_flight,
             max_ready=b.max_ready,
             filter_zero_variance=b.filter_zero_variance,
+            start_version=int(engine.version),
+            # ids unique across restarts of this server (its groups are told apart in the logs)
+            first_group_id=time.time_ns() // 1_000_000 << 20,
         )
         agent = AgentLoop(
             engine,
@@ -192,7 +199,6 @@ async def run_service(
                 on_final=runner.stop,
                 hold=weights_hold if config.eval.hold_weights else asyncio.Lock(),
             )
-    receiver = WeightReceiver.start(config.weights_endpoint, engine, hold=weights_hold)
     evaluating = None if held_out is None else asyncio.create_task(held_out.run())
 
     def on_signal() -> None:
@@ -281,6 +287,34 @@ class WeightReceiver:
         task.add_done_callback(_log_failure)
         log.info("weights: subscribed to %s at version %d", endpoint, engine.version)
         return cls(subscriber, task, stop_event)
+
+    async def until_current(self, report_every_s: float = 30.0) -> None:
+        """Wait until this server holds the learner's version (at once for a fresh run): a
+        server that joins a run mid-way generates nothing with outdated weights."""
+        sub = self.subscriber
+        t0 = time.monotonic()
+        while True:
+            try:
+                await asyncio.wait_for(sub.current.wait(), timeout=report_every_s)
+                break
+            except TimeoutError:
+                if self.task.done():
+                    raise RuntimeError("weights: the subscriber stopped while waiting") from None
+                learner = (
+                    "has not answered"
+                    if sub.learner_version is None
+                    else (f"is at version {sub.learner_version}")
+                )
+                log.warning(
+                    "weights: waiting %.0f s for the learner at %s (it %s; this server holds "
+                    "version %d)",
+                    time.monotonic() - t0,
+                    sub.endpoint,
+                    learner,
+                    sub.assembler.last_version,
+                )
+        if sub.assembler.last_version > 0:
+            log.info("weights: joined the run at version %d", sub.assembler.last_version)
 
     @property
     def applied_versions(self) -> list[int]:

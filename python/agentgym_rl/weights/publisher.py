@@ -3,9 +3,16 @@
 `WeightPublisher.publish(version, named_tensors, timeout_s)` sends the full update to every
 registered server as schema-1 chunks (see `schema.py`), interleaving servers so a slow one does
 not hold up the others, then waits for each server's ack. It never waits past `timeout_s`: a
-server that has not acked by then is reported in `PublishResult.timed_out` and catches up at
-the next version (every update is a full set of weights, and its subscriber drops the
-unfinished one when the next version starts).
+server that has not acked by then is reported in `PublishResult.timed_out` (every update is a
+full set of weights, and its subscriber drops the unfinished one when the next version starts).
+
+Joining mid-run. Every `register` is answered with `welcome {version}` (the newest version the
+learner holds: `announce`d at start, or the last published), and a server registered behind
+that version is sent the last update again (the publisher keeps its packed chunks until the
+next `publish`; one extra copy of the weights on the learner's rank 0). Between publishes the
+learner calls `serve(budget_s)` from its receive loop, which answers registrations and moves
+such catch-ups along: a rollout server restarted at the base weights, or started by
+`train --resume`, holds the learner's weights before it generates (its service waits for them).
 
 Flow control: ROUTER_MANDATORY plus a small send high-water mark per server, so a full pipe
 answers EAGAIN (the server is skipped for now) instead of silently dropping chunks; a server
@@ -54,7 +61,8 @@ class _Server:
     server_id: str
     version: int = -1
     next_chunk: int = 0
-    done: bool = False
+    done: bool = True
+    """Nothing to send or await; False while an update (publish or catch-up) is in flight."""
 
 
 def _bind(sock: zmq.Socket[bytes], endpoint: str, wait_s: float = 2.0) -> None:
@@ -91,6 +99,30 @@ class WeightPublisher:
         self.servers: dict[bytes, _Server] = {}
         self.version = -1
         self.stale_acks = 0
+        self.catch_ups = 0
+        """Updates re-sent to servers that registered behind `version`."""
+        self._latest: list[list[Any]] = []  # packed chunks of `version` (empty: none kept)
+
+    def announce(self, version: int) -> None:
+        """The learner holds `version` but has nothing to send (its starting weights, which
+        every server loads itself): registrations are welcomed at that version."""
+        if version < self.version:
+            raise ValueError(f"version {version} is older than {self.version}")
+        self.version = version
+
+    def serve(self, budget_s: float) -> bool:
+        """Answer registrations and send catch-up chunks for up to `budget_s` (returns as soon
+        as nothing is left to do); True while a catch-up is still under way."""
+        deadline = time.monotonic() + budget_s
+        while True:
+            self._drain(None)
+            sending = [s for s in self.servers.values() if s.next_chunk < len(self._latest)]
+            progressed = sum(self._send_some(s, self._latest) for s in sending)
+            left = deadline - time.monotonic()
+            if not sending or left <= 0:
+                return any(not s.done for s in self.servers.values())
+            if not progressed:
+                self._sock.poll(int(min(left, 0.005) * 1000), zmq.POLLIN)
 
     def wait_for_servers(self, n: int, timeout_s: float) -> int:
         """Handle registrations until `n` servers are known or `timeout_s` passes."""
@@ -119,6 +151,7 @@ class WeightPublisher:
         chunks = schema.plan_chunks(version, tensors, self.chunk_bytes)
         messages = [schema.pack(c.header, c.frames) for c in chunks]
         self.version = version
+        self._latest = messages
         result = PublishResult(version=version, chunks=len(chunks))
         result.bytes_per_server = sum(len(f) for c in chunks for f in c.frames)
         self._drain(result)
@@ -179,25 +212,51 @@ class WeightPublisher:
             log.warning("malformed message from %r: %s", ident, exc)
             return
         if kind == "register":
-            if ident in self.servers:  # a subscriber's periodic re-registration: nothing new
-                return
-            new = _Server(server_id=ident.decode(errors="replace"))
-            new.version = int(header.get("version", -1))
-            new.done = True  # catches up at the next version
-            self.servers[ident] = new
-            log.info("server %s registered at version %d", new.server_id, new.version)
+            self._register(ident, int(header.get("version", -1)))
         elif kind == "ack":
             server = self.servers.get(ident)
             version = int(header.get("version", -1))
-            if server is None or result is None or version != result.version:
+            if server is None or server.done or version != self.version:
                 self.stale_acks += 1
                 return
             server.done = True
             if header.get("ok"):
                 server.version = version
-                result.acked.append(server.server_id)
-            else:
+                if result is not None:
+                    result.acked.append(server.server_id)
+            elif result is not None:
                 result.failed[server.server_id] = str(header.get("reason", "unknown"))
+            else:
+                log.warning(
+                    "server %s rejected the catch-up to version %d: %s",
+                    server.server_id,
+                    version,
+                    header.get("reason", "unknown"),
+                )
+
+    def _register(self, ident: bytes, version: int) -> None:
+        """Welcome a (re-)registering server; one behind `self.version` is sent the last
+        update again unless one is already on its way (registrations repeat every few s)."""
+        server = self.servers.get(ident)
+        if server is None:
+            server = self.servers[ident] = _Server(ident.decode(errors="replace"), version)
+            log.info("server %s registered at version %d", server.server_id, version)
+        elif server.done:
+            server.version = version
+        welcome = schema.pack({"kind": "welcome", "version": self.version})
+        try:
+            self._sock.send_multipart([ident, *welcome], flags=zmq.NOBLOCK)
+        except zmq.ZMQError:
+            return  # a full or vanished pipe: it registers again in a few seconds
+        if server.done and version < self.version and self._latest:
+            log.info(
+                "server %s is at version %d: sending version %d",
+                server.server_id,
+                version,
+                self.version,
+            )
+            server.next_chunk, server.done = 0, False
+            self.catch_ups += 1
 
     def close(self) -> None:
         self._sock.close(linger=0)

@@ -12,6 +12,9 @@ map with `schema` and `kind`:
   several pieces and chunks. `crc32` covers this chunk's data frames in order; `digest` is the
   blake2b-128 of all data frames of the whole update in order (same in every chunk).
 * `ack` (subscriber -> publisher): `{server_id, version, ok, reason, seconds}`.
+* `welcome` (publisher -> subscriber, the answer to every `register`): `{version}`, the newest
+  version the learner holds (-1: not announced yet). A subscriber behind it is sent that
+  version's chunks right after (a server that joins or restarts mid-run catches up).
 
 Data frames travel as raw bytes, zero-copy on the sending side (views of the tensors).
 """

@@ -10,7 +10,9 @@ or whole-update blake2b mismatch), `out_of_order` (a chunk index other than the 
 
 `WeightSubscriber` is the asyncio ZeroMQ DEALER around it: it connects to the learner's
 publisher, registers, and for each complete update awaits the callback (typically
-`engine.update_weights`) and acks with the outcome.
+`engine.update_weights`) and acks with the outcome. The publisher answers each registration
+with the learner's version (`learner_version`); `current` is set once this server holds it, so
+a server that joins mid-run can wait for the learner's weights before it generates.
 """
 
 from __future__ import annotations
@@ -207,6 +209,10 @@ class WeightSubscriber:
         self.chunk_timeout_s = chunk_timeout_s
         self.assembler = UpdateAssembler(last_version)
         self.applied_versions: list[int] = []
+        self.learner_version: int | None = None
+        """The learner's version as of its last welcome (None: it has not answered yet)."""
+        self.current = asyncio.Event()
+        """Set once the learner answered and this server holds its version."""
         self._ctx = zmq.asyncio.Context.instance()
         self._sock = self._ctx.socket(zmq.DEALER)
         self._sock.setsockopt(zmq.LINGER, 0)
@@ -242,6 +248,8 @@ class WeightSubscriber:
                 self.assembler.expire(time.monotonic(), self.chunk_timeout_s)
                 continue
             frames = await self._sock.recv_multipart(copy=False)
+            if self._welcome(frames):
+                continue
             try:
                 update = self.assembler.feed(frames)
             except UpdateRejected as rej:
@@ -260,8 +268,30 @@ class WeightSubscriber:
                 continue
             self.assembler.applied(version)
             self.applied_versions.append(version)
+            self._check_current()
             await self._ack(version, True, "", time.perf_counter() - t0)
             return version
+
+    def _welcome(self, frames: Sequence[Any]) -> bool:
+        """Handle a `welcome` (True), or leave the message to the assembler (False)."""
+        try:
+            header, _ = schema.unpack(frames)
+        except schema.MalformedMessage:
+            return False  # the assembler counts it
+        if header.get("kind") != "welcome":
+            return False
+        version = int(header.get("version", -1))
+        if self.learner_version is None:
+            log.info("weights: the learner is at version %d", version)
+        self.learner_version = max(version, self.learner_version or -1)
+        self._check_current()
+        return True
+
+    def _check_current(self) -> None:
+        learner = self.learner_version
+        # version 0 is the starting weights, which every server loads itself
+        if learner is not None and max(self.assembler.last_version, 0) >= learner:
+            self.current.set()
 
     async def serve(
         self, apply: ApplyFn, stop: asyncio.Event | None = None, *, reregister_s: float = 5.0

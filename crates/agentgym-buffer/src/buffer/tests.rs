@@ -64,6 +64,26 @@ fn staleness_budget_follows_the_formula() {
 }
 
 #[test]
+fn a_buffer_joining_at_version_v_budgets_from_v() {
+    // S = 1, B = 2, joining a run at version 15: the budget is that of version 0, not 15.
+    let mut buf = TrajectoryBuffer::new(config(2, 2, 1))
+        .unwrap()
+        .starting_at(15, 1 << 40);
+    assert_eq!(buf.version(), 15);
+    assert_eq!(buf.capacity(), 4);
+    let first = buf.try_admit("babyai_0", "babyai").unwrap();
+    assert_eq!(first.group_id, 1 << 40);
+    assert_eq!(first.dispatch_version, 15);
+    for i in 1..4 {
+        buf.try_admit(&format!("babyai_{i}"), "babyai").unwrap();
+    }
+    assert_eq!(buf.capacity(), 0);
+    buf.set_version(16).unwrap();
+    assert_eq!(buf.capacity(), 2);
+    assert!(buf.set_version(14).is_err());
+}
+
+#[test]
 fn in_flight_cap_limits_admission() {
     let mut cfg = config(1, 100, 4);
     cfg.max_in_flight = 3;
