@@ -1,14 +1,18 @@
 //! The incremental builder: prompt, then generated turns and observations, then `finish`.
 //!
 //! Generated ids are kept verbatim; only template text (glue + observation deltas) is ever
-//! encoded. The context limit is enforced per append: a turn that does not fit is refused whole
-//! and the trajectory ends, flagged truncated, at the last turn boundary.
+//! encoded. The glue after a turn that ends on a stop token is the template's closing after that
+//! token, wherever the token sits in it: nothing for Llama 2's `' </s>'`, `\n` for ChatML. What the
+//! closing has before the token (Llama 2's space) the model never sampled, so it stays out of the
+//! ids (see the drift module for how the check treats it). The context limit is enforced per
+//! append: a turn that does not fit is refused whole and the trajectory ends, flagged truncated,
+//! at the last turn boundary.
 use std::sync::Arc;
 
 use agentgym_wire::TokenArrays;
 
 use crate::chat::ChatTokenizer;
-use crate::drift::DriftReport;
+use crate::drift::{self, DriftReport, Gap};
 use crate::error::{Error, Result};
 use crate::prompt::Prompt;
 use crate::Message;
@@ -76,11 +80,13 @@ pub struct Trajectory {
 #[derive(Debug, Clone)]
 enum Segment {
     /// `tail`: the template text still owed after this turn (glue, or the whole closing when the
-    /// turn did not end with a stop token); it is written before the next observation.
+    /// turn did not end with a stop token); it is written before the next observation. `gap`: the
+    /// closing's text before the stop token, which the ids lack (empty unless it was special).
     Generated {
         start: usize,
         end: usize,
         stopped: bool,
+        gap: String,
         tail: String,
     },
     Observation(Vec<Message>),
@@ -213,18 +219,24 @@ impl TrajectoryBuilder {
             self.truncated = true;
             return Ok(Appended::Truncated);
         }
-        let stopped = ids.last().is_some_and(|id| self.stop_ids.contains(id));
+        let last = ids[ids.len() - 1];
+        let stopped = self.stop_ids.contains(&last);
         let closing = self.prompt.closing();
-        let tail = if stopped {
-            let stop_text = self.chat.decode(&ids[ids.len() - 1..])?;
-            // A stop token that is not the start of the template's closing leaves the whole
-            // closing owed; the drift check will then report the mismatch.
-            closing
-                .strip_prefix(stop_text.as_str())
-                .unwrap_or(closing)
-                .to_string()
+        let split = if stopped {
+            let stop_text = self.chat.decode(&[last])?;
+            self.prompt.split_closing(&stop_text)
         } else {
-            closing.to_string()
+            None
+        };
+        let (gap, tail) = match split {
+            // Only a special token stands for the template's end token; a plain-text stop (a
+            // newline) inside the closing means the model never wrote that token: drift.
+            Some((before, after)) if before.is_empty() || self.chat.is_special(last) => {
+                (before.to_string(), after.to_string())
+            }
+            // No stop token, or one the closing lacks: the whole closing is owed (for the
+            // latter the drift check reports the mismatch).
+            _ => (String::new(), closing.to_string()),
         };
         let start = self.len();
         let a = &mut self.arrays;
@@ -242,6 +254,7 @@ impl TrajectoryBuilder {
             start,
             end,
             stopped,
+            gap,
             tail,
         });
         Ok(Appended::Appended)
@@ -305,7 +318,8 @@ impl TrajectoryBuilder {
     }
 
     /// Compare the decoded ids (plus the closing still owed after a final generated turn) with
-    /// one full render of [`Self::conversation`].
+    /// one full render of [`Self::conversation`], allowing each stopped turn's `gap` to be absent
+    /// before its stop token.
     pub fn check_drift(&self) -> Result<DriftReport> {
         let messages = self.conversation()?;
         let generation_prompt = self.expects_generation();
@@ -315,11 +329,22 @@ impl TrajectoryBuilder {
             tools,
             generation_prompt,
         )?;
-        let mut actual = self.chat.decode(&self.arrays.input_ids)?;
-        if let Some(Segment::Generated { tail, .. }) = self.segments.last() {
-            actual.push_str(tail);
-        }
-        Ok(DriftReport::compare(&expected, &actual))
+        let gaps: Vec<Gap<'_>> = self
+            .segments
+            .iter()
+            .filter_map(|seg| match seg {
+                Segment::Generated { end, gap, .. } if !gap.is_empty() => Some(Gap {
+                    at: end - 1,
+                    text: gap,
+                }),
+                _ => None,
+            })
+            .collect();
+        let owed = match self.segments.last() {
+            Some(Segment::Generated { tail, .. }) => tail.as_str(),
+            _ => "",
+        };
+        drift::check(&self.chat, &expected, &self.arrays.input_ids, &gaps, owed)
     }
 
     /// Finish: run the drift check (when configured) and hand over the arrays.

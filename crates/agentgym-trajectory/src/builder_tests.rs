@@ -210,3 +210,119 @@ fn history_rewriting_base_is_not_a_prefix() {
         "{err}"
     );
 }
+
+/// A Llama 2 chat episode: the prompt, then `replies` (each + `</s>`) separated by observations.
+fn llama2_episode(
+    replies: &[&str],
+    config: BuilderConfig,
+) -> (Arc<ChatTokenizer>, TrajectoryBuilder) {
+    let chat = Arc::new(ChatTokenizer::from_dir(fixture("llama2")).unwrap());
+    let msgs = vec![json!({"role": "user", "content": "You are in a maze."})];
+    let mut b = TrajectoryBuilder::from_messages(chat.clone(), msgs, None, config).unwrap();
+    for (i, reply) in replies.iter().enumerate() {
+        if i > 0 {
+            let obs = [json!({"role": "user", "content": "A wall."})];
+            assert_eq!(b.add_observation(&obs).unwrap(), Appended::Appended);
+        }
+        let ids = turn(&chat, reply);
+        let n = ids.len();
+        assert_eq!(
+            b.add_generated(&ids, &vec![0.0; n], Versions::Uniform(0))
+                .unwrap(),
+            Appended::Appended
+        );
+    }
+    (chat, b)
+}
+
+#[test]
+fn llama2_glue_is_what_follows_the_end_token() {
+    let (chat, mut b) = llama2_episode(&[" Action: turn left"], BuilderConfig::default());
+    assert_eq!(b.prompt.closing(), " </s>");
+    assert_eq!(b.prompt.split_closing("</s>"), Some((" ", "")));
+    assert_eq!(b.prompt.split_closing("<|im_end|>"), None);
+    let obs = [json!({"role": "user", "content": "A wall."})];
+    assert_eq!(b.add_observation(&obs).unwrap(), Appended::Appended);
+    let text = chat.decode(&b.tokens().input_ids).unwrap();
+    // Generated ids verbatim, then the template's text after `</s>`: no second `</s>`.
+    assert!(
+        text.ends_with("[/INST] Action: turn left</s><s>[INST] A wall. [/INST]"),
+        "{text}"
+    );
+    let rendered = chat.render(&b.conversation().unwrap(), None, true).unwrap();
+    assert!(rendered.ends_with("turn left </s><s>[INST] A wall. [/INST]"));
+    assert!(b.check_drift().unwrap().is_clean());
+    assert!(!b.finish().unwrap().drift);
+}
+
+#[test]
+fn llama2_space_before_eos_is_the_only_difference_allowed() {
+    let strict = BuilderConfig {
+        strict: true,
+        ..BuilderConfig::default()
+    };
+    // The model wrote the template's space itself: ids and render agree as they are.
+    let (_, b) = llama2_episode(&[" turn left ", " go on"], strict.clone());
+    assert!(!b.finish().unwrap().drift);
+    // `content.strip()` rewrites these replies: the ids are not what the render says.
+    for replies in [[" turn left  ", " go on"], [" go on", "  turn left"]] {
+        let (chat, b) = llama2_episode(&replies, strict.clone());
+        let report = b.check_drift().unwrap();
+        assert!(!report.is_clean(), "{replies:?}");
+        assert!(matches!(b.finish(), Err(Error::Drift { .. })));
+        assert_eq!(chat.drift_count(), 1);
+    }
+}
+
+#[test]
+fn newline_before_eos_glue() {
+    let chat = Arc::new(ChatTokenizer::from_dir(fixture("newline_eos")).unwrap());
+    let msgs = vec![json!({"role": "user", "content": "hi"})];
+    let config = BuilderConfig::default();
+    let mut b = TrajectoryBuilder::from_messages(chat.clone(), msgs, None, config).unwrap();
+    assert_eq!(b.prompt.closing(), "\n</s>\n\n");
+    let ids = turn(&chat, "take apple");
+    let _ = b
+        .add_generated(&ids, &vec![0.0; ids.len()], Versions::Uniform(0))
+        .unwrap();
+    let obs = [json!({"role": "user", "content": "next"})];
+    assert_eq!(b.add_observation(&obs).unwrap(), Appended::Appended);
+    let text = chat.decode(&b.tokens().input_ids).unwrap();
+    assert!(
+        text.ends_with("take apple</s>\n\n### User:\nnext\n\n### Assistant:\n"),
+        "{text}"
+    );
+    assert!(!b.finish().unwrap().drift);
+}
+
+#[test]
+fn plain_text_stop_never_stands_for_the_end_token() {
+    // The closing is ` </s>!`; a turn stopped on the plain `!` never wrote `</s>`, so the text
+    // before `!` is not a gap to allow: the whole closing is owed and the turn is drift.
+    let tok = fixture("newline_eos").join("tokenizer.json");
+    let src = "{% for m in messages %}{% if m.role == 'assistant' %}{{ m.content + ' </s>!' }}{% else %}[{{ m.content }}]{% endif %}{% endfor %}";
+    let special = SpecialTokens::new().with("eos_token", "</s>");
+    let chat = Arc::new(ChatTokenizer::from_parts(tok, src, special).unwrap());
+    let bang = chat.encode("!").unwrap();
+    assert!(bang.len() == 1 && !chat.is_special(bang[0]));
+    assert!(chat.is_special(chat.eos_token_id().unwrap()));
+    let config = BuilderConfig {
+        stop_ids: Some(bang.clone()),
+        ..BuilderConfig::default()
+    };
+    let msgs = vec![json!({"role": "user", "content": "hi"})];
+    let mut b = TrajectoryBuilder::from_messages(chat.clone(), msgs, None, config).unwrap();
+    let mut ids = chat.encode("take apple").unwrap();
+    ids.extend(&bang);
+    let _ = b
+        .add_generated(&ids, &vec![0.0; ids.len()], Versions::Uniform(0))
+        .unwrap();
+    assert_eq!(
+        b.add_observation(&[json!({"role": "user", "content": "x"})])
+            .unwrap(),
+        Appended::Appended
+    );
+    let text = chat.decode(&b.tokens().input_ids).unwrap();
+    assert_eq!(text, "[hi]take apple! </s>![x]");
+    assert!(b.finish().unwrap().drift);
+}

@@ -142,6 +142,15 @@ impl ChatTokenizer {
         self.tokenizer.token_to_id(token)
     }
 
+    /// Whether `id` is a special added token (`</s>`, `<|im_end|>`), as opposed to plain text.
+    pub fn is_special(&self, id: u32) -> bool {
+        self.tokenizer
+            .get_added_vocabulary()
+            .get_added_tokens_decoder()
+            .get(&id)
+            .is_some_and(|token| token.special)
+    }
+
     pub fn eos_token_id(&self) -> Option<u32> {
         self.special.eos().and_then(|t| self.token_to_id(t))
     }

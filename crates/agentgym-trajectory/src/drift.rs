@@ -7,6 +7,18 @@
 //! ids and compare, as text, with a full render of the conversation whose assistant contents
 //! are the decoded generated ids (stop token excluded). Text, not ids, because the engine's ids
 //! need not be the canonical encoding of their text.
+//!
+//! One difference is allowed. A template may write text between a reply and its end token:
+//! Llama 2 renders `' ' + content.strip() + ' ' + eos_token`. The model stops at the end token and
+//! never samples that text (the gap), so a well-behaved turn's ids read `turn left</s>` where the
+//! render reads `turn left </s>`. Right before the special stop token that ends a turn, the check
+//! takes the gap as the template's and compares as if it were there; with the gap present (the
+//! model wrote the space itself) the texts match as they are. Anything else is drift: a reply the
+//! template trims (`turn left  ` renders as `turn left `), text changed anywhere else, a plain-text
+//! stop (then no gap is allowed, since the model never wrote the end token).
+
+use crate::chat::ChatTokenizer;
+use crate::error::Result;
 
 /// Context kept on each side of the first difference in reports.
 const EXCERPT: usize = 40;
@@ -46,6 +58,57 @@ impl DriftReport {
             actual: d.actual,
         }
     }
+}
+
+/// A turn's stop token in the built ids and the template text that precedes it in the render.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Gap<'a> {
+    /// Index of the stop token in the built ids.
+    pub at: usize,
+    pub text: &'a str,
+}
+
+/// Compare `expected` with the text of `ids` followed by `owed` (the closing still owed after a
+/// final turn), allowing each gap to be absent before its stop token.
+pub(crate) fn check(
+    chat: &ChatTokenizer,
+    expected: &str,
+    ids: &[u32],
+    gaps: &[Gap<'_>],
+    owed: &str,
+) -> Result<DriftReport> {
+    let mut whole = chat.decode(ids)?;
+    whole.push_str(owed);
+    if gaps.is_empty() {
+        return Ok(DriftReport::compare(expected, &whole));
+    }
+    // Decode in pieces cut before each stop token. A piece then starts with a special token, so
+    // no decoder strips a leading space or joins bytes across the cut; should one do it anyway,
+    // the pieces no longer spell `whole` and the check falls back to the plain comparison.
+    let mut pieces = Vec::with_capacity(gaps.len() + 1);
+    let mut stops = Vec::with_capacity(gaps.len());
+    let mut from = 0;
+    for gap in gaps {
+        pieces.push(chat.decode(&ids[from..gap.at])?);
+        stops.push(chat.decode(&ids[gap.at..=gap.at])?);
+        from = gap.at;
+    }
+    pieces.push(chat.decode(&ids[from..])? + owed);
+    if pieces.concat() != whole {
+        return Ok(DriftReport::compare(expected, &whole));
+    }
+    let mut actual = pieces[0].clone();
+    for ((gap, stop), piece) in gaps.iter().zip(&stops).zip(&pieces[1..]) {
+        let rest = expected.get(actual.len()..).unwrap_or("");
+        let filled = rest
+            .strip_prefix(gap.text)
+            .is_some_and(|after| after.starts_with(stop.as_str()));
+        if filled {
+            actual.push_str(gap.text);
+        }
+        actual.push_str(piece);
+    }
+    Ok(DriftReport::compare(expected, &actual))
 }
 
 /// First differing byte offset (on a char boundary) of two different strings.

@@ -10,14 +10,17 @@
 //! - each generated turn is appended verbatim (ids, behaviour log-probs, policy versions);
 //! - each observation is appended as the template's *delta* for that message, rendered against
 //!   a fixed base (prefix + a placeholder assistant turn) rather than by re-rendering the whole
-//!   conversation, preceded by the closing "glue" the engine never emits (the `\n` after
-//!   `<|im_end|>`);
+//!   conversation, preceded by the closing "glue" the engine never emits: the template's text
+//!   after the end token the turn stopped on (the `\n` after `<|im_end|>`; nothing after Llama
+//!   2's `' </s>'`, whose space before `</s>` the model never samples and the ids never hold);
 //! - at the end, the built ids are checked against one full render of the conversation. A
 //!   template that is not append-only (Qwen3 strips `<think>` from history) is reported as
-//!   drift, never silently patched.
+//!   drift, never silently patched; the one difference allowed is that unsampled text before
+//!   a turn's end token.
 //!
 //! Cost per episode is linear in its length: one small render and one encode per observation,
-//! one full render and one decode at finish.
+//! one full render and one decode at finish (two decodes for templates with text before the end
+//! token).
 mod builder;
 mod chat;
 mod drift;

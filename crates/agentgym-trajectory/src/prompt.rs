@@ -5,8 +5,9 @@
 //! observation. That keeps each observation's cost independent of how long the episode already
 //! is, and it is what the template would emit after *any* assistant turn, provided the template
 //! is append-only. The base render also tells where the assistant closing lies: the text after
-//! the placeholder content (`<|im_end|>\n` for ChatML). A `Prompt` is immutable and can be shared
-//! by all samples of a GRPO group.
+//! the placeholder content (`<|im_end|>\n` for ChatML, `' </s>'` for Llama 2, whose space comes
+//! before the end token). A `Prompt` is immutable and can be shared by all samples of a GRPO
+//! group.
 use minijinja::Value;
 
 use crate::chat::ChatTokenizer;
@@ -88,6 +89,14 @@ impl Prompt {
     /// What the template writes after an assistant turn's content (e.g. `<|im_end|>\n`).
     pub fn closing(&self) -> &str {
         &self.closing
+    }
+
+    /// The closing split around the first occurrence of a stop token's text: what the template
+    /// writes before it (Llama 2's `' '` in `' </s>'`), and after it (ChatML's `\n`). `None` when
+    /// the closing does not contain it.
+    pub fn split_closing(&self, stop_text: &str) -> Option<(&str, &str)> {
+        let at = self.closing.find(stop_text)?;
+        Some((&self.closing[..at], &self.closing[at + stop_text.len()..]))
     }
 
     /// The text the template adds for `observation` after an assistant turn, up to and
