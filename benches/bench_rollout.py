@@ -10,8 +10,8 @@ snapshots in `<log_dir>/metrics.jsonl`) per mode, and the async/sync ratio. Targ
 >= 2.5x episodes/s, async engine idle ratio < 10%.
 
 The tiny model's weights are random, so on its own it would almost never write a parseable
-`Action:` line and episodes would never step the env. The engine here (a `VllmEngine` subclass,
-bench only) adds a vLLM structured-output regex to every request: each turn is
+`Action:` line and episodes would never step the env. The engine here is a plain `VllmEngine`
+whose `EngineOptions.sampling_args` add a vLLM structured-output regex to every request: each turn is
 `Thought: <sampled words>` then `Action: <a BabyAI action>`, sampled by the model (real tokens,
 real logprobs) inside the grammar, so every turn steps the env (the injected latency is paid on
 every turn). Episodes run to the turn cap (6) unless BabyAI ends them, or end "truncated" when
@@ -79,20 +79,11 @@ def corpus(seed: int = 0, lines: int = 400) -> list[str]:
     return out
 
 
-def make_engine_class() -> Any:
+def action_sampling_args() -> dict[str, Any]:
+    """Every turn follows `ACTION_REGEX` (structured outputs); see the module docstring."""
     from vllm.sampling_params import StructuredOutputsParams
 
-    from agentgym_rl.rollout.engine import VllmEngine
-
-    class ActionEngine(VllmEngine):
-        """Every turn follows `ACTION_REGEX` (structured outputs); see the module docstring."""
-
-        def _sampling_params(self, max_tokens: int, seed: int | None, ignore_eos: bool) -> Any:
-            params = super()._sampling_params(max_tokens, seed, ignore_eos)
-            params.structured_outputs = StructuredOutputsParams(regex=ACTION_REGEX)
-            return params
-
-    return ActionEngine
+    return {"structured_outputs": StructuredOutputsParams(regex=ACTION_REGEX)}
 
 
 class Learner:
@@ -195,7 +186,7 @@ async def run_mode(
 
 async def main_async(args: argparse.Namespace) -> int:
     from agentgym_rl.model import create_tiny_model
-    from agentgym_rl.rollout.engine import EngineOptions
+    from agentgym_rl.rollout.engine import EngineOptions, VllmEngine
 
     procs = [start_server(args.latency_ms, args.sigma) for _ in range(args.servers)]
     addresses = [f"http://127.0.0.1:{port}" for _, port in procs]
@@ -207,10 +198,15 @@ async def main_async(args: argparse.Namespace) -> int:
             )
             # float32 like the checkpoint: "auto" would run the CPU build in bf16.
             opts = EngineOptions(
-                max_model_len=2048, max_num_seqs=256, temperature=1.0, seed=0, dtype="float32"
+                max_model_len=2048,
+                max_num_seqs=256,
+                temperature=1.0,
+                seed=0,
+                dtype="float32",
+                sampling_args=action_sampling_args(),
             )
             t0 = time.perf_counter()
-            engine = await make_engine_class().start(model, opts)
+            engine = await VllmEngine.start(model, opts)
             print(f"engine started in {time.perf_counter() - t0:.1f}s", flush=True)
             # Warm-up: compile the grammar path and the first batch shapes (not measured).
             await asyncio.gather(

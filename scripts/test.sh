@@ -15,6 +15,8 @@ step "cargo clippy"
 cargo clippy --workspace --all-targets -- -D warnings
 step "cargo test"
 cargo test --workspace
+step "cargo test --benches (each criterion bench once, in test mode)"
+cargo test --workspace --benches
 
 step "ruff"
 ruff check python tests benches envs scripts

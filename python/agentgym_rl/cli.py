@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 from agentgym_rl import eval_cli, init_cli, plot_cli, serve_rollouts, show_cli, train_cli
 from agentgym_rl import learn as learn_cli
+from agentgym_rl.bench_runner import BENCHES
 from agentgym_rl.env_cli import add_env_subcommands
 
 # Each command module parses with argparse only and imports its stack inside `run`, so the
@@ -38,13 +39,14 @@ def build_parser() -> argparse.ArgumentParser:
         "bench",
         help="run the throughput benchmarks, each side by side with the baseline it replaces",
         description="Runs benches/ (builder vs Python re-render, codec GB/s, transport vs raw "
-        "pyzmq, env pool vs an AgentGym-style client, async rollouts vs --sync on vLLM) and "
-        "prints the figures and ratios.",
+        "pyzmq, env pool vs an AgentGym-style client, async rollouts vs --sync on vLLM, Megatron "
+        "learner step vs transformers) and prints the figures and ratios. CI runs each one's "
+        "--quick form.",
     )
     bench.add_argument(
         "--only",
         action="append",
-        choices=["builder", "codec", "transport", "envpool", "rollout", "learner"],
+        choices=list(BENCHES),
         help="run only this benchmark (repeatable)",
     )
     bench.add_argument("--quick", action="store_true", help="small sizes, for CI smoke runs")

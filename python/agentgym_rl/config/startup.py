@@ -1,4 +1,4 @@
-"""Start-up checks shared by the process entry points (`serve-rollouts`, `learn`).
+"""Start-up checks shared by the process entry points (`serve-rollouts`, `learn`, `eval`).
 
 A bad config or a missing model must stop a process before anything heavy starts, with one
 message and exit code 2, never a traceback. Torch-free, like the rest of `agentgym_rl.config`.
@@ -58,6 +58,39 @@ def parallel_misfit(model: object, tp: int, pp: int) -> str | None:
         if isinstance(value, int) and value % parts:
             return f"the model's {key} ({value}) does not divide by {option} ({parts})"
     return None
+
+
+def model_positions(model: object) -> int | None:
+    """The model's own context length in tokens: `max_position_embeddings` of its config.json
+    (or of its `text_config`), or None when the config does not say or a RoPE scaling factor
+    stretches it (vLLM derives that length itself)."""
+    try:
+        hf = json.loads((Path(str(model)) / "config.json").read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(hf, dict):
+        return None
+    text = hf.get("text_config")
+    cfg = text if isinstance(text, dict) and "max_position_embeddings" in text else hf
+    scaling = cfg.get("rope_scaling") or cfg.get("rope_parameters")
+    if isinstance(scaling, dict) and "factor" in scaling:
+        if scaling.get("rope_type", scaling.get("type")) not in (None, "default"):
+            return None
+    positions = cfg.get("max_position_embeddings")
+    return positions if isinstance(positions, int) and positions > 0 else None
+
+
+def context_misfit(model: object, max_model_len: int | None, option: str) -> str | None:
+    """Why a context of `max_model_len` tokens (the value of `option`) does not fit the model in
+    directory `model`, or None (also when either length is unknown)."""
+    positions = model_positions(model)
+    if max_model_len is None or positions is None or max_model_len <= positions:
+        return None
+    return (
+        f"{option} ({max_model_len}) is larger than the model's context of {positions} tokens "
+        f"(max_position_embeddings in {Path(str(model)) / 'config.json'}); "
+        f"give {option} <= {positions}"
+    )
 
 
 def load_checked(

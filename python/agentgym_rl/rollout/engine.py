@@ -10,6 +10,11 @@ weight version (set here at each update) and returns contiguous spans on the fin
 those spans are present they are used, since they are exact even for tokens that were still in
 flight between the engine core and this process when the version moved.
 
+Context: `EngineOptions.max_model_len=None` (the default) runs the model's own context
+(`max_position_embeddings` of its config.json); a larger explicit value is refused before vLLM
+starts. Any start-up failure raises `EngineStartError`, whose message is one line naming the
+model and the root cause (the chained exception keeps vLLM's traceback).
+
 Live updates (`update_weights`): `pause_generation(mode="keep")` freezes in-flight requests
 without aborting them, the new tensors are loaded into every worker, the version moves forward
 and `resume_generation()` lets the frozen requests continue under the new weights. Versions only
@@ -31,7 +36,7 @@ import logging
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -46,11 +51,19 @@ class StaleVersionError(ValueError):
     """An update's version is not newer than the engine's current version."""
 
 
+class EngineStartError(RuntimeError):
+    """vLLM did not start. `str(e)` is one line, `could not start vLLM on MODEL: <cause>`; the
+    original exception (vLLM's traceback) is chained as `__cause__`."""
+
+
 @dataclass
 class EngineOptions:
     """How the vLLM engine is built and how it samples."""
 
-    max_model_len: int = 2048
+    max_model_len: int | None = None
+    """Context length in tokens; None: the model's own (`max_position_embeddings`). A larger
+    value than the model's raises `EngineStartError` at start. The started engine's `options`
+    hold the resolved length."""
     temperature: float = 1.0
     top_p: float = 1.0
     top_k: int = -1
@@ -67,6 +80,9 @@ class EngineOptions:
     weight_transfer: Literal["rpc", "nccl"] = "rpc"
     initial_version: int = 0
     extra_engine_args: dict[str, Any] = field(default_factory=dict)
+    sampling_args: dict[str, Any] = field(default_factory=dict)
+    """Extra `vllm.SamplingParams` fields set on every request, e.g. `{"structured_outputs":
+    StructuredOutputsParams(regex=...)}` (benchmarks constrain the output format this way)."""
 
 
 _FINISH: dict[str, FinishReason] = {"stop": "stop", "length": "length", "abort": "abort"}
@@ -90,14 +106,36 @@ class VllmEngine:
 
     @classmethod
     async def start(cls, model_dir: str | Path, options: EngineOptions | None = None) -> VllmEngine:
-        """Start the engine (spawns vLLM's engine-core process; call under a `__main__` guard)."""
+        """Start the engine (spawns vLLM's engine-core process; call under a `__main__` guard).
+
+        Raises `EngineStartError` (one line) when the context does not fit the model or vLLM
+        fails to start.
+        """
+        from agentgym_rl.config.startup import context_misfit, model_positions
+
+        opts = options or EngineOptions()
+        path = Path(model_dir)
+        misfit = context_misfit(path, opts.max_model_len, "max_model_len")
+        if misfit:
+            raise EngineStartError(f"could not start vLLM on {path}: {misfit}")
+        if opts.max_model_len is None:
+            # Unknown here (a RoPE scaling factor, no max_position_embeddings): vLLM derives it.
+            opts = replace(opts, max_model_len=model_positions(path))
+        try:
+            engine = await cls._start(path, opts)
+        except Exception as e:
+            log.debug("vLLM start-up failed on %s", path, exc_info=True)
+            raise EngineStartError(f"could not start vLLM on {path}: {root_cause(e)}") from e
+        await engine._llm.update_weight_version(str(engine._version))
+        return engine
+
+    @classmethod
+    async def _start(cls, path: Path, opts: EngineOptions) -> VllmEngine:
         from transformers import AutoTokenizer
         from vllm.engine.arg_utils import AsyncEngineArgs
         from vllm.usage.usage_lib import UsageContext
         from vllm.v1.engine.async_llm import AsyncLLM
 
-        opts = options or EngineOptions()
-        path = Path(model_dir)
         tokenizer = AutoTokenizer.from_pretrained(str(path))
         stop_ids = sorted({int(tokenizer.eos_token_id), *_generation_eos_ids(path)})
         kwargs: dict[str, Any] = dict(
@@ -132,13 +170,24 @@ class VllmEngine:
             opts,
             stop_ids,
         )
-        await engine._llm.update_weight_version(str(engine._version))
+        if engine.options.max_model_len is None:
+            engine.options = replace(
+                opts, max_model_len=int(engine._llm.model_config.max_model_len)
+            )
         return engine
 
     @property
     def version(self) -> int:
         """The policy version of the weights currently loaded."""
         return self._version
+
+    @property
+    def max_model_len(self) -> int:
+        """The context length this engine runs, in tokens (resolved at start)."""
+        n = self.options.max_model_len
+        if n is None:  # only an engine built outside `start` can get here
+            raise RuntimeError("VllmEngine: max_model_len unresolved; build it with `start`")
+        return n
 
     def _sampling_params(
         self, max_tokens: int, seed: int | None, ignore_eos: bool, temperature: float | None
@@ -160,6 +209,7 @@ class VllmEngine:
             detokenize=False,
             skip_special_tokens=False,
             output_kind=RequestOutputKind.DELTA,
+            **o.sampling_args,
         )
 
     async def generate(
@@ -183,7 +233,7 @@ class VllmEngine:
         """
         from vllm.inputs import TokensPrompt
 
-        budget = min(max_tokens, self.options.max_model_len - len(prompt_ids))
+        budget = min(max_tokens, self.max_model_len - len(prompt_ids))
         if budget <= 0:
             return Generation(token_ids=[], logprobs=[], versions=[], finish_reason="length")
         ids: list[int] = []
@@ -313,6 +363,31 @@ class VllmEngine:
         llm.shutdown()
         del llm
         gc.collect()
+
+
+def root_cause(exc: BaseException) -> str:
+    """The innermost cause of `exc` (explicit `raise from` first, else the implicit context), as
+    one line: `Type: message`, the first error of a pydantic validation error, at most 400
+    characters."""
+    seen: set[int] = set()
+    while id(exc) not in seen:
+        seen.add(id(exc))
+        nxt = exc.__cause__ or (None if exc.__suppress_context__ else exc.__context__)
+        if nxt is None:
+            break
+        exc = nxt
+    errors = getattr(exc, "errors", None)
+    message = str(exc)
+    if callable(errors):
+        try:
+            first = errors()[0]
+            message = str(first.get("msg", message)).removeprefix("Value error, ")
+        except Exception:  # not a pydantic error after all: keep str(exc)
+            pass
+    line = " ".join(message.split()) or "(no message)"
+    if len(line) > 400:
+        line = line[:397] + "..."
+    return f"{type(exc).__name__}: {line}"
 
 
 def _generation_eos_ids(path: Path) -> list[int]:

@@ -1,0 +1,70 @@
+"""Every Python bench runs: `agentgym-rl bench --only NAME --quick` in a real subprocess exits 0
+and prints its figures with the ratio against its baseline. A bench that drifts from the code it
+measures (a renamed argument, a changed signature) fails here, not the next time someone runs it.
+
+Quick forms measured on 2 cores: builder ~10 s, codec ~4 s, transport ~1 s, envpool ~13 s,
+learner ~15 s, rollout ~70 s (its own vLLM engine: the bench is a separate process, so the test
+session's shared engine cannot serve it).
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from agentgym_rl.bench_runner import BENCHES, benches_dir
+from agentgym_rl.cli import build_parser
+
+pytestmark = pytest.mark.slow
+
+NUMBER = r"[\d,]+(\.\d+)?"
+# The line(s) each bench must print: its figures side by side with its baseline, and the ratio.
+FIGURES = {
+    "builder": [rf"^\s*\d+\s+\d+\s+{NUMBER}\s+{NUMBER}\s+{NUMBER}x$"],
+    "codec": [
+        rf"^8x8192\s+rust \(Group carrier\)\s+{NUMBER}\s+{NUMBER}$",
+        rf"^8x8192\s+python \(msgpack\+frombuffer\)\s+{NUMBER}\s+{NUMBER}$",
+        rf"^rust codec, realistic size, slower direction: {NUMBER} GB/s",
+    ],
+    "transport": [rf"^ratio rust/raw pyzmq: {NUMBER} "],
+    "envpool": [
+        rf"^\s+\(a\) Rust pool, ZeroMQ\s+{NUMBER} steps/s\s+\(\s*{NUMBER}x c\)$",
+        rf"^\s+\(c\) AgentGym-style requests \+ threads\s+{NUMBER} steps/s",
+    ],
+    "learner": [rf"^ratio megatron / transformers: {NUMBER}x$"],
+    "rollout": [
+        rf"^async: 8 groups \(8 received\), 32 episodes in {NUMBER}s",
+        rf"^ sync: 8 groups \(8 received\), 32 episodes in {NUMBER}s",
+        rf"^async/sync: {NUMBER}x episodes/s, {NUMBER}x tokens/s",
+    ],
+}
+TIMEOUT_S = {"rollout": 600}
+
+
+def test_every_bench_is_registered_and_checked() -> None:
+    """A bench script added to benches/ is runnable by `--only` and checked here."""
+    scripts = {p.name for p in benches_dir().glob("bench_*.py")}
+    assert set(BENCHES.values()) == scripts
+    assert set(FIGURES) == set(BENCHES)
+    for name in BENCHES:
+        assert build_parser().parse_args(["bench", "--only", name]).only == [name]
+
+
+@pytest.mark.parametrize("name", list(FIGURES))
+def test_bench_quick_form_runs_and_prints_its_figures(name: str) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "agentgym_rl.cli", "bench", "--only", name, "--quick"],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S.get(name, 300),
+        cwd=Path(__file__).resolve().parents[2],
+    )
+    tail = (proc.stdout + proc.stderr)[-4000:]
+    assert proc.returncode == 0, tail
+    assert f"=== {name}: {BENCHES[name]} ===" in proc.stdout
+    for pattern in FIGURES[name]:
+        assert re.search(pattern, proc.stdout, re.MULTILINE), f"{pattern!r} missing:\n{tail}"
