@@ -11,7 +11,8 @@ use crate::error::{EnvPoolError, Result};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub enum Dialect {
-    /// BabyAI / TextCraft / SciWorld: key `id`, `/reset {"id","data_idx"}`, `GET /health`.
+    /// BabyAI / TextCraft / SciWorld: key `id`, `/reset {"id","data_idx"}`; health is
+    /// `GET /health` (this project's servers), else `GET /` (AgentGym's, which lack `/health`).
     #[default]
     AgentGym,
     /// SearchQA: key `env_idx`, bare-int `/create`, `/reset {"env_idx","id"}` answered by a bare

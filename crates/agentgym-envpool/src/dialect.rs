@@ -4,6 +4,13 @@
 //! object or a bare int, `/reset` with an object or a bare prompt string, signal the end with
 //! `done` or `terminated`/`truncated`, and report refusals as HTTP 200 `{"error": ...}`. These
 //! pure functions absorb that, so the transport code never looks at a field name.
+//!
+//! Health: the reference servers (AgentGym at 3ef9235) have no health endpoint; every one of
+//! them answers `GET /` (FastAPI: a JSON string such as `"This is environment BabyAI."`,
+//! WebArena's Quart: the plain text `ok`). This project's servers also answer `GET /health`
+//! with their live-episode count and uptime, which is what notices a restart. So the AgentGym
+//! dialect probes `/health` and falls back to `/` when that path does not exist (see
+//! [`health_paths`]), and any 200 body counts as up.
 use serde_json::{json, Map, Value};
 
 use crate::config::Dialect;
@@ -44,19 +51,35 @@ pub(crate) fn request(dialect: Dialect, op: &Op) -> HttpRequest {
             body: None,
         },
         Op::Health => HttpRequest {
-            path: match dialect {
-                Dialect::AgentGym => "/health".to_owned(),
-                Dialect::SearchQa | Dialect::WebArena => "/".to_owned(),
-            },
+            path: health_paths(dialect)[0].to_owned(),
             body: None,
         },
     }
 }
 
+/// The paths a health probe tries, in order: a 404 or 405 on one moves to the next (and the
+/// transport remembers the one that answered). Never empty.
+pub(crate) fn health_paths(dialect: Dialect) -> &'static [&'static str] {
+    match dialect {
+        // Our servers: `/health` (live episodes, uptime); AgentGym's own: only `/`.
+        Dialect::AgentGym => &["/health", "/"],
+        Dialect::SearchQa | Dialect::WebArena => &["/"],
+    }
+}
+
 /// Decode the body of a 200 reply to `op`.
 pub(crate) fn decode(dialect: Dialect, op: &Op, body: &[u8]) -> Result<Reply, DecodeError> {
-    let value: Value = serde_json::from_slice(body)
-        .map_err(|e| DecodeError::Malformed(format!("not JSON ({e}): {}", preview(body))))?;
+    let value: Value = match serde_json::from_slice(body) {
+        Ok(value) => value,
+        // A 200 to a health probe is an answer whatever its body (WebArena: plain text `ok`).
+        Err(_) if *op == Op::Health => return Ok(Reply::Health(Health::default())),
+        Err(e) => {
+            return Err(DecodeError::Malformed(format!(
+                "not JSON ({e}): {}",
+                preview(body)
+            )))
+        }
+    };
     if let Some(message) = refusal(&value) {
         return Err(DecodeError::Refused {
             message,
@@ -77,6 +100,7 @@ pub(crate) fn decode(dialect: Dialect, op: &Op, body: &[u8]) -> Result<Reply, De
             },
             _ => Err(malformed("observation is neither text nor object", &value)),
         },
+        // BabyAI and TextCraft answer `true`/`false`, SciWorld `true`, ours an object.
         Op::Close { .. } => Ok(Reply::Closed),
         Op::Health => Ok(Reply::Health(decode_health(&value))),
     }
@@ -144,6 +168,8 @@ pub(crate) fn decode_outcome(value: &Value) -> Result<StepOutcome, DecodeError> 
     })
 }
 
+/// The live count and uptime of a health body that is a JSON object carrying them; any other
+/// body (a reference server's greeting string) reports nothing.
 fn decode_health(value: &Value) -> Health {
     let map = value.as_object();
     let get = |k: &str| map.and_then(|m| m.get(k));

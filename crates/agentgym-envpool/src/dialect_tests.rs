@@ -1,5 +1,6 @@
 //! Canned bodies of each reference server variant, decoded and encoded.
 use super::*;
+use crate::message::Health;
 
 fn body(req: &HttpRequest) -> Value {
     serde_json::from_slice(req.body.as_deref().unwrap()).unwrap()
@@ -196,4 +197,137 @@ fn health_reads_live_count_and_uptime() {
         br#""This is environment searchqa.""#
     )
     .is_ok());
+}
+
+/// Bodies exactly as AgentGym's own servers (at commit 3ef9235) send them.
+mod reference_3ef9235 {
+    use super::*;
+
+    fn outcome(op: &Op, raw: &str) -> StepOutcome {
+        match decode(Dialect::AgentGym, op, raw.as_bytes()) {
+            Ok(Reply::Outcome(o)) => o,
+            other => panic!("{raw}: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn health_falls_back_to_root_which_every_server_answers() {
+        assert_eq!(health_paths(Dialect::AgentGym), ["/health", "/"]);
+        assert_eq!(health_paths(Dialect::SearchQa), ["/"]);
+        assert_eq!(health_paths(Dialect::WebArena), ["/"]);
+        // FastAPI's `GET /`: a JSON string; WebArena's Quart: the plain text `ok`.
+        for (dialect, raw) in [
+            (Dialect::AgentGym, &br#""This is environment BabyAI.""#[..]),
+            (Dialect::AgentGym, br#""This is environment ScienceWorld.""#),
+            (Dialect::SearchQa, br#""ok""#),
+            (Dialect::WebArena, b"ok"),
+        ] {
+            assert_eq!(
+                decode(dialect, &Op::Health, raw),
+                Ok(Reply::Health(Health::default())),
+                "{raw:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn babyai_shapes() {
+        let reset = Op::Reset { id: 0, data_idx: 3 };
+        let o = outcome(
+            &reset,
+            r#"{"observation": "Your goal: go to the red ball\n...", "reward": 0, "score": 0, "deleted": false, "done": false}"#,
+        );
+        assert!(o.observation.starts_with("Your goal:") && !o.done);
+        let step = Op::Step {
+            id: 0,
+            action: "go to red ball 1".into(),
+        };
+        let o = outcome(
+            &step,
+            r#"{"observation": "... The task is completed.", "reward": 0.9, "score": 0.9, "done": true}"#,
+        );
+        assert_eq!(
+            (o.reward, o.score, o.done, o.invalid),
+            (0.9, 0.9, true, false)
+        );
+        // Stepping a finished episode: HTTP 200 with an error, a refusal.
+        assert_eq!(
+            decode(
+                Dialect::AgentGym,
+                &step,
+                br#"{"error": "The task with environment 0 has finished."}"#
+            ),
+            Err(DecodeError::Refused {
+                message: "The task with environment 0 has finished.".into(),
+                code: None
+            })
+        );
+        // BabyAI's /observation is an object; /close a bare boolean.
+        assert_eq!(
+            decode(
+                Dialect::AgentGym,
+                &Op::Observation { id: 0 },
+                br#"{"observation": "Your goal: x", "reward": 0, "score": 0, "done": false, "deleted": false}"#
+            ),
+            Ok(Reply::Observation("Your goal: x".into()))
+        );
+        for raw in [&b"true"[..], b"false"] {
+            assert_eq!(
+                decode(Dialect::AgentGym, &Op::Close { id: 0 }, raw),
+                Ok(Reply::Closed)
+            );
+        }
+    }
+
+    #[test]
+    fn textcraft_shapes() {
+        let Ok(Reply::Created { id, first }) = decode(
+            Dialect::AgentGym,
+            &Op::Create,
+            br#"{"id": 2, "observation": "Crafting commands:\n...\n\nGoal: craft stick.", "done": false, "reward": 0}"#,
+        ) else {
+            panic!("not a create reply")
+        };
+        assert_eq!(id, 2);
+        assert!(first.unwrap().observation.ends_with("Goal: craft stick."));
+        let o = outcome(
+            &Op::Reset { id: 2, data_idx: 7 },
+            r#"{"id": 2, "observation": "Crafting commands: ...", "done": false, "reward": 0}"#,
+        );
+        assert_eq!((o.score, o.done), (0.0, false));
+        // No `score` in a TextCraft step: the reward stands in for it.
+        let o = outcome(
+            &Op::Step {
+                id: 2,
+                action: "craft 4 stick using 2 planks".into(),
+            },
+            r#"{"observation": "Crafted 4 minecraft:stick", "reward": 1, "done": true}"#,
+        );
+        assert_eq!((o.reward, o.score, o.done), (1.0, 1.0, true));
+        assert_eq!(
+            decode(
+                Dialect::AgentGym,
+                &Op::Observation { id: 2 },
+                br#""Got 1 oak log""#
+            ),
+            Ok(Reply::Observation("Got 1 oak log".into()))
+        );
+    }
+
+    #[test]
+    fn sciworld_shapes() {
+        let o = outcome(
+            &Op::Reset { id: 0, data_idx: 0 },
+            r#"{"task_name": "boil", "var_num": 0, "task_description": "Your task is to boil water.", "observation": "This room is called the kitchen.", "reward": 0, "score": 0, "deleted": false, "done": false}"#,
+        );
+        assert_eq!(o.observation, "This room is called the kitchen.");
+        let o = outcome(
+            &Op::Step {
+                id: 0,
+                action: "look around".into(),
+            },
+            r#"{"observation": "...", "reward": 8, "score": 16, "done": false}"#,
+        );
+        assert_eq!((o.reward, o.score), (8.0, 16.0));
+    }
 }

@@ -51,9 +51,10 @@ pub enum EnvPoolError {
     #[error("no server is configured for environment {0:?}")]
     UnknownEnv(String),
 
-    /// Every server of this environment is marked down by the health checks.
-    #[error("no server of environment {0:?} is up")]
-    NoServerUp(String),
+    /// Every server of this environment is marked down by the health checks. `reasons` says
+    /// why, per server (`ADDRESS marked down: WHY`, joined by `; `).
+    #[error("no server of environment {env:?} is up: {reasons}")]
+    NoServerUp { env: String, reasons: String },
 
     /// The episode handle is not (or no longer) live in this pool.
     #[error("unknown episode {0} (never created, closed, or ended by a failure)")]

@@ -4,10 +4,14 @@
 //! (a POST written into a socket the server just closed fails in a way that cannot be told apart
 //! from a lost step). Errors are classified by whether the request can have reached the server:
 //! a refused connection provably did not, anything after connecting may have.
+//!
+//! Health probes walk [`dialect::health_paths`]: a path the server does not have (404/405) moves
+//! on to the next, and the one that answered is remembered for later probes.
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use crate::config::Dialect;
-use crate::dialect;
+use crate::dialect::{self, HttpRequest};
 use crate::error::{EnvPoolError, Result};
 use crate::message::{DecodeError, Op, Reply};
 
@@ -15,6 +19,8 @@ pub(crate) struct HttpBackend {
     base: String,
     dialect: Dialect,
     client: reqwest::Client,
+    /// Index into the dialect's health paths of the one this server answers.
+    health_path: AtomicUsize,
 }
 
 impl HttpBackend {
@@ -37,12 +43,43 @@ impl HttpBackend {
             base: address.trim_end_matches('/').to_owned(),
             dialect,
             client,
+            health_path: AtomicUsize::new(0),
         })
     }
 
     /// One request/reply. The caller applies the deadline.
     pub(crate) async fn call(&self, op: &Op) -> Result<Reply> {
+        if *op == Op::Health {
+            return self.health().await;
+        }
         let req = dialect::request(self.dialect, op);
+        let (status, body) = self.send(op, req).await?;
+        self.reply(op, status, &body)
+    }
+
+    /// Probe the health paths from the remembered one on; see the module doc.
+    async fn health(&self) -> Result<Reply> {
+        let paths = dialect::health_paths(self.dialect);
+        let mut i = self
+            .health_path
+            .load(Ordering::Relaxed)
+            .min(paths.len() - 1);
+        loop {
+            let req = HttpRequest {
+                path: paths[i].to_owned(),
+                body: None,
+            };
+            let (status, body) = self.send(&Op::Health, req).await?;
+            if matches!(status, 404 | 405) && i + 1 < paths.len() {
+                i += 1;
+                self.health_path.store(i, Ordering::Relaxed);
+                continue;
+            }
+            return self.reply(&Op::Health, status, &body);
+        }
+    }
+
+    async fn send(&self, op: &Op, req: HttpRequest) -> Result<(u16, Vec<u8>)> {
         let url = format!("{}{}", self.base, req.path);
         let builder = match req.body {
             Some(body) => self
@@ -55,10 +92,15 @@ impl HttpBackend {
         let response = builder.send().await.map_err(|e| self.transport(op, &e))?;
         let status = response.status().as_u16();
         let body = response.bytes().await.map_err(|e| self.transport(op, &e))?;
+        Ok((status, Vec::from(body)))
+    }
+
+    /// The reply (or error) that an HTTP status and body amount to.
+    fn reply(&self, op: &Op, status: u16, body: &[u8]) -> Result<Reply> {
         if status != 200 {
             // A 4xx/5xx from a refusal-as-JSON server still carries the message.
             if let Err(DecodeError::Refused { message, code }) =
-                dialect::decode(self.dialect, op, &body)
+                dialect::decode(self.dialect, op, body)
             {
                 if status < 500 {
                     return Err(EnvPoolError::Refused {
@@ -75,7 +117,7 @@ impl HttpBackend {
                 status,
             });
         }
-        dialect::decode(self.dialect, op, &body).map_err(|e| match e {
+        dialect::decode(self.dialect, op, body).map_err(|e| match e {
             DecodeError::Refused { message, code } => EnvPoolError::Refused {
                 server: self.base.clone(),
                 op: op.name(),

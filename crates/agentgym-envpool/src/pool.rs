@@ -186,7 +186,8 @@ impl EnvPool {
     }
 
     /// End the episode. The handle is released even when the server cannot be reached (its
-    /// idle reaper then frees the episode); a refusal (already closed or reaped) is success.
+    /// idle reaper then frees the episode); a refusal (already closed or reaped) is success, and
+    /// so is a server without a close endpoint (HTTP 404/405).
     pub async fn close(&self, episode: u64) -> Result<()> {
         self.inner.close(episode).await
     }
@@ -305,7 +306,20 @@ impl Inner {
             .filter(|&i| self.servers[i].is_up())
             .collect();
         if up.is_empty() {
-            return Err(EnvPoolError::NoServerUp(env.to_owned()));
+            let reasons: Vec<String> = candidates
+                .iter()
+                .map(|&i| {
+                    let s = &self.servers[i];
+                    let why = s
+                        .down_reason()
+                        .unwrap_or_else(|| "no reason recorded".into());
+                    format!("{} marked down: {why}", s.config.address)
+                })
+                .collect();
+            return Err(EnvPoolError::NoServerUp {
+                env: env.to_owned(),
+                reasons: reasons.join("; "),
+            });
         }
         let start = self.rotation.fetch_add(1, Ordering::Relaxed) % up.len();
         let rotated = up[start..].iter().chain(&up[..start]).copied();
@@ -378,7 +392,13 @@ impl Inner {
             .idempotent(server, &op, self.config.timeouts.close)
             .await
         {
-            Ok(_) | Err(EnvPoolError::Refused { .. }) => Ok(()),
+            // A refusal: already closed or reaped. 404/405: a server without `/close` (older
+            // AgentGym BabyAI servers) has nothing to free.
+            Ok(_)
+            | Err(EnvPoolError::Refused { .. })
+            | Err(EnvPoolError::HttpStatus {
+                status: 404 | 405, ..
+            }) => Ok(()),
             Err(e) => Err(e),
         }
     }

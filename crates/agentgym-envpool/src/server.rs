@@ -32,6 +32,9 @@ pub struct ServerStatus {
     pub generation: u64,
     /// The server's own report from the last successful health check.
     pub reported: Option<Health>,
+    /// Why the server is marked down (the failed health check or refused connection), while it
+    /// is.
+    pub down_reason: Option<String>,
 }
 
 pub(crate) struct Server {
@@ -43,6 +46,7 @@ pub(crate) struct Server {
     pub(crate) live: AtomicUsize,
     generation: AtomicU64,
     last_health: Mutex<Option<Health>>,
+    down_reason: Mutex<Option<String>>,
 }
 
 impl Server {
@@ -68,6 +72,7 @@ impl Server {
             live: AtomicUsize::new(0),
             generation: AtomicU64::new(0),
             last_health: Mutex::new(None),
+            down_reason: Mutex::new(None),
         })
     }
 
@@ -99,11 +104,35 @@ impl Server {
         let result = tokio::time::timeout(deadline, work)
             .await
             .unwrap_or_else(|_| Err(self.timeout(op.name(), deadline)));
-        if self.mark_down && matches!(&result, Err(e) if e.never_sent()) {
+        match &result {
             // Nothing listens there: stop routing new episodes to it until a health check passes.
-            self.up.store(false, Ordering::SeqCst);
+            Err(e) if self.mark_down && e.never_sent() => self.mark_down(e),
+            _ => {}
         }
         result
+    }
+
+    /// Stop routing to the server, remembering why (the error without its address prefix).
+    fn mark_down(&self, why: &EnvPoolError) {
+        let text = why.to_string();
+        let prefix = format!("{}: ", self.config.address);
+        let reason = text.strip_prefix(&prefix).unwrap_or(&text).to_owned();
+        *self
+            .down_reason
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(reason);
+        self.up.store(false, Ordering::SeqCst);
+    }
+
+    /// Why the server is down (`None` while it is up).
+    pub(crate) fn down_reason(&self) -> Option<String> {
+        if self.is_up() {
+            return None;
+        }
+        self.down_reason
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 
     /// Many requests as one ZeroMQ batch message (one permit), within `deadline`.
@@ -145,8 +174,16 @@ impl Server {
                 *last = Some(h);
                 true
             }
-            Ok(_) | Err(_) => {
-                self.up.store(false, Ordering::SeqCst);
+            Ok(other) => {
+                self.mark_down(&EnvPoolError::Malformed {
+                    server: self.config.address.clone(),
+                    op: "health",
+                    detail: format!("reply of another kind: {other:?}"),
+                });
+                false
+            }
+            Err(e) => {
+                self.mark_down(&e);
                 false
             }
         }
@@ -165,6 +202,7 @@ impl Server {
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
                 .clone(),
+            down_reason: self.down_reason(),
         }
     }
 

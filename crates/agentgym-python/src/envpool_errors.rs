@@ -94,7 +94,7 @@ pub(super) fn envpool_error(e: RustError) -> PyErr {
     let msg = e.to_string();
     match e {
         RustError::UnknownEnv(_) => UnknownEnvError::new_err(msg),
-        RustError::NoServerUp(_) => NoServerUpError::new_err(msg),
+        RustError::NoServerUp { .. } => NoServerUpError::new_err(msg),
         RustError::UnknownEpisode(_) => UnknownEpisodeError::new_err(msg),
         RustError::Refused { .. } => EnvRefusedError::new_err(msg),
         RustError::Timeout { .. } => EnvTimeoutError::new_err(msg),
