@@ -85,6 +85,34 @@ def test_max_tokens_turn_gets_whole_closing(chat: ChatTokenizer) -> None:
     )
 
 
+def test_llama2_reply_is_closed_once_and_only_its_gap_is_forgiven() -> None:
+    """Llama 2 renders a reply as `' ' + content.strip() + ' ' + '</s>'`: the glue after the
+    sampled `</s>` is nothing, and the space before it, never sampled, is not drift."""
+    chat = ChatTokenizer.from_dir(TEMPLATES / "llama2")
+    maze = [{"role": "user", "content": "You are in a maze."}]
+
+    def build(reply: str) -> TrajectoryBuilder:
+        b = TrajectoryBuilder(chat, maze)
+        ids = _turn(chat, reply)
+        assert b.add_generated(ids, [0.0] * len(ids), 0)
+        assert b.add_observation({"role": "user", "content": "A wall."})
+        return b
+
+    b = build(" Action: turn left")
+    assert chat.decode(b.ids.tolist()).endswith(
+        "[/INST] Action: turn left</s><s>[INST] A wall. [/INST]"
+    )
+    assert b.check_drift().clean
+    assert not b.finish().drift
+    # `content.strip()` drops the reply's trailing spaces: a real rewrite, still drift.
+    b = build(" Action: turn left  ")
+    report = b.check_drift()
+    assert not report.clean
+    assert "left  </s>" in report.actual and "left </s>" in report.expected
+    assert b.finish().drift
+    assert (chat.checked_count, chat.drift_count) == (2, 1)
+
+
 def test_drift_flag_counter_and_strict_error() -> None:
     chat, golden = load_golden("qwen3_think")
     messages = golden["cases"][0]["messages"]

@@ -1,5 +1,6 @@
 """The builder against transformers' apply_chat_template: committed golden fixtures for the
-ChatML and Llama-3 style templates, and a live comparison with Mistral's tekken tokenizer."""
+ChatML, Llama-3, Llama-2, Mistral and newline-before-eos style templates, their expectations
+recomputed live, and a live comparison with Mistral's tekken tokenizer."""
 
 from __future__ import annotations
 
@@ -11,7 +12,17 @@ import numpy as np
 import pytest
 
 from agentgym_rl.trajectory import ChatTokenizer
-from conftest import load_golden, replay_case
+from conftest import TEMPLATES, load_golden, replay_case
+
+# Fixtures whose expectations come from transformers' rendered text (`expected_from_text`).
+TEXT_FIXTURES = ["llama2", "newline_eos", "mistral"]
+# Built text and transformers' render around the first reply's end: the template's text before
+# `</s>` is never sampled, and the glue is what the template puts after `</s>`, once.
+SNIPPETS = {
+    "llama2": ("turn left</s><s>[INST] You turn left.", "turn left </s><s>[INST] You turn left."),
+    "newline_eos": ("turn left</s>\n\n### User:\nYou", "turn left\n</s>\n\n### User:\nYou"),
+    "mistral": ("turn left</s>[INST]You turn left.", "turn left</s>[INST]You turn left."),
+}
 
 
 def _assert_matches(traj: Any, expected: dict[str, Any], label: str) -> None:
@@ -26,13 +37,55 @@ def _assert_matches(traj: Any, expected: dict[str, Any], label: str) -> None:
     np.testing.assert_array_equal(traj.turn_spans, np.array(spans, np.uint32), label)
 
 
-@pytest.mark.parametrize("name", ["chatml", "llama3"])
+@pytest.mark.parametrize("name", ["chatml", "llama3", *TEXT_FIXTURES])
 def test_golden_fixtures(name: str) -> None:
     chat, golden = load_golden(name)
     for case in golden["cases"]:
         _assert_matches(replay_case(chat, case), case, f"{name}/{case['name']}")
     assert chat.drift_count == 0
     assert chat.checked_count == len(golden["cases"])
+
+
+def _source_cases(golden_lib: ModuleType) -> dict[str, dict[str, Any]]:
+    """The fixture conversations by name, with their `_stop` marks (golden.json drops them)."""
+    cases = [*golden_lib.CASES, golden_lib.TOOLS_CASE, golden_lib.ACTION_CASE]
+    return {c["name"]: c for c in cases}
+
+
+@pytest.mark.parametrize("name", TEXT_FIXTURES)
+def test_text_before_end_token_fixtures_are_transformers(name: str, golden_lib: ModuleType) -> None:
+    """The committed expectations are what transformers gives now, and so is our render: Llama 2
+    writes `' ' + content.strip() + ' ' + eos_token`, the trajectory has `...left</s><s>[INST]`."""
+    transformers = pytest.importorskip("transformers")
+    chat, golden = load_golden(name)
+    hf = transformers.AutoTokenizer.from_pretrained(str(TEMPLATES / name))
+    source = _source_cases(golden_lib)
+    for case in golden["cases"]:
+        live = golden_lib.expected_from_text(
+            hf, source[case["name"]], golden["stop_id"], golden["pre_eos"]
+        )
+        assert live == case, f"{name}/{case['name']}"
+        text = hf.apply_chat_template(case["messages"], tools=case["tools"], tokenize=False)
+        assert chat.render(case["messages"], tools=case["tools"]) == text
+    # The issue-18 case: built (replies verbatim, then what follows `</s>`) against the render.
+    turns = next(c for c in golden["cases"] if c["name"] == "actions_then_observations")
+    built = chat.decode(replay_case(chat, turns).input_ids.tolist())
+    rendered = hf.apply_chat_template(turns["messages"], tokenize=False)
+    built_part, rendered_part = SNIPPETS[name]
+    assert built_part in built and rendered_part in rendered
+
+
+@pytest.mark.parametrize("name", ["chatml", "llama3"])
+def test_text_expectations_agree_with_id_expectations(name: str, golden_lib: ModuleType) -> None:
+    """With nothing before the end token, `expected_from_text` gives the committed ids that
+    `expected_for` sliced out of `apply_chat_template(tokenize=True)`."""
+    transformers = pytest.importorskip("transformers")
+    _, golden = load_golden(name)
+    hf = transformers.AutoTokenizer.from_pretrained(str(TEMPLATES / name))
+    source = _source_cases(golden_lib)
+    for case in golden["cases"]:
+        live = golden_lib.expected_from_text(hf, source[case["name"]], golden["stop_id"], "")
+        assert live == case, f"{name}/{case['name']}"
 
 
 def test_history_rewriting_template_is_drift() -> None:
