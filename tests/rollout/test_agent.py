@@ -191,3 +191,44 @@ def test_env_that_never_starts_is_an_env_failure(chat, free_port: int) -> None:
     [s], _ = run(episodes(f"http://127.0.0.1:{free_port}", engine, chat, [plan("noop", 6, cap=3)]))
     assert (s.status, s.turns, s.turn_cap) == ("env_failure", 0, 3)
     assert not np.any(s.loss_mask) and engine.calls == 0
+
+
+def test_play_says_why_an_episode_failed_in_the_env(spawn_server, chat, free_port: int) -> None:
+    server = spawn_server("noop")
+
+    def policy(prompt: str, rid: str) -> str:
+        if rid.startswith("killed") and turn_of(rid) == 1:
+            server.kill()
+        return "Action: noop"
+
+    async def main() -> list[Any]:
+        pool = _core.EnvPool(
+            [
+                _core.EnvServer("noop", server.http),
+                _core.EnvServer("never", f"http://127.0.0.1:{free_port}"),
+            ],
+            step_timeout_s=5.0,
+            retries=0,
+        )
+        agent = AgentLoop(
+            ScriptedEngine(chat, policy),
+            pool,
+            chat,
+            envs={},
+            max_model_len=4096,
+            max_tokens_per_turn=64,
+        )
+        try:
+            fine = await agent.play(plan("noop", 1, cap=1, rid="fine"))
+            killed = await agent.play(plan("noop", 2, cap=5, rid="killed"))
+            never = await agent.play(plan("never", 3, cap=5, rid="never"))
+        finally:
+            await pool.shutdown()
+        return [fine, killed, never]
+
+    fine, killed, never = run(main())
+    assert (fine.sample.status, fine.failure) == ("turn_cap", None)
+    assert killed.sample.status == "env_failure" and killed.sample.turns == 2
+    assert killed.failure.startswith(f"step: episode 2 on {server.http} ended by an environment")
+    assert never.sample.status == "env_failure" and never.sample.turns == 0
+    assert never.failure.startswith(f"create: http://127.0.0.1:{free_port}: create connection")

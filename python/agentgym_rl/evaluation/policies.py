@@ -23,7 +23,14 @@ import httpx
 
 from agentgym_rl import _core
 from agentgym_rl.evaluation.runner import EpisodeOutcome, EvalError
-from agentgym_rl.rollout.agent import AgentLoop, EnvSpec, EpisodePlan, EpisodeStatus, act
+from agentgym_rl.rollout.agent import (
+    AgentLoop,
+    EnvSpec,
+    EpisodePlan,
+    EpisodeStatus,
+    act,
+    env_failure,
+)
 from agentgym_rl.rollout.dataset import Task
 from agentgym_rl.rollout.episode_log import EpisodeLog
 from agentgym_rl.rollout.prompts import episode_prefix, observation_message
@@ -40,11 +47,14 @@ class AgentPolicy:
 
     async def episode(self, task: Task, *, max_turns: int, request_id: str) -> EpisodeOutcome:
         plan = EpisodePlan(task, self.agent.engine.version, TurnBudget(0, max_turns), request_id)
-        sample = await self.agent.run(plan)
+        played = await self.agent.play(plan)
+        sample = played.sample
         if self.episode_log is not None:
             group = self._groups.setdefault(task.item_id, len(self._groups))
             self.episode_log.record(sample, plan, group)
-        return EpisodeOutcome(float(sample.reward), sample.status, int(sample.turns))
+        return EpisodeOutcome(
+            float(sample.reward), sample.status, int(sample.turns), played.failure
+        )
 
     async def aclose(self) -> None:
         if self.episode_log is not None:
@@ -143,15 +153,17 @@ class ChatApiPolicy:
 
     async def episode(self, task: Task, *, max_turns: int, request_id: str) -> EpisodeOutcome:
         spec = self.envs.get(task.env, EnvSpec())
+        failed = EpisodeStatus.ENV_FAILURE.value
         try:
             created = await self.pool.create(task.env)
-        except _core.EnvPoolError:
-            return EpisodeOutcome(0.0, EpisodeStatus.ENV_FAILURE.value, 0)
+        except _core.EnvPoolError as e:
+            return EpisodeOutcome(0.0, failed, 0, env_failure("create", e))
         try:
-            first = await self.pool.reset(created.episode, task.data_idx)
+            try:
+                first = await self.pool.reset(created.episode, task.data_idx)
+            except _core.EnvPoolError as e:
+                return EpisodeOutcome(0.0, failed, 0, env_failure("reset", e))
             return await self._turns(task, spec, created.episode, first.observation, max_turns)
-        except _core.EnvPoolError:
-            return EpisodeOutcome(0.0, EpisodeStatus.ENV_FAILURE.value, 0)
         finally:
             with contextlib.suppress(_core.EnvPoolError):
                 await self.pool.close(created.episode)
@@ -161,6 +173,7 @@ class ChatApiPolicy:
     ) -> EpisodeOutcome:
         messages = episode_prefix(task.env, observation, spec.action_format, spec.system_prompt)
         score, turn = 0.0, 0
+        failure: str | None = None
         while True:
             text = await self.complete(messages)
             if text is None:
@@ -171,10 +184,10 @@ class ChatApiPolicy:
             acted = await act(self.pool, episode, text, spec.action_format, score)
             score, observation = acted.score, acted.observation
             if acted.ended is not None:
-                status = acted.ended
+                status, failure = acted.ended, acted.failure
                 break
             if turn >= max_turns:
                 status = EpisodeStatus.TURN_CAP
                 break
             messages.append(observation_message(observation))
-        return EpisodeOutcome(float(score), status.value, turn)
+        return EpisodeOutcome(float(score), status.value, turn, failure)

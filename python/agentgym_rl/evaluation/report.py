@@ -9,8 +9,10 @@ Contract: `summarize(records)` takes episode records, each an `EvalRecord` or a 
 
 `avg_pass` is that math, pure. Rows come per (env, category), then one "all" row per env, then
 an overall row when there is more than one env. A task's category is the first one seen for it
-(None is shown as "-"). Nothing here runs episodes: the rollout server's held-out evaluation and
-`agentgym-rl eval` both feed records in.
+(None is shown as "-"). Episodes that ended as env failures (status `env_failure`: the env
+server, not the policy, failed) count as unsolved in the table, and the report says how many and
+why below it (`failure_lines`), so a broken env never reads as a 0% policy. Nothing here runs
+episodes: the rollout server's held-out evaluation and `agentgym-rl eval` both feed records in.
 """
 
 from __future__ import annotations
@@ -24,6 +26,9 @@ from typing import Any
 
 ALL = "all"
 NO_CATEGORY = "-"
+ENV_FAILURE = "env_failure"
+NO_REASON = "(no reason recorded)"
+SHOWN_REASONS = 3
 MARKDOWN_FILE = "eval.md"
 JSON_FILE = "eval.json"
 
@@ -39,6 +44,8 @@ class EvalRecord:
     reward: float
     status: str | None = None
     """How the episode ended (`done`, `turn_cap`, ...), when known."""
+    failure: str | None = None
+    """Why it ended as an env failure (`create: no server of environment ... is up: ...`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,13 +79,20 @@ class EvalReport:
     def to_markdown(self) -> str:
         return to_markdown(self)
 
+    def env_failures(self) -> list[tuple[str, int]]:
+        """The reasons of the episodes that ended as env failures, with counts, commonest
+        first (empty when none did)."""
+        return env_failure_reasons(self.records)
+
     def to_dict(self) -> dict[str, Any]:
         statuses = Counter(r.status for r in self.records if r.status is not None)
+        reasons = self.env_failures()
         return {
             "n": self.n,
             "meta": self.meta,
             "rows": [_row_dict(r) for r in self.rows],
             "statuses": dict(sorted(statuses.items())),
+            "env_failures": {"episodes": sum(c for _, c in reasons), "reasons": dict(reasons)},
             "episodes": [asdict(r) for r in self.records],
         }
 
@@ -90,6 +104,33 @@ class EvalReport:
         md.write_text(self.to_markdown())
         js.write_text(json.dumps(self.to_dict(), indent=1) + "\n")
         return md, js
+
+
+def env_failure_reasons(records: Iterable[EvalRecord]) -> list[tuple[str, int]]:
+    """(reason, count) of the env-failure records, commonest first, then alphabetical."""
+    counts = Counter(r.failure or NO_REASON for r in records if r.status == ENV_FAILURE)
+    return sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+
+
+def failure_lines(
+    reasons: Sequence[tuple[str, int]], total: int, *, markdown: bool = False
+) -> list[str]:
+    """`N of TOTAL episodes failed in the env: REASON` (one reason), or that headline and one
+    `- COUNT × REASON` line per reason (the commonest `SHOWN_REASONS`); empty for none."""
+    failed = sum(c for _, c in reasons)
+    if failed == 0:
+        return []
+    head = f"{failed} of {total} episodes failed in the env"
+    if markdown:
+        head = f"**{head}** (status `env_failure`, counted as unsolved above)"
+    if len(reasons) == 1:
+        return [f"{head}: {reasons[0][0]}"]
+    lines = [f"{head}, for {len(reasons)} reasons:"]
+    lines += [f"- {count} × {reason}" for reason, count in reasons[:SHOWN_REASONS]]
+    if len(reasons) > SHOWN_REASONS:
+        rest = sum(c for _, c in reasons[SHOWN_REASONS:])
+        lines.append(f"- {rest} × {len(reasons) - SHOWN_REASONS} other reasons (eval.json)")
+    return lines
 
 
 def avg_pass(per_task: Sequence[Sequence[bool]]) -> tuple[float, float]:
@@ -166,6 +207,9 @@ def to_markdown(report: EvalReport) -> str:
             f"| {bold}{r.env}{bold} | {bold}{r.category}{bold} | {r.tasks} | "
             f"{100 * r.avg:.1f} | {100 * r.pass_:.1f} | {r.mean_reward:.3f} |"
         )
+    failed = failure_lines(report.env_failures(), len(report.records), markdown=True)
+    if failed:
+        lines += ["", *failed]
     return "\n".join(lines) + "\n"
 
 

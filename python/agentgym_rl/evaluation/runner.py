@@ -5,7 +5,8 @@ most `settings.concurrency` at once), each with a turn cap of `settings.max_turn
 one `EvalRecord` per episode in (task, sample) order. Success is `reward > success_threshold`
 (BabyAI and TextCraft score > 0 only on success). An episode that raises is not retried: it is
 recorded as a failure with status "error" and logged, so one bad task never hides the others;
-an `EvalError` stops the run instead. `on_episode(record)` is called as each episode ends
+an `EvalError` stops the run instead. An episode that ended as an env failure keeps the reason
+its policy gave (`EvalRecord.failure`). `on_episode(record)` is called as each episode ends
 (progress bars). A `Policy` owns how turns are produced (token-in/token-out through the training
 agent loop, or chat text over HTTP).
 """
@@ -36,6 +37,8 @@ class EpisodeOutcome:
     reward: float
     status: str
     turns: int
+    failure: str | None = None
+    """Why the episode ended as an env failure (`rollout.agent.env_failure`); None otherwise."""
 
 
 class Policy(Protocol):
@@ -79,9 +82,10 @@ async def run_episodes(
     async def one(task: Task, k: int) -> EvalRecord:
         async with gate:
             rid = f"{run_id}-{task.item_id}-s{k}"
+            failure: str | None = None
             try:
                 out = await policy.episode(task, max_turns=settings.max_turns, request_id=rid)
-                reward, status = out.reward, out.status
+                reward, status, failure = out.reward, out.status, out.failure
             except (asyncio.CancelledError, EvalError):
                 raise
             except Exception:
@@ -94,6 +98,7 @@ async def run_episodes(
             success=reward > settings.success_threshold,
             reward=reward,
             status=status,
+            failure=failure,
         )
         if on_episode is not None:
             on_episode(rec)

@@ -14,7 +14,9 @@ and returns a `_core.Sample` with reward = the env's last score (see `episode_re
 optional invalid-turn penalty of failed episodes), the status, turns, turn cap, stage, dispatch
 version and the drift flag. An unparseable turn is not sent to the env: the model gets the
 parser's feedback as its next observation and the turn counts as invalid, as does a turn whose
-action the env refused.
+action the env refused. `AgentLoop.play` returns the same sample with, for an env failure, why:
+the pool's error message prefixed by the call that failed (`create: no server of environment
+"babyai" is up: ...`), which evaluation reports.
 The env episode is always closed, also when the coroutine is cancelled.
 """
 
@@ -60,6 +62,20 @@ class EnvSpec:
 
 
 @dataclass(frozen=True, slots=True)
+class Played:
+    """A finished episode's sample and, when it ended as an env failure, why."""
+
+    sample: _core.Sample
+    failure: str | None = None
+    """`<call>: <the pool's error message>` (call: create, reset or step)."""
+
+
+def env_failure(call: str, error: BaseException) -> str:
+    """The reason an env failure is reported with: the failed call and the pool's message."""
+    return f"{call}: {error}"
+
+
+@dataclass(frozen=True, slots=True)
 class EpisodePlan:
     """What the dispatcher decided for one episode: the task and the version it runs under."""
 
@@ -101,16 +117,20 @@ class AgentLoop:
         self.metrics = metrics if metrics is not None else RolloutMetrics()
 
     async def run(self, plan: EpisodePlan) -> _core.Sample:
+        return (await self.play(plan)).sample
+
+    async def play(self, plan: EpisodePlan) -> Played:
+        """`run`, also saying why an episode ended as an env failure."""
         spec = self.envs.get(plan.task.env, EnvSpec())
         try:
             created = await self.pool.create(plan.task.env)
-        except _core.EnvPoolError:
-            return self._failed_start(plan, spec)
+        except _core.EnvPoolError as e:
+            return Played(self._failed_start(plan, spec), env_failure("create", e))
         try:
             try:
                 first = await self.pool.reset(created.episode, plan.task.data_idx)
-            except _core.EnvPoolError:
-                return self._failed_start(plan, spec)
+            except _core.EnvPoolError as e:
+                return Played(self._failed_start(plan, spec), env_failure("reset", e))
             return await self._turns(plan, spec, created.episode, first.observation)
         finally:
             with contextlib.suppress(_core.EnvPoolError):
@@ -118,7 +138,7 @@ class AgentLoop:
 
     async def _turns(
         self, plan: EpisodePlan, spec: EnvSpec, episode: int, first_observation: str
-    ) -> _core.Sample:
+    ) -> Played:
         prefix = episode_prefix(
             plan.task.env, first_observation, spec.action_format, spec.system_prompt
         )
@@ -131,6 +151,7 @@ class AgentLoop:
             prompt_version=plan.dispatch_version,
         )
         score, turn, invalid = 0.0, 0, 0
+        failure: str | None = None
         while True:
             max_tokens = min(self.max_tokens_per_turn, builder.remaining)
             if max_tokens <= 0:
@@ -158,7 +179,7 @@ class AgentLoop:
             invalid += acted.invalid
             score, observation = acted.score, acted.observation
             if acted.ended is not None:
-                status = acted.ended
+                status, failure = acted.ended, acted.failure
                 break
             if turn >= plan.budget.cap:
                 status = EpisodeStatus.TURN_CAP
@@ -167,7 +188,7 @@ class AgentLoop:
                 status = EpisodeStatus.TRUNCATED
                 break
         reward = episode_reward(score, status, turn, invalid, spec.invalid_penalty)
-        return self._sample(plan, builder, reward, status)
+        return Played(self._sample(plan, builder, reward, status), failure)
 
     def _sample(
         self, plan: EpisodePlan, builder: TrajectoryBuilder, reward: float, status: EpisodeStatus
@@ -211,6 +232,8 @@ class Acted:
     """DONE or ENV_FAILURE when the episode is over, else None."""
     invalid: bool = False
     """The turn did nothing: its text had no action, or the env refused the action."""
+    failure: str | None = None
+    """Why the step failed, when `ended` is ENV_FAILURE (see `env_failure`)."""
 
 
 async def act(
@@ -223,8 +246,8 @@ async def act(
         return Acted(parsed.feedback or "", score, False, None, invalid=True)
     try:
         outcome = await pool.step(episode, parsed.action)
-    except _core.EnvPoolError:
-        return Acted("", score, False, EpisodeStatus.ENV_FAILURE)
+    except _core.EnvPoolError as e:
+        return Acted("", score, False, EpisodeStatus.ENV_FAILURE, failure=env_failure("step", e))
     ended = EpisodeStatus.DONE if outcome.done else None
     return Acted(outcome.observation, outcome.score, True, ended, invalid=outcome.invalid)
 
