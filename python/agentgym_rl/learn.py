@@ -46,10 +46,12 @@ def run(args: argparse.Namespace) -> int:
     from agentgym_rl.learner.checkpoint import resume_latest
     from agentgym_rl.learner.trainer import IdleTimeout, Trainer
     from agentgym_rl.wire import GroupReceiver
+    from agentgym_rl.wire.ledger import GroupLedger
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     trainer = Trainer(config)
     if trainer.is_rank0:
+        trainer.intake.ledger = GroupLedger(config.log_dir)
         trainer.receiver = GroupReceiver(config.receive.bind, window=config.receive.window)
         if config.weights is not None:
             from agentgym_rl.weights.publisher import WeightPublisher
@@ -58,6 +60,8 @@ def run(args: argparse.Namespace) -> int:
     if args.resume:
         found = resume_latest(trainer, config.checkpoint.dir)
         logging.getLogger("learn").info("resumed from %s", found or "nothing (fresh start)")
+        if trainer.intake.ledger is not None:
+            trainer.intake.ledger.write({"resumed_from": trainer.step})
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
@@ -67,6 +71,8 @@ def run(args: argparse.Namespace) -> int:
         logging.getLogger("learn").error("%s", exc)
         return 3
     finally:
+        if trainer.intake.ledger is not None:
+            trainer.intake.ledger.close()
         if trainer.receiver is not None:
             trainer.receiver.close()
         if trainer.publisher is not None:

@@ -26,6 +26,7 @@ import numpy as np
 
 from agentgym_rl._core import InconsistentLengthError, SchemaVersionError
 from agentgym_rl.wire import WireGroup, decode_group
+from agentgym_rl.wire.ledger import GroupLedger, group_key
 
 log = logging.getLogger(__name__)
 
@@ -71,10 +72,25 @@ def validate_group(group: WireGroup, vocab_size: int) -> None:
             )
 
 
+def _decode(payload: bytes) -> WireGroup:
+    try:
+        return decode_group(payload)
+    except SchemaVersionError as e:
+        raise GroupRejected("schema_version", str(e)) from None
+    except InconsistentLengthError as e:
+        raise GroupRejected("length_mismatch", str(e)) from None
+    except Exception as e:  # every other codec error (WireFormatError subclasses)
+        raise GroupRejected("wire_format", str(e)) from None
+
+
 class GroupIntake:
     """Decode + validate + staleness filter with counters (one per learner, on rank 0)."""
 
-    def __init__(self, vocab_size: int, max_staleness: int) -> None:
+    def __init__(
+        self, vocab_size: int, max_staleness: int, ledger: GroupLedger | None = None
+    ) -> None:
+        self.ledger = ledger
+        """Where each rejected or stale group's key is recorded (`wire/ledger.py`)."""
         self.vocab_size = vocab_size
         self.max_staleness = max_staleness
         self.received = 0
@@ -87,19 +103,18 @@ class GroupIntake:
 
     def admit(self, payload: bytes, version: int) -> WireGroup | None:
         self.received += 1
+        group: WireGroup | None = None
         try:
-            try:
-                group = decode_group(payload)
-            except SchemaVersionError as e:
-                raise GroupRejected("schema_version", str(e)) from None
-            except InconsistentLengthError as e:
-                raise GroupRejected("length_mismatch", str(e)) from None
-            except Exception as e:  # every other codec error (WireFormatError subclasses)
-                raise GroupRejected("wire_format", str(e)) from None
+            group = _decode(payload)
             validate_group(group, self.vocab_size)
         except GroupRejected as rej:
             self.rejected[rej.reason] += 1
             log.warning("rejected group: %s", rej)
+            # a group that decoded has a key its rollout server's ledger knows
+            key = (
+                f"?#{self.received}" if group is None else group_key(group.task_id, group.group_id)
+            )
+            self._record("rejected", key)
             return None
         oldest = oldest_version(group)
         if oldest is not None and version - oldest > self.max_staleness:
@@ -110,6 +125,7 @@ class GroupIntake:
             log.info(
                 "dropped group %d: oldest token v%d, policy v%d", group.group_id, oldest, version
             )
+            self._record("stale", group_key(group.task_id, group.group_id))
             return None
         self.stale_run, self.stale_newest = 0, None
         return group
@@ -123,6 +139,10 @@ class GroupIntake:
                 f"{self.max_staleness}); a rollout server without the learner's weights?"
             )
         return "no groups arrive from any rollout server"
+
+    def _record(self, bucket: str, key: str) -> None:
+        if self.ledger is not None:
+            self.ledger.write({bucket: key})
 
     @property
     def used(self) -> int:

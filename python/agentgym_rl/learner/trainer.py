@@ -67,6 +67,7 @@ from agentgym_rl.learner.optim import (
 )
 from agentgym_rl.learner.pipeline import from_last_stage, is_last_stage, run_stages
 from agentgym_rl.wire import WireGroup, decode_group
+from agentgym_rl.wire.ledger import group_key
 
 log = logging.getLogger(__name__)
 
@@ -120,6 +121,7 @@ class Trainer:
         )
         self.loss_config = LossConfig(**config.loss.model_dump())
         self.intake = GroupIntake(self.hf_config.vocab_size, config.max_staleness)
+        self._taken: list[str] = []  # keys of the groups taken for the next step (rank 0)
         self.receiver = receiver
         self.publisher = publisher
         self.step = 0
@@ -173,8 +175,10 @@ class Trainer:
             busy = self.publisher is not None and self.publisher.serve(0.05)
             got = self.receiver.recv(0.01 if busy else self.config.receive.poll_s)
             now = time.monotonic()
-            if got is not None and self.intake.admit(got[1], self.version) is not None:
+            group = None if got is None else self.intake.admit(got[1], self.version)
+            if group is not None:
                 out.append(got[1])
+                self._taken.append(group_key(group.task_id, group.group_id))
                 if now - last >= WAIT_NOTE_S:
                     self._note_waiting(0.0, "")
                 last = warned = noted = now
@@ -457,7 +461,14 @@ class Trainer:
                 if self.step > 0 and self._last_saved_step != self.step:  # SIGTERM: keep every step
                     self._save()
                 break
+        if self.intake.ledger is not None:
+            for key in self._taken:  # taken for a step the run ended before
+                self.intake.ledger.write({"unsent": key})
+            self._taken = []
             metrics = self.train_step(groups)
+            if self.intake.ledger is not None:
+                self.intake.ledger.write({"used": self._taken, "step": self.step})
+            self._taken = []
             metrics["sync_s"] = 0.0
             if cfg.weights is not None and self.step % cfg.weights.every_steps == 0:
                 metrics.update(self.publish())

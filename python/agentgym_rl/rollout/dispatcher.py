@@ -14,6 +14,8 @@ Contract:
   `flush_timeout_s`, and `run()` returns a `DispatchSummary`.
 - With a finite `TaskSource` (or `max_groups`), `run()` also returns once everything admitted
   has been sent.
+- With a `GroupLedger`, every complete group is recorded as ready, then sent, dropped as stale
+  or (at exit) unsent (`wire/ledger.py`): the run's group accounting.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -32,6 +35,7 @@ from agentgym_rl.rollout.episode_log import EpisodeLog
 from agentgym_rl.rollout.metrics import RolloutMetrics, StatusSink
 from agentgym_rl.rollout.schedule import TurnSchedule
 from agentgym_rl.rollout.sink import LearnerStream
+from agentgym_rl.wire.ledger import GroupLedger, group_key
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +71,7 @@ class Dispatcher:
         flush_timeout_s: float = 10.0,
         max_groups: int | None = None,
         episode_log: EpisodeLog | None = None,
+        ledger: GroupLedger | None = None,
     ) -> None:
         self.agent, self.buffer, self.source = agent, buffer, source
         self.schedule, self.stream = schedule, stream
@@ -76,6 +81,8 @@ class Dispatcher:
         self.poll_s, self.drain_timeout_s = poll_s, drain_timeout_s
         self.flush_timeout_s, self.max_groups = flush_timeout_s, max_groups
         self.episode_log = episode_log  # finished episodes, for `agentgym-rl show`
+        self.ledger = ledger
+        self._queued: deque[tuple[int, str]] = deque()  # the buffer's ready queue, as keys
         self.groups: dict[int, list[asyncio.Task[None]]] = {}
         self.admitted = 0
         self._next_task: Task | None = None
@@ -142,10 +149,18 @@ class Dispatcher:
         if self.episode_log is not None:
             self.episode_log.record(sample, plan, group_id)
         if group_id in self.groups:
-            if self.buffer.add_sample(group_id, sample) != "pending":
+            outcome = self.buffer.add_sample(group_id, sample)
+            if outcome != "pending":
                 del self.groups[group_id]
                 self._more.set()
+            if outcome == "ready":
+                self._queued.append((group_id, group_key(plan.task.item_id, group_id)))
+                self._record("ready", self._queued[-1][1])
         self._wake.set()
+
+    def _record(self, event: str, key: str) -> None:
+        if self.ledger is not None and key:
+            self.ledger.write({event: key})
 
     def _abort_group(self, group_id: int, exclude: asyncio.Task[None] | None = None) -> None:
         tasks = self.groups.pop(group_id, None)
@@ -163,16 +178,22 @@ class Dispatcher:
     async def _send_ready(self, deadline: float | None = None) -> bool:
         """Send ready groups until none is left; False if the learner stopped taking them."""
         while (group := self.buffer.pop_ready()) is not None:
+            while self._queued and self._queued[0][0] != group.group_id:
+                self._record("stale", self._queued.popleft()[1])  # the buffer dropped it
+            queued = self._queued.popleft() if self._queued else (group.group_id, "")
             payload = _core.encode_group(group)
             try:
                 await asyncio.to_thread(self.stream.send, payload)
             except _core.TransportTimeout:
                 self.buffer.requeue_front(group)
+                self._queued.appendleft(queued)
                 self.metrics.send_timeouts += 1
                 return False
             except BaseException:
                 self.buffer.requeue_front(group)  # a fatal transport error keeps the group too
+                self._queued.appendleft(queued)
                 raise
+            self._record("sent", queued[1])
             self.metrics.record_sent(group, self.buffer.version)
             if deadline is not None and time.monotonic() > deadline:
                 return self.buffer.counters()["ready"] == 0
@@ -217,6 +238,8 @@ class Dispatcher:
         await self._flush()
         self._report()
         c = self.buffer.counters()
+        for _, key in self._queued:
+            self._record("unsent", key)
         return DispatchSummary(
             groups_sent=self.metrics.groups_sent,
             episodes=self.metrics.episodes,

@@ -3,7 +3,9 @@
 Contract: `run_service(config, engine, sync=...)` builds the env pool, chat tokenizer, task
 source, turn schedule, trajectory buffer, learner stream, metrics and either the asynchronous
 `Dispatcher` or the reference `SyncLoop`, installs SIGTERM/SIGINT handlers that wind it down
-cleanly, runs it, writes the dataset cursor to `<log_dir>/cursor.json` and returns the summary.
+cleanly, runs it, writes the dataset cursor to `<log_dir>/cursor.json` (the group ledger goes
+to `<log_dir>/groups.jsonl`, `wire/ledger.py`) and returns the summary. With a learner to take
+weights from, nothing is generated before this server holds the learner's version.
 Any object satisfying `Engine` works (tests use a scripted one); `serve()` starts vLLM first.
 
 When `config.weights_endpoint` is set, a `WeightSubscriber` runs as a task on the same event
@@ -43,6 +45,7 @@ from agentgym_rl.rollout.sink import LearnerStream
 from agentgym_rl.rollout.sync_loop import SyncLoop
 from agentgym_rl.rollout.types import Engine
 from agentgym_rl.trajectory import ChatTokenizer
+from agentgym_rl.wire.ledger import GroupLedger
 
 log = logging.getLogger(__name__)
 CURSOR_FILE = "cursor.json"
@@ -104,6 +107,7 @@ async def run_service(
         timeout_s=config.learner.send_timeout_s,
     )
     pool: _core.EnvPool | None = None
+    ledger: GroupLedger | None = None
     runner: Dispatcher | SyncLoop
     held_out: HeldOutEval | None = None
     # weight updates wait while this is held; the evaluation holds it only with `hold_weights`
@@ -131,6 +135,7 @@ async def run_service(
         )
     else:
         pool = env_pool(config)
+        ledger = GroupLedger(config.log_dir)
         b = config.buffer
         buffer = _core.TrajectoryBuffer(
             group_size=config.dataset.group_size,
@@ -165,6 +170,7 @@ async def run_service(
             status=status,
             status_interval_s=config.status_interval_s,
             max_groups=max_groups,
+            ledger=ledger,
             episode_log=EpisodeLog.in_dir(
                 config.log_dir,
                 config.episode_log_every,
@@ -232,6 +238,8 @@ async def run_service(
         if pool is not None:
             await pool.shutdown()
         _close_stream(stream)
+        if ledger is not None:
+            ledger.close()
         status.close()
         save_cursor(config.log_dir, source.cursor)
     log.info("rollouts finished: %s", summary)

@@ -1,10 +1,10 @@
 """The live view of a run: what the children's JSONL files say, shown as one progress bar.
 
-Contract: `RunWatcher(run_dir)` tails `learn/metrics.jsonl`, `rollout-*/metrics.jsonl` and
-`rollout-*/eval.jsonl` (complete lines only, from where it last stopped) and keeps the latest
-state in a `RunState`. Each time the learner's step changes it appends `{"time", "step"}` to
-`run_dir/timeline.jsonl`, which lets the plots place rollout records (timed, not versioned) on
-the learner-step axis. `ProgressView` draws the state as a rich progress bar on a terminal and
+Contract: `RunWatcher(run_dir)` tails `learn/metrics.jsonl`, `learn/waiting.jsonl` (why the
+learner waits, when it does), `rollout-*/metrics.jsonl` and `rollout-*/eval.jsonl` (complete
+lines only, from where it last stopped) and keeps the latest state in a `RunState`. Each time
+the learner's step changes it appends `{"time", "step"}` to `run_dir/timeline.jsonl`, which
+lets the plots place rollout records (timed, not versioned) on the learner-step axis. `ProgressView` draws the state as a rich progress bar on a terminal and
 as a plain line per learner step (at most every few seconds) otherwise.
 """
 
@@ -66,6 +66,8 @@ class RunState:
     eval: dict[str, Any] | None = None
     """Latest held-out eval record (highest version)."""
     note: str = ""
+    waiting: str = ""
+    """Why the learner waits for groups, while it has waited long enough to say so."""
 
     def _mean(self, key: str) -> float | None:
         values = [r[key] for r in self.rollout.values() if isinstance(r.get(key), int | float)]
@@ -97,6 +99,8 @@ class RunState:
             parts.append(f"staleness {staleness:.2f}")
         if self.eval is not None and isinstance(self.eval.get("success"), int | float):
             parts.append(f"eval@v{self.eval.get('version')} {self.eval['success']:.2f}")
+        if self.waiting:
+            parts.append(self.waiting)
         if self.note:
             parts.append(self.note)
         return "  ".join(parts)
@@ -109,6 +113,7 @@ class RunWatcher:
         self.run_dir = run_dir
         self.state = RunState(max_steps=max_steps)
         self._learn = JsonlTail(run_dir / "learn" / "metrics.jsonl")
+        self._waiting = JsonlTail(run_dir / "learn" / "waiting.jsonl")
         self._tails: dict[Path, JsonlTail] = {}
 
     def _tail(self, path: Path) -> JsonlTail:
@@ -126,6 +131,10 @@ class RunWatcher:
                     f.write(json.dumps({"time": time.time(), "step": step}) + "\n")
             if isinstance(record.get("tokens_per_s"), int | float):
                 state.learner_tokens_per_s = float(record["tokens_per_s"])
+            state.waiting = ""
+        for record in self._waiting.read():
+            seconds, reason = record.get("waiting_s") or 0, record.get("reason") or ""
+            state.waiting = f"learner waiting {seconds:.0f}s: {reason}" if reason else ""
         for server in sorted(self.run_dir.glob("rollout-*")):
             for record in self._tail(server / "metrics.jsonl").read():
                 state.rollout[server.name] = record
@@ -144,6 +153,7 @@ class ProgressView:
         self._progress: Progress | None = None
         self._task = TaskID(0)
         self._last_step = -1
+        self._last_waiting = ""
         self._last_print = 0.0
         if self.console.is_terminal:
             self._progress = Progress(
@@ -164,8 +174,10 @@ class ProgressView:
             self._progress.update(self._task, completed=state.step, info=info)
             return
         now = time.monotonic()
-        if state.step != self._last_step and now - self._last_print >= 5.0:
+        changed = state.step != self._last_step or state.waiting != self._last_waiting
+        if changed and now - self._last_print >= 5.0:
             self._last_step, self._last_print = state.step, now
+            self._last_waiting = state.waiting
             self.console.print(f"train step {state.step}/{state.max_steps}  {info}")
 
     def message(self, text: str) -> None:

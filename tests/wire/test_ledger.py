@@ -1,0 +1,66 @@
+"""The group ledger's accounting: every group a rollout server made lands in one bucket, and
+steps lost with a killed learner do not count as used."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from agentgym_rl.wire.ledger import GroupLedger, account
+
+
+def _write(path: Path, records: list[dict[str, object]]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as f:
+        for r in records:
+            f.write(json.dumps(r) + "\n")
+
+
+def test_a_clean_run_balances_with_nothing_lost(tmp_path: Path) -> None:
+    ledger = GroupLedger(tmp_path / "rollout-0")
+    for key in "abcde":
+        ledger.write({"ready": key})
+    ledger.write({"stale": "a"})  # the rollout buffer's own staleness check
+    for key in "bcd":
+        ledger.write({"sent": key})
+    ledger.write({"unsent": "e"})
+    ledger.close()
+    learner = GroupLedger(tmp_path / "learn")
+    learner.write({"rejected": "b"})
+    learner.write({"used": ["c"], "step": 1})
+    learner.write({"unsent": "d"})  # taken for a step the run ended before
+    learner.close()
+    acc = account(tmp_path)
+    assert (acc.made, acc.used, acc.stale, acc.rejected, acc.unsent, acc.lost) == (5, 1, 1, 1, 2, 0)
+    assert acc.balanced and not acc.killed["rollout"] and not acc.killed["learner"]
+    assert acc.line() == "5 groups made = 1 used + 1 stale + 1 rejected + 2 unsent + 0 lost"
+
+
+def test_kills_and_a_resume_are_accounted(tmp_path: Path) -> None:
+    rollout = tmp_path / "rollout-0" / "groups.jsonl"
+    learn = tmp_path / "learn" / "groups.jsonl"
+    # rollout process 1: killed with g3 still queued; process 2 exits cleanly
+    _write(rollout, [{"event": "start"}, *({"ready": k} for k in ("g1", "g2", "g3"))])
+    _write(rollout, [{"event": "start"}, *({"ready": k} for k in ("h1", "h2", "h3", "h4"))])
+    _write(rollout, [{"event": "exit"}])
+    # learner 1: steps 1-3, killed after its step-2 checkpoint; learner 2 resumes from 2
+    _write(learn, [{"event": "start"}, {"used": ["g1"], "step": 1}, {"used": ["g2"], "step": 2}])
+    _write(learn, [{"used": ["h1"], "step": 3}])
+    _write(learn, [{"event": "start"}, {"resumed_from": 2}, {"used": ["h2"], "step": 3}])
+    _write(learn, [{"used": ["h3"], "step": 4}, {"event": "exit"}])
+    acc = account(tmp_path)
+    assert acc.killed == {"rollout": 1, "learner": 1}
+    assert (acc.made, acc.used, acc.lost) == (7, 4, 3) and acc.balanced
+    # g3 went down with the rollout server; h1's step was lost with the learner; h4 was in
+    # flight in a run where a learner was killed
+    assert acc.lost_with == {"rollout killed": 1, "learner killed": 2}
+    assert acc.trained_twice == []
+
+
+def test_a_group_in_two_surviving_steps_is_reported(tmp_path: Path) -> None:
+    _write(tmp_path / "rollout-0" / "groups.jsonl", [{"ready": "x"}, {"event": "exit"}])
+    _write(
+        tmp_path / "learn" / "groups.jsonl",
+        [{"used": ["x"], "step": 1}, {"used": ["x"], "step": 2}, {"event": "exit"}],
+    )
+    assert account(tmp_path).trained_twice == ["x"]
