@@ -1,7 +1,8 @@
 """`agentgym-rl eval`: Avg@n / Pass@n of a local checkpoint or an OpenAI-compatible endpoint.
 
 Only argparse runs at parse time; `agentgym_rl.evaluation.job.evaluate` does the work (start
-vLLM under this module's `__main__`-guarded entry point). Exit codes: 0 done, 2 bad input.
+vLLM under this module's `__main__`-guarded entry point). Exit codes: 0 done, 1 vLLM did not
+start (one line naming the model and the cause; `--verbose` adds the traceback), 2 bad input.
 """
 
 from __future__ import annotations
@@ -41,12 +42,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-turns", type=int, default=20, help="turn cap (default 20)")
     parser.add_argument("--limit", type=int, help="only the first N tasks of the split")
     parser.add_argument("--out", type=Path, help="write eval.md, eval.json (and episodes) here")
-    parser.add_argument("--max-model-len", type=int, default=4096, help="default 4096")
+    parser.add_argument(
+        "--max-model-len",
+        type=int,
+        metavar="N",
+        help="context length in tokens (default: the model's own, max_position_embeddings in "
+        "its config.json; a larger value is refused)",
+    )
     parser.add_argument("--max-tokens-per-turn", type=int, default=512, help="default 512")
     parser.add_argument("--concurrency", type=int, default=32, help="episodes at once")
     parser.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16"])
     parser.add_argument("--seed", type=int, default=0, help="vLLM sampling seed")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.add_argument(
+        "--verbose", action="store_true", help="debug logging; tracebacks of start-up errors"
+    )
     parser.add_argument(
         "--system-prompt", help="system prompt (default: the env's; give the one trained with)"
     )
@@ -74,10 +84,16 @@ def parse_addresses(items: list[str]) -> dict[str, list[str]]:
 
 def run(args: argparse.Namespace) -> int:
     import asyncio
+    import logging
     import sys
+    import traceback
 
     from agentgym_rl.evaluation.job import EvalOptions, evaluate
     from agentgym_rl.evaluation.runner import EvalError
+    from agentgym_rl.rollout.engine import EngineStartError
+
+    if args.verbose:
+        logging.basicConfig(level=logging.DEBUG, format="%(asctime)s %(name)s %(message)s")
 
     try:
         options = EvalOptions(
@@ -110,6 +126,11 @@ def run(args: argparse.Namespace) -> int:
     except EvalError as e:
         print(f"eval: {e}", file=sys.stderr)
         return 2
+    except EngineStartError as e:
+        if args.verbose:
+            traceback.print_exception(e)
+        print(f"eval: {e}", file=sys.stderr)
+        return 1
     print(report.to_markdown(), end="")
     if args.out is not None:
         print(f"wrote {args.out / 'eval.md'} and {args.out / 'eval.json'}")

@@ -1,7 +1,8 @@
 """`agentgym-rl serve-rollouts`: one rollout process (vLLM engine, env pool, dispatcher, stream).
 
 Only argparse runs at parse time; pydantic loads the config, then the heavy stack is imported.
-Exit codes: 0 done, 2 bad config.
+Exit codes: 0 done, 1 vLLM did not start (one line naming the model and the cause; the traceback
+is logged at debug level), 2 bad config (including a context longer than the model's).
 """
 
 from __future__ import annotations
@@ -29,18 +30,29 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    import sys
+
     from agentgym_rl.config import load_rollout_config
-    from agentgym_rl.config.startup import load_checked
+    from agentgym_rl.config.startup import context_misfit, load_checked
 
     config = load_checked("serve-rollouts", load_rollout_config, args.config, args.overrides)
     if config is None:
+        return 2
+    misfit = context_misfit(config.model, config.engine.max_model_len, "engine.max_model_len")
+    if misfit:
+        print(f"serve-rollouts: {misfit}", file=sys.stderr)
         return 2
     import logging
 
     import uvloop
 
+    from agentgym_rl.rollout.engine import EngineStartError
     from agentgym_rl.rollout.service import serve
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-    uvloop.run(serve(config, sync=args.sync))
+    try:
+        uvloop.run(serve(config, sync=args.sync))
+    except EngineStartError as e:
+        print(f"serve-rollouts: {e}", file=sys.stderr)
+        return 1
     return 0

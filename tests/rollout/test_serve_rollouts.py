@@ -55,3 +55,25 @@ def test_missing_model_is_one_clear_message(tmp_path: Path) -> None:
     assert "tokenizer.json" in (missing_model(tmp_path) or "")
     (tmp_path / "tokenizer.json").write_text("{}")
     assert missing_model(tmp_path) is None
+
+
+def test_context_longer_than_the_model_is_one_line_before_any_engine(tmp_path: Path) -> None:
+    (tmp_path / "config.json").write_text('{"max_position_embeddings": 2048}')
+    (tmp_path / "tokenizer.json").write_text("{}")
+    cmd = [sys.executable, "-m", "agentgym_rl.cli", "serve-rollouts", "--config", str(TINY)]
+    cmd += [f"model={tmp_path}", "engine.max_model_len=4096"]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2, out.stderr[-3000:]
+    assert out.stderr.splitlines() == [
+        "serve-rollouts: engine.max_model_len (4096) is larger than the model's context of 2048 "
+        f"tokens (max_position_embeddings in {tmp_path / 'config.json'}); give "
+        "engine.max_model_len <= 2048"
+    ]
+
+
+def test_shipped_tiny_config_fits_the_tiny_model(tmp_path: Path) -> None:
+    from agentgym_rl.config import load_rollout_config
+    from agentgym_rl.config.startup import context_misfit
+
+    (tmp_path / "config.json").write_text('{"max_position_embeddings": 2048}')  # create_tiny_model
+    assert context_misfit(tmp_path, load_rollout_config(TINY, []).engine.max_model_len, "x") is None

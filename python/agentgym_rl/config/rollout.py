@@ -49,7 +49,8 @@ class EngineConfig(ConfigModel):
     top_p: float = Field(default=1.0, gt=0.0, le=1.0)
     """Nucleus sampling mass."""
     max_model_len: int = Field(default=8192, ge=64)
-    """Context length of one episode (prompt, every turn and every observation)."""
+    """Context length of one episode (prompt, every turn and every observation). At most the
+    model's `max_position_embeddings`: serve-rollouts refuses a larger value at start-up."""
     max_tokens_per_turn: int = Field(default=512, ge=1)
     """Most tokens one assistant turn may generate."""
     seed: int = Field(default=0, ge=0)

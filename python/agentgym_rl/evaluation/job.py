@@ -22,6 +22,7 @@ from typing import Any
 
 from agentgym_rl import _core
 from agentgym_rl.config import ActionFormat
+from agentgym_rl.config.startup import context_misfit, model_positions
 from agentgym_rl.evaluation.report import EvalRecord, EvalReport, summarize
 from agentgym_rl.evaluation.runner import EvalError, EvalSettings, Policy, run_episodes
 from agentgym_rl.evaluation.servers import LocalEnvServers
@@ -52,7 +53,8 @@ class EvalOptions:
     max_turns: int = 20
     limit: int | None = None
     out: Path | None = None
-    max_model_len: int = 4096
+    max_model_len: int | None = None
+    """Context length of the local engine; None: the model's own (`max_position_embeddings`)."""
     max_tokens_per_turn: int = 512
     concurrency: int = 32
     dtype: str = "auto"
@@ -83,10 +85,16 @@ class EvalOptions:
             raise EvalError(f"--concurrency must be >= 1 (got {self.concurrency})")
         if self.limit is not None and self.limit < 1:
             raise EvalError(f"--limit must be >= 1 (got {self.limit})")
-        if self.max_tokens_per_turn >= self.max_model_len:
+        context = self.max_model_len
+        if self.model is not None:
+            misfit = context_misfit(self.model, self.max_model_len, "--max-model-len")
+            if misfit:
+                raise EvalError(f"{misfit}, or leave it out (the model's own is the default)")
+            context = context or model_positions(self.model)
+        if context is not None and self.max_tokens_per_turn >= context:
             raise EvalError(
                 f"--max-tokens-per-turn ({self.max_tokens_per_turn}) must be below "
-                f"--max-model-len ({self.max_model_len})"
+                f"the context length ({context}, --max-model-len)"
             )
 
     def tasks(self) -> list[Task]:
@@ -228,8 +236,9 @@ def _agent_policy(
     from agentgym_rl.trajectory import ChatTokenizer
 
     model_dir = Path(getattr(engine, "model_dir", options.model or ""))
-    engine_options = getattr(engine, "options", None)  # an engine's context may be shorter
-    max_len = min(options.max_model_len, getattr(engine_options, "max_model_len", 1 << 30))
+    # An engine's context may be shorter; one that does not say leaves the limit to itself.
+    engine_len = getattr(getattr(engine, "options", None), "max_model_len", None)
+    max_len = min((n for n in (options.max_model_len, engine_len) if n), default=1 << 30)
     agent = AgentLoop(
         engine,
         pool,
