@@ -6,7 +6,15 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from agentgym_rl import eval_cli, init_cli, plot_cli, serve_rollouts, show_cli, train_cli
+from agentgym_rl import (
+    chaos_cli,
+    eval_cli,
+    init_cli,
+    plot_cli,
+    serve_rollouts,
+    show_cli,
+    train_cli,
+)
 from agentgym_rl import learn as learn_cli
 from agentgym_rl.bench_runner import BENCHES
 from agentgym_rl.env_cli import add_env_subcommands
@@ -84,6 +92,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     train_cli.add_arguments(train)
     train.set_defaults(func=train_cli.run)
+
+    chaos = sub.add_parser(
+        "chaos",
+        help="a train run with env servers, rollout servers or the learner killed on purpose",
+        description="Runs `train --config FILE`, SIGKILLs the chosen children when the learner "
+        "reaches the chosen steps (env and rollout servers are restarted by the supervisor, a "
+        "killed learner is continued with `train --resume`), and prints for each fault the "
+        "seconds until the learner stepped again and the steps lost, then where every group "
+        "went. Exit 0 when every fault was recovered from and the group accounting balances.",
+    )
+    chaos_cli.add_arguments(chaos)
+    chaos.set_defaults(func=chaos_cli.run)
 
     plot = sub.add_parser(
         "plot",

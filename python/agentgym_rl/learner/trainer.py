@@ -461,10 +461,6 @@ class Trainer:
                 if self.step > 0 and self._last_saved_step != self.step:  # SIGTERM: keep every step
                     self._save()
                 break
-        if self.intake.ledger is not None:
-            for key in self._taken:  # taken for a step the run ended before
-                self.intake.ledger.write({"unsent": key})
-            self._taken = []
             metrics = self.train_step(groups)
             if self.intake.ledger is not None:
                 self.intake.ledger.write({"used": self._taken, "step": self.step})
@@ -475,6 +471,10 @@ class Trainer:
             self.log_metrics(metrics)
             if self.step % cfg.checkpoint.every_steps == 0 or self.step == cfg.max_steps:
                 self._save()
+        if self.intake.ledger is not None:
+            for key in self._taken:  # taken for a step the run ended before
+                self.intake.ledger.write({"unsent": key})
+            self._taken = []
         return self.step
 
     def close(self, *, keep_process_group: bool = False) -> None:

@@ -4,17 +4,21 @@ Contract: `summarize(run)` returns the figures of one run: learner steps, wall t
 `train` invocations), base held-out success (the lowest evaluated version, normally 0) and final
 held-out success (the highest), their difference in points, the last training success rate,
 episodes and generated tokens over all rollout servers, rollout generated tokens/s (over wall
-time) and the learner's mean tokens/s. A figure the run has no data for is None.
+time), the learner's mean tokens/s and the group accounting of the ledgers (`wire/ledger.py`:
+where every group went, processes killed, groups trained twice). A figure the run has no data
+for is None.
 `write_summary(run, plots)` writes both files into the run directory and returns their paths.
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from agentgym_rl.report.records import RunRecords, number
+from agentgym_rl.wire.ledger import account
 
 
 def summarize(run: RunRecords) -> dict[str, Any]:
@@ -31,6 +35,7 @@ def summarize(run: RunRecords) -> dict[str, Any]:
         if records and (v := number(records[-1], "success_rate")) is not None
     ]
     outcome = run.runs[-1].get("outcome") if run.runs else None
+    acc = account(run.run_dir)
     return {
         "run_dir": str(run.run_dir),
         "outcome": outcome,
@@ -45,6 +50,9 @@ def summarize(run: RunRecords) -> dict[str, Any]:
         "rollout_tokens_per_s": tokens / wall if wall else None,
         "learner_tokens_per_s": (
             sum(learner_rates) / len(learner_rates) if learner_rates else None
+        ),
+        "groups": (
+            None if not acc.made else {**asdict(acc), "balanced": acc.balanced, "line": acc.line()}
         ),
     }
 
@@ -66,6 +74,7 @@ def _markdown(s: dict[str, Any], plots: list[Path], run_dir: Path) -> str:
         ("episodes", _fmt(s["episodes"], ".0f")),
         ("rollout generated tokens/s", _fmt(s["rollout_tokens_per_s"], ".1f")),
         ("learner tokens/s", _fmt(s["learner_tokens_per_s"], ".1f")),
+        ("groups", "n/a" if s["groups"] is None else s["groups"]["line"]),
     ]
     lines = [f"# Run summary: {run_dir.resolve().name}", "", "| | |", "|---|---|"]
     lines += [f"| {k} | {v} |" for k, v in rows]

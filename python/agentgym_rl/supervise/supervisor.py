@@ -17,7 +17,9 @@ Shutdown is always the same order: rollout servers (SIGTERM: they stop admission
 then the learner (SIGTERM: it stops after the step in hand), then env servers; a child still
 running after `stop_grace_s` is SIGKILLed with its whole process group, so nothing outlives the
 run. A second Ctrl-C skips the grace period. Each invocation appends `{"start", "end",
-"outcome", "exit_code", "resume"}` to `run_dir/run.jsonl` (summaries add up wall time).
+"outcome", "exit_code", "resume"}` to `run_dir/run.jsonl` (summaries add up wall time), and
+every child start and exit seen goes to `run_dir/children.jsonl` (`{"time", "child", "event":
+"start" | "exit", "pid", "code"}`: which process was which, for operators and the chaos runner).
 """
 
 from __future__ import annotations
@@ -122,26 +124,36 @@ class Supervisor:
     def _start(self) -> None:
         if self.init is not None:
             self.view.message(f"train: creating the model ({self.init.spec.shell})")
-            self.init.start()
+            self._launch(self.init)
             init = self.init
             self._wait_until(init, lambda: init.poll() == 0, "init-model")
         for child in self.envs:
-            child.start()
+            self._launch(child)
         for child in self.envs:
             port = child.spec.health_port
             if port is not None:
                 self._wait_until(child, partial(_health_ok, port), f"/health on port {port}")
         self.view.message(f"train: {len(self.envs)} env server(s) ready")
-        self.learn.start()
+        self._launch(self.learn)
         ports = self.learn.spec.listen_ports
         self._wait_until(self.learn, lambda: all(_listening(p) for p in ports), f"ports {ports}")
         self.view.message("train: learner ready")
         for child in self.rollouts:
-            child.start()
+            self._launch(child)
         self.view.message(f"train: {len(self.rollouts)} rollout server(s) started")
+
+    def _launch(self, child: Child) -> None:
+        child.start()
+        self._note(child, "start", code=None)
+
+    def _note(self, child: Child, event: str, code: int | None) -> None:
+        record = {"time": time.time(), "child": child.name, "event": event, "pid": child.pid}
+        with (self.plan.run_dir / "children.jsonl").open("a") as f:
+            f.write(json.dumps({**record, "code": code}) + "\n")
 
     # --- following the run -------------------------------------------------------------------
     def _restart_or_stop(self, child: Child, code: int) -> None:
+        self._note(child, "exit", code)
         limit = self.plan.train.restart.max_restarts
         if child.restarts >= limit:
             raise self._crashed(child, code)
@@ -150,7 +162,7 @@ class Supervisor:
         self.view.message(
             f"train: {child.name} exited with code {code}; restart {child.restarts}/{limit}"
         )
-        child.start()
+        self._launch(child)
 
     def _monitor(self) -> str:
         ended: set[str] = set()
@@ -158,6 +170,7 @@ class Supervisor:
             self.view.update(self.watcher.poll())
             code = self.learn.poll()
             if code is not None:
+                self._note(self.learn, "exit", code)
                 self.view.update(self.watcher.poll())
                 if code != 0:
                     raise self._crashed(self.learn, code)

@@ -1,0 +1,40 @@
+"""`agentgym-rl chaos`: a `train` run with processes killed on purpose, and what it cost."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--config", required=True, metavar="FILE", help="train YAML (a new run_dir each time)"
+    )
+    parser.add_argument(
+        "--fault",
+        action="append",
+        required=True,
+        metavar="ROLE@STEP",
+        help="SIGKILL the first env server (env), rollout server (rollout) or the learner "
+        "(learner) once the learner has logged STEP; repeatable, e.g. --fault env@5 "
+        "--fault rollout@10 --fault learner@15",
+    )
+    parser.add_argument(
+        "--max-resumes", type=int, default=2, help="`train --resume` at most this many times"
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    from agentgym_rl.supervise.chaos import Fault, run_chaos, table
+
+    try:
+        faults = [Fault.parse(f) for f in args.fault]
+    except ValueError as e:
+        print(f"chaos: {e}", file=sys.stderr)
+        return 2
+    result = run_chaos(Path(args.config), faults, max_resumes=args.max_resumes)
+    print(table(result))
+    recovered = all(r.recovered_s is not None for r in result.faults)
+    done = len(result.faults) == len(faults) and recovered and result.accounting.balanced
+    return 0 if done and not result.accounting.trained_twice else 1

@@ -1,0 +1,198 @@
+"""Fault injection on a real `train` run: SIGKILL chosen children at chosen steps, then resume.
+
+Contract: `run_chaos(config, faults, ...)` starts `agentgym-rl train --config CONFIG` (its own
+process, exactly as a user runs it) and follows `learn/metrics.jsonl`. When the learner reaches
+a fault's step it SIGKILLs that child's process group (the pid comes from
+`run_dir/children.jsonl`): an env server or a rollout server is restarted by the supervisor
+(`restart.max_restarts` must allow it); a killed learner ends the run, and `agentgym-rl train
+--resume RUN_DIR` continues it. This repeats until the learner's last step. It returns one
+`FaultReport` per fault (the step it hit, the seconds until the learner took its next step, and
+the steps lost: those after the last checkpoint, for a learner) and the run's group accounting
+(`wire/ledger.py`). `agentgym-rl chaos` prints both.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agentgym_rl.wire.ledger import Accounting, account
+
+ROLES = ("env", "rollout", "learner")
+
+
+@dataclass(frozen=True)
+class Fault:
+    role: str
+    """"env" (the first env server), "rollout" (the first rollout server) or "learner"."""
+    step: int
+    """Kill once the learner has logged this step."""
+
+    @classmethod
+    def parse(cls, text: str) -> Fault:
+        role, _, step = text.partition("@")
+        if role not in ROLES or not step.isdigit():
+            raise ValueError(f"fault {text!r}: expected ROLE@STEP with ROLE one of {ROLES}")
+        return cls(role, int(step))
+
+
+@dataclass
+class FaultReport:
+    fault: Fault
+    killed_pid: int
+    at_step: int
+    killed_at: float
+    """Wall-clock time of the kill."""
+    recovered_s: float | None = None
+    """Seconds from the kill to the learner's next new step (None: never)."""
+    steps_lost: int = 0
+
+
+@dataclass
+class ChaosResult:
+    faults: list[FaultReport]
+    final_step: int
+    exit_codes: list[int]
+    """`train`'s exit code, first run then each `--resume`."""
+    accounting: Accounting
+    wall_s: float
+    log: list[str] = field(default_factory=list)
+
+
+def _jsonl(path: Path) -> list[dict[str, Any]]:
+    try:
+        lines = path.read_text().splitlines()
+    except OSError:
+        return []
+    out = []
+    for line in lines:
+        try:
+            out.append(json.loads(line))
+        except ValueError:
+            continue
+    return out
+
+
+def _learner_steps(run_dir: Path) -> list[tuple[float, int]]:
+    return [(r["time"], r["step"]) for r in _jsonl(run_dir / "learn" / "metrics.jsonl")]
+
+
+def _child_pid(run_dir: Path, role: str) -> int | None:
+    """The newest live pid of the first child of `role` (from the supervisor's record)."""
+    prefix = {"env": "env-", "rollout": "rollout-", "learner": "learn"}[role]
+    starts = [
+        r
+        for r in _jsonl(run_dir / "children.jsonl")
+        if r.get("event") == "start" and str(r.get("child", "")).startswith(prefix)
+    ]
+    if not starts:
+        return None
+    first_name = starts[0]["child"]
+    return next((r["pid"] for r in reversed(starts) if r["child"] == first_name), None)
+
+
+def _checkpointed(run_dir: Path) -> int:
+    steps = [
+        int(p.name.removeprefix("step_"))
+        for p in (run_dir / "checkpoints").glob("step_*")
+        if (p / "COMPLETE").is_file()
+    ]
+    return max(steps, default=0)
+
+
+def _kill(pid: int) -> None:
+    try:
+        os.killpg(pid, signal.SIGKILL)  # children run in their own session: pid == pgid
+    except ProcessLookupError:
+        pass
+
+
+def run_chaos(
+    config: Path,
+    faults: list[Fault],
+    *,
+    max_resumes: int = 2,
+    timeout_s: float = 3600.0,
+    echo: bool = True,
+) -> ChaosResult:
+    """Run `train` with `faults` injected (see the module docstring)."""
+    from agentgym_rl.config.loader import load_config
+    from agentgym_rl.config.train import TrainConfig
+
+    train = load_config(TrainConfig, config, [])
+    run_dir, max_steps = train.run_dir, int(train.learn.get("max_steps", 0))
+    pending = sorted(faults, key=lambda f: f.step)
+    reports: list[FaultReport] = []
+    codes: list[int] = []
+    t0 = time.monotonic()
+    argv = [sys.executable, "-m", "agentgym_rl.cli", "train", "--config", str(config)]
+    while True:
+        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL if not echo else None)
+        while proc.poll() is None:
+            if time.monotonic() - t0 > timeout_s:
+                proc.terminate()
+                proc.wait(60)
+                raise TimeoutError(f"chaos run exceeded {timeout_s:.0f} s")
+            _follow(run_dir, pending, reports)
+            time.sleep(0.5)
+        codes.append(proc.returncode)
+        _follow(run_dir, [], reports)
+        last = max((s for _, s in _learner_steps(run_dir)), default=0)
+        if last >= max_steps or len(codes) > max_resumes:
+            break
+        argv = [sys.executable, "-m", "agentgym_rl.cli", "train", "--resume", str(run_dir)]
+    return ChaosResult(
+        faults=reports,
+        final_step=max((s for _, s in _learner_steps(run_dir)), default=0),
+        exit_codes=codes,
+        accounting=account(run_dir),
+        wall_s=time.monotonic() - t0,
+    )
+
+
+def _follow(run_dir: Path, pending: list[Fault], reports: list[FaultReport]) -> None:
+    """Inject the faults whose step has come; time the recoveries still open."""
+    steps = _learner_steps(run_dir)
+    newest = max((s for _, s in steps), default=0)
+    for report in reports:
+        later = [t for t, _ in steps if t > report.killed_at]
+        if report.recovered_s is None and later:
+            report.recovered_s = min(later) - report.killed_at
+    while pending and newest >= pending[0].step:
+        fault = pending[0]
+        pid = _child_pid(run_dir, fault.role)
+        if pid is None:
+            return  # not started yet: try at the next poll
+        pending.pop(0)
+        lost = newest - _checkpointed(run_dir) if fault.role == "learner" else 0
+        reports.append(FaultReport(fault, pid, newest, time.time(), steps_lost=lost))
+        _kill(pid)
+
+
+def table(result: ChaosResult) -> str:
+    """The figures as a plain table."""
+    lines = [
+        f"{'fault':<10} {'at step':>7} {'pid':>8} {'steps lost':>10} {'recovered in':>13}",
+    ]
+    for r in result.faults:
+        rec = "never" if r.recovered_s is None else f"{r.recovered_s:.1f} s"
+        lines.append(
+            f"{r.fault.role:<10} {r.at_step:>7} {r.killed_pid:>8} {r.steps_lost:>10} {rec:>13}"
+        )
+    acc = result.accounting
+    lines += [
+        "",
+        f"final step {result.final_step}; train exit codes {result.exit_codes}; "
+        f"wall {result.wall_s / 60:.1f} min",
+        f"groups: {acc.line()}" + ("" if acc.balanced else "  (DOES NOT BALANCE)"),
+        f"processes killed (from the ledgers): {dict(acc.killed)}; "
+        f"trained twice: {len(acc.trained_twice)}",
+    ]
+    return "\n".join(lines)

@@ -1,0 +1,93 @@
+"""Chaos on a real run: an env server, the rollout server and the learner are each SIGKILLed at
+different steps of one `train` run on the tiny model, then `train --resume` finishes it. Every
+fault is recovered from, a rollout server that comes back holds the learner's weights before it
+generates, and every group the rollout servers made is accounted for."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from agentgym_rl.model import create_tiny_model
+from agentgym_rl.supervise.chaos import Fault, run_chaos, table
+from vllm_fixtures import tiny_corpus
+
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT / "envs") not in sys.path:  # the env registry, as `agentgym-rl env` sees it
+    sys.path.insert(0, str(ROOT / "envs"))
+
+MAX_STEPS = 7
+
+
+def _config(tmp_path: Path) -> Path:
+    model = create_tiny_model(tmp_path / "model", corpus=tiny_corpus(), vocab_size=320, seed=0)
+    split = ROOT / "envs/agentgym_envs/babyai/data"
+    config = {
+        "run_dir": str(tmp_path / "run"),
+        "model": str(model),
+        "env_servers": [{"env": "babyai", "replicas": 1, "transport": "zmq"}],
+        "rollout_servers": 1,
+        "learner_procs": 1,
+        "restart": {"max_restarts": 2},
+        "rollout": {
+            "engine": {
+                "temperature": 1.0,
+                "dtype": "float32",
+                "max_model_len": 1024,
+                "max_tokens_per_turn": 40,
+                "gpu_memory_utilization": 0.3,
+            },
+            "dataset": {"env": "babyai", "split": str(split / "train.json"), "group_size": 2},
+            "scaling_inter": {"stages": [3]},
+            "buffer": {"groups_per_step": 2, "max_in_flight": 4, "max_ready": 4},
+            "eval": {"split": str(split / "goto_test.json"), "limit": 4, "every_versions": 100},
+            "status_interval_s": 1.0,
+        },
+        "learn": {
+            "max_steps": MAX_STEPS,
+            "optimizer": {"warmup_steps": 0},
+            "micro_batch_tokens": 1,
+            "checkpoint": {"every_steps": 2},
+        },
+        "stop_grace_s": 30.0,
+    }
+    path = tmp_path / "train.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+@pytest.mark.slow
+def test_kills_of_env_rollout_and_learner_are_recovered_and_accounted(tmp_path: Path) -> None:
+    faults = [Fault("env", 1), Fault("rollout", 2), Fault("learner", 5)]
+    result = run_chaos(_config(tmp_path), faults, timeout_s=900, echo=False)
+    run = tmp_path / "run"
+    logs = "\n".join(f"--- {p.name}\n{p.read_text()[-2500:]}" for p in (run / "logs").glob("*"))
+    report = table(result)
+    assert result.final_step == MAX_STEPS, report + logs
+    assert [f.fault.role for f in result.faults] == ["env", "rollout", "learner"], report
+    assert all(f.recovered_s is not None for f in result.faults), report
+    assert result.exit_codes == [1, 0], report  # the learner's death ends run 1; resume ends it
+    learner = result.faults[2]
+    assert learner.steps_lost == learner.at_step - 4  # checkpoints every 2 steps: step 4 kept
+
+    # every restart and the resume are in the supervisor's record
+    children = [json.loads(line) for line in (run / "children.jsonl").read_text().splitlines()]
+    starts = [c["child"] for c in children if c["event"] == "start"]
+    assert starts.count("env-babyai-0") == 3 and starts.count("rollout-0") == 3, starts
+
+    # a rollout server that came back (restarted, or started by --resume) held the learner's
+    # weights before it generated: its held-out eval ran at the learner's version, never at 0
+    versions = [json.loads(line)["version"] for line in (run / "rollout-0" / "eval.jsonl").open()]
+    assert versions[0] == 0 and all(v > 0 for v in versions[1:]) and len(versions) >= 3, versions
+    assert 4 in versions, versions  # the resumed run's server evaluated the checkpoint's weights
+
+    acc = result.accounting
+    assert acc.balanced and acc.made > 0, report
+    assert acc.trained_twice == [], report
+    assert acc.killed == {"rollout": 1, "learner": 1}, report
+    assert acc.used == 2 * MAX_STEPS, report  # two groups a step, over the surviving steps
+    assert acc.lost == sum(acc.lost_with.values()) and acc.lost_with["learner killed"] >= 2
