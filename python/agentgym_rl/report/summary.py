@@ -4,7 +4,7 @@ Contract: `summarize(run)` returns the figures of one run: learner steps, wall t
 `train` invocations), base held-out success (the lowest evaluated version, normally 0) and final
 held-out success (the highest), their difference in points, the last training success rate,
 episodes and generated tokens over all rollout servers, rollout generated tokens/s (over wall
-time), the learner's mean tokens/s and the group accounting of the ledgers (`wire/ledger.py`:
+time), the learner's mean tokens/s and the group accounting of the ledgers (`report/groups.py`:
 where every group went, processes killed, groups trained twice). A figure the run has no data
 for is None.
 `write_summary(run, plots)` writes both files into the run directory and returns their paths.
@@ -17,8 +17,8 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from agentgym_rl.report.groups import account
 from agentgym_rl.report.records import RunRecords, number
-from agentgym_rl.wire.ledger import account
 
 
 def summarize(run: RunRecords) -> dict[str, Any]:

@@ -8,12 +8,11 @@ a fault's step it SIGKILLs that child's process group (the pid comes from
 --resume RUN_DIR` continues it. This repeats until the learner's last step. It returns one
 `FaultReport` per fault (the step it hit, the seconds until the learner took its next step, and
 the steps lost: those after the last checkpoint, for a learner) and the run's group accounting
-(`wire/ledger.py`). `agentgym-rl chaos` prints both.
+(`report/groups.py`). `agentgym-rl chaos` prints both.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -21,9 +20,9 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-from agentgym_rl.wire.ledger import Accounting, account
+from agentgym_rl.report.groups import Accounting, account
+from agentgym_rl.report.records import read_jsonl
 
 ROLES = ("env", "rollout", "learner")
 
@@ -66,22 +65,8 @@ class ChaosResult:
     log: list[str] = field(default_factory=list)
 
 
-def _jsonl(path: Path) -> list[dict[str, Any]]:
-    try:
-        lines = path.read_text().splitlines()
-    except OSError:
-        return []
-    out = []
-    for line in lines:
-        try:
-            out.append(json.loads(line))
-        except ValueError:
-            continue
-    return out
-
-
 def _learner_steps(run_dir: Path) -> list[tuple[float, int]]:
-    return [(r["time"], r["step"]) for r in _jsonl(run_dir / "learn" / "metrics.jsonl")]
+    return [(r["time"], r["step"]) for r in read_jsonl(run_dir / "learn" / "metrics.jsonl")]
 
 
 def _child_pid(run_dir: Path, role: str) -> int | None:
@@ -89,7 +74,7 @@ def _child_pid(run_dir: Path, role: str) -> int | None:
     prefix = {"env": "env-", "rollout": "rollout-", "learner": "learn"}[role]
     starts = [
         r
-        for r in _jsonl(run_dir / "children.jsonl")
+        for r in read_jsonl(run_dir / "children.jsonl")
         if r.get("event") == "start" and str(r.get("child", "")).startswith(prefix)
     ]
     if not starts:

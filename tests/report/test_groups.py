@@ -6,7 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from agentgym_rl.wire.ledger import GroupLedger, account
+from agentgym_rl.report.groups import account
+from agentgym_rl.wire.ledger import GroupLedger
 
 
 def _write(path: Path, records: list[dict[str, object]]) -> None:
