@@ -85,6 +85,8 @@ def test_kills_of_env_rollout_and_learner_are_recovered_and_accounted(tmp_path: 
     assert versions[0] == 0 and all(v > 0 for v in versions[1:]) and len(versions) >= 3, versions
     assert 4 in versions, versions  # the resumed run's server evaluated the checkpoint's weights
 
+    summary = json.loads((run / "summary.json").read_text())  # the report of the resumed run
+    assert summary["outcome"] == "finished" and summary["groups"]["balanced"] is True
     acc = result.accounting
     assert acc.balanced and acc.made > 0, report
     assert acc.trained_twice == [], report

@@ -65,3 +65,15 @@ def test_a_group_in_two_surviving_steps_is_reported(tmp_path: Path) -> None:
         [{"used": ["x"], "step": 1}, {"used": ["x"], "step": 2}, {"event": "exit"}],
     )
     assert account(tmp_path).trained_twice == ["x"]
+
+
+def test_the_summary_carries_the_accounting_of_a_run_with_kills(tmp_path: Path) -> None:
+    from agentgym_rl.report import write_report
+
+    test_kills_and_a_resume_are_accounted(tmp_path)  # the ledgers of a run with two kills
+    write_report(tmp_path)
+    groups = json.loads((tmp_path / "summary.json").read_text())["groups"]
+    assert groups["killed"] == {"rollout": 1, "learner": 1} and groups["balanced"] is True
+    assert groups["lost_with"] == {"rollout killed": 1, "learner killed": 2}
+    md = (tmp_path / "summary.md").read_text()
+    assert "| groups | 7 groups made = 4 used + 0 stale + 0 rejected + 0 unsent + 3 lost" in md

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from agentgym_rl.report.records import read_jsonl
 from agentgym_rl.wire.ledger import LEDGER_FILE
@@ -41,6 +42,13 @@ class Accounting:
     def balanced(self) -> bool:
         total = self.used + self.stale + self.rejected + self.unsent + self.lost
         return self.made == total
+
+    def as_dict(self) -> dict[str, Any]:
+        """Plain JSON types (dataclasses.asdict would rebuild the Counters from item pairs)."""
+        out: dict[str, Any] = {k: getattr(self, k) for k in ("made", "used", "stale", "rejected")}
+        out.update(unsent=self.unsent, lost=self.lost, lost_with=dict(self.lost_with))
+        out.update(killed=dict(self.killed), trained_twice=list(self.trained_twice))
+        return {**out, "balanced": self.balanced, "line": self.line()}
 
     def line(self) -> str:
         causes = ", ".join(f"{n} {why}" for why, n in sorted(self.lost_with.items()))

@@ -13,7 +13,6 @@ for is None.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -51,9 +50,7 @@ def summarize(run: RunRecords) -> dict[str, Any]:
         "learner_tokens_per_s": (
             sum(learner_rates) / len(learner_rates) if learner_rates else None
         ),
-        "groups": (
-            None if not acc.made else {**asdict(acc), "balanced": acc.balanced, "line": acc.line()}
-        ),
+        "groups": acc.as_dict() if acc.made else None,
     }
 
 
