@@ -28,10 +28,11 @@ from collections.abc import Callable
 import torch
 from transformers import Qwen2Config, Qwen2ForCausalLM
 
+from agentgym_rl.config.learn import LossConfig
 from agentgym_rl.learner import convert
 from agentgym_rl.learner import model as lm
 from agentgym_rl.learner.attention import AttentionKind
-from agentgym_rl.learner.losses import LossConfig, policy_loss
+from agentgym_rl.learner.losses import policy_loss
 
 LOCAL = "megatron-core, local attn + CE"
 UNFUSED = "megatron-core, unfused SwiGLU"

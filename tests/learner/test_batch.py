@@ -7,9 +7,10 @@ import dataclasses
 import numpy as np
 import torch
 
+from agentgym_rl.config.learn import Aggregation, LossConfig
 from agentgym_rl.learner.advantages import compute_advantages, terminal_rewards
 from agentgym_rl.learner.batch import Batch, collate
-from agentgym_rl.learner.losses import Aggregation, LossConfig, policy_loss
+from agentgym_rl.learner.losses import policy_loss
 from agentgym_rl.wire.types import Status, WireGroup, WireSample, WireTokens
 
 PAD = 0

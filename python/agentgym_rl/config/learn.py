@@ -3,7 +3,8 @@
 Contract: a `LearnConfig` that validates is internally consistent: groups per step split evenly
 over the data-parallel ranks, the micro-batch budget is a multiple of the tensor-parallel
 padding, warm-up fits in the run, every endpoint is a ZeroMQ `tcp://HOST:PORT` or `ipc://PATH`
-(a bind endpoint may use `*` or port 0), and the loss options are the ones `LossConfig` accepts.
+(a bind endpoint may use `*` or port 0), and the loss options are consistent. `LossConfig` is
+also the loss's runtime settings: `learner.losses.policy_loss` reads it as validated here.
 `temperature` must equal the rollout engine's sampling temperature (the engine reports
 processed log-probs, the learner recomputes them at the same temperature).
 """
@@ -12,13 +13,21 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Literal
+from typing import Literal, get_args
 
 from pydantic import Field, field_validator, model_validator
 
 from agentgym_rl.config.base import ConfigModel
 
 _BIND_ENDPOINT = re.compile(r"^(tcp://(\*|[^\s:/]+):\d{1,5}|ipc://\S+)$")
+
+Aggregation = Literal[
+    "token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm"
+]
+"""How per-token losses reduce to one number (see `learner/losses.py`)."""
+Correction = Literal["none", "decoupled", "tis"]
+"""Off-policy correction between the behaviour and proximal policies."""
+AGGREGATIONS: tuple[str, ...] = get_args(Aggregation)
 
 
 def check_bind_endpoint(value: str) -> str:
@@ -72,14 +81,15 @@ class AdvantageConfig(ConfigModel):
     """Sample (n - 1) standard deviation, as the reference."""
 
 
-class LossSettings(ConfigModel):
-    """The fields of `agentgym_rl.learner.losses.LossConfig`."""
+class LossConfig(ConfigModel):
+    """Policy-loss options, read as they are by `agentgym_rl.learner.losses.policy_loss`;
+    defaults are GRPO with PPO clip 0.2 and TIS cap 2.0."""
 
     clip_eps_low: float = Field(default=0.2, gt=0.0, lt=1.0)
     """PPO clip below 1."""
     clip_eps_high: float = Field(default=0.2, gt=0.0)
     """PPO clip above 1 (0.28 for DAPO clip-higher)."""
-    correction: Literal["none", "decoupled", "tis"] = "tis"
+    correction: Correction = "tis"
     """Off-policy correction between behaviour and proximal policies."""
     tis_cap: float = Field(default=2.0, gt=0.0)
     """Truncated importance-sampling cap."""
@@ -89,15 +99,13 @@ class LossSettings(ConfigModel):
     """k3 KL-to-reference coefficient (0: off; > 0 keeps a frozen copy of the starting model)."""
     entropy_coef: float = Field(default=0.0, allow_inf_nan=False)
     """Entropy bonus coefficient: the loss gets ``- entropy_coef * entropy`` (0: off)."""
-    aggregation: Literal[
-        "token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm"
-    ] = "token-mean"
+    aggregation: Aggregation = "token-mean"
     """How per-token losses reduce to the step's loss."""
     norm_constant: float | None = Field(default=None, gt=0.0)
     """Divisor of seq-mean-token-sum-norm (Dr.GRPO), e.g. the max generated tokens."""
 
     @model_validator(mode="after")
-    def options_are_consistent(self) -> LossSettings:
+    def options_are_consistent(self) -> LossConfig:
         if self.aggregation == "seq-mean-token-sum-norm" and self.norm_constant is None:
             raise ValueError("aggregation seq-mean-token-sum-norm needs norm_constant")
         return self
@@ -173,7 +181,7 @@ class LearnConfig(ConfigModel):
     """Groups whose oldest token lags the policy by more versions are dropped (counted)."""
     advantage: AdvantageConfig = AdvantageConfig()
     """Advantage estimator."""
-    loss: LossSettings = LossSettings()
+    loss: LossConfig = LossConfig()
     """Policy-loss options."""
     optimizer: OptimizerConfig = OptimizerConfig()
     """AdamW and learning-rate schedule."""
@@ -225,10 +233,13 @@ class LearnConfig(ConfigModel):
 
 
 __all__ = [
+    "AGGREGATIONS",
     "AdvantageConfig",
+    "Aggregation",
     "CheckpointConfig",
+    "Correction",
     "LearnConfig",
-    "LossSettings",
+    "LossConfig",
     "OptimizerConfig",
     "ParallelConfig",
     "ReceiveConfig",

@@ -5,7 +5,9 @@ Contract. All per-token tensors are ``[B, S]`` in the learner's (shifted) alignm
 carries a gradient), ``behaviour_logprobs`` the engine's log-prob as sampled, ``proximal_logprobs``
 the learner's log-prob before this update (recomputed without grad; ``None`` means "same as
 behaviour", the fully on-policy case), ``advantages`` from `advantages.py`, ``loss_mask`` 1 on
-generated labels. `policy_loss` returns the scalar loss and detached scalar metrics.
+generated labels. `policy_loss` returns the scalar loss and detached scalar metrics. Its options
+are `agentgym_rl.config.learn.LossConfig`, the validated config model itself (one definition of
+the fields, their defaults and their checks).
 
 Per unmasked token, with ``ratio = exp(logprobs - proximal)``:
 
@@ -38,50 +40,11 @@ weight ``w`` applied), ``is_dropped_frac``, ``kl_ref``, ``entropy``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Literal, get_args
-
 import torch
 
-Aggregation = Literal[
-    "token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm"
-]
-Correction = Literal["none", "decoupled", "tis"]
-AGGREGATIONS: tuple[str, ...] = get_args(Aggregation)
-CORRECTIONS: tuple[str, ...] = get_args(Correction)
+from agentgym_rl.config.learn import AGGREGATIONS, Aggregation, LossConfig
 
 _MAX_LOG_RATIO = 20.0  # exp() inputs are clamped to +-20 so a stray token cannot give inf/nan
-
-
-@dataclass(frozen=True)
-class LossConfig:
-    """Policy-loss knobs; defaults are GRPO with PPO clip 0.2 and TIS cap 2.0."""
-
-    clip_eps_low: float = 0.2
-    clip_eps_high: float = 0.2
-    correction: Correction = "tis"
-    tis_cap: float = 2.0
-    decoupled_cap: float | None = None
-    kl_coef: float = 0.0
-    entropy_coef: float = 0.0
-    aggregation: Aggregation = "token-mean"
-    norm_constant: float | None = None
-
-    def __post_init__(self) -> None:
-        if not (0.0 < self.clip_eps_low < 1.0) or self.clip_eps_high <= 0.0:
-            raise ValueError("clip_eps_low must be in (0, 1) and clip_eps_high > 0")
-        if self.correction not in CORRECTIONS:
-            raise ValueError(f"correction must be one of {CORRECTIONS}, got {self.correction!r}")
-        if self.aggregation not in AGGREGATIONS:
-            raise ValueError(f"aggregation must be one of {AGGREGATIONS}")
-        if self.tis_cap <= 0.0 or (self.decoupled_cap is not None and self.decoupled_cap <= 0.0):
-            raise ValueError("tis_cap and decoupled_cap must be > 0")
-        if self.kl_coef < 0.0:
-            raise ValueError("kl_coef must be >= 0")
-        if self.aggregation == "seq-mean-token-sum-norm" and not (
-            self.norm_constant is not None and self.norm_constant > 0.0
-        ):
-            raise ValueError("seq-mean-token-sum-norm needs norm_constant > 0")
 
 
 def k3_kl(logp_sampled: torch.Tensor, logp_other: torch.Tensor) -> torch.Tensor:

@@ -57,7 +57,7 @@ from agentgym_rl.learner.advantages import compute_advantages
 from agentgym_rl.learner.batch import collate
 from agentgym_rl.learner.convert import ConvertSpec, export_hf_weights, load_hf_weights
 from agentgym_rl.learner.intake import GroupIntake
-from agentgym_rl.learner.losses import LossConfig, policy_loss
+from agentgym_rl.learner.losses import policy_loss
 from agentgym_rl.learner.optim import (
     allreduce_embedding_grads,
     allreduce_grads,
@@ -119,7 +119,7 @@ class Trainer:
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
             self.optimizer, lr_schedule(config.optimizer, config.max_steps)
         )
-        self.loss_config = LossConfig(**config.loss.model_dump())
+        self.loss_config = config.loss
         self.intake = GroupIntake(self.hf_config.vocab_size, config.max_staleness)
         self._taken: list[str] = []  # keys of the groups taken for the next step (rank 0)
         self.receiver = receiver
