@@ -60,6 +60,14 @@ def tiny_hf_model(
     return model.to(DEVICE).eval()
 
 
+def saved_hf_weights(hf: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """HF state dict as saved: a tied model has no separate lm_head."""
+    sd = dict(hf.state_dict())
+    if hf.config.tie_word_embeddings:
+        sd.pop("lm_head.weight", None)
+    return sd
+
+
 def make_batch(
     vocab: int, batch: int = 2, seq: int = 16, seed: int = 1
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

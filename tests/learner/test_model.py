@@ -1,4 +1,5 @@
-"""Single-process learner model tests: conversion round trips, logits/log-probs/grads vs HF."""
+"""Single-process learner model tests: live-model conversion, logits/log-probs/grads vs HF
+(the pure HF <-> Megatron conversion is tested in test_convert.py)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,13 @@ from collections.abc import Iterator
 
 import pytest
 import torch
-from learner_fixtures import FAMILIES, hf_token_logprobs, make_batch, tiny_hf_model
+from learner_fixtures import (
+    FAMILIES,
+    hf_token_logprobs,
+    make_batch,
+    saved_hf_weights,
+    tiny_hf_model,
+)
 from megatron.core import parallel_state, tensor_parallel
 from transformers import LlamaConfig
 
@@ -32,84 +39,13 @@ def _megatron(
     return model, spec
 
 
-def _hf_weights(hf: torch.nn.Module) -> dict[str, torch.Tensor]:
-    """HF state dict as saved: a tied model has no separate lm_head."""
-    sd = dict(hf.state_dict())
-    if hf.config.tie_word_embeddings:
-        sd.pop("lm_head.weight", None)
-    return sd
-
-
-@pytest.mark.parametrize("family", FAMILIES)
-@pytest.mark.parametrize("tp", [1, 2, 4])
-def test_pure_round_trip_is_bit_exact(family: str, tp: int) -> None:
-    """HF -> per-rank Megatron shards -> HF, also with fewer kv groups than ranks (tp 4)."""
-    hf = tiny_hf_model(family, vocab=998, heads=4, kv_heads=2, head_dim=32)
-    spec = convert.ConvertSpec.from_hf(hf.config, tp, lm.padded_vocab_size(998, tp, 8))
-    shards = [convert.hf_to_megatron(hf.state_dict(), spec, r) for r in range(tp)]
-    qkv = shards[0]["decoder.layers.0.self_attention.linear_qkv.weight"]
-    assert qkv.shape == ((4 + 2 * 2) * 32 // tp, 128)
-    back = convert.megatron_to_hf(shards, spec)
-    expected = _hf_weights(hf)
-    assert back.keys() == expected.keys()
-    for name, tensor in expected.items():
-        assert torch.equal(back[name], tensor), name
-
-
-@pytest.mark.parametrize("family", FAMILIES)
-@pytest.mark.parametrize("pp", [2, 4])
-def test_pipeline_stages_round_trip(family: str, pp: int) -> None:
-    """Whole model -> pp stages (local layer names; tied: the last stage's embedding copy)
-    -> whole model, then to HF bit-exact."""
-    hf = tiny_hf_model(family, vocab=998, heads=4, kv_heads=2, head_dim=32, layers=4)
-    spec = convert.ConvertSpec.from_hf(hf.config, 1, 1000)
-    full = convert.hf_to_megatron(hf.state_dict(), spec, 0)
-    stages = [convert.stage_view(full, spec, r, pp) for r in range(pp)]
-    per = 4 // pp
-    for r, stage in enumerate(stages):
-        layers = {int(n.split(".")[2]) for n in stage if n.startswith("decoder.layers.")}
-        assert layers == set(range(per))
-        assert torch.equal(
-            stage["decoder.layers.0.mlp.linear_fc2.weight"],
-            full[f"decoder.layers.{r * per}.mlp.linear_fc2.weight"],
-        )
-        assert ("embedding.word_embeddings.weight" in stage) == (r == 0)
-        assert ("decoder.final_layernorm.weight" in stage) == (r == pp - 1)
-        assert ("output_layer.weight" in stage) == (r == pp - 1)
-    if spec.tied:
-        assert torch.equal(
-            stages[-1]["output_layer.weight"], full["embedding.word_embeddings.weight"]
-        )
-    merged = convert.merge_stages(stages, spec)
-    assert merged.keys() == full.keys()
-    back = convert.megatron_to_hf([merged], spec)
-    for name, tensor in _hf_weights(hf).items():
-        assert torch.equal(back[name], tensor), name
-    with pytest.raises(ValueError, match="do not split into 3 pipeline stages"):
-        convert.stage_view(full, spec, 0, 3)
-
-
-def test_qkv_layout_is_grouped() -> None:
-    """Rows of linear_qkv are [q heads of group g, k_g, v_g] per group, as Megatron splits them."""
-    hf = tiny_hf_model("qwen2", heads=4, kv_heads=2, head_dim=32)
-    spec = convert.ConvertSpec.from_hf(hf.config, 1, 1000)
-    qkv = convert.hf_to_megatron(hf.state_dict(), spec, 0)[
-        "decoder.layers.0.self_attention.linear_qkv.bias"
-    ]
-    attn = hf.model.layers[0].self_attn
-    group1 = qkv[128:256]  # group 1: q heads 2 and 3, then k1, then v1
-    assert torch.equal(group1[:64], attn.q_proj.bias[64:128])
-    assert torch.equal(group1[64:96], attn.k_proj.bias[32:64])
-    assert torch.equal(group1[96:], attn.v_proj.bias[32:64])
-
-
 @pytest.mark.parametrize("family", FAMILIES)
 def test_model_round_trip_is_bit_exact(parallel: lm.ParallelLayout, family: str) -> None:
     hf = tiny_hf_model(family)
     model, spec = _megatron(hf, vocab_multiple=128)
     assert model.vocab_size == 1024
     exported = convert.export_hf_weights(model, spec)
-    expected = _hf_weights(hf)
+    expected = saved_hf_weights(hf)
     assert exported.keys() == expected.keys()
     for name, tensor in expected.items():
         assert torch.equal(exported[name], tensor), name

@@ -12,6 +12,9 @@ Layout of one tensor-parallel rank r of `tp` (Megatron local layer spec):
 - `self_attention.linear_proj.weight`, `mlp.linear_fc2.weight`: columns block r (row parallel).
 - layer norms: replicated.
 
+Names: `name_table(spec)` is the one HF <-> Megatron name map (each row a Megatron tensor, the
+HF tensors it is made of and its layout above: `vocab`, `qkv`, `gate_up`, `row` or
+`replicated`); both directions read it, so a name cannot map one way and not back.
 `hf_to_megatron` / `megatron_to_hf` are pure functions over dicts (all ranks' shards for the
 latter); `load_hf_weights`, `export_hf_weights` and `export_hf_grads` apply them to a live model,
 all-gathering the shards over the tensor-parallel group. Outputs may share storage with inputs.
@@ -30,6 +33,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 import torch
 from megatron.core import parallel_state
@@ -39,18 +43,18 @@ from agentgym_rl.learner.model import head_dim_of, qkv_bias_of
 
 __all__ = [
     "ConvertSpec",
+    "NameRule",
     "export_hf_grads",
     "export_hf_weights",
     "hf_to_megatron",
     "load_hf_weights",
     "megatron_to_hf",
     "merge_stages",
+    "name_table",
     "stage_view",
 ]
 
 Tensors = dict[str, torch.Tensor]
-
-_REPLICATED = ("input_layernorm.weight", "pre_mlp_layernorm.weight")
 
 
 @dataclass(frozen=True)
@@ -130,40 +134,92 @@ def _split_qkv(
     )
 
 
+Layout = Literal["vocab", "replicated", "row", "qkv", "gate_up"]
+"""How one Megatron tensor is made from its HF tensors (see the module docstring)."""
+
+
+@dataclass(frozen=True)
+class NameRule:
+    """One row of the name map: a Megatron tensor, the HF tensors it is made of, how."""
+
+    megatron: str
+    hf: tuple[str, ...]
+    layout: Layout
+
+
+_MODEL_RULES = (
+    NameRule("embedding.word_embeddings.weight", ("model.embed_tokens.weight",), "vocab"),
+    NameRule("output_layer.weight", ("lm_head.weight",), "vocab"),  # untied models only
+    NameRule("decoder.final_layernorm.weight", ("model.norm.weight",), "replicated"),
+)
+_QKV = ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj")
+_LAYER_RULES = (  # names after `decoder.layers.{i}.` / `model.layers.{i}.`
+    NameRule("input_layernorm.weight", ("input_layernorm.weight",), "replicated"),
+    NameRule("pre_mlp_layernorm.weight", ("post_attention_layernorm.weight",), "replicated"),
+    NameRule("self_attention.linear_qkv.weight", tuple(f"{n}.weight" for n in _QKV), "qkv"),
+    NameRule("self_attention.linear_qkv.bias", tuple(f"{n}.bias" for n in _QKV), "qkv"),
+    NameRule("self_attention.linear_proj.weight", ("self_attn.o_proj.weight",), "row"),
+    NameRule("mlp.linear_fc1.weight", ("mlp.gate_proj.weight", "mlp.up_proj.weight"), "gate_up"),
+    NameRule("mlp.linear_fc2.weight", ("mlp.down_proj.weight",), "row"),
+)
+_REPLICATED = tuple(r.megatron for r in _MODEL_RULES + _LAYER_RULES if r.layout == "replicated")
+
+
+def name_table(spec: ConvertSpec) -> list[NameRule]:
+    """The name map of a model shaped like `spec`, whole-model names, in state-dict order: the
+    one table both directions read (a tied model has no output layer, a model without qkv
+    bias no `linear_qkv.bias`)."""
+    table = [r for r in _MODEL_RULES if not (spec.tied and r.megatron == "output_layer.weight")]
+    for i in range(spec.num_layers):
+        table += [
+            NameRule(
+                f"decoder.layers.{i}.{r.megatron}",
+                tuple(f"model.layers.{i}.{n}" for n in r.hf),
+                r.layout,
+            )
+            for r in _LAYER_RULES
+            if spec.qkv_bias or not r.megatron.endswith(".bias")
+        ]
+    return table
+
+
+def _to_megatron(
+    layout: Layout, hf: list[torch.Tensor], spec: ConvertSpec, tp_rank: int
+) -> torch.Tensor:
+    """Rank `tp_rank`'s Megatron tensor from its full HF tensors (inverse: `_to_hf`)."""
+    tp = spec.tp_size
+    if layout == "vocab":
+        return _shard(_pad_vocab(hf[0], spec.padded_vocab), tp, tp_rank, 0)
+    if layout == "replicated":
+        return hf[0]
+    if layout == "row":
+        return _shard(hf[0], tp, tp_rank, 1)
+    if layout == "qkv":
+        return _shard(_interleave_qkv(*hf, spec), tp, tp_rank, 0)
+    gate, up = (_shard(t, tp, tp_rank, 0) for t in hf)  # gate_up
+    return torch.cat([gate, up], dim=0)
+
+
+def _to_hf(layout: Layout, shards: list[torch.Tensor], spec: ConvertSpec) -> list[torch.Tensor]:
+    """The full HF tensors from every rank's Megatron tensor (inverse of `_to_megatron`)."""
+    if layout == "vocab":
+        return [torch.cat(shards, dim=0)[: spec.vocab_size]]
+    if layout == "replicated":
+        return [shards[0]]
+    if layout == "row":
+        return [torch.cat(shards, dim=1)]
+    if layout == "qkv":
+        return list(_split_qkv(torch.cat(shards, dim=0), spec))
+    halves = [s.chunk(2, dim=0) for s in shards]  # gate_up
+    return [torch.cat([h[0] for h in halves], dim=0), torch.cat([h[1] for h in halves], dim=0)]
+
+
 def hf_to_megatron(hf_sd: Mapping[str, torch.Tensor], spec: ConvertSpec, tp_rank: int) -> Tensors:
     """The Megatron parameters of tensor-parallel rank `tp_rank` from a full HF state dict."""
-    tp = spec.tp_size
-    out: Tensors = {}
-    embed = _pad_vocab(hf_sd["model.embed_tokens.weight"], spec.padded_vocab)
-    out["embedding.word_embeddings.weight"] = _shard(embed, tp, tp_rank, 0)
-    if not spec.tied:
-        head = _pad_vocab(hf_sd["lm_head.weight"], spec.padded_vocab)
-        out["output_layer.weight"] = _shard(head, tp, tp_rank, 0)
-    out["decoder.final_layernorm.weight"] = hf_sd["model.norm.weight"]
-    for i in range(spec.num_layers):
-        hf, mg = f"model.layers.{i}.", f"decoder.layers.{i}."
-        attn = hf + "self_attn."
-        out[mg + "input_layernorm.weight"] = hf_sd[hf + "input_layernorm.weight"]
-        out[mg + "pre_mlp_layernorm.weight"] = hf_sd[hf + "post_attention_layernorm.weight"]
-        suffixes = ("weight", "bias") if spec.qkv_bias else ("weight",)
-        for suffix in suffixes:
-            qkv = _interleave_qkv(
-                hf_sd[f"{attn}q_proj.{suffix}"],
-                hf_sd[f"{attn}k_proj.{suffix}"],
-                hf_sd[f"{attn}v_proj.{suffix}"],
-                spec,
-            )
-            out[f"{mg}self_attention.linear_qkv.{suffix}"] = _shard(qkv, tp, tp_rank, 0)
-        out[mg + "self_attention.linear_proj.weight"] = _shard(
-            hf_sd[attn + "o_proj.weight"], tp, tp_rank, 1
-        )
-        gate = _shard(hf_sd[hf + "mlp.gate_proj.weight"], tp, tp_rank, 0)
-        up = _shard(hf_sd[hf + "mlp.up_proj.weight"], tp, tp_rank, 0)
-        out[mg + "mlp.linear_fc1.weight"] = torch.cat([gate, up], dim=0)
-        out[mg + "mlp.linear_fc2.weight"] = _shard(
-            hf_sd[hf + "mlp.down_proj.weight"], tp, tp_rank, 1
-        )
-    return out
+    return {
+        rule.megatron: _to_megatron(rule.layout, [hf_sd[n] for n in rule.hf], spec, tp_rank)
+        for rule in name_table(spec)
+    }
 
 
 def megatron_to_hf(shards: Sequence[Mapping[str, torch.Tensor]], spec: ConvertSpec) -> Tensors:
@@ -174,37 +230,15 @@ def megatron_to_hf(shards: Sequence[Mapping[str, torch.Tensor]], spec: ConvertSp
     """
     if len(shards) != spec.tp_size:
         raise ValueError(f"expected {spec.tp_size} shards, got {len(shards)}")
-    first = shards[0]
-
-    def cat(name: str, dim: int) -> torch.Tensor:
-        return torch.cat([s[name] for s in shards], dim=dim)
-
     out: Tensors = {}
-    out["model.embed_tokens.weight"] = cat("embedding.word_embeddings.weight", 0)[: spec.vocab_size]
-    if not spec.tied:
-        out["lm_head.weight"] = cat("output_layer.weight", 0)[: spec.vocab_size]
-    out["model.norm.weight"] = first["decoder.final_layernorm.weight"]
-    for i in range(spec.num_layers):
-        hf, mg = f"model.layers.{i}.", f"decoder.layers.{i}."
-        attn = hf + "self_attn."
-        out[hf + "input_layernorm.weight"] = first[mg + "input_layernorm.weight"]
-        out[hf + "post_attention_layernorm.weight"] = first[mg + "pre_mlp_layernorm.weight"]
-        suffixes = ("weight", "bias") if spec.qkv_bias else ("weight",)
-        for suffix in suffixes:
-            q, k, v = _split_qkv(cat(f"{mg}self_attention.linear_qkv.{suffix}", 0), spec)
-            out[f"{attn}q_proj.{suffix}"] = q
-            out[f"{attn}k_proj.{suffix}"] = k
-            out[f"{attn}v_proj.{suffix}"] = v
-        out[attn + "o_proj.weight"] = cat(mg + "self_attention.linear_proj.weight", 1)
-        halves = [s[mg + "mlp.linear_fc1.weight"].chunk(2, dim=0) for s in shards]
-        out[hf + "mlp.gate_proj.weight"] = torch.cat([h[0] for h in halves], dim=0)
-        out[hf + "mlp.up_proj.weight"] = torch.cat([h[1] for h in halves], dim=0)
-        out[hf + "mlp.down_proj.weight"] = cat(mg + "mlp.linear_fc2.weight", 1)
+    for rule in name_table(spec):
+        tensors = _to_hf(rule.layout, [s[rule.megatron] for s in shards], spec)
+        out.update(zip(rule.hf, tensors, strict=True))
     return out
 
 
 def _is_replicated(name: str) -> bool:
-    return name.endswith(_REPLICATED) or name == "decoder.final_layernorm.weight"
+    return name.endswith(_REPLICATED)
 
 
 _LAYER = re.compile(r"^decoder\.layers\.(\d+)\.(.*)$")
