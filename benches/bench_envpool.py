@@ -25,13 +25,11 @@ import sys
 import time
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import requests
 
 from agentgym_rl import _core as core
 
-ENVS_DIR = Path(__file__).resolve().parents[1] / "envs"
 ACTIONS = ["turn left", "turn right", "move forward"]
 
 
@@ -44,7 +42,7 @@ def free_port() -> int:
 def start_server(env: str) -> tuple[subprocess.Popen[bytes], int, int]:
     http, zmq = free_port(), free_port()
     cmd = [sys.executable, "-m", "agentgym_envs.server", env, "--port", str(http)]
-    proc = subprocess.Popen([*cmd, "--zmq-port", str(zmq)], cwd=ENVS_DIR, stdout=subprocess.DEVNULL)
+    proc = subprocess.Popen([*cmd, "--zmq-port", str(zmq)], stdout=subprocess.DEVNULL)
     deadline = time.monotonic() + 60
     while True:
         try:

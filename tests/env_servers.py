@@ -13,10 +13,7 @@ import sys
 import time
 import urllib.request
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
-
-ENVS_DIR = Path(__file__).resolve().parents[1] / "envs"
 
 
 def pick_port() -> int:
@@ -56,7 +53,7 @@ class EnvServerProc:
     def start(self, *extra: str, deadline_s: float = 30.0) -> EnvServerProc:
         cmd = [sys.executable, "-m", "agentgym_envs.server", self.env]
         cmd += ["--port", str(self.http_port), "--zmq-port", str(self.zmq_port), *extra]
-        self.proc = subprocess.Popen(cmd, cwd=ENVS_DIR, stdout=subprocess.DEVNULL)
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL)
         deadline = time.monotonic() + deadline_s
         while True:
             if self.proc.poll() is not None:

@@ -6,7 +6,6 @@ generates, and every group the rollout servers made is accounted for."""
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
@@ -17,8 +16,6 @@ from agentgym_rl.supervise.chaos import Fault, run_chaos, table
 from vllm_fixtures import tiny_corpus
 
 ROOT = Path(__file__).resolve().parents[2]
-if str(ROOT / "envs") not in sys.path:  # the env registry, as `agentgym-rl env` sees it
-    sys.path.insert(0, str(ROOT / "envs"))
 
 MAX_STEPS = 7
 

@@ -1,4 +1,4 @@
-"""Env-server test fixtures: envs/ on sys.path, and real server subprocesses on 127.0.0.1.
+"""Env-server test fixtures: real server subprocesses on 127.0.0.1 (the installed agentgym_envs).
 
 A server is ready when `GET /health` answers (polled against a deadline); it is ended by PID.
 """
@@ -12,17 +12,12 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
 import msgpack
 import pytest
 import zmq
-
-ENVS_DIR = Path(__file__).resolve().parents[2] / "envs"
-if str(ENVS_DIR) not in sys.path:
-    sys.path.insert(0, str(ENVS_DIR))
 
 
 def _port() -> int:
@@ -40,7 +35,7 @@ class ServerProc:
         self.zmq_port = _port()
         cmd = [sys.executable, "-m", "agentgym_envs.server", env, "--port", str(http_port)]
         cmd += ["--zmq-port", str(self.zmq_port), *extra]
-        self.proc = subprocess.Popen(cmd, cwd=ENVS_DIR, stdout=subprocess.DEVNULL)
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL)
         self.http = httpx.Client(base_url=f"http://127.0.0.1:{http_port}", timeout=10.0)
         self._ctx = zmq.Context()
         self.dealer = self._ctx.socket(zmq.DEALER)

@@ -216,8 +216,9 @@ def test_missing_env_dependency(
     assert found[:3] == [
         "env_servers.0.env: environment 'noop' needs `no-such-jre` on PATH: install a JRE",
         "env_servers.1.env: environment 'broken' cannot be loaded: No module named "
-        "'agentgym_envs.not_installed'. Install its dependencies (`pip install -e .` installs "
-        "those of the built-in envs)",
+        "'agentgym_envs.not_installed'. Install its dependencies (`pip install agentgym-envs` "
+        "installs those of the built-in envs; an env with heavy needs has an extra, e.g. "
+        "`pip install 'agentgym-envs[sciworld]'`)",
         "env_servers.2.env: unknown environment 'webshop'; known: babyai, broken, noop, textcraft",
     ]
 

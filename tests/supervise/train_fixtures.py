@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -10,8 +9,6 @@ from agentgym_rl.config.train import TrainConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 SPLIT = ROOT / "envs" / "agentgym_envs" / "babyai" / "data" / "train.json"
-if str(ROOT / "envs") not in sys.path:  # the env registry, as `agentgym-rl env` sees it
-    sys.path.insert(0, str(ROOT / "envs"))
 
 
 def train_config(data: dict[str, Any]) -> TrainConfig:

@@ -36,7 +36,6 @@ from agentgym_rl.supervise.preflight import env_problems
 
 Role = Literal["init", "env", "learn", "rollout"]
 _TCP = re.compile(r"^tcp://([^\s:/]+):(\d{1,5})$")
-_ENVS_DIR = Path(__file__).resolve().parents[3] / "envs"
 
 
 class PlanError(ValueError):
@@ -235,8 +234,9 @@ def _rollout_section(
             envs.append({"env": env, "addresses": addrs})
     if "dataset" not in rollout:
         first = train.env_servers[0].env
-        split = _ENVS_DIR / "agentgym_envs" / first / "data" / "train.json"
-        rollout["dataset"] = {"env": first, "split": str(split)}
+        # a file the env package ships, spelled as shipped configs spell it (`shipped_path`)
+        split = f"envs/agentgym_envs/{first}/data/train.json"
+        rollout["dataset"] = {"env": first, "split": split}
     learner = rollout.get("learner")
     learner = rollout["learner"] = dict(learner) if isinstance(learner, dict) else {}
     if groups_to is not None:

@@ -1,9 +1,9 @@
 """Environment dependencies, checked before a run starts anything.
 
 Contract: `env_problems(names)` returns one message per environment that cannot be served on
-this machine: unknown to the registry (`envs/agentgym_envs`), its module fails to import (a
-missing Python package), or an executable it needs (Java for SciWorld, Chromium for WebArena) is
-not on PATH. Each message names the fix. Importing an env module is what `env serve` does first,
+this machine: the env servers' package `agentgym_envs` is not installed, the env is unknown to
+its registry, its module fails to import (a missing Python package), or an executable it needs
+(Java for SciWorld, Chromium for WebArena) is not on PATH. Each message names the fix. Importing an env module is what `env serve` does first,
 so a check that passes here means the server will at least load.
 """
 
@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import importlib
 import shutil
+
+from agentgym_rl.config.envs import EnvsNotInstalled, env_registry
 
 # env name -> (executable, how to get it); envs added later declare theirs here or as a module
 # attribute REQUIRED_EXECUTABLES = {"java": "how to install"}.
@@ -25,26 +27,25 @@ REQUIRED_EXECUTABLES: dict[str, dict[str, str]] = {
 
 def env_problems(names: list[str], where: str = "env_servers") -> list[str]:
     """Why each of `names` cannot be served here (empty: all can)."""
-    from agentgym_rl.env_cli import ENVS_DIR, _envs_on_path
-
-    if not _envs_on_path():
-        return [f"{where}: the env servers' package is missing (expected {ENVS_DIR})"]
-    from agentgym_envs import ENVS  # type: ignore[import-not-found]
-
+    try:
+        envs = env_registry()
+    except EnvsNotInstalled as e:
+        return [f"{where}: {e}"]
     problems: list[str] = []
     for i, name in enumerate(names):
         key = f"{where}.{i}.env"
-        if name not in ENVS:
-            known = ", ".join(sorted(ENVS))
+        if name not in envs:
+            known = ", ".join(sorted(envs))
             problems.append(f"{key}: unknown environment {name!r}; known: {known}")
             continue
-        module_name, _, _ = ENVS[name]
+        module_name, _, _ = envs[name]
         try:
             module = importlib.import_module(module_name)
         except ImportError as e:
             problems.append(
                 f"{key}: environment {name!r} cannot be loaded: {e}. Install its dependencies "
-                f"(`pip install -e .` installs those of the built-in envs)"
+                "(`pip install agentgym-envs` installs those of the built-in envs; an env with "
+                "heavy needs has an extra, e.g. `pip install 'agentgym-envs[sciworld]'`)"
             )
             continue
         needs = {
