@@ -21,6 +21,7 @@ import pytest
 import torch
 from trainer_fixtures import learn_config, make_group
 
+from agentgym_rl.learner import source as source_mod
 from agentgym_rl.learner import trainer as trainer_mod
 from agentgym_rl.learner.checkpoint import (
     complete_checkpoints,
@@ -346,7 +347,7 @@ class _DryReceiver:
 def test_idle_timeout_warns_checkpoints_and_stops(
     model_dir: Path, tmp_path: Path, make_trainer, caplog: pytest.LogCaptureFixture, monkeypatch
 ) -> None:
-    monkeypatch.setattr(trainer_mod, "IDLE_WARN_S", 0.2)
+    monkeypatch.setattr(source_mod, "IDLE_WARN_S", 0.2)
     vocab = _vocab(model_dir)
     cfg = learn_config(
         model_dir, tmp_path, max_steps=5, receive={"idle_timeout_s": 1.0, "poll_s": 0.05}
@@ -373,7 +374,7 @@ def test_a_stream_of_stale_groups_stops_the_learner_with_the_reason(
     model_dir: Path, tmp_path: Path, make_trainer, monkeypatch
 ) -> None:
     # a rollout server stuck at the base weights keeps sending v0 groups to a learner at v6
-    monkeypatch.setattr(trainer_mod, "WAIT_NOTE_S", 0.2)
+    monkeypatch.setattr(source_mod, "WAIT_NOTE_S", 0.2)
     vocab = _vocab(model_dir)
     cfg = learn_config(
         model_dir, tmp_path, max_steps=9, receive={"idle_timeout_s": 1.0, "poll_s": 0.05}
@@ -387,7 +388,9 @@ def test_a_stream_of_stale_groups_stops_the_learner_with_the_reason(
     msg = str(err.value)
     assert "rollout servers are at v0, learner at v6" in msg
     assert "groups in a row dropped as stale" in msg
-    notes = [json.loads(line) for line in (tmp_path / "logs" / "waiting.jsonl").read_text().splitlines()]
+    notes = [
+        json.loads(line) for line in (tmp_path / "logs" / "waiting.jsonl").read_text().splitlines()
+    ]
     assert notes and "rollout servers are at v0" in notes[-1]["reason"]
 
 

@@ -13,7 +13,8 @@ step's loss exactly) -> gradients summed over data-parallel ranks (and tied embe
 the first and last pipeline stage) -> global-norm clip -> AdamW step -> schedule step ->
 policy version + 1. Every forward goes through `pipeline.run_stages`: with pp > 1 a GPipe
 schedule over the stages, the loss and its metrics on the last stage (broadcast to the
-others); with pp = 1 each micro-batch's backward right after its forward.
+others); with pp = 1 each micro-batch's backward right after its forward. `train_step` reads as
+those stages, one named method each; the model passes are `passes.Passes`.
 
 With `loss.kl_coef > 0` a frozen reference policy (the starting checkpoint `config.model`, same
 parallel layout, eval mode, no gradients, never updated or checkpointed: a resumed run rebuilds
@@ -26,11 +27,12 @@ the micro-batch forward also returns the per-token entropy of softmax(logits / t
 With `precision: bf16` every model forward (policy, proximal, reference) runs under bf16
 autocast; parameters, gradients, AdamW state, log-softmax and loss stay fp32.
 
-`run` repeats: `next_groups` (global rank 0 receives through `GroupIntake`, validating and
-dropping stale groups against the current version, and deals `groups_per_step / dp` groups to
-each data-parallel rank; while nothing arrives it logs a warning every `IDLE_WARN_S` seconds,
-and after `receive.idle_timeout_s` of silence every rank checkpoints and `run` raises
-`IdleTimeout`), `train_step`, `publish` every `weights.every_steps` steps (HF names
+`run` repeats: `next_groups` (`source.GroupSource`: global rank 0 receives through
+`GroupIntake`, validating and dropping stale groups against the current version, and deals
+`groups_per_step / dp` groups to each data-parallel rank; while nothing arrives it logs a warning
+every `source.IDLE_WARN_S` seconds, and after `receive.idle_timeout_s` of silence every rank
+checkpoints and `run` raises `IdleTimeout`), `train_step`, the ledger's `used` record of the
+step's groups, `publish` every `weights.every_steps` steps (HF names
 via `export_hf_weights`; never waits past `weights.timeout_s`), one JSONL record per step in
 `log_dir/metrics.jsonl` (rank 0) and a checkpoint every `checkpoint.every_steps` steps.
 Policy version = optimizer steps taken; the starting weights are version 0.
@@ -54,10 +56,9 @@ from transformers import AutoConfig
 from agentgym_rl.config.learn import LearnConfig
 from agentgym_rl.learner import model as lm
 from agentgym_rl.learner.advantages import compute_advantages
-from agentgym_rl.learner.batch import collate
+from agentgym_rl.learner.batch import Batch, collate
 from agentgym_rl.learner.convert import ConvertSpec, export_hf_weights, load_hf_weights
 from agentgym_rl.learner.intake import GroupIntake
-from agentgym_rl.learner.losses import policy_loss
 from agentgym_rl.learner.optim import (
     allreduce_embedding_grads,
     allreduce_grads,
@@ -65,16 +66,11 @@ from agentgym_rl.learner.optim import (
     clip_grads,
     lr_schedule,
 )
-from agentgym_rl.learner.pipeline import from_last_stage, is_last_stage, run_stages
-from agentgym_rl.wire import WireGroup, decode_group
-from agentgym_rl.wire.ledger import group_key
+from agentgym_rl.learner.passes import MicroTotals, Passes, StepCounts, micro_totals
+from agentgym_rl.learner.source import GroupSource
+from agentgym_rl.wire import WireGroup
 
 log = logging.getLogger(__name__)
-
-IDLE_WARN_S = 60.0
-"""Seconds between two "waiting for groups" warnings while rank 0 waits."""
-WAIT_NOTE_S = 10.0
-"""Seconds between two records in `waiting.jsonl` while rank 0 waits."""
 
 
 class IdleTimeout(RuntimeError):
@@ -119,14 +115,15 @@ class Trainer:
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
             self.optimizer, lr_schedule(config.optimizer, config.max_steps)
         )
-        self.loss_config = config.loss
         self.intake = GroupIntake(self.hf_config.vocab_size, config.max_staleness)
-        self._taken: list[str] = []  # keys of the groups taken for the next step (rank 0)
+        self.source = GroupSource(config, self.layout, self.intake)
         self.receiver = receiver
         self.publisher = publisher
         self.step = 0
         self.autocast = torch.bfloat16 if config.precision == "bf16" else None
-        self.idle_s: float | None = None  # set when the last receive ended on idle_timeout_s
+        self.passes = Passes(
+            self.device, config.temperature, self.autocast, self.hf_config.hidden_size
+        )
         self._last_saved_step: int | None = None
         self.last_publish: Any = None
         self._metrics_path = Path(config.log_dir) / "metrics.jsonl"
@@ -149,77 +146,111 @@ class Trainer:
         return self.layout.rank == 0
 
     @property
-    def last_stage(self) -> bool:
-        """Whether this rank holds the last pipeline stage (the one with the loss)."""
-        return is_last_stage()
-
-    # --- groups in -------------------------------------------------------------------------
-    def _idle_summary(self) -> str:
-        c = self.intake.counters()
-        return (
-            f"received so far: {c['received']} groups, {c['used']} used, "
-            f"{sum(c['rejected'].values())} rejected, {c['dropped_stale']} dropped as stale"
-        )
-
-    def _receive(self, n: int, stop: threading.Event | None) -> list[bytes] | None:
-        """Rank 0: `n` admitted payloads (None when stopped, or when nothing usable arrived for
-        `receive.idle_timeout_s`). Between receives it serves the weight publisher (servers
-        that join get the current weights) and, while waiting, says why in the log and in
-        `log_dir/waiting.jsonl` (the progress line reads it)."""
-        out: list[bytes] = []
-        timeout = self.config.receive.idle_timeout_s
-        last = warned = noted = time.monotonic()
-        while len(out) < n:
-            if stop is not None and stop.is_set():
-                return None
-            busy = self.publisher is not None and self.publisher.serve(0.05)
-            got = self.receiver.recv(0.01 if busy else self.config.receive.poll_s)
-            now = time.monotonic()
-            group = None if got is None else self.intake.admit(got[1], self.version)
-            if group is not None:
-                out.append(got[1])
-                self._taken.append(group_key(group.task_id, group.group_id))
-                if now - last >= WAIT_NOTE_S:
-                    self._note_waiting(0.0, "")
-                last = warned = noted = now
-                continue
-            if timeout is not None and now - last >= timeout:
-                self.idle_s = now - last
-                return None
-            if now - noted >= WAIT_NOTE_S:
-                noted = now
-                self._note_waiting(now - last, self.intake.stall_reason(self.version))
-            if now - warned >= IDLE_WARN_S:
-                warned = now
-                log.warning(
-                    "waiting %.0f s for groups: %s (%s)",
-                    now - last,
-                    self.intake.stall_reason(self.version),
-                    self._idle_summary(),
-                )
-        return out
-
-    def _note_waiting(self, seconds: float, reason: str) -> None:
-        record = {"time": time.time(), "step": self.step, "waiting_s": seconds, "reason": reason}
-        path = Path(self.config.log_dir) / "waiting.jsonl"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with path.open("a") as f:
-            f.write(json.dumps(record) + "\n")
+    def idle_s(self) -> float | None:
+        """Set when the last receive ended on `receive.idle_timeout_s`."""
+        return self.source.idle_s
 
     def next_groups(self, stop: threading.Event | None = None) -> list[WireGroup] | None:
         """This rank's share of the next step's groups (None: stop; `idle_s` set on timeout)."""
-        payloads = self._receive(self.config.groups_per_step, stop) if self.is_rank0 else None
-        if self.layout.world_size > 1:
-            box: list[Any] = [payloads, self.intake.counters(), self.idle_s]
-            torch.distributed.broadcast_object_list(box, src=0)
-            payloads, self.idle_s = box[0], box[2]
-            self.intake.restore(box[1])
-        if payloads is None:
-            return None
-        mine = payloads[self.layout.dp_rank :: self.layout.dp_size]
-        return [decode_group(p) for p in mine]
+        return self.source.next_groups(self.receiver, self.publisher, self.version, stop)
 
     # --- one step --------------------------------------------------------------------------
+    def train_step(self, groups: list[WireGroup]) -> dict[str, Any]:
+        """One optimizer step on this rank's `groups`; returns the step's metrics."""
+        t0 = time.perf_counter()
+        batch = collate(groups, pad_token_id=0, pad_multiple=self.config.parallel.tp)
+        batch = self._with_advantages(batch)
+        counts = self._step_counts(batch)
+        micro = batch.split(self.config.micro_batch_tokens)
+        refs = self._reference_logprobs(micro)
+        self.model.train()
+        proximal = self._proximal_logprobs(micro)
+        self.optimizer.zero_grad(set_to_none=True)
+        results = self.passes.loss_and_backward(
+            micro, refs, proximal, self.model, self.config.loss, counts
+        )
+        totals = micro_totals(results)
+        grad_norm, lr = self._optimizer_step()
+        elapsed = time.perf_counter() - t0
+        return self._step_metrics(batch, counts, totals, grad_norm, lr, len(micro), elapsed)
+
+    def _with_advantages(self, batch: Batch) -> Batch:
+        """`batch` with per-token advantages (REINFORCE++ whitening summed over dp ranks)."""
+        adv = self.config.advantage
+        advantages = compute_advantages(
+            adv.estimator,
+            batch.rewards,
+            batch.group_ids,
+            batch.loss_mask,
+            eps=adv.eps,
+            gamma=adv.gamma,
+            unbiased_std=adv.unbiased_std,
+            dp_sum=self._dp_reduce if self.layout.dp_size > 1 else None,
+        )
+        return replace(batch, advantages=advantages)
+
+    def _step_counts(self, batch: Batch) -> StepCounts:
+        """The step's loss tokens, sequences and real tokens, summed over dp ranks."""
+        sizes = [batch.num_loss_tokens, batch.num_seqs, float(batch.lengths.sum())]
+        return StepCounts(*self._dp_sum(sizes))
+
+    def _reference_logprobs(self, micro: list[Any]) -> list[Any]:
+        """The frozen reference's log-probs per micro-batch (None each without `kl_coef`)."""
+        if self.ref_model is None:
+            return [None] * len(micro)
+        return self.passes.logprobs(micro, self.ref_model)
+
+    def _proximal_logprobs(self, micro: list[Any]) -> list[Any]:
+        """Proximal log-probs per micro-batch: None each (the training forward's own, detached:
+        one optimizer step per batch, so every micro-batch's forward runs on the pre-update
+        weights), or with `recompute_proximal` a separate no-grad pass, the same numbers at a
+        third of the step's cost."""
+        if not self.config.recompute_proximal:
+            return [None] * len(micro)
+        return self.passes.logprobs(micro, self.model)
+
+    def _optimizer_step(self) -> tuple[float, float]:
+        """Reduce gradients, clip, AdamW and schedule step; returns (grad norm, lr used)."""
+        allreduce_grads(self.params)
+        allreduce_embedding_grads(self.model)
+        grad_norm = clip_grads(self.params, self.config.optimizer.grad_clip)
+        lr = self.optimizer.param_groups[0]["lr"]
+        self.optimizer.step()
+        self.scheduler.step()
+        self.step += 1
+        return grad_norm, lr
+
+    def _step_metrics(
+        self,
+        batch: Batch,
+        counts: StepCounts,
+        totals: MicroTotals,
+        grad_norm: float,
+        lr: float,
+        micro_batches: int,
+        elapsed: float,
+    ) -> dict[str, Any]:
+        local_tokens = max(float(batch.num_loss_tokens), 1.0)
+        (loss_sum,) = self._dp_sum([totals.loss])
+        metrics = {k: v / local_tokens for k, v in totals.sums.items()}
+        metrics.update(
+            time=time.time(),
+            step=self.step,
+            version=self.version,
+            loss=loss_sum,
+            tis_weight_max=totals.tis_max,
+            grad_norm=grad_norm,
+            lr=lr,
+            tokens=int(counts.tokens),
+            loss_tokens=int(counts.loss_tokens),
+            tokens_per_s=counts.tokens / elapsed,
+            step_s=elapsed,
+            micro_batches=micro_batches,
+            reward_mean=float(batch.rewards.mean()) if len(batch) else 0.0,
+            samples_excluded=sum(batch.excluded.values()),
+        )
+        return metrics
+
     def _dp_reduce(self, t: torch.Tensor) -> torch.Tensor:
         """The sum of `t` over data-parallel ranks (a new tensor)."""
         out = t.to(self.device, copy=True)
@@ -232,152 +263,6 @@ class Trainer:
             group = parallel_state.get_data_parallel_group()
             torch.distributed.all_reduce(t, group=group)
         return [float(v) for v in t.tolist()]
-
-    def _logprobs(self, mb: Any, model: torch.nn.Module | None = None) -> torch.Tensor:
-        d = self.device
-        return lm.token_logprobs(
-            self.model if model is None else model,
-            mb.input_ids.to(d),
-            mb.position_ids.to(d),
-            mb.labels.to(d),
-            self.config.temperature,
-            autocast=self.autocast,
-        )
-
-    def _logprobs_and_entropy(self, mb: Any) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """The policy's log-probs (with grad) and, when the entropy bonus is on, entropies."""
-        if self.loss_config.entropy_coef == 0.0:
-            return self._logprobs(mb), None
-        d = self.device
-        return lm.token_logprobs_and_entropy(
-            self.model,
-            mb.input_ids.to(d),
-            mb.position_ids.to(d),
-            mb.labels.to(d),
-            self.config.temperature,
-            autocast=self.autocast,
-        )
-
-    def _hidden_shape(self, mb: Any) -> tuple[int, int, int]:
-        """The hidden states a pipeline stage passes on for `mb`: ``[s, b, h]``."""
-        batch, seq = mb.input_ids.shape
-        return (seq, batch, self.hf_config.hidden_size)
-
-    def _stage_hidden(self, mb: Any, model: torch.nn.Module) -> torch.Tensor:
-        d = self.device
-        return lm.stage_hidden(
-            model, mb.input_ids.to(d), mb.position_ids.to(d), autocast=self.autocast
-        )
-
-    def _forward_logprobs(self, micro: list[Any], model: torch.nn.Module) -> list[Any]:
-        """No-grad log-probs of every micro-batch under `model` (last pipeline stage; None on
-        the others)."""
-
-        def forward(mb: Any) -> Any:
-            if not self.last_stage:
-                return self._stage_hidden(mb, model)
-            return None, self._logprobs(mb, model)
-
-        with torch.no_grad():
-            return run_stages(
-                micro, forward, self._hidden_shape, model=model, backward=False, device=self.device
-            )
-
-    def train_step(self, groups: list[WireGroup]) -> dict[str, Any]:
-        """One optimizer step on this rank's `groups`; returns the step's metrics."""
-        t0 = time.perf_counter()
-        cfg = self.config
-        batch = collate(groups, pad_token_id=0, pad_multiple=cfg.parallel.tp)
-        adv = compute_advantages(
-            cfg.advantage.estimator,
-            batch.rewards,
-            batch.group_ids,
-            batch.loss_mask,
-            eps=cfg.advantage.eps,
-            gamma=cfg.advantage.gamma,
-            unbiased_std=cfg.advantage.unbiased_std,
-            dp_sum=self._dp_reduce if self.layout.dp_size > 1 else None,
-        )
-        batch = replace(batch, advantages=adv)
-        n_tokens, n_seqs, n_real = self._dp_sum(
-            [batch.num_loss_tokens, batch.num_seqs, float(batch.lengths.sum())]
-        )
-        micro = batch.split(cfg.micro_batch_tokens)
-        none: list[Any] = [None] * len(micro)
-        refs = none if self.ref_model is None else self._forward_logprobs(micro, self.ref_model)
-        self.model.train()
-        # One optimizer step per batch: every micro-batch's forward runs on the pre-update
-        # weights, so its detached log-probs *are* the proximal ones; the extra no-grad pass
-        # (`recompute_proximal`) gives the same numbers and costs a third of the step.
-        proximal = self._forward_logprobs(micro, self.model) if cfg.recompute_proximal else none
-        self.optimizer.zero_grad(set_to_none=True)
-
-        def forward(item: tuple[Any, Any, Any]) -> Any:
-            mb, ref, prox = item
-            if not self.last_stage:
-                return self._stage_hidden(mb, self.model)
-            d = self.device
-            logprobs, entropy = self._logprobs_and_entropy(mb)
-            loss, m = policy_loss(
-                self.loss_config,
-                logprobs=logprobs,
-                behaviour_logprobs=mb.behaviour_logprobs.to(d),
-                advantages=mb.advantages.to(d),  # type: ignore[union-attr]
-                loss_mask=mb.loss_mask.to(d),
-                proximal_logprobs=logprobs.detach() if prox is None else prox,
-                ref_logprobs=ref,
-                entropy=entropy,
-                global_tokens=int(n_tokens),
-                global_seqs=int(n_seqs),
-            )
-            return loss, (float(loss.detach()), m, float(mb.num_loss_tokens))
-
-        results = run_stages(
-            list(zip(micro, refs, proximal, strict=True)),
-            forward,
-            lambda item: self._hidden_shape(item[0]),
-            model=self.model,
-            backward=True,
-            device=self.device,
-        )
-        sums: dict[str, float] = {}
-        loss_total, tis_max = 0.0, 0.0
-        for result in results if self.last_stage else []:
-            loss_value, m, w = result
-            loss_total += loss_value
-            for k, v in m.items():
-                sums[k] = sums.get(k, 0.0) + float(v) * w
-            tis_max = max(tis_max, float(m["tis_weight_max"]))
-        # the loss lives on the last pipeline stage; every stage logs and reduces the same
-        sums, loss_total, tis_max = from_last_stage((sums, loss_total, tis_max))
-        allreduce_grads(self.params)
-        allreduce_embedding_grads(self.model)
-        grad_norm = clip_grads(self.params, cfg.optimizer.grad_clip)
-        lr = self.optimizer.param_groups[0]["lr"]
-        self.optimizer.step()
-        self.scheduler.step()
-        self.step += 1
-        elapsed = time.perf_counter() - t0
-        local_tokens = max(float(batch.num_loss_tokens), 1.0)
-        (loss_sum,) = self._dp_sum([loss_total])
-        metrics = {k: v / local_tokens for k, v in sums.items()}
-        metrics.update(
-            time=time.time(),
-            step=self.step,
-            version=self.version,
-            loss=loss_sum,
-            tis_weight_max=tis_max,
-            grad_norm=grad_norm,
-            lr=lr,
-            tokens=int(n_real),
-            loss_tokens=int(n_tokens),
-            tokens_per_s=n_real / elapsed,
-            step_s=elapsed,
-            micro_batches=len(micro),
-            reward_mean=float(batch.rewards.mean()) if len(batch) else 0.0,
-            samples_excluded=sum(batch.excluded.values()),
-        )
-        return metrics
 
     # --- weights out, logs, loop -----------------------------------------------------------
     def publish(self) -> dict[str, Any]:
@@ -439,8 +324,8 @@ class Trainer:
         raise IdleTimeout(
             f"no usable group for {self.idle_s:.0f} s: {self.intake.stall_reason(self.version)} "
             f"(receive.idle_timeout_s = {self.config.receive.idle_timeout_s}; "
-            f"{self._idle_summary()}); checkpoint of step {self.step}: {saved}. Check that the "
-            f"rollout servers are running and send to receive.bind = {self.config.receive.bind}, "
+            f"{self.source.idle_summary()}); checkpoint of step {self.step}: {saved}. Check that "
+            f"the rollout servers are running and send to receive.bind = {self.config.receive.bind}, "
             "or raise receive.idle_timeout_s (null waits forever); --resume continues from here"
         )
 
@@ -462,19 +347,14 @@ class Trainer:
                     self._save()
                 break
             metrics = self.train_step(groups)
-            if self.intake.ledger is not None:
-                self.intake.ledger.write({"used": self._taken, "step": self.step})
-            self._taken = []
+            self.source.record_used(self.step)
             metrics["sync_s"] = 0.0
             if cfg.weights is not None and self.step % cfg.weights.every_steps == 0:
                 metrics.update(self.publish())
             self.log_metrics(metrics)
             if self.step % cfg.checkpoint.every_steps == 0 or self.step == cfg.max_steps:
                 self._save()
-        if self.intake.ledger is not None:
-            for key in self._taken:  # taken for a step the run ended before
-                self.intake.ledger.write({"unsent": key})
-            self._taken = []
+        self.source.record_unsent()  # groups taken for a step the run ended before
         return self.step
 
     def close(self, *, keep_process_group: bool = False) -> None:
