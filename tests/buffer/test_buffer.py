@@ -58,10 +58,21 @@ def test_sample_rejects_bad_fields(kwargs: dict[str, object], message: str) -> N
 
 def test_sample_rejects_misaligned_arrays() -> None:
     z = np.zeros(3, dtype=np.uint32)
-    with pytest.raises(_core.SampleError, match="differ in length"):
+    with pytest.raises(_core.SampleError, match="inconsistent length of `loss_mask`"):
         _core.Sample(
             z, np.zeros(2, np.uint8), np.zeros(3, np.float32), z, z[:2], reward=0.0, status="done"
         )
+    for spans in ([0, 2, 3], [0, 4]):  # not [start, end) pairs; a span past the end
+        with pytest.raises(_core.SampleError, match="turn_spans"):
+            _core.Sample(
+                z,
+                np.zeros(3, np.uint8),
+                np.zeros(3, np.float32),
+                z,
+                np.array(spans, np.uint32),
+                reward=0.0,
+                status="done",
+            )
     with pytest.raises(TypeError):
         _core.Sample(
             z.astype(np.int64),

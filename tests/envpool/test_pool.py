@@ -141,6 +141,8 @@ def test_every_error_variant_has_its_exception(noop_server, free_port):
         core.EnvServer("noop", "http://x", dialect="klingon")
     with pytest.raises(core.EnvPoolConfigError):
         core.EnvPool([])
+    with pytest.raises(core.EnvPoolConfigError, match="unknown balance"):
+        core.EnvPool([core.EnvServer("noop", "http://x")], balance="random")
     run(main())
     for exc in (
         core.UnknownEnvError, core.NoServerUpError, core.UnknownEpisodeError,

@@ -105,6 +105,19 @@ pub enum Balance {
     RoundRobin,
 }
 
+impl Balance {
+    /// Parse `least_loaded` or `round_robin`.
+    pub fn parse(name: &str) -> Result<Self> {
+        match name {
+            "least_loaded" => Ok(Balance::LeastLoaded),
+            "round_robin" => Ok(Balance::RoundRobin),
+            other => Err(EnvPoolError::Config(format!(
+                "unknown balance {other:?}: expected least_loaded or round_robin"
+            ))),
+        }
+    }
+}
+
 /// Per-call deadlines. Each covers waiting for a concurrency permit and the request itself.
 #[derive(Debug, Clone, Copy)]
 pub struct Timeouts {
@@ -201,5 +214,39 @@ impl PoolConfig {
             ));
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn balance_names_parse_and_others_are_config_errors() {
+        assert!(matches!(
+            Balance::parse("least_loaded"),
+            Ok(Balance::LeastLoaded)
+        ));
+        assert!(matches!(
+            Balance::parse("round_robin"),
+            Ok(Balance::RoundRobin)
+        ));
+        let err = Balance::parse("random").unwrap_err();
+        assert!(matches!(err, EnvPoolError::Config(_)));
+        assert!(
+            err.to_string().contains("unknown balance \"random\""),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn dialect_names_parse_case_insensitively_and_others_are_config_errors() {
+        assert!(matches!(Dialect::parse("BabyAI"), Ok(Dialect::AgentGym)));
+        assert!(matches!(Dialect::parse("searchqa"), Ok(Dialect::SearchQa)));
+        assert!(matches!(Dialect::parse("webarena"), Ok(Dialect::WebArena)));
+        assert!(matches!(
+            Dialect::parse("gopher"),
+            Err(EnvPoolError::Config(_))
+        ));
     }
 }

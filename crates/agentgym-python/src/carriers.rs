@@ -1,8 +1,9 @@
 //! Python views of the trajectory carriers (`agentgym_wire::{Sample, Group}`).
 //!
-//! Rust owns the data; arrays are handed to numpy on access. Construction from numpy validates
-//! that the per-token arrays line up, so a malformed sample never reaches the buffer or the wire.
-use agentgym_wire::{Group, Sample, Status, TokenArrays};
+//! Rust owns the data; arrays are handed to numpy on access. Construction from numpy runs
+//! `Sample::validate` (agentgym-wire's checks, the same the codec runs) and raises `SampleError`,
+//! so a malformed sample never reaches the buffer or the wire.
+use agentgym_wire::{Group, Sample, Status, TokenArrays, WireError};
 use numpy::{PyArray1, PyReadonlyArray1};
 use pyo3::create_exception;
 use pyo3::prelude::*;
@@ -17,6 +18,11 @@ create_exception!(
     AgentGymError,
     "A sample's arrays do not line up, or a field is out of range."
 );
+
+/// Any `WireError` raised while building a `Sample` from Python is a `SampleError`.
+fn sample_error(e: WireError) -> PyErr {
+    SampleError::new_err(e.to_string())
+}
 
 #[pyclass(module = "agentgym_rl._core", name = "Sample", frozen, from_py_object)]
 #[derive(Clone)]
@@ -42,51 +48,24 @@ impl PySample {
         stage: u32,
         dispatch_version: u32,
     ) -> PyResult<Self> {
-        let status = Status::parse(status).ok_or_else(|| {
-            SampleError::new_err(format!(
-                "unknown status {status:?}; expected one of {:?}",
-                Status::ALL.map(Status::as_str)
-            ))
-        })?;
-        let tokens = TokenArrays {
-            input_ids: input_ids.as_array().to_vec(),
-            loss_mask: loss_mask.as_array().to_vec(),
-            logprobs: logprobs.as_array().to_vec(),
-            versions: versions.as_array().to_vec(),
-            turn_spans: turn_spans.as_array().to_vec(),
-        };
-        let n = tokens.input_ids.len();
-        let lens = [
-            tokens.loss_mask.len(),
-            tokens.logprobs.len(),
-            tokens.versions.len(),
-        ];
-        if lens.iter().any(|&l| l != n) {
-            return Err(SampleError::new_err(format!(
-                "per-token arrays differ in length: input_ids {n}, loss_mask {}, logprobs {}, versions {}",
-                lens[0], lens[1], lens[2]
-            )));
-        }
-        if !tokens.turn_spans.len().is_multiple_of(2) {
-            return Err(SampleError::new_err(
-                "turn_spans must hold [start, end) pairs",
-            ));
-        }
-        if !reward.is_finite() {
-            return Err(SampleError::new_err(format!(
-                "reward must be finite, got {reward}"
-            )));
-        }
-        Ok(Self(Sample {
-            tokens,
+        let sample = Sample {
+            tokens: TokenArrays {
+                input_ids: input_ids.as_array().to_vec(),
+                loss_mask: loss_mask.as_array().to_vec(),
+                logprobs: logprobs.as_array().to_vec(),
+                versions: versions.as_array().to_vec(),
+                turn_spans: turn_spans.as_array().to_vec(),
+            },
             reward,
-            status,
+            status: Status::parse(status).map_err(sample_error)?,
             drift,
             turns,
             turn_cap,
             stage,
             dispatch_version,
-        }))
+        };
+        sample.validate().map_err(sample_error)?;
+        Ok(Self(sample))
     }
 
     #[getter]

@@ -6,13 +6,11 @@
 //! forked child would inherit without its threads). Futures run on that runtime's threads, so
 //! the Python event loop (asyncio or uvloop) never blocks and the GIL is not held meanwhile.
 use std::future::Future;
-use std::time::Duration;
 
 use agentgym_envpool::{
     Balance, Created, Dialect, EnvPool as RustPool, PoolConfig, ServerConfig, ServerStatus,
     StepOutcome,
 };
-use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyList;
 use pyo3_async_runtimes::generic;
@@ -22,13 +20,10 @@ mod errors;
 #[path = "envpool_runtime.rs"]
 mod runtime;
 
-use errors::{envpool_error, EnvPoolConfigError};
+use errors::envpool_error;
 use runtime::PoolRuntime;
 
-fn duration(seconds: f64) -> PyResult<Duration> {
-    Duration::try_from_secs_f64(seconds)
-        .map_err(|_| PyValueError::new_err(format!("invalid duration {seconds} s")))
-}
+use crate::conversion::duration;
 
 /// One env server: environment name, address (`http://` or `tcp://`), protocol dialect.
 #[pyclass(
@@ -210,15 +205,7 @@ impl PyEnvPool {
         health_timeout_s: f64,
     ) -> PyResult<Self> {
         let mut config = PoolConfig::new(servers.into_iter().map(|s| s.0).collect());
-        config.balance = match balance {
-            "least_loaded" => Balance::LeastLoaded,
-            "round_robin" => Balance::RoundRobin,
-            other => {
-                return Err(EnvPoolConfigError::new_err(format!(
-                    "unknown balance {other:?}: expected least_loaded or round_robin"
-                )))
-            }
-        };
+        config.balance = Balance::parse(balance).map_err(envpool_error)?;
         config.health_interval = duration(health_interval_s)?;
         config.retries = retries;
         config.retry_delay = duration(retry_delay_s)?;

@@ -1,18 +1,16 @@
 //! Binding for `agentgym-transport`: `GroupSender` / `GroupReceiver` wrappers that convert
 //! arguments, release the GIL around every blocking call and map `TransportError` variants onto
 //! Python exceptions.
-use std::time::Duration;
-
 use agentgym_transport::{
     Bytes, GroupReceiver as RustReceiver, GroupSender as RustSender, ReceiverOptions,
     SenderOptions, TransportError as RustError,
 };
 use pyo3::create_exception;
-use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedBytes;
 use pyo3::types::{PyBytes, PyDict, PyTuple};
 
+use crate::conversion::duration;
 use crate::errors::AgentGymError;
 
 create_exception!(
@@ -76,11 +74,6 @@ pub(crate) fn transport_error(e: RustError) -> PyErr {
         RustError::Runtime(_) => TransportRuntimeError::new_err(msg),
         _ => TransportError::new_err(msg),
     }
-}
-
-fn duration(seconds: f64) -> PyResult<Duration> {
-    Duration::try_from_secs_f64(seconds)
-        .map_err(|_| PyValueError::new_err(format!("invalid timeout {seconds} s")))
 }
 
 /// Rollout side: streams encoded groups to a `GroupReceiver` under credit.

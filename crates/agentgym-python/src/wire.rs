@@ -147,8 +147,7 @@ fn group_from_dict(g: &Bound<'_, PyDict>) -> PyResult<Group> {
                 turn_spans: array(&t, "turn_spans")?,
             },
             reward: item(&s, "reward")?.extract()?,
-            status: Status::parse(&status)
-                .ok_or_else(|| InvalidValueError::new_err(format!("unknown status {status:?}")))?,
+            status: Status::parse(&status).map_err(wire_error)?,
             drift: item(&s, "drift")?.extract()?,
             turns: item(&s, "turns")?.extract()?,
             turn_cap: item(&s, "turn_cap")?.extract()?,

@@ -191,11 +191,7 @@ fn read_sample(r: &mut Reader<'_>) -> Result<Sample> {
             "tokens" => tokens = Some(read_tokens(r)?),
             "reward" => reward = Some(r.f32_value()?),
             "status" => {
-                let s = r.str()?;
-                status = Some(Status::parse(s).ok_or_else(|| WireError::InvalidValue {
-                    field: "status",
-                    detail: format!("unknown status {s:?}"),
-                })?);
+                status = Some(Status::parse(r.str()?)?);
             }
             "drift" => drift = Some(r.bool()?),
             "turns" => turns = Some(r.u32_value("turns")?),

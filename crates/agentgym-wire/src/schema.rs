@@ -2,6 +2,11 @@
 //!
 //! These are plain owned Rust values; `codec` turns them into bytes and back. Per-token arrays are
 //! kept as typed vectors here and travel as raw little-endian bytes with dtype and shape.
+//!
+//! The checks that make a carrier well formed live here and in [`crate::codec::validate_tokens`],
+//! once: the codec runs them on every message, the Python binding when a `Sample` is built.
+use crate::codec::validate_tokens;
+use crate::error::{Result, WireError};
 
 /// Why an episode stopped. Exactly one per sample; never a set of booleans.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -38,8 +43,16 @@ impl Status {
         }
     }
 
-    pub fn parse(s: &str) -> Option<Status> {
-        Status::ALL.into_iter().find(|st| st.as_str() == s)
+    /// The status named `s` (as written by [`Status::as_str`]); any other name is
+    /// [`WireError::InvalidValue`].
+    pub fn parse(s: &str) -> Result<Status> {
+        Status::ALL
+            .into_iter()
+            .find(|st| st.as_str() == s)
+            .ok_or_else(|| WireError::InvalidValue {
+                field: "status",
+                detail: format!("unknown status {s:?}"),
+            })
     }
 }
 
@@ -106,6 +119,19 @@ pub struct Sample {
 }
 
 impl Sample {
+    /// Check that the sample is well formed: its token arrays pass [`validate_tokens`] and its
+    /// reward is finite ([`WireError::InvalidValue`] otherwise).
+    pub fn validate(&self) -> Result<()> {
+        validate_tokens(&self.tokens)?;
+        if !self.reward.is_finite() {
+            return Err(WireError::InvalidValue {
+                field: "reward",
+                detail: format!("must be finite, got {}", self.reward),
+            });
+        }
+        Ok(())
+    }
+
     pub fn truncated(&self) -> bool {
         self.status == Status::Truncated
     }
@@ -136,5 +162,122 @@ impl Group {
 
     pub fn rewards(&self) -> impl Iterator<Item = f32> + '_ {
         self.samples.iter().map(|s| s.reward)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample(n: usize, spans: Vec<u32>, reward: f32) -> Sample {
+        Sample {
+            tokens: TokenArrays {
+                input_ids: vec![7; n],
+                loss_mask: vec![1; n],
+                logprobs: vec![-0.5; n],
+                versions: vec![0; n],
+                turn_spans: spans,
+            },
+            reward,
+            status: Status::Done,
+            drift: false,
+            turns: 1,
+            turn_cap: 4,
+            stage: 0,
+            dispatch_version: 0,
+        }
+    }
+
+    #[test]
+    fn status_names_round_trip_and_unknown_names_are_invalid_values() {
+        for st in Status::ALL {
+            assert_eq!(Status::parse(st.as_str()), Ok(st));
+        }
+        let err = Status::parse("finished").unwrap_err();
+        assert!(matches!(
+            err,
+            WireError::InvalidValue {
+                field: "status",
+                ..
+            }
+        ));
+        assert!(
+            err.to_string().contains("unknown status \"finished\""),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_well_formed_sample_validates() {
+        assert_eq!(sample(3, vec![0, 3], 1.0).validate(), Ok(()));
+        assert_eq!(sample(0, vec![], -2.5).validate(), Ok(()));
+    }
+
+    #[test]
+    fn per_token_arrays_of_different_lengths_are_rejected() {
+        let mut s = sample(3, vec![], 0.0);
+        s.tokens.loss_mask.pop();
+        assert_eq!(
+            s.validate(),
+            Err(WireError::InconsistentLength {
+                field: "loss_mask",
+                expected: 3,
+                found: 2
+            })
+        );
+        let mut s = sample(3, vec![], 0.0);
+        s.tokens.versions.push(0);
+        assert!(matches!(
+            s.validate(),
+            Err(WireError::InconsistentLength {
+                field: "versions",
+                expected: 3,
+                found: 4
+            })
+        ));
+        let mut s = sample(3, vec![], 0.0);
+        s.tokens.logprobs.clear();
+        assert!(matches!(
+            s.validate(),
+            Err(WireError::InconsistentLength {
+                field: "logprobs",
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn turn_spans_must_be_pairs_within_the_sample() {
+        assert!(matches!(
+            sample(3, vec![0], 0.0).validate(),
+            Err(WireError::InconsistentLength {
+                field: "turn_spans",
+                ..
+            })
+        ));
+        for spans in [vec![0, 4], vec![2, 1]] {
+            assert!(matches!(
+                sample(3, spans, 0.0).validate(),
+                Err(WireError::InvalidValue {
+                    field: "turn_spans",
+                    ..
+                })
+            ));
+        }
+    }
+
+    #[test]
+    fn a_reward_that_is_not_finite_is_rejected() {
+        for reward in [f32::NAN, f32::INFINITY, f32::NEG_INFINITY] {
+            let err = sample(2, vec![], reward).validate().unwrap_err();
+            assert!(matches!(
+                err,
+                WireError::InvalidValue {
+                    field: "reward",
+                    ..
+                }
+            ));
+            assert!(err.to_string().contains("finite"), "{err}");
+        }
     }
 }
