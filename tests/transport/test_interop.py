@@ -5,14 +5,11 @@ from __future__ import annotations
 import pytest
 
 from agentgym_rl import _core
-from agentgym_rl.wire import (
-    GroupReceiver,
-    GroupSender,
-    PyzmqGroupReceiver,
-    PyzmqGroupSender,
-)
+from agentgym_rl.wire import GroupReceiver, GroupSender
 
 from .conftest import FAST, WAIT, Worker, payload
+from .pyzmq_receiver import PyzmqGroupReceiver
+from .pyzmq_sender import PyzmqGroupSender
 
 N = 40
 

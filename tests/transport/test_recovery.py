@@ -11,10 +11,12 @@ import pytest
 import zmq
 
 from agentgym_rl import _core
-from agentgym_rl.wire import GroupReceiver, GroupSender, PyzmqGroupReceiver, PyzmqGroupSender
-from agentgym_rl.wire.protocol import pack
+from agentgym_rl.wire import GroupReceiver, GroupSender
 
 from .conftest import FAST, WAIT, Worker, payload
+from .pyzmq_protocol import pack
+from .pyzmq_receiver import PyzmqGroupReceiver
+from .pyzmq_sender import PyzmqGroupSender
 
 RECEIVERS = {"rust": GroupReceiver, "pyzmq": PyzmqGroupReceiver}
 SENDERS = {"rust": GroupSender, "pyzmq": PyzmqGroupSender}

@@ -4,22 +4,18 @@
   interoperable byte-for-byte with the Rust codec (``agentgym_rl._core.decode_group`` and
   friends).
 * ``GroupSender`` / ``GroupReceiver``: the Rust ZeroMQ transport (credit flow control, acks,
-  resending after reconnection). ``PyzmqGroupSender`` / ``PyzmqGroupReceiver`` implement the
-  same protocol in pure pyzmq (interop tests, fallback).
+  resending after reconnection). Pure-pyzmq peers of the same protocol live with the interop
+  tests (``tests/transport/pyzmq_*.py``), not here.
 """
 
 from agentgym_rl._core import GroupReceiver, GroupSender
 from agentgym_rl.wire.codec import SCHEMA_VERSION, decode_group, encode_group
-from agentgym_rl.wire.pyzmq_receiver import PyzmqGroupReceiver
-from agentgym_rl.wire.pyzmq_sender import PyzmqGroupSender
 from agentgym_rl.wire.types import Status, WireGroup, WireSample, WireTokens
 
 __all__ = [
     "SCHEMA_VERSION",
     "GroupReceiver",
     "GroupSender",
-    "PyzmqGroupReceiver",
-    "PyzmqGroupSender",
     "Status",
     "WireGroup",
     "WireSample",

@@ -3,7 +3,8 @@
 Same API as ``agentgym_rl._core.GroupSender``. Single-threaded: acks, credit and heartbeats are
 processed inside ``send``/``flush``/``wait_connected``. libzmq reconnects the DEALER by itself;
 a restarted receiver answers this session's traffic with ``hello_required`` and the sender
-handshakes again and resends what was not accepted.
+handshakes again and resends what was not accepted. A test peer: the interop and recovery tests
+run it against the Rust receiver; the shipped package uses only the Rust transport.
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ from typing import Any
 import zmq
 
 from agentgym_rl._core import ProtocolError, TransportClosed, TransportTimeout
-from agentgym_rl.wire import protocol
+
+from . import pyzmq_protocol as protocol
 
 
 class PyzmqGroupSender:

@@ -2,8 +2,8 @@
 
 Same behaviour and API as ``agentgym_rl._core.GroupReceiver`` (credit window per sender,
 de-duplication by (sender, session, seq), acknowledgement when ``recv`` hands a group out), but
-single-threaded: protocol traffic is handled inside ``recv``. Used by interop tests and usable
-as a fallback where the extension is unavailable.
+single-threaded: protocol traffic is handled inside ``recv``. A test peer: the interop and
+recovery tests run it against the Rust sender; the shipped package uses only the Rust transport.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any
 
 import zmq
 
-from agentgym_rl.wire import protocol
+from . import pyzmq_protocol as protocol
 
 
 @dataclass

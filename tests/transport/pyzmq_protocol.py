@@ -1,7 +1,8 @@
 """Control messages of the group stream (mirror of ``crates/agentgym-transport/src/protocol.rs``).
 
 Each message is a multipart ZeroMQ message: a msgpack header map with a ``"t"`` tag, plus the
-payload frame for ``data``. See the Rust module for the full contract.
+payload frame for ``data``. See the Rust module for the full contract. Spoken by the pure-pyzmq
+test peers (``pyzmq_sender.py``, ``pyzmq_receiver.py``).
 """
 
 from __future__ import annotations
