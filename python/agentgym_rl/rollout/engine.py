@@ -18,14 +18,9 @@ model and the root cause (the chained exception keeps vLLM's traceback).
 Live updates (`update_weights`): `pause_generation(mode="keep")` freezes in-flight requests
 without aborting them, the new tensors are loaded into every worker, the version moves forward
 and `resume_generation()` lets the frozen requests continue under the new weights. Versions only
-move forward. Two transports into the workers:
-
-* `weight_transfer="rpc"` (default, verified on CPU): `collective_rpc` into
-  `agentgym_rl.weights.apply.WeightLoaderExtension`, which runs vLLM's layerwise reload.
-* `weight_transfer="nccl"` (GPU clusters, NOT verified here: no GPU): vLLM's weight-transfer
-  engine (`WeightTransferConfig(backend="nccl")`). The learner broadcasts tensors over an NCCL
-  group it shares with the workers; this side only passes names/dtypes/shapes
-  (`update_weights_nccl`). See docs/weights.md.
+move forward. The tensors reach the workers by `collective_rpc` into
+`agentgym_rl.weights.apply.WeightLoaderExtension`, which runs vLLM's layerwise reload (an NCCL
+path had no caller and was removed; see docs/weights.md).
 """
 
 from __future__ import annotations
@@ -38,7 +33,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from agentgym_rl.rollout.types import FinishReason, Generation
 
@@ -77,7 +72,6 @@ class EngineOptions:
     gpu_memory_utilization: float = 0.9
     clear_cache_on_update: bool = True
     """Drop the prefix/KV cache when weights change (cached keys/values are from old weights)."""
-    weight_transfer: Literal["rpc", "nccl"] = "rpc"
     initial_version: int = 0
     extra_engine_args: dict[str, Any] = field(default_factory=dict)
     sampling_args: dict[str, Any] = field(default_factory=dict)
@@ -154,10 +148,6 @@ class VllmEngine:
         )
         if opts.kv_cache_memory_bytes is not None:
             kwargs["kv_cache_memory_bytes"] = opts.kv_cache_memory_bytes
-        if opts.weight_transfer == "nccl":
-            from vllm.config.weight_transfer import WeightTransferConfig
-
-            kwargs["weight_transfer_config"] = WeightTransferConfig(backend="nccl")
         kwargs.update(opts.extra_engine_args)
         # No local holds the AsyncLLM: a traceback that vLLM keeps from a lazy import made
         # during start-up pins this frame, and a frame pinning the AsyncLLM would keep it alive
@@ -299,53 +289,6 @@ class VllmEngine:
             finally:
                 await self._llm.resume_generation()
             return time.perf_counter() - t0
-
-    async def init_nccl(
-        self, master_address: str, master_port: int, rank_offset: int, world_size: int
-    ) -> None:
-        """Join the learner's NCCL group (GPU only, unverified here; see docs/weights.md)."""
-        from vllm.distributed.weight_transfer.base import WeightTransferInitRequest
-
-        self._require_nccl()
-        info = dict(
-            master_address=master_address,
-            master_port=master_port,
-            rank_offset=rank_offset,
-            world_size=world_size,
-        )
-        await self._llm.init_weight_transfer_engine(WeightTransferInitRequest(init_info=info))
-
-    async def update_weights_nccl(
-        self, version: int, names: list[str], dtype_names: list[str], shapes: list[list[int]]
-    ) -> float:
-        """Receive `version` over NCCL while the learner broadcasts the same tensors in order.
-
-        GPU only and NOT verified here (no GPU). The learner must broadcast exactly `names` (in
-        this order, with these dtypes/shapes) from NCCL rank 0 concurrently with this call.
-        """
-        from vllm.distributed.weight_transfer.base import WeightTransferUpdateRequest
-
-        self._require_nccl()
-        async with self._update_lock:
-            self._check_version(version)
-            t0 = time.perf_counter()
-            await self._llm.pause_generation(
-                mode="keep", clear_cache=self.options.clear_cache_on_update
-            )
-            try:
-                await self._llm.start_weight_update()
-                info = dict(names=names, dtype_names=dtype_names, shapes=shapes)
-                await self._llm.update_weights(WeightTransferUpdateRequest(update_info=info))
-                await self._llm.finish_weight_update(weight_version=str(version))
-                self._version = version
-                self.updates_applied += 1
-            finally:
-                await self._llm.resume_generation()
-            return time.perf_counter() - t0
-
-    def _require_nccl(self) -> None:
-        if self.options.weight_transfer != "nccl":
-            raise RuntimeError("engine was not started with weight_transfer='nccl'")
 
     async def ping_workers(self) -> list[str]:
         """Calls a trivial method on every worker (proves the extension is loaded)."""
