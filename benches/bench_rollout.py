@@ -70,7 +70,7 @@ def corpus(seed: int = 0, lines: int = 400) -> list[str]:
     """Tokenizer training text: BabyAI-like words, action lines and the BabyAI system prompt
     (so prompts and observations take realistic token counts, not one token per letter)."""
     from agentgym_rl.config import ActionFormat
-    from agentgym_rl.rollout.prompts import system_prompt
+    from agentgym_rl.episode.prompts import system_prompt
 
     rng = random.Random(seed)
     out = [" ".join(rng.choice(WORDS) for _ in range(rng.randint(4, 12))) for _ in range(lines)]

@@ -7,7 +7,9 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
+from agentgym_rl.trajectory import ChatTokenizer
 from env_servers import EnvServerProc
+from scripted_engine import CHATML
 
 
 @pytest.fixture
@@ -32,3 +34,23 @@ def spawn_server() -> Iterator[Callable[..., EnvServerProc]]:
     yield spawn
     for server in started:
         server.stop()
+
+
+@pytest.fixture(scope="module")
+def babyai_server() -> Iterator[EnvServerProc]:
+    server = EnvServerProc("babyai").start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def noop_server() -> Iterator[EnvServerProc]:
+    server = EnvServerProc("noop").start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def chat() -> ChatTokenizer:
+    """The ChatML fixture tokenizer (the scripted engine's)."""
+    return ChatTokenizer.from_dir(CHATML)

@@ -34,7 +34,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from agentgym_rl.rollout.episode_log import EpisodeLogError
+    from agentgym_rl.episode.log import EpisodeLogError
 
     try:
         return _show(args)
@@ -46,8 +46,8 @@ def run(args: argparse.Namespace) -> int:
 def _show(args: argparse.Namespace) -> int:
     from pathlib import Path
 
+    from agentgym_rl.episode.log import EpisodeLogError, find_episode_log, read_episodes
     from agentgym_rl.evaluation.transcript import render_plain, render_rich
-    from agentgym_rl.rollout.episode_log import EpisodeLogError, find_episode_log, read_episodes
     from agentgym_rl.trajectory import ChatTokenizer
 
     path = find_episode_log(args.source)

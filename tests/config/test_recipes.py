@@ -15,7 +15,7 @@ from agentgym_rl.config import (
     load_learn_config,
     load_rollout_config,
 )
-from agentgym_rl.rollout.prompts import SYSTEM_PROMPTS
+from agentgym_rl.episode.prompts import SYSTEM_PROMPTS
 
 ROOT = Path(__file__).resolve().parents[2]
 RECIPES = ROOT / "configs" / "recipes"

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from agentgym_rl.cli import main
+from agentgym_rl.episode.log import read_episodes
 from agentgym_rl.evaluation import EvalError, EvalOptions, evaluate
-from agentgym_rl.rollout.episode_log import read_episodes
 from vllm_fixtures import EngineHandle
 
 SPLIT = Path(__file__).resolve().parents[2] / "envs/agentgym_envs/babyai/data/goto_test.json"

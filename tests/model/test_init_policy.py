@@ -10,6 +10,8 @@ import pytest
 
 from agentgym_rl.cli import main
 from agentgym_rl.config import ActionFormat
+from agentgym_rl.episode.actions import parse_action
+from agentgym_rl.episode.dataset import load_split
 from agentgym_rl.model.init_policy import INFO_FILE, InitOptions, init_policy
 from agentgym_rl.model.transcripts import (
     Transcript,
@@ -18,8 +20,6 @@ from agentgym_rl.model.transcripts import (
     thought_from,
 )
 from agentgym_rl.model.warmup import encode, format_warmup
-from agentgym_rl.rollout.actions import parse_action
-from agentgym_rl.rollout.dataset import load_split
 
 ROOT = Path(__file__).resolve().parents[2]
 GOTO_TRAIN = ROOT / "envs/agentgym_envs/babyai/data/goto_train.json"

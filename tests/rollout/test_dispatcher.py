@@ -1,5 +1,6 @@
 """The continuous loop against real env servers and a real `GroupReceiver`: complete groups,
-turn caps by dispatch version, backpressure without loss, env failures, stop/SIGTERM, --sync."""
+turn caps by dispatch version, backpressure without loss, env failures, stop/SIGTERM, --sync,
+the episode log."""
 
 from __future__ import annotations
 
@@ -23,8 +24,10 @@ from harness import (
 
 from agentgym_rl import _core
 from agentgym_rl.config import load_rollout_config
-from agentgym_rl.rollout.agent import AgentLoop, EnvSpec
-from agentgym_rl.rollout.dataset import Task, TaskSource
+from agentgym_rl.episode.agent import AgentLoop
+from agentgym_rl.episode.dataset import Task, TaskSource
+from agentgym_rl.episode.log import EpisodeLog, read_episodes
+from agentgym_rl.episode.types import EnvSpec
 from agentgym_rl.rollout.dispatcher import Dispatcher, DispatchSummary
 from agentgym_rl.rollout.schedule import TurnSchedule
 from agentgym_rl.rollout.service import run_service
@@ -347,3 +350,27 @@ def test_sync_loop_batches_turns_and_streams(babyai_server, chat, free_port) -> 
         for s in g.samples:
             check_sample_arrays(s)
             assert s.status in {"done", "turn_cap"} and s.turns <= 3
+
+
+def test_dispatcher_logs_every_finished_episode(noop_server, chat, free_port, tmp_path) -> None:
+    endpoint = f"tcp://127.0.0.1:{free_port}"
+    log = EpisodeLog(tmp_path / "episodes.jsonl", tokenizer="chatml")
+
+    async def main() -> list[_core.Group]:
+        with _core.GroupReceiver(endpoint) as receiver:
+            d, pool, stream = build(
+                [noop_server.zmq], ScriptedEngine(chat, NOOP), chat, endpoint, episode_log=log
+            )
+            task = asyncio.create_task(d.run())
+            groups = await asyncio.to_thread(receive_groups, receiver, 4)
+            await finish(task, pool, stream)
+            return groups
+
+    groups = asyncio.run(main())
+    recs = list(read_episodes(log.path))
+    assert len(recs) == 8  # 4 groups of 2
+    sent = {(g.group_id, tuple(s.input_ids.tolist())) for g in groups for s in g.samples}
+    assert {(r.group_id, tuple(r.input_ids)) for r in recs} == sent
+    for r in recs:
+        assert r.env == "noop" and r.item_id.startswith("noop_") and r.status == "turn_cap"
+        assert r.request_id.startswith(f"g{r.group_id}-e")

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from agentgym_rl.config import ScalingInterConfig
-from agentgym_rl.rollout.schedule import TurnBudget, TurnSchedule
+from agentgym_rl.episode.types import TurnBudget
+from agentgym_rl.rollout.schedule import TurnSchedule
 
 
 @pytest.mark.parametrize(

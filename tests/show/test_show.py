@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from agentgym_rl.cli import main
+from agentgym_rl.episode.log import EpisodeLog, EpisodeRecord
 from agentgym_rl.evaluation.transcript import mask_problems, render_plain, render_rich
-from agentgym_rl.rollout.episode_log import EpisodeLog, EpisodeRecord
 from agentgym_rl.trajectory import ChatTokenizer
 
 CHATML = Path(__file__).resolve().parents[1] / "fixtures" / "templates" / "chatml"

@@ -1,18 +1,21 @@
 """Evaluating policies and inspecting episodes: `agentgym-rl eval` and `agentgym-rl show`.
 
-- `report`: Avg@n / Pass@n per env and category from plain episode records (pure).
 - `runner`: every task `n` times through a `Policy`, bounded concurrency.
 - `policies`: the training agent loop on a vLLM engine; an OpenAI-compatible chat endpoint.
 - `servers`: env servers started by an evaluation itself.
 - `job`: `evaluate(EvalOptions)`, the whole evaluation (the CLI's Python API).
+- `progress`: the progress bar of a running evaluation.
 - `transcript`: one logged episode as a transcript with its loss mask visible.
 
-Heavy stacks (vLLM, httpx) are imported by the modules that need them, not here.
+Avg@n / Pass@n (`summarize`, `EvalReport`) live in the episode layer (`episode/scoring.py`),
+which the rollout server's held-out evaluation shares; they are re-exported here as part of
+the evaluation API. Heavy stacks (vLLM, httpx) are imported by the modules that need them.
 """
 
 from __future__ import annotations
 
-from agentgym_rl.evaluation.report import EvalRecord, EvalReport, Row, avg_pass, summarize
+from agentgym_rl.episode.scoring import EvalRecord, EvalReport, Row, avg_pass, summarize
+from agentgym_rl.evaluation.job import EvalOptions, evaluate
 from agentgym_rl.evaluation.runner import EvalError, EvalSettings
 
 __all__ = [
@@ -26,13 +29,3 @@ __all__ = [
     "evaluate",
     "summarize",
 ]
-
-
-def __getattr__(name: str) -> object:
-    # `evaluate` pulls in the env pool and rollout stack; keep `import agentgym_rl.evaluation`
-    # cheap for the rollout server, which only needs `summarize`.
-    if name in ("evaluate", "EvalOptions"):
-        from agentgym_rl.evaluation import job
-
-        return getattr(job, name)
-    raise AttributeError(name)

@@ -23,12 +23,11 @@ from typing import Any
 from agentgym_rl import _core
 from agentgym_rl.config import ActionFormat
 from agentgym_rl.config.startup import context_misfit, model_positions
-from agentgym_rl.evaluation.report import EvalRecord, EvalReport, summarize
+from agentgym_rl.episode.dataset import DatasetError, Task, load_split
+from agentgym_rl.episode.scoring import EvalRecord, EvalReport, summarize
+from agentgym_rl.episode.types import Engine, EnvSpec
 from agentgym_rl.evaluation.runner import EvalError, EvalSettings, Policy, run_episodes
 from agentgym_rl.evaluation.servers import LocalEnvServers
-from agentgym_rl.rollout.agent import EnvSpec
-from agentgym_rl.rollout.dataset import DatasetError, Task, load_split
-from agentgym_rl.rollout.types import Engine
 
 # Envs whose servers speak another HTTP dialect or whose actions are not ReAct lines.
 DIALECTS = {"searchqa": "searchqa", "webarena": "webarena"}
@@ -230,9 +229,9 @@ async def _start_engine(options: EvalOptions) -> Engine:
 def _agent_policy(
     options: EvalOptions, engine: Engine, pool: _core.EnvPool, tasks: list[Task]
 ) -> Policy:
+    from agentgym_rl.episode.agent import AgentLoop
+    from agentgym_rl.episode.log import EPISODES_FILE, EpisodeLog
     from agentgym_rl.evaluation.policies import AgentPolicy
-    from agentgym_rl.rollout.agent import AgentLoop
-    from agentgym_rl.rollout.episode_log import EPISODES_FILE, EpisodeLog
     from agentgym_rl.trajectory import ChatTokenizer
 
     model_dir = Path(getattr(engine, "model_dir", options.model or ""))

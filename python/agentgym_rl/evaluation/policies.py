@@ -4,8 +4,8 @@ Contract:
 - `AgentPolicy` runs the training `AgentLoop` unchanged (token-in/token-out, same prompts, action
   parsing, statuses and turn cap), at the engine's current version; with an `EpisodeLog`, every
   episode is also logged for `agentgym-rl show` (group id = the task's index in first-seen order).
-- `ChatApiPolicy` plays the same episode in text: the messages of `rollout/prompts.py`, one
-  `POST {base}/chat/completions` per turn, the reply parsed by `rollout/actions.py`, the same
+- `ChatApiPolicy` plays the same episode in text: the messages of `episode/prompts.py`, one
+  `POST {base}/chat/completions` per turn, the reply played by `episode/turn.py`'s `act`, the same
   statuses. A reply refused for its context length ends the episode as "truncated"; 429/5xx and
   connection errors are retried `retries` times, then the episode fails; a refused key, unknown
   model or unreachable endpoint (`check()`) raises `EvalError` and stops the evaluation.
@@ -17,24 +17,20 @@ import asyncio
 import contextlib
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import httpx
 
 from agentgym_rl import _core
+from agentgym_rl.episode.agent import AgentLoop
+from agentgym_rl.episode.dataset import Task
+from agentgym_rl.episode.log import EpisodeLog
+from agentgym_rl.episode.prompts import episode_prefix, observation_message
+from agentgym_rl.episode.turn import act, env_failure
+from agentgym_rl.episode.types import EnvSpec, EpisodePlan, TurnBudget
 from agentgym_rl.evaluation.runner import EpisodeOutcome, EvalError
-from agentgym_rl.rollout.agent import (
-    AgentLoop,
-    EnvSpec,
-    EpisodePlan,
-    EpisodeStatus,
-    act,
-    env_failure,
-)
-from agentgym_rl.rollout.dataset import Task
-from agentgym_rl.rollout.episode_log import EpisodeLog
-from agentgym_rl.rollout.prompts import episode_prefix, observation_message
-from agentgym_rl.rollout.schedule import TurnBudget
+from agentgym_rl.wire.types import Status
 
 
 class AgentPolicy:
@@ -153,7 +149,7 @@ class ChatApiPolicy:
 
     async def episode(self, task: Task, *, max_turns: int, request_id: str) -> EpisodeOutcome:
         spec = self.envs.get(task.env, EnvSpec())
-        failed = EpisodeStatus.ENV_FAILURE.value
+        failed = Status.ENV_FAILURE.value
         try:
             created = await self.pool.create(task.env)
         except _core.EnvPoolError as e:
@@ -174,20 +170,21 @@ class ChatApiPolicy:
         messages = episode_prefix(task.env, observation, spec.action_format, spec.system_prompt)
         score, turn = 0.0, 0
         failure: str | None = None
+        step = partial(self.pool.step, episode)
         while True:
             text = await self.complete(messages)
             if text is None:
-                status = EpisodeStatus.TRUNCATED
+                status = Status.TRUNCATED
                 break
             turn += 1
             messages.append({"role": "assistant", "content": text})
-            acted = await act(self.pool, episode, text, spec.action_format, score)
+            acted = await act(step, text, spec.action_format, score)
             score, observation = acted.score, acted.observation
             if acted.ended is not None:
                 status, failure = acted.ended, acted.failure
                 break
             if turn >= max_turns:
-                status = EpisodeStatus.TURN_CAP
+                status = Status.TURN_CAP
                 break
             messages.append(observation_message(observation))
         return EpisodeOutcome(float(score), status.value, turn, failure)

@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from agentgym_rl.evaluation.report import ENV_FAILURE, NO_REASON, EvalRecord
+from agentgym_rl.episode.scoring import ENV_FAILURE, NO_REASON, EvalRecord
 
 MAX_PRINTED = 5
 """Distinct env-failure reasons printed above the bar (the rest are only counted)."""

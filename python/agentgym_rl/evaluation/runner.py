@@ -19,8 +19,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from agentgym_rl.evaluation.report import EvalRecord
-from agentgym_rl.rollout.dataset import Task
+from agentgym_rl.episode.dataset import Task
+from agentgym_rl.episode.scoring import EvalRecord
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +38,7 @@ class EpisodeOutcome:
     status: str
     turns: int
     failure: str | None = None
-    """Why the episode ended as an env failure (`rollout.agent.env_failure`); None otherwise."""
+    """Why the episode ended as an env failure (`episode.turn.env_failure`); None otherwise."""
 
 
 class Policy(Protocol):

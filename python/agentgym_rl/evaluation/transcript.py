@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from rich.console import Group
 from rich.text import Text
 
-from agentgym_rl.rollout.episode_log import EpisodeRecord
+from agentgym_rl.episode.log import EpisodeRecord
 
 Decode = Callable[[Sequence[int]], str]
 TRAINED_STYLE = "bold green"

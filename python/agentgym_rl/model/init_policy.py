@@ -21,11 +21,11 @@ from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 
+from agentgym_rl.episode.dataset import load_split
 from agentgym_rl.model.factory import create_tiny_model
 from agentgym_rl.model.init_options import DEFAULT_SPLITS, ENVS_DIR, INFO_FILE, InitOptions
 from agentgym_rl.model.transcripts import corpus_text, random_transcripts
 from agentgym_rl.model.warmup import format_warmup
-from agentgym_rl.rollout.dataset import load_split
 
 
 def _portable(path: Path) -> str:

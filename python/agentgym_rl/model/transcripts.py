@@ -2,7 +2,7 @@
 
 Contract: `random_transcripts(env, tasks, ...)` plays each task once in-process with actions drawn
 uniformly from the env's available actions, and returns the chat an agent would have had: the
-system prompt the rollout servers use (`rollout/prompts.py`), the first observation, then
+system prompt the rollout servers use (`episode/prompts.py`), the first observation, then
 `Action: <action>` assistant turns (after a `Thought:` line restating the goal, with
 `thought_line`) and observation user turns, exactly as the agent loop renders them. Nothing
 here knows how to solve a task: the transcripts carry the format only, which is what the
@@ -16,8 +16,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from agentgym_rl.config import ActionFormat
-from agentgym_rl.rollout.dataset import Task
-from agentgym_rl.rollout.prompts import episode_prefix, observation_message
+from agentgym_rl.episode.dataset import Task
+from agentgym_rl.episode.prompts import episode_prefix, observation_message
 
 # "check available actions" repeats what every BabyAI observation already lists: a random
 # policy that picks it wastes turns, and it teaches the model nothing about the format.

@@ -29,12 +29,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from agentgym_rl import _core
-from agentgym_rl.rollout.agent import AgentLoop, EpisodePlan
-from agentgym_rl.rollout.dataset import Task, TaskSource
-from agentgym_rl.rollout.episode_log import EpisodeLog
-from agentgym_rl.rollout.metrics import RolloutMetrics, StatusSink
+from agentgym_rl.episode.agent import AgentLoop
+from agentgym_rl.episode.dataset import Task, TaskSource
+from agentgym_rl.episode.log import EpisodeLog
+from agentgym_rl.episode.metrics import RolloutMetrics
+from agentgym_rl.episode.types import EpisodePlan
 from agentgym_rl.rollout.schedule import TurnSchedule
 from agentgym_rl.rollout.sink import LearnerStream
+from agentgym_rl.rollout.status import StatusSink
 from agentgym_rl.wire.ledger import GroupLedger, group_key
 
 log = logging.getLogger(__name__)

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from agentgym_rl.rollout.types import FinishReason, Generation
+from agentgym_rl.episode.types import FinishReason, Generation
 
 log = logging.getLogger(__name__)
 

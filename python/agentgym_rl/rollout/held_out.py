@@ -26,10 +26,10 @@ from pathlib import Path
 from typing import Any
 
 from agentgym_rl.config.rollout import HeldOutEvalConfig
-from agentgym_rl.evaluation.report import ALL, EvalRecord, summarize
-from agentgym_rl.rollout.agent import AgentLoop, EpisodePlan
-from agentgym_rl.rollout.dataset import Task, load_split
-from agentgym_rl.rollout.schedule import TurnBudget
+from agentgym_rl.episode.agent import AgentLoop
+from agentgym_rl.episode.dataset import Task, load_split
+from agentgym_rl.episode.scoring import ALL, EvalRecord, summarize
+from agentgym_rl.episode.types import EpisodePlan, TurnBudget
 
 log = logging.getLogger(__name__)
 EVAL_FILE = "eval.jsonl"

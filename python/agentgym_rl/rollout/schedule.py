@@ -9,17 +9,9 @@ shifted its schedule one step early; a pure function cannot). A fixed cap is one
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from agentgym_rl.config import ScalingInterConfig
-
-
-@dataclass(frozen=True, slots=True)
-class TurnBudget:
-    """The stage an episode runs in and its turn cap; every sample carries both."""
-
-    stage: int
-    cap: int
+from agentgym_rl.episode.types import TurnBudget
 
 
 class TurnSchedule:

@@ -1,10 +1,10 @@
 """`serve-rollouts --sync`: the reference's synchronous, round-based loop, as a baseline.
 
-Contract: same engine, env servers, builder, action parser and learner stream as the async
-path, but the AgentGym-RL way: a batch of `groups_per_step` groups starts together; each turn is
-one batched generate for every live episode (a gather of `engine.generate` calls, waiting for
-all), then every env step runs in a thread pool through a fresh AgentGym-style HTTP client per
-trajectory (`/create`, `/reset`, `/step`, `/close` as plain requests, a new connection per call),
+Contract: same engine, env servers, builder, turn rule (`episode/turn.py`: action parsing,
+invalid turns, penalties, statuses) and learner stream as the async path, but the AgentGym-RL
+way: a batch of `groups_per_step` groups starts together; each turn is one batched generate for
+every live episode (a gather of `engine.generate` calls, waiting for all), then every env step
+runs in a thread pool through a fresh AgentGym-style HTTP client per trajectory (`/create`, `/reset`, `/step`, `/close` as plain requests, a new connection per call),
 and the whole batch waits for its slowest member before the next turn or batch. Groups are
 streamed when the batch ends; a learner that does not take them stalls the loop. Only `http://`
 env addresses in the AgentGym dialect (`id`/`data_idx` keys) work here: the reference's client.
@@ -18,30 +18,35 @@ import logging
 import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from agentgym_rl import _core
-from agentgym_rl.rollout.actions import parse_action
-from agentgym_rl.rollout.agent import (
-    EnvSpec,
-    EpisodePlan,
-    EpisodeStatus,
-    episode_reward,
-    finish_sample,
-)
-from agentgym_rl.rollout.dataset import TaskSource
+from agentgym_rl.episode.dataset import TaskSource
+from agentgym_rl.episode.metrics import RolloutMetrics
+from agentgym_rl.episode.turn import EnvStepError, EpisodeState, StepEnv, play_turn
+from agentgym_rl.episode.types import Engine, EnvSpec, EpisodePlan
 from agentgym_rl.rollout.dispatcher import DispatchSummary
-from agentgym_rl.rollout.metrics import RolloutMetrics, StatusSink
-from agentgym_rl.rollout.prompts import episode_prefix, observation_message
 from agentgym_rl.rollout.schedule import TurnSchedule
 from agentgym_rl.rollout.sink import LearnerStream
-from agentgym_rl.rollout.types import Engine
-from agentgym_rl.trajectory import ChatTokenizer, TrajectoryBuilder
+from agentgym_rl.rollout.status import StatusSink
+from agentgym_rl.trajectory import ChatTokenizer
+from agentgym_rl.wire.types import Status
 
 log = logging.getLogger(__name__)
+_CLIENT_ERRORS = (OSError, RuntimeError, ValueError)
+
+
+@dataclass(frozen=True, slots=True)
+class HttpStep:
+    """A `/step` reply (the fields `turn.act` reads)."""
+
+    observation: str
+    score: float
+    done: bool
+    invalid: bool
 
 
 class HttpEnvClient:
@@ -66,8 +71,16 @@ class HttpEnvClient:
     def reset(self, data_idx: int) -> dict[str, Any]:
         return self._post("/reset", {"id": self.id, "data_idx": data_idx})
 
-    def step(self, action: str) -> dict[str, Any]:
-        return self._post("/step", {"id": self.id, "action": action})
+    def step(self, action: str) -> HttpStep:
+        """Raises `EnvStepError` when the request or the server failed."""
+        try:
+            out = self._post("/step", {"id": self.id, "action": action})
+        except _CLIENT_ERRORS as e:
+            raise EnvStepError(str(e)) from e
+        score = float(out.get("score", out.get("reward", 0.0)))
+        return HttpStep(
+            str(out["observation"]), score, bool(out.get("done")), bool(out.get("invalid"))
+        )
 
     def close(self) -> None:
         self._post("/close", {"id": self.id})
@@ -75,22 +88,17 @@ class HttpEnvClient:
 
 @dataclass
 class Rollout:
-    """One trajectory of the batch."""
+    """One trajectory of the batch; `episode` stays None when its env did not start."""
 
     plan: EpisodePlan
     group_id: int
     base: str
     client: HttpEnvClient | None = None
-    builder: TrajectoryBuilder | None = None
-    score: float = 0.0
-    turns: int = 0
-    invalid: int = 0  # turns that did nothing (see `agent.episode_reward`)
-    status: EpisodeStatus | None = None
-    pending: dict[str, str] | None = field(default=None)  # next observation message
+    episode: EpisodeState | None = None
 
     @property
     def live(self) -> bool:
-        return self.status is None
+        return self.episode is not None and self.episode.status is None
 
 
 class SyncLoop:
@@ -144,90 +152,55 @@ class SyncLoop:
         try:
             r.client = HttpEnvClient(r.base)
             first = r.client.reset(r.plan.task.data_idx)
-        except (OSError, RuntimeError, ValueError, KeyError):
-            r.status = EpisodeStatus.ENV_FAILURE
-            return
-        spec = self.envs.get(r.plan.task.env, EnvSpec())
-        prefix = episode_prefix(
-            r.plan.task.env, str(first["observation"]), spec.action_format, spec.system_prompt
-        )
-        r.builder = TrajectoryBuilder(
+        except (*_CLIENT_ERRORS, KeyError):
+            return  # no episode: an env failure
+        r.episode = EpisodeState.start(
+            r.plan,
+            self.envs.get(r.plan.task.env, EnvSpec()),
             self.chat,
-            prefix,
+            str(first["observation"]),
             max_len=self.max_model_len,
             stop_ids=self.stop_ids,
             check_drift=self.check_drift,
-            prompt_version=r.plan.dispatch_version,
         )
-
-    def _step(self, r: Rollout) -> None:
-        assert r.client is not None and r.pending is not None
-        try:
-            out = r.client.step(r.pending["action"])
-        except (OSError, RuntimeError, ValueError):
-            r.status = EpisodeStatus.ENV_FAILURE
-            return
-        self.metrics.env_steps += 1
-        r.score = float(out.get("score", out.get("reward", 0.0)))
-        if out.get("invalid"):
-            r.invalid += 1
-            self.metrics.invalid_actions += 1
-        r.pending = {"observation": str(out["observation"])}
-        if out.get("done"):
-            r.status = EpisodeStatus.DONE
 
     def _close(self, r: Rollout) -> None:
         if r.client is not None:
             try:
                 r.client.close()
-            except (OSError, RuntimeError, ValueError):
+            except _CLIENT_ERRORS:
                 pass
 
-    async def _turn(self, live: list[Rollout], turn: int) -> None:
+    def _stepper(self, client: HttpEnvClient | None) -> StepEnv:
+        """Steps through `client` in the thread pool (the reference's blocking client)."""
+        assert client is not None
+        loop = asyncio.get_running_loop()
+        return lambda action: loop.run_in_executor(self.threads, client.step, action)
+
+    async def _turn(self, live: list[Rollout]) -> None:
+        """One batched generate for every live episode, then each plays its turn (`play_turn`,
+        the async agent's turn rule) with its step in the thread pool; the batch waits for its
+        slowest member."""
+        ready = []
         for r in live:
-            assert r.builder is not None
-            if min(self.max_tokens_per_turn, r.builder.remaining) <= 0:
-                r.status = EpisodeStatus.TRUNCATED
-        live = [r for r in live if r.live]
+            assert r.episode is not None
+            if (max_tokens := r.episode.room(self.max_tokens_per_turn)) > 0:
+                ready.append((r, r.episode, max_tokens))
         with self.metrics.generating():
             gens = await asyncio.gather(
                 *(
                     self.engine.generate(
-                        r.builder.ids.tolist(),  # type: ignore[union-attr]
-                        max_tokens=min(self.max_tokens_per_turn, r.builder.remaining),  # type: ignore[union-attr]
-                        request_id=f"{r.plan.request_id}-t{turn}",
+                        ep.builder.ids.tolist(), max_tokens=max_tokens, request_id=ep.request_id
                     )
-                    for r in live
+                    for _, ep, max_tokens in ready
                 )
             )
-        stepping = []
-        for r, gen in zip(live, gens, strict=True):
-            assert r.builder is not None
-            r.turns += 1
-            self.metrics.generated_tokens += len(gen.token_ids)
-            if gen.finish_reason == "abort" or not gen.token_ids:
-                r.status = EpisodeStatus.ABORTED
-            elif not r.builder.add_generated(gen.token_ids, gen.logprobs, gen.versions):
-                r.status = EpisodeStatus.TRUNCATED
-            else:
-                text = self.chat.decode([i for i in gen.token_ids if i not in self.stop_ids])
-                fmt = self.envs.get(r.plan.task.env, EnvSpec()).action_format
-                parsed = parse_action(text, fmt)
-                if parsed.action is None:
-                    self.metrics.invalid_actions += 1
-                    r.invalid += 1
-                    r.pending = {"observation": parsed.feedback or ""}
-                else:
-                    r.pending = {"action": parsed.action}
-                    stepping.append(r)
-        await self._in_threads(self._step, stepping)  # the batch waits for its slowest step
-        for r in live:
-            if not r.live or r.builder is None:
-                continue
-            if turn + 1 >= r.plan.budget.cap:
-                r.status = EpisodeStatus.TURN_CAP
-            elif not r.builder.add_observation(observation_message(r.pending["observation"])):  # type: ignore[index]
-                r.status = EpisodeStatus.TRUNCATED
+        await asyncio.gather(
+            *(
+                play_turn(ep, gen, self._stepper(r.client), self.metrics)
+                for (r, ep, _), gen in zip(ready, gens, strict=True)
+            )
+        )
 
     async def batch(self) -> list[_core.Group] | None:
         """Run one batch to completion; None when the source has no task left."""
@@ -246,23 +219,18 @@ class SyncLoop:
         if not rollouts:
             return None
         await self._in_threads(self._start, rollouts)
-        turn = 0
         while live := [r for r in rollouts if r.live]:
-            await self._turn(live, turn)
-            turn += 1
+            await self._turn(live)
         await self._in_threads(self._close, rollouts)
         return self._groups(rollouts)
 
     def _groups(self, rollouts: list[Rollout]) -> list[_core.Group]:
         by_group: dict[int, list[_core.Sample]] = {}
         for r in rollouts:
-            assert r.status is not None
-            if r.builder is None:  # never started: an empty env-failure sample
-                sample = _core.Sample(*_empty_arrays(), reward=0.0, status=r.status.value)
+            if r.episode is None:  # never started: an empty env-failure sample
+                sample = _core.Sample(*_empty_arrays(), reward=0.0, status=Status.ENV_FAILURE.value)
             else:
-                spec = self.envs.get(r.plan.task.env, EnvSpec())
-                reward = episode_reward(r.score, r.status, r.turns, r.invalid, spec.invalid_penalty)
-                sample = finish_sample(r.plan, r.builder, reward, r.status)
+                sample = r.episode.sample()
             self.metrics.record_episode(sample)
             by_group.setdefault(r.group_id, []).append(sample)
         firsts = {r.group_id: r.plan.task for r in reversed(rollouts)}

@@ -24,9 +24,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agentgym_rl.wire.types import Status
+
 ALL = "all"
 NO_CATEGORY = "-"
-ENV_FAILURE = "env_failure"
+ENV_FAILURE = Status.ENV_FAILURE.value
 NO_REASON = "(no reason recorded)"
 SHOWN_REASONS = 3
 MARKDOWN_FILE = "eval.md"

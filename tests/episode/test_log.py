@@ -1,26 +1,22 @@
-"""Episode logs: sampling, round trip, clear errors, and the dispatcher hook on a real loop."""
+"""Episode logs: sampling, round trip, clear errors (the dispatcher hook: tests/rollout)."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 from pathlib import Path
 
 import numpy as np
 import pytest
-from harness import ScriptedEngine, receive_groups
-from test_dispatcher import NOOP, build, finish
 
 from agentgym_rl import _core
-from agentgym_rl.rollout.agent import EpisodePlan
-from agentgym_rl.rollout.dataset import Task
-from agentgym_rl.rollout.episode_log import (
+from agentgym_rl.episode.dataset import Task
+from agentgym_rl.episode.log import (
     EpisodeLog,
     EpisodeLogError,
     find_episode_log,
     read_episodes,
 )
-from agentgym_rl.rollout.schedule import TurnBudget
+from agentgym_rl.episode.types import EpisodePlan, TurnBudget
 
 
 def sample(reward: float, n: int = 6) -> _core.Sample:
@@ -102,27 +98,3 @@ def test_find_episode_log_in_run_folder(tmp_path: Path) -> None:
     second.write_text("")
     with pytest.raises(EpisodeLogError, match=r"2 episode logs .*pass one of them"):
         find_episode_log(tmp_path)
-
-
-def test_dispatcher_logs_every_finished_episode(noop_server, chat, free_port, tmp_path) -> None:
-    endpoint = f"tcp://127.0.0.1:{free_port}"
-    log = EpisodeLog(tmp_path / "episodes.jsonl", tokenizer="chatml")
-
-    async def main() -> list[_core.Group]:
-        with _core.GroupReceiver(endpoint) as receiver:
-            d, pool, stream = build(
-                [noop_server.zmq], ScriptedEngine(chat, NOOP), chat, endpoint, episode_log=log
-            )
-            task = asyncio.create_task(d.run())
-            groups = await asyncio.to_thread(receive_groups, receiver, 4)
-            await finish(task, pool, stream)
-            return groups
-
-    groups = asyncio.run(main())
-    recs = list(read_episodes(log.path))
-    assert len(recs) == 8  # 4 groups of 2
-    sent = {(g.group_id, tuple(s.input_ids.tolist())) for g in groups for s in g.samples}
-    assert {(r.group_id, tuple(r.input_ids)) for r in recs} == sent
-    for r in recs:
-        assert r.env == "noop" and r.item_id.startswith("noop_") and r.status == "turn_cap"
-        assert r.request_id.startswith(f"g{r.group_id}-e")

@@ -1,27 +1,21 @@
-"""Rollout metrics: counters fed by the agent loop and dispatcher, a status line, JSONL records.
+"""Rollout metrics: counters fed by the agent loop, the turn rule and the dispatcher.
 
 Contract: `RolloutMetrics` is updated from one event loop (no locks). `snapshot()` returns one
 flat dict: totals since start plus rates over the interval since the previous snapshot
 (generated tokens/s, env steps/s, episodes/s), the engine idle ratio (fraction of the interval's
 wall time with no `generate` call in flight), turns per episode (mean, max), the staleness
 histogram of sent groups (learner version minus the group's oldest token version), env
-failures, drift, statuses and the buffer's counters. `StatusSink` prints a one-line status
-(rich) and appends each snapshot as one JSON line to `<log_dir>/metrics.jsonl`.
+failures, drift, statuses and the buffer's counters. `rollout/status.py` prints and records
+the snapshots.
 """
 
 from __future__ import annotations
 
-import json
 import time
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
-
-from rich.console import Console
-from rich.live import Live
-from rich.text import Text
 
 from agentgym_rl import _core
 
@@ -133,58 +127,3 @@ class RolloutMetrics:
         if buffer is not None:
             record["buffer"] = dict(buffer)
         return record
-
-
-def _rate(value: float | None) -> str:
-    return "  -  " if value is None else f"{value:5.1%}"
-
-
-def status_line(record: dict[str, Any]) -> str:
-    """One human line from a snapshot."""
-    buf = record.get("buffer", {})
-    return (
-        f"[bold]rollout[/] {record['uptime_s']:7.0f}s "
-        f"tok/s {record['generated_tokens_per_s']:8.1f}  "
-        f"steps/s {record['env_steps_per_s']:7.1f}  "
-        f"eps/s {record['episodes_per_s']:5.2f}  "
-        f"idle {record['engine_idle_ratio']:4.0%}  "
-        f"turns {record['turns_mean']:4.1f}/{record['turns_max']}  "
-        f"success {_rate(record.get('success_rate'))}  "
-        f"sent {record['groups_sent']}  running {buf.get('running', 0)} "
-        f"ready {buf.get('ready', 0)}  env_fail {record['env_failures']}  "
-        f"drift {record['drift']}"
-    )
-
-
-class StatusSink:
-    """Writes snapshots: a live status line on a terminal (a plain line per snapshot otherwise)
-    and JSON lines in `log_dir`."""
-
-    def __init__(self, log_dir: Path | None, *, quiet: bool = False) -> None:
-        self.console = Console(stderr=True, highlight=False)
-        self.quiet = quiet
-        self.live: Live | None = None
-        self.path: Path | None = None
-        if log_dir is not None:
-            log_dir.mkdir(parents=True, exist_ok=True)
-            self.path = log_dir / "metrics.jsonl"
-
-    def write(self, record: dict[str, Any]) -> None:
-        if self.path is not None:
-            with self.path.open("a") as f:
-                f.write(json.dumps(record) + "\n")
-        if self.quiet:
-            return
-        line = Text.from_markup(status_line(record))
-        if not self.console.is_terminal:
-            self.console.print(line, soft_wrap=True)
-            return
-        if self.live is None:
-            self.live = Live(line, console=self.console, auto_refresh=False)
-            self.live.start()
-        self.live.update(line, refresh=True)
-
-    def close(self) -> None:
-        if self.live is not None:
-            self.live.stop()
-            self.live = None

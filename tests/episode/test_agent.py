@@ -7,14 +7,16 @@ from collections.abc import Callable, Coroutine
 from typing import Any
 
 import numpy as np
-from harness import EnvServerProc, ScriptedEngine, check_sample_arrays
 
 from agentgym_rl import _core
-from agentgym_rl.rollout.agent import AgentLoop, EnvSpec, EpisodePlan, EpisodeStatus, episode_reward
-from agentgym_rl.rollout.dataset import Task
-from agentgym_rl.rollout.schedule import TurnBudget
-from agentgym_rl.rollout.types import Generation
+from agentgym_rl.episode.agent import AgentLoop
+from agentgym_rl.episode.dataset import Task
+from agentgym_rl.episode.turn import episode_reward
+from agentgym_rl.episode.types import EnvSpec, EpisodePlan, Generation, TurnBudget
 from agentgym_rl.trajectory import ChatTokenizer
+from agentgym_rl.wire.types import Status
+from env_servers import EnvServerProc
+from scripted_engine import ScriptedEngine, check_sample_arrays
 
 
 def turn_of(request_id: str) -> int:
@@ -138,8 +140,8 @@ def test_refused_actions_count_as_invalid_and_the_penalty_ranks_failures(
 
 
 def test_episode_reward_keeps_successes_and_env_failures() -> None:
-    capped, failed = EpisodeStatus.TURN_CAP, EpisodeStatus.ENV_FAILURE
-    assert episode_reward(0.75, EpisodeStatus.DONE, 5, 4, 0.5) == 0.75
+    capped, failed = Status.TURN_CAP, Status.ENV_FAILURE
+    assert episode_reward(0.75, Status.DONE, 5, 4, 0.5) == 0.75
     assert episode_reward(0.0, capped, 5, 5, 0.5) == -0.5
     assert episode_reward(0.0, capped, 5, 0, 0.5) == 0.0
     assert episode_reward(0.0, failed, 5, 5, 0.5) == 0.0  # not the policy's doing

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from agentgym_rl.rollout.dataset import (
+from agentgym_rl.episode.dataset import (
     Cursor,
     DatasetError,
     Task,

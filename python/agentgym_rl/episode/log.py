@@ -25,7 +25,7 @@ import numpy as np
 
 if TYPE_CHECKING:
     from agentgym_rl import _core
-    from agentgym_rl.rollout.agent import EpisodePlan
+    from agentgym_rl.episode.types import EpisodePlan
 
 EPISODES_FILE = "episodes.jsonl"
 FORMAT_VERSION = 1

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from agentgym_rl.evaluation import EvalRecord, avg_pass, summarize
+from agentgym_rl.episode.scoring import EvalRecord, avg_pass, summarize
 
 
 def test_avg_and_pass_by_hand() -> None:

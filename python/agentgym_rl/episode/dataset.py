@@ -15,6 +15,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from agentgym_rl.config.envs import shipped_path
+
 
 class DatasetError(ValueError):
     """The split file is missing, malformed, or names another env."""
@@ -47,9 +49,10 @@ def parse_item_id(item_id: str) -> tuple[str, int]:
 
 
 def load_split(path: str | Path, env: str | None = None) -> list[Task]:
-    """Read a split file; with `env`, every item must belong to it."""
+    """Read a split file; with `env`, every item must belong to it. A shipped split may be named
+    as configs name it from any directory (`envs/agentgym_envs/...`: see `shipped_path`)."""
     try:
-        rows = json.loads(Path(path).read_text())
+        rows = json.loads(shipped_path(path).read_text())
     except (OSError, json.JSONDecodeError) as e:
         raise DatasetError(f"{path}: {e}") from None
     if not isinstance(rows, list) or not rows:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from agentgym_rl.config import ActionFormat
-from agentgym_rl.rollout.actions import parse_action
+from agentgym_rl.episode.actions import parse_action
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,139 @@
+"""One episode as one coroutine: env observation -> prompt ids -> engine -> action -> env step.
+
+Contract: `AgentLoop.run(plan)` creates and resets an env episode, builds the prompt (system
+prompt per env + the first observation as the user message), then per turn sends the builder's
+ids to `engine.generate` (token-in/token-out: the sampled ids, logprobs and versions go into the
+builder verbatim) and hands the generation to `turn.play_turn` (the turn rule the `--sync`
+baseline follows too: action parsing, invalid turns, env step, statuses). It stops on the
+statuses listed in `turn.py`, or on an env failure of create or reset (status "env_failure",
+a sample of the system prompt only), and returns a `_core.Sample` with reward = the env's last
+score (see `turn.episode_reward` for the optional invalid-turn penalty of failed episodes), the
+status, turns, turn cap, stage, dispatch version and the drift flag. `AgentLoop.play` returns
+the same sample with, for an env failure, why: the pool's error message prefixed by the call
+that failed (`create: no server of environment "babyai" is up: ...`), which evaluation reports.
+The env episode is always closed, also when the coroutine is cancelled.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+import numpy as np
+
+from agentgym_rl import _core
+from agentgym_rl.episode.metrics import RolloutMetrics
+from agentgym_rl.episode.prompts import system_prompt
+from agentgym_rl.episode.turn import EpisodeState, env_failure, play_turn
+from agentgym_rl.episode.types import Engine, EnvSpec, EpisodePlan
+from agentgym_rl.trajectory import ChatTokenizer
+from agentgym_rl.wire.types import Status
+
+
+@dataclass(frozen=True, slots=True)
+class Played:
+    """A finished episode's sample and, when it ended as an env failure, why."""
+
+    sample: _core.Sample
+    failure: str | None = None
+    """`<call>: <the pool's error message>` (call: create, reset or step)."""
+
+
+class AgentLoop:
+    """Runs episodes against one engine and one env pool; see the module docstring."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        pool: _core.EnvPool,
+        chat: ChatTokenizer,
+        *,
+        envs: Mapping[str, EnvSpec],
+        max_model_len: int,
+        max_tokens_per_turn: int,
+        stop_ids: Sequence[int] | None = None,
+        check_drift: bool = True,
+        metrics: RolloutMetrics | None = None,
+        sampling: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.engine, self.pool, self.chat = engine, pool, chat
+        # extra keyword arguments of every `engine.generate` call (evaluation: a temperature)
+        self.sampling = dict(sampling or {})
+        self.envs = dict(envs)
+        self.max_model_len = max_model_len
+        self.max_tokens_per_turn = max_tokens_per_turn
+        if stop_ids is None:
+            eos = chat.eos_token_id
+            stop_ids = [] if eos is None else [eos]
+        self.stop_ids = [int(i) for i in stop_ids]
+        self.check_drift = check_drift
+        self.metrics = metrics if metrics is not None else RolloutMetrics()
+
+    async def run(self, plan: EpisodePlan) -> _core.Sample:
+        return (await self.play(plan)).sample
+
+    async def play(self, plan: EpisodePlan) -> Played:
+        """`run`, also saying why an episode ended as an env failure."""
+        spec = self.envs.get(plan.task.env, EnvSpec())
+        try:
+            created = await self.pool.create(plan.task.env)
+        except _core.EnvPoolError as e:
+            return Played(self._failed_start(plan, spec), env_failure("create", e))
+        try:
+            try:
+                first = await self.pool.reset(created.episode, plan.task.data_idx)
+            except _core.EnvPoolError as e:
+                return Played(self._failed_start(plan, spec), env_failure("reset", e))
+            return await self._turns(plan, spec, created.episode, first.observation)
+        finally:
+            with contextlib.suppress(_core.EnvPoolError):
+                await self.pool.close(created.episode)
+
+    async def _turns(
+        self, plan: EpisodePlan, spec: EnvSpec, episode: int, first_observation: str
+    ) -> Played:
+        ep = EpisodeState.start(
+            plan,
+            spec,
+            self.chat,
+            first_observation,
+            max_len=self.max_model_len,
+            stop_ids=self.stop_ids,
+            check_drift=self.check_drift,
+        )
+        step = partial(self.pool.step, episode)
+        while ep.status is None and (max_tokens := ep.room(self.max_tokens_per_turn)) > 0:
+            with self.metrics.generating():
+                gen = await self.engine.generate(
+                    ep.builder.ids.tolist(),
+                    max_tokens=max_tokens,
+                    request_id=ep.request_id,
+                    **self.sampling,
+                )
+            await play_turn(ep, gen, step, self.metrics)
+        sample = ep.sample()
+        self.metrics.record_episode(sample)
+        return Played(sample, ep.failure)
+
+    def _failed_start(self, plan: EpisodePlan, spec: EnvSpec) -> _core.Sample:
+        """An episode whose env never started: the system prompt only, nothing to train on."""
+        text = system_prompt(plan.task.env, spec.action_format, spec.system_prompt)
+        ids = np.asarray(self.chat.apply_chat_template([{"role": "system", "content": text}]))
+        n = len(ids)
+        sample = _core.Sample(
+            ids.astype(np.uint32),
+            np.zeros(n, np.uint8),
+            np.zeros(n, np.float32),
+            np.full(n, plan.dispatch_version, np.uint32),
+            np.zeros(0, np.uint32),
+            reward=0.0,
+            status=Status.ENV_FAILURE.value,
+            turn_cap=plan.budget.cap,
+            stage=plan.budget.stage,
+            dispatch_version=plan.dispatch_version,
+        )
+        self.metrics.record_episode(sample)
+        return sample

@@ -1,0 +1,216 @@
+"""One turn of an episode: the rule every agent follows, whatever schedules its turns.
+
+Contract: `act(step, text, fmt, score)` parses one turn's text in the env's action format and
+steps the env with its action through `step` (an unparseable turn is not sent: the parser's
+feedback is the next observation and the turn counts as invalid, as does an action the env
+refused; a failed step ends the episode as an env failure, with why: `env_failure`). The
+token-level agents (the async `AgentLoop` and the `--sync` baseline) keep an `EpisodeState`
+per episode and, after each generate call, hand the generation to `play_turn`, which counts
+the turn, adds its tokens to the builder, acts on its text and adds the next observation, and
+sets `status` when the episode ends:
+- the env's `done`                               -> DONE
+- the turn cap of the episode's stage             -> TURN_CAP
+- the context limit (the builder refuses a turn)  -> TRUNCATED (also `room` finding none left)
+- the env step failed                             -> ENV_FAILURE
+- the engine aborted the request                  -> ABORTED
+`EpisodeState.sample()` is then the `_core.Sample`, its reward from `episode_reward`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from agentgym_rl import _core
+from agentgym_rl.config import ActionFormat
+from agentgym_rl.episode.actions import parse_action
+from agentgym_rl.episode.metrics import RolloutMetrics
+from agentgym_rl.episode.prompts import episode_prefix, observation_message
+from agentgym_rl.episode.types import EnvSpec, EpisodePlan, Generation
+from agentgym_rl.trajectory import ChatTokenizer, TrajectoryBuilder
+from agentgym_rl.wire.types import Status
+
+
+class EnvStep(Protocol):
+    """What a step returned (`_core.StepOutcome` is one)."""
+
+    @property
+    def observation(self) -> str: ...
+    @property
+    def score(self) -> float: ...
+    @property
+    def done(self) -> bool: ...
+    @property
+    def invalid(self) -> bool: ...
+
+
+class EnvStepError(Exception):
+    """A step failed in an env client other than the pool (which raises `EnvPoolError`)."""
+
+
+StepEnv = Callable[[str], Awaitable[EnvStep]]
+"""Steps one env episode with an action; raises `_core.EnvPoolError` or `EnvStepError`."""
+
+
+def env_failure(call: str, error: BaseException) -> str:
+    """The reason an env failure is reported with: the failed call and the pool's message."""
+    return f"{call}: {error}"
+
+
+@dataclass(frozen=True, slots=True)
+class Acted:
+    """What one turn's text did to the episode."""
+
+    observation: str
+    """The next user message: the env's observation or the parser's feedback."""
+    score: float
+    """The env's running score (unchanged when nothing was stepped)."""
+    stepped: bool
+    """The env was stepped (False: an unparseable turn, or the step failed)."""
+    ended: Status | None
+    """DONE or ENV_FAILURE when the episode is over, else None."""
+    invalid: bool = False
+    """The turn did nothing: its text had no action, or the env refused the action."""
+    failure: str | None = None
+    """Why the step failed, when `ended` is ENV_FAILURE (see `env_failure`)."""
+
+
+async def act(step: StepEnv, text: str, fmt: ActionFormat, score: float) -> Acted:
+    """Parse `text` in `fmt` and step the env with its action (the one turn rule every agent
+    follows: training, the sync baseline, evaluation over an API)."""
+    parsed = parse_action(text, fmt)
+    if parsed.action is None:
+        return Acted(parsed.feedback or "", score, False, None, invalid=True)
+    try:
+        outcome = await step(parsed.action)
+    except (_core.EnvPoolError, EnvStepError) as e:
+        return Acted("", score, False, Status.ENV_FAILURE, failure=env_failure("step", e))
+    ended = Status.DONE if outcome.done else None
+    return Acted(outcome.observation, outcome.score, True, ended, invalid=outcome.invalid)
+
+
+def episode_reward(score: float, status: Status, turns: int, invalid: int, penalty: float) -> float:
+    """The env's score; with a `penalty`, a failed episode (score <= 0, not an env failure)
+    gets `-penalty * invalid / turns` instead.
+
+    Why: GRPO learns nothing from a group whose episodes all fail with the same score, and a
+    small policy's commonest failure is repeating a refused action until the turn cap. The
+    penalty ranks such an episode below one that failed while acting, and keeps success
+    exactly `reward > 0`."""
+    if penalty <= 0.0 or score > 0.0 or turns == 0 or status is Status.ENV_FAILURE:
+        return score
+    return -penalty * invalid / turns
+
+
+def finish_sample(
+    plan: EpisodePlan, builder: TrajectoryBuilder, reward: float, status: Status
+) -> _core.Sample:
+    """The `_core.Sample` of a finished episode (runs the builder's drift check)."""
+    t = builder.finish()
+    return _core.Sample(
+        t.input_ids,
+        t.loss_mask,
+        t.logprobs,
+        t.versions,
+        t.turn_spans,
+        reward=float(reward),
+        status=status.value,
+        drift=t.drift,
+        turns=t.turns,
+        turn_cap=plan.budget.cap,
+        stage=plan.budget.stage,
+        dispatch_version=plan.dispatch_version,
+    )
+
+
+@dataclass
+class EpisodeState:
+    """One episode from its first observation to its sample; `status` is None while it runs."""
+
+    plan: EpisodePlan
+    spec: EnvSpec
+    builder: TrajectoryBuilder
+    chat: ChatTokenizer
+    stop_ids: frozenset[int]
+    """Left out of a turn's text (the builder keeps them in its tokens)."""
+    score: float = 0.0
+    turns: int = 0
+    invalid: int = 0
+    """Turns that did nothing (see `Acted.invalid`)."""
+    status: Status | None = None
+    failure: str | None = None
+    """Why it ended as an env failure (see `env_failure`)."""
+
+    @classmethod
+    def start(
+        cls,
+        plan: EpisodePlan,
+        spec: EnvSpec,
+        chat: ChatTokenizer,
+        first_observation: str,
+        *,
+        max_len: int,
+        stop_ids: Sequence[int],
+        check_drift: bool,
+    ) -> EpisodeState:
+        """The episode's prefix (system prompt, first observation) in a fresh builder."""
+        prefix = episode_prefix(
+            plan.task.env, first_observation, spec.action_format, spec.system_prompt
+        )
+        builder = TrajectoryBuilder(
+            chat,
+            prefix,
+            max_len=max_len,
+            stop_ids=stop_ids,
+            check_drift=check_drift,
+            prompt_version=plan.dispatch_version,
+        )
+        return cls(plan, spec, builder, chat, frozenset(stop_ids))
+
+    @property
+    def request_id(self) -> str:
+        """The engine request id of the next turn."""
+        return f"{self.plan.request_id}-t{self.turns}"
+
+    def room(self, max_tokens_per_turn: int) -> int:
+        """How many tokens the next turn may generate; with none left the episode ends as
+        truncated."""
+        n = min(max_tokens_per_turn, self.builder.remaining)
+        if n <= 0:
+            self.status = Status.TRUNCATED
+        return n
+
+    def sample(self) -> _core.Sample:
+        """The finished episode's sample (its reward from `episode_reward`)."""
+        assert self.status is not None, "the episode is still running"
+        reward = episode_reward(
+            self.score, self.status, self.turns, self.invalid, self.spec.invalid_penalty
+        )
+        return finish_sample(self.plan, self.builder, reward, self.status)
+
+
+async def play_turn(
+    ep: EpisodeState, gen: Generation, step: StepEnv, metrics: RolloutMetrics
+) -> None:
+    """Everything one generated turn does to its episode; see the module docstring."""
+    ep.turns += 1
+    metrics.generated_tokens += len(gen.token_ids)
+    if gen.finish_reason == "abort" or not gen.token_ids:
+        ep.status = Status.ABORTED
+        return
+    if not ep.builder.add_generated(gen.token_ids, gen.logprobs, gen.versions):
+        ep.status = Status.TRUNCATED
+        return
+    text = ep.chat.decode([i for i in gen.token_ids if i not in ep.stop_ids])
+    acted = await act(step, text, ep.spec.action_format, ep.score)
+    metrics.env_steps += acted.stepped
+    metrics.invalid_actions += acted.invalid
+    ep.invalid += acted.invalid
+    ep.score = acted.score
+    if acted.ended is not None:
+        ep.status, ep.failure = acted.ended, acted.failure
+    elif ep.turns >= ep.plan.budget.cap:
+        ep.status = Status.TURN_CAP
+    elif not ep.builder.add_observation(observation_message(acted.observation)):
+        ep.status = Status.TRUNCATED

@@ -1,0 +1,80 @@
+"""Carriers of one episode: what the engine returns, what the agent loop depends on, and what
+an episode is told before it starts.
+
+`Engine` is the contract between the agent loops (`agent.py`, the rollout server's `--sync`
+baseline) and the inference engine (`rollout/engine.py`, vLLM). The episode layer never
+imports vLLM; anything that satisfies `Engine` can drive it. `EpisodePlan` is what
+a dispatcher (training) or an evaluation decided for one episode: the task, the policy version
+it runs under, its turn budget (`TurnBudget`, from `rollout/schedule.py` for training) and the
+request id its generate calls are named after. `EnvSpec` is how the agent talks to one env.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, Protocol
+
+from agentgym_rl.config import ActionFormat
+from agentgym_rl.episode.dataset import Task
+
+FinishReason = Literal["stop", "length", "abort"]
+
+
+@dataclass(frozen=True, slots=True)
+class Generation:
+    """One generated turn, token-in/token-out.
+
+    `token_ids` are the sampled ids exactly as the engine produced them (the stop token included
+    when the turn ended on one); `logprobs[i]` is the log-probability of `token_ids[i]` under the
+    distribution actually sampled from (after temperature/top-p: vLLM's "processed_logprobs");
+    `versions[i]` is the policy version of the weights that produced token i (a turn that spans a
+    live weight update carries two versions).
+    """
+
+    token_ids: list[int]
+    logprobs: list[float]
+    versions: list[int]
+    finish_reason: FinishReason
+
+
+class Engine(Protocol):
+    """What the agent loop needs from an inference engine."""
+
+    @property
+    def version(self) -> int:
+        """The policy version of the weights currently loaded."""
+        ...
+
+    async def generate(
+        self, prompt_ids: list[int], *, max_tokens: int, request_id: str
+    ) -> Generation:
+        """Continue `prompt_ids` by one assistant turn (stops at the model's stop tokens)."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class TurnBudget:
+    """The stage an episode runs in and its turn cap; every sample carries both."""
+
+    stage: int
+    cap: int
+
+
+@dataclass(frozen=True, slots=True)
+class EnvSpec:
+    """How the agent talks to one env: action format and optional system prompt override."""
+
+    action_format: ActionFormat = ActionFormat.REACT
+    system_prompt: str | None = None
+    invalid_penalty: float = 0.0
+    """See `turn.episode_reward` (0: the reward is the env's score)."""
+
+
+@dataclass(frozen=True, slots=True)
+class EpisodePlan:
+    """What the dispatcher decided for one episode: the task and the version it runs under."""
+
+    task: Task
+    dispatch_version: int
+    budget: TurnBudget
+    request_id: str
