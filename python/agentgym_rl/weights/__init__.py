@@ -3,7 +3,8 @@
 `schema.py` (wire format), `publisher.py` (learner side, ZeroMQ ROUTER), `subscriber.py`
 (rollout side: reassemble, verify, apply through a callback such as `VllmEngine.update_weights`),
 `receiver.py` (the subscriber as a task of a rollout server's event loop, with the gate that
-holds generation until the server has the learner's version) and `apply.py` (the vLLM worker extension that loads HF-named tensors). docs/weights.md has the
-protocol (ZeroMQ on every cluster; there is no NCCL path). Importing this package does not import
-the ZeroMQ modules; vLLM worker processes import only `apply.py`.
+holds generation until the server has the learner's version) and `apply.py` (the vLLM worker
+extension that loads HF-named tensors). docs/weights.md has the protocol (ZeroMQ on every
+cluster; there is no NCCL path). Importing this package does not import the ZeroMQ modules; vLLM
+worker processes import only `apply.py`.
 """
