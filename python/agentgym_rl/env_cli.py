@@ -1,30 +1,20 @@
 """`agentgym-rl env list|serve`: the environment-server subcommands.
 
-The servers live in the repository's `envs/` folder (package `agentgym_envs`), which this module
-puts on `sys.path`. Only argparse runs at parse time; the server stack is imported by `serve`.
+The servers are the installed package `agentgym_envs` (distribution agentgym-envs, `envs/` in a
+checkout), found through `agentgym_rl.config.envs`. Only argparse runs at parse time; the server
+stack is imported by `serve`.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
-ENVS_DIR = Path(__file__).resolve().parents[2] / "envs"
-
-
-def _envs_on_path() -> bool:
-    if not (ENVS_DIR / "agentgym_envs").is_dir():
-        return False
-    if str(ENVS_DIR) not in sys.path:
-        sys.path.insert(0, str(ENVS_DIR))
-    return True
+from agentgym_rl.config.envs import ENVS_PACKAGE, INSTALL_HINT, env_registry, envs_installed
 
 
 def _list(_: argparse.Namespace) -> int:
-    from agentgym_envs import ENVS
-
-    for name, (_, _, description) in sorted(ENVS.items()):
+    for name, (_, _, description) in sorted(env_registry().items()):
         print(f"{name:<12} {description}")
     return 0
 
@@ -37,7 +27,7 @@ def _serve(args: argparse.Namespace) -> int:
 
 def _missing(_: argparse.Namespace) -> int:
     print(
-        f"env servers not found: expected the repository's envs/ folder at {ENVS_DIR}",
+        f"env servers not found: the package {ENVS_PACKAGE} is not installed ({INSTALL_HINT})",
         file=sys.stderr,
     )
     return 2
@@ -47,7 +37,7 @@ def add_env_subcommands(subparsers: argparse._SubParsersAction) -> None:
     """Add `env list` and `env serve NAME [...]` to the top-level `subparsers`."""
     env = subparsers.add_parser("env", help="list or serve environments (AgentGym HTTP + ZeroMQ)")
     sub = env.add_subparsers(dest="env_command", metavar="ENV_COMMAND", required=True)
-    found = _envs_on_path()
+    found = envs_installed()
     sub.add_parser("list", help="list the environments that can be served").set_defaults(
         func=_list if found else _missing
     )
@@ -55,7 +45,8 @@ def add_env_subcommands(subparsers: argparse._SubParsersAction) -> None:
         "serve",
         help="serve one environment until SIGTERM/SIGINT",
         description="Serves NAME over the AgentGym HTTP protocol and, with --zmq-port, the native "
-        "ZeroMQ protocol, from one process (envs/agentgym_envs/server/PROTOCOL.md).",
+        "ZeroMQ protocol, from one process (the message schemas: PROTOCOL.md in the "
+        "agentgym_envs.server package).",
     )
     if not found:
         serve.add_argument("rest", nargs=argparse.REMAINDER)

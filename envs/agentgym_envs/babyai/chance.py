@@ -1,7 +1,7 @@
 """The chance level of a BabyAI split: success of a policy that picks a uniformly random available
 action every turn, per category. The yardstick for a base policy that "picks like chance".
 
-    PYTHONPATH=envs python -m agentgym_envs.babyai.chance \
+    python -m agentgym_envs.babyai.chance \
         --split envs/agentgym_envs/babyai/data/goto_test.json --max-turns 5 --tries 10
 
 GoTo levels have a high chance level: going to a seen object is one action, so a random pick

@@ -1,6 +1,6 @@
 """Writes BabyAI's data/train.json and data/test.json (task ids; see levels.py for id -> task).
 
-    PYTHONPATH=envs python -m agentgym_envs.babyai.make_splits
+    python -m agentgym_envs.babyai.make_splits
 
 Train: ids 0-809 (every level, seeds 0-20). Test: 90 ids, 15 per category, each category's
 level with seeds 1000-1014 (disjoint from train). Rows: {"item_id": "babyai_<id>", "category"}:

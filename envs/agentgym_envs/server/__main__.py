@@ -1,4 +1,4 @@
-"""`python -m agentgym_envs.server NAME [--port P] [--zmq-port Q] ...` (needs envs/ on sys.path)."""
+"""`python -m agentgym_envs.server NAME [--port P] [--zmq-port Q] ...` (also `agentgym-env-server`)."""
 
 import sys
 

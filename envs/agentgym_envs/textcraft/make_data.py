@@ -1,6 +1,6 @@
 """Writes TextCraft's data/: the pinned goal list and the train/test/extra task splits.
 
-    PYTHONPATH=envs python -m agentgym_envs.textcraft.make_data
+    python -m agentgym_envs.textcraft.make_data
 
 goals.json lists every goal (crafting depth 1-4) sorted by (depth, name): task id = index, never
 filesystem order. Splits follow the reference's sizes, 100 test and 374 train ids, stratified by

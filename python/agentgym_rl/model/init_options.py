@@ -5,11 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from agentgym_rl.config.envs import shipped_path
+
 INFO_FILE = "init_model.json"
-ENVS_DIR = Path(__file__).resolve().parents[3] / "envs"
+# files the env package ships, spelled as configs spell them (resolved by `shipped_path`)
 DEFAULT_SPLITS = {
-    "babyai": ENVS_DIR / "agentgym_envs/babyai/data/goto_train.json",
-    "textcraft": ENVS_DIR / "agentgym_envs/textcraft/data/train.json",
+    "babyai": Path("envs/agentgym_envs/babyai/data/goto_train.json"),
+    "textcraft": Path("envs/agentgym_envs/textcraft/data/train.json"),
 }
 
 
@@ -42,7 +44,7 @@ class InitOptions:
 
     def split_path(self) -> Path:
         if self.split is not None:
-            return self.split
+            return shipped_path(self.split)
         if self.env not in DEFAULT_SPLITS:
             raise ValueError(f"no default training split for env {self.env!r}: pass --split")
-        return DEFAULT_SPLITS[self.env]
+        return shipped_path(DEFAULT_SPLITS[self.env])

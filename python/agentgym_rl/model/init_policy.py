@@ -21,18 +21,12 @@ from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 
+from agentgym_rl.config.envs import portable_path
 from agentgym_rl.episode.dataset import load_split
 from agentgym_rl.model.factory import create_tiny_model
-from agentgym_rl.model.init_options import DEFAULT_SPLITS, ENVS_DIR, INFO_FILE, InitOptions
+from agentgym_rl.model.init_options import DEFAULT_SPLITS, INFO_FILE, InitOptions
 from agentgym_rl.model.transcripts import corpus_text, random_transcripts
 from agentgym_rl.model.warmup import format_warmup
-
-
-def _portable(path: Path) -> str:
-    """`path` relative to the repository when it lies inside it (the record is moved with runs)."""
-    root = ENVS_DIR.parent
-    resolved = path.resolve()
-    return str(resolved.relative_to(root)) if resolved.is_relative_to(root) else str(path)
 
 
 def init_policy(
@@ -89,7 +83,7 @@ def init_policy(
     )
     record: dict[str, object] = {
         "options": {k: str(v) if isinstance(v, Path) else v for k, v in asdict(options).items()},
-        "split": _portable(options.split_path()),
+        "split": portable_path(options.split_path()),  # the record is moved with runs
         "random_action_success": random_success,
         "warmup_loss_first": losses[0] if losses else None,
         "warmup_loss_last": losses[-1] if losses else None,

@@ -16,6 +16,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from agentgym_rl.config import ActionFormat
+from agentgym_rl.config.envs import load_env
 from agentgym_rl.episode.dataset import Task
 from agentgym_rl.episode.prompts import episode_prefix, observation_message
 
@@ -53,16 +54,6 @@ def thought_from(observation: str, line_prefix: str | None) -> str | None:
     return None
 
 
-def _load_env(name: str, options: dict[str, str]) -> object:
-    from agentgym_rl.env_cli import _envs_on_path
-
-    if not _envs_on_path():
-        raise RuntimeError("the repository's envs/ folder is missing: transcripts need the envs")
-    from agentgym_envs import load_env
-
-    return load_env(name, **options)
-
-
 def random_transcripts(
     env: str,
     tasks: Sequence[Task],
@@ -79,7 +70,7 @@ def random_transcripts(
     `thought_line`: each action follows a `Thought:` line restating the observation's line with
     this prefix (e.g. "Goal:"). It restates what the agent was told, never which action to pick:
     the actions stay uniformly random."""
-    environment = _load_env(env, env_options or {})
+    environment = load_env(env, **(env_options or {}))
     rng = random.Random(seed)
     out: list[Transcript] = []
     episode = environment.new_episode()  # type: ignore[attr-defined]
