@@ -2,7 +2,8 @@
 
 Only argparse runs at parse time; pydantic loads the config, then the heavy stack is imported.
 Exit codes: 0 done, 1 vLLM did not start (one line naming the model and the cause; the traceback
-is logged at debug level), 2 bad config (including a context longer than the model's).
+is logged at debug level), 2 bad config (including a context longer than the model's, or turns
+of `engine.max_tokens_per_turn` that leave no room in it).
 """
 
 from __future__ import annotations
@@ -33,12 +34,19 @@ def run(args: argparse.Namespace) -> int:
     import sys
 
     from agentgym_rl.config import load_rollout_config
-    from agentgym_rl.config.startup import context_misfit, load_checked
+    from agentgym_rl.config.startup import context_misfit, load_checked, turn_misfit
 
     config = load_checked("serve-rollouts", load_rollout_config, args.config, args.overrides)
     if config is None:
         return 2
-    misfit = context_misfit(config.model, config.engine.max_model_len, "engine.max_model_len")
+    e = config.engine
+    misfit = context_misfit(config.model, e.max_model_len, "engine.max_model_len") or turn_misfit(
+        config.model,
+        e.max_model_len,
+        e.max_tokens_per_turn,
+        "engine.max_tokens_per_turn",
+        "engine.max_model_len",
+    )
     if misfit:
         print(f"serve-rollouts: {misfit}", file=sys.stderr)
         return 2

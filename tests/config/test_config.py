@@ -126,7 +126,10 @@ def test_overrides_apply_in_order_with_yaml_values() -> None:
         ("envs.0.colour=red", "envs.0.colour: Extra inputs are not permitted"),
         ("buffer.max_staleness=-1", "buffer.max_staleness"),
         ("engine.top_p=0", "engine.top_p"),
-        ("engine.max_tokens_per_turn=99999", "max_tokens_per_turn (99999) must be below"),
+        (
+            "engine={max_model_len: 2048, max_tokens_per_turn: 99999}",
+            "max_tokens_per_turn (99999) must be below max_model_len (2048)",
+        ),
         ("scaling_inter.stages=[10, 5]", "turn caps must not decrease"),
         ("scaling_inter.stages=[]", "scaling_inter.stages"),
         ("learner.endpoints=['localhost:5555']", "not a ZeroMQ endpoint"),
@@ -202,3 +205,22 @@ def test_engine_dtype_is_validated() -> None:
     assert load_rollout_config(shipped, ["engine.dtype=bfloat16"]).engine.dtype == "bfloat16"
     with pytest.raises(ConfigError, match=r"engine\.dtype"):
         load_rollout_config(shipped, ["engine.dtype=float8"])
+
+
+def test_engine_context_defaults_to_the_models_own(tmp_path: Path) -> None:
+    """`engine.max_model_len` unset is None (the model's own length, resolved when the engine
+    starts); then the turn length is checked against the model's `max_position_embeddings`."""
+    from agentgym_rl.config import load_rollout_config
+    from agentgym_rl.config.startup import turn_misfit
+
+    engine = load_rollout_config(None, MINIMAL).engine
+    assert engine.max_model_len is None and engine.max_tokens_per_turn == 512
+    (tmp_path / "config.json").write_text('{"max_position_embeddings": 512}')
+    flags = ("engine.max_tokens_per_turn", "engine.max_model_len")
+    assert turn_misfit(tmp_path, None, 512, *flags) == (
+        "engine.max_tokens_per_turn (512) must be below the context length "
+        "(512, engine.max_model_len)"
+    )
+    assert turn_misfit(tmp_path, None, 511, *flags) is None
+    assert turn_misfit(tmp_path, 1024, 512, *flags) is None  # an explicit length wins
+    assert turn_misfit(tmp_path / "missing", None, 99999, *flags) is None  # length unknown

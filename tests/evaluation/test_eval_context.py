@@ -71,6 +71,17 @@ def test_options_default_to_the_models_context(tiny_model: Path) -> None:
         EvalOptions(split=SPLIT, model=tiny_model, max_tokens_per_turn=2048).check()
 
 
+def test_options_build_the_engine_config(tiny_model: Path) -> None:
+    """The local engine's settings are an `EngineConfig` (validated, the model's own context
+    when `--max-model-len` is left out); a bad one is one `EvalError` naming the flag."""
+    engine = EvalOptions(split=SPLIT, model=tiny_model, temperature=0.5, seed=7).engine_config()
+    assert (engine.max_model_len, engine.temperature, engine.seed) == (None, 0.5, 7)
+    with pytest.raises(EvalError, match=r"^--temperature: Input should be less than or equal"):
+        EvalOptions(split=SPLIT, model=tiny_model, temperature=20.0).check()
+    with pytest.raises(EvalError, match=r"^--top-p: Input should be greater than 0"):
+        EvalOptions(split=SPLIT, model=tiny_model, top_p=0.0).check()
+
+
 def test_too_large_max_model_len_is_one_line_and_exit_2(tiny_model: Path) -> None:
     proc = eval_cli("--model", str(tiny_model), "--max-model-len", "4096", "--no-progress")
     assert proc.returncode == 2, proc.stderr[-3000:]

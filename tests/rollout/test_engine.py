@@ -7,10 +7,31 @@ import math
 
 import pytest
 
-from agentgym_rl.rollout.engine import StaleVersionError, VllmEngine
+from agentgym_rl.config.rollout import EngineConfig
+from agentgym_rl.rollout.engine import EngineOptions, StaleVersionError, VllmEngine
 from vllm_fixtures import EngineHandle
 
 PROMPT = [1, 20, 31, 42, 53, 64]
+SETTINGS = ("max_model_len", "temperature", "top_p", "seed", "dtype", "gpu_memory_utilization")
+
+
+def test_options_are_the_engine_configs_settings() -> None:
+    """The sampling and context settings and their defaults are `EngineConfig`'s (max_model_len
+    None: the model's own); `from_config` copies them and takes the engine's own knobs."""
+    defaults, options = EngineConfig(), EngineOptions()
+    assert options.max_model_len is None
+    assert {k: getattr(options, k) for k in SETTINGS} == {k: getattr(defaults, k) for k in SETTINGS}
+    config = EngineConfig(
+        max_model_len=1024,
+        temperature=0.7,
+        top_p=0.9,
+        seed=3,
+        dtype="float32",
+        gpu_memory_utilization=0.5,
+    )
+    options = EngineOptions.from_config(config, max_num_seqs=8)
+    assert {k: getattr(options, k) for k in SETTINGS} == {k: getattr(config, k) for k in SETTINGS}
+    assert options.max_num_seqs == 8
 
 
 def test_generation_shapes_and_stop(vllm_engine: EngineHandle) -> None:

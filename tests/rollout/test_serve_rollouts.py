@@ -77,3 +77,58 @@ def test_shipped_tiny_config_fits_the_tiny_model(tmp_path: Path) -> None:
 
     (tmp_path / "config.json").write_text('{"max_position_embeddings": 2048}')  # create_tiny_model
     assert context_misfit(tmp_path, load_rollout_config(TINY, []).engine.max_model_len, "x") is None
+
+
+def test_turn_longer_than_the_models_own_context_is_one_line(tmp_path: Path) -> None:
+    """With `engine.max_model_len` unset (the model's own length) the turn length is checked
+    against the model before any engine starts."""
+    (tmp_path / "config.json").write_text('{"max_position_embeddings": 128}')
+    (tmp_path / "tokenizer.json").write_text("{}")
+    cmd = [sys.executable, "-m", "agentgym_rl.cli", "serve-rollouts", "--config", str(TINY)]
+    cmd += [f"model={tmp_path}", "engine.max_model_len=null"]  # 200 tokens per turn
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2, out.stderr[-3000:]
+    assert out.stderr.splitlines() == [
+        "serve-rollouts: engine.max_tokens_per_turn (200) must be below the context length "
+        "(128, engine.max_model_len)"
+    ]
+
+
+def test_serve_hands_run_service_the_engines_context(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`serve` starts the engine with the config's settings (`EngineOptions.from_config`) and
+    gives `run_service` the context length the engine runs (the model's own when unset)."""
+    import asyncio
+
+    from agentgym_rl.config import load_rollout_config
+    from agentgym_rl.rollout import engine as engine_mod
+    from agentgym_rl.rollout import service
+
+    started: list[engine_mod.EngineOptions] = []
+    served: list[int | None] = []
+
+    class Engine:
+        max_model_len = 2048
+        shut_down = False
+
+        def shutdown(self) -> None:
+            self.shut_down = True
+
+    engine = Engine()
+
+    async def start(model_dir: object, options: engine_mod.EngineOptions) -> Engine:
+        started.append(options)
+        return engine
+
+    async def run_service(config: object, engine: object, *, sync: bool) -> str:
+        served.append(config.engine.max_model_len)  # type: ignore[attr-defined]
+        return "summary"
+
+    monkeypatch.setattr(engine_mod.VllmEngine, "start", start)
+    monkeypatch.setattr(service, "run_service", run_service)
+    config = load_rollout_config(TINY, [f"model={tmp_path}", "engine.max_model_len=null"])
+    assert asyncio.run(service.serve(config)) == "summary"
+    assert served == [2048] and engine.shut_down
+    [options] = started
+    assert options.max_model_len is None and options.dtype == config.engine.dtype == "float32"

@@ -42,15 +42,18 @@ def check_zmq_endpoint(value: str) -> str:
 
 
 class EngineConfig(ConfigModel):
-    """Sampling and context options handed to the inference engine."""
+    """Sampling and context options of the inference engine: the one definition of these
+    settings and their defaults (`rollout.engine.EngineOptions.from_config` makes the engine's
+    options from one; `agentgym-rl eval` builds one from its flags)."""
 
     temperature: float = Field(default=1.0, ge=0.0, le=10.0)
     """Sampling temperature (the paper trains and evaluates at 1.0)."""
     top_p: float = Field(default=1.0, gt=0.0, le=1.0)
     """Nucleus sampling mass."""
-    max_model_len: int = Field(default=8192, ge=64)
-    """Context length of one episode (prompt, every turn and every observation). At most the
-    model's `max_position_embeddings`: serve-rollouts refuses a larger value at start-up."""
+    max_model_len: int | None = Field(default=None, ge=64)
+    """Context length of one episode (prompt, every turn and every observation). None: the
+    model's own (`max_position_embeddings`), resolved when the engine starts. At most the
+    model's own: serve-rollouts refuses a larger value at start-up."""
     max_tokens_per_turn: int = Field(default=512, ge=1)
     """Most tokens one assistant turn may generate."""
     seed: int = Field(default=0, ge=0)
@@ -63,7 +66,8 @@ class EngineConfig(ConfigModel):
 
     @model_validator(mode="after")
     def turn_fits_in_context(self) -> EngineConfig:
-        if self.max_tokens_per_turn >= self.max_model_len:
+        """With the model's own length (None) start-up checks it (`config.startup.turn_misfit`)."""
+        if self.max_model_len is not None and self.max_tokens_per_turn >= self.max_model_len:
             raise ValueError(
                 f"max_tokens_per_turn ({self.max_tokens_per_turn}) must be below "
                 f"max_model_len ({self.max_model_len})"

@@ -93,6 +93,27 @@ def context_misfit(model: object, max_model_len: int | None, option: str) -> str
     )
 
 
+def turn_misfit(
+    model: object | None,
+    max_model_len: int | None,
+    max_tokens_per_turn: int,
+    turn_option: str,
+    context_option: str,
+) -> str | None:
+    """Why turns of `max_tokens_per_turn` tokens leave no room in the context: `max_model_len`,
+    or with None the own length of the model in directory `model`; None when they fit or the
+    length is unknown. The options name the two settings in the message."""
+    context = max_model_len
+    if context is None and model is not None:
+        context = model_positions(model)
+    if context is None or max_tokens_per_turn < context:
+        return None
+    return (
+        f"{turn_option} ({max_tokens_per_turn}) must be below "
+        f"the context length ({context}, {context_option})"
+    )
+
+
 def load_checked(
     prog: str,
     load: Callable[[str | None, Sequence[str]], C],

@@ -20,9 +20,12 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from agentgym_rl import _core
 from agentgym_rl.config import ActionFormat
-from agentgym_rl.config.startup import context_misfit, model_positions
+from agentgym_rl.config.rollout import EngineConfig
+from agentgym_rl.config.startup import context_misfit, turn_misfit
 from agentgym_rl.episode.dataset import DatasetError, Task, load_split
 from agentgym_rl.episode.scoring import EvalRecord, EvalReport, summarize
 from agentgym_rl.episode.types import Engine, EnvSpec
@@ -84,17 +87,38 @@ class EvalOptions:
             raise EvalError(f"--concurrency must be >= 1 (got {self.concurrency})")
         if self.limit is not None and self.limit < 1:
             raise EvalError(f"--limit must be >= 1 (got {self.limit})")
-        context = self.max_model_len
         if self.model is not None:
             misfit = context_misfit(self.model, self.max_model_len, "--max-model-len")
             if misfit:
                 raise EvalError(f"{misfit}, or leave it out (the model's own is the default)")
-            context = context or model_positions(self.model)
-        if context is not None and self.max_tokens_per_turn >= context:
-            raise EvalError(
-                f"--max-tokens-per-turn ({self.max_tokens_per_turn}) must be below "
-                f"the context length ({context}, --max-model-len)"
+        turn = turn_misfit(
+            self.model,
+            self.max_model_len,
+            self.max_tokens_per_turn,
+            "--max-tokens-per-turn",
+            "--max-model-len",
+        )
+        if turn:
+            raise EvalError(turn)
+        if self.model is not None:
+            self.engine_config()
+
+    def engine_config(self) -> EngineConfig:
+        """The local engine's sampling and context settings these options ask for (raises
+        `EvalError` naming the first bad one)."""
+        try:
+            return EngineConfig(
+                max_model_len=self.max_model_len,
+                temperature=self.temperature,
+                top_p=self.top_p,
+                seed=self.seed,
+                dtype=self.dtype,  # type: ignore[arg-type]
+                max_tokens_per_turn=self.max_tokens_per_turn,
             )
+        except ValidationError as e:
+            first = e.errors()[0]
+            flag = "-".join(str(p) for p in first["loc"]).replace("_", "-")
+            raise EvalError(f"--{flag}: {first['msg']}" if flag else first["msg"]) from None
 
     def tasks(self) -> list[Task]:
         try:
@@ -215,13 +239,8 @@ async def _start_engine(options: EvalOptions) -> Engine:
     from agentgym_rl.rollout.engine import EngineOptions, VllmEngine
 
     assert options.model is not None
-    opts = EngineOptions(
-        max_model_len=options.max_model_len,
-        temperature=options.temperature,
-        top_p=options.top_p,
-        seed=options.seed,
-        dtype=options.dtype,
-        max_num_seqs=max(options.concurrency, 1),
+    opts = EngineOptions.from_config(
+        options.engine_config(), max_num_seqs=max(options.concurrency, 1)
     )
     return await VllmEngine.start(options.model, opts)
 

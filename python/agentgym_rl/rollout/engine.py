@@ -10,10 +10,10 @@ weight version (set here at each update) and returns contiguous spans on the fin
 those spans are present they are used, since they are exact even for tokens that were still in
 flight between the engine core and this process when the version moved.
 
-Context: `EngineOptions.max_model_len=None` (the default) runs the model's own context
-(`max_position_embeddings` of its config.json); a larger explicit value is refused before vLLM
-starts. Any start-up failure raises `EngineStartError`, whose message is one line naming the
-model and the root cause (the chained exception keeps vLLM's traceback).
+Context: `EngineOptions.max_model_len=None` (the default, as in `EngineConfig`) runs the model's
+own context (`max_position_embeddings` of its config.json); a larger explicit value is refused
+before vLLM starts. Any start-up failure raises `EngineStartError`, whose message is one line
+naming the model and the root cause (the chained exception keeps vLLM's traceback).
 
 Live updates (`update_weights`): `pause_generation(mode="keep")` freezes in-flight requests
 without aborting them, the new tensors are loaded into every worker, the version moves forward
@@ -35,6 +35,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from agentgym_rl.config.rollout import EngineConfig
 from agentgym_rl.episode.types import FinishReason, Generation
 
 log = logging.getLogger(__name__)
@@ -51,25 +52,31 @@ class EngineStartError(RuntimeError):
     original exception (vLLM's traceback) is chained as `__cause__`."""
 
 
+_SETTINGS = EngineConfig()
+"""The defaults of the sampling and context settings (defined once, in `EngineConfig`)."""
+
+
 @dataclass
 class EngineOptions:
-    """How the vLLM engine is built and how it samples."""
+    """How the vLLM engine is built and how it samples. The sampling and context fields are
+    `config.rollout.EngineConfig`'s, with its defaults; `from_config` makes the options from a
+    validated one, the rest are the engine's own knobs."""
 
-    max_model_len: int | None = None
+    max_model_len: int | None = _SETTINGS.max_model_len
     """Context length in tokens; None: the model's own (`max_position_embeddings`). A larger
     value than the model's raises `EngineStartError` at start. The started engine's `options`
     hold the resolved length."""
-    temperature: float = 1.0
-    top_p: float = 1.0
+    temperature: float = _SETTINGS.temperature
+    top_p: float = _SETTINGS.top_p
     top_k: int = -1
-    seed: int = 0
+    seed: int = _SETTINGS.seed
     """Engine-wide RNG seed; a request may also carry its own `seed`."""
     enforce_eager: bool = True
-    dtype: str = "auto"
+    dtype: str = _SETTINGS.dtype
     max_num_seqs: int = 128
     kv_cache_memory_bytes: int | None = 256 << 20
     """KV-cache size (on CPU this replaces VLLM_CPU_KVCACHE_SPACE); None: vLLM's default."""
-    gpu_memory_utilization: float = 0.9
+    gpu_memory_utilization: float = _SETTINGS.gpu_memory_utilization
     clear_cache_on_update: bool = True
     """Drop the prefix/KV cache when weights change (cached keys/values are from old weights)."""
     initial_version: int = 0
@@ -77,6 +84,20 @@ class EngineOptions:
     sampling_args: dict[str, Any] = field(default_factory=dict)
     """Extra `vllm.SamplingParams` fields set on every request, e.g. `{"structured_outputs":
     StructuredOutputsParams(regex=...)}` (benchmarks constrain the output format this way)."""
+
+    @classmethod
+    def from_config(cls, config: EngineConfig, **engine_knobs: Any) -> EngineOptions:
+        """The options of an engine that runs `config`'s sampling and context settings;
+        `engine_knobs` set the engine's own fields (`max_num_seqs`, `kv_cache_memory_bytes`...)."""
+        return cls(
+            max_model_len=config.max_model_len,
+            temperature=config.temperature,
+            top_p=config.top_p,
+            seed=config.seed,
+            dtype=config.dtype,
+            gpu_memory_utilization=config.gpu_memory_utilization,
+            **engine_knobs,
+        )
 
 
 _FINISH: dict[str, FinishReason] = {"stop": "stop", "length": "length", "abort": "abort"}

@@ -351,20 +351,14 @@ def _close_stream(stream: LearnerStream, flush_s: float = 2.0) -> None:
 
 
 async def serve(config: RolloutConfig, *, sync: bool = False) -> DispatchSummary:
-    """Start vLLM on `config.model`, then `run_service`; the engine is shut down at the end."""
+    """Start vLLM on `config.model`, then `run_service` with `engine.max_model_len` as the
+    engine runs it (None in the config: the model's own length); the engine is shut down at
+    the end."""
     from agentgym_rl.rollout.engine import EngineOptions, VllmEngine
 
-    e = config.engine
-    options = EngineOptions(
-        max_model_len=e.max_model_len,
-        temperature=e.temperature,
-        top_p=e.top_p,
-        seed=e.seed,
-        gpu_memory_utilization=e.gpu_memory_utilization,
-        dtype=e.dtype,
-    )
-    engine = await VllmEngine.start(config.model, options)
+    engine = await VllmEngine.start(config.model, EngineOptions.from_config(config.engine))
     try:
-        return await run_service(config, engine, sync=sync)
+        context = config.engine.model_copy(update={"max_model_len": engine.max_model_len})
+        return await run_service(config.model_copy(update={"engine": context}), engine, sync=sync)
     finally:
         engine.shutdown()
