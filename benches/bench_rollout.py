@@ -38,7 +38,6 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-ENVS_DIR = ROOT / "envs"
 ACTIONS = ["turn left", "turn right", "move forward", "go to", "pick up", "toggle"]
 WORDS = "go to the red blue green grey ball box key door open pick up left right forward".split()
 ACTION_REGEX = r"Thought: [a-z]{1,8}( [a-z]{1,8}){0,3}\nAction: (turn left|turn right|move forward)"
@@ -54,7 +53,7 @@ def start_server(latency_ms: float, sigma: float) -> tuple[subprocess.Popen[byte
     http = free_port()
     cmd = [sys.executable, "-m", "agentgym_envs.server", "babyai", "--port", str(http)]
     cmd += ["--step-latency-ms", str(latency_ms), "--step-latency-sigma", str(sigma)]
-    proc = subprocess.Popen(cmd, cwd=ENVS_DIR, stdout=subprocess.DEVNULL)
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL)
     deadline = time.monotonic() + 60
     while True:
         try:
