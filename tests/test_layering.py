@@ -35,11 +35,7 @@ LAYERS: dict[str, set[str]] = {
 }
 """Unit -> the units (or `unit.module`s) it may import, besides itself."""
 
-KNOWN_EXCEPTIONS = {
-    # removed by the packaging part (issue 19): the env package finds its own files
-    ("supervise/preflight.py", "agentgym_rl.env_cli"),
-    ("model/transcripts.py", "agentgym_rl.env_cli"),
-}
+KNOWN_EXCEPTIONS: set[tuple[str, str]] = set()
 """(file, imported module) pairs tolerated for now; each names the work that removes it."""
 
 
