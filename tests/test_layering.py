@@ -22,16 +22,17 @@ PACKAGE = "agentgym_rl"
 LAYERS: dict[str, set[str]] = {
     "__init__": {"_core"},
     "config": set(),
+    "env_discovery": set(),
     "trajectory": {"_core"},
     "wire": {"_core"},
     "weights": {"_core", "config"},
-    "episode": {"_core", "config", "trajectory", "wire"},
-    "rollout": {"_core", "config", "episode", "trajectory", "weights", "wire"},
+    "episode": {"_core", "config", "env_discovery", "trajectory", "wire"},
+    "rollout": {"_core", "config", "env_discovery", "episode", "trajectory", "weights", "wire"},
     "evaluation": {"_core", "config", "episode", "trajectory", "wire", "rollout.engine"},
     "learner": {"_core", "config", "weights", "wire"},
-    "model": {"_core", "config", "episode", "trajectory"},
+    "model": {"_core", "config", "env_discovery", "episode", "trajectory"},
     "report": {"_core", "config", "wire"},
-    "supervise": {"_core", "config", "report", "wire"},
+    "supervise": {"_core", "config", "env_discovery", "report", "wire"},
 }
 """Unit -> the units (or `unit.module`s) it may import, besides itself."""
 
@@ -130,7 +131,7 @@ def test_imports_follow_the_layers() -> None:
             "episode/agent.py",
             "def f():\n    from agentgym_rl.rollout.dispatcher import Dispatcher\n",
             "episode/agent.py:2: import of agentgym_rl.rollout.dispatcher: 'episode' may import "
-            "only _core, config, trajectory, wire",
+            "only _core, config, env_discovery, trajectory, wire",
         ),
         (
             "evaluation/job.py",

@@ -1,7 +1,7 @@
 """`agentgym-rl env list|serve`: the environment-server subcommands.
 
 The servers are the installed package `agentgym_envs` (distribution agentgym-envs, `envs/` in a
-checkout), found through `agentgym_rl.config.envs`. Only argparse runs at parse time; the server
+checkout), found through `agentgym_rl.env_discovery`. Only argparse runs at parse time; the server
 stack is imported by `serve`.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from agentgym_rl.config.envs import ENVS_PACKAGE, INSTALL_HINT, env_registry, envs_installed
+from agentgym_rl.env_discovery import ENVS_PACKAGE, INSTALL_HINT, env_registry, envs_installed
 
 
 def _list(_: argparse.Namespace) -> int:

@@ -1,4 +1,4 @@
-"""config/envs.py: the installed env package, and the split paths configs name resolved from any
+"""env_discovery.py: the installed env package, and the split paths configs name resolved from any
 working directory (the shipped configs' paths included)."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 import agentgym_envs
-from agentgym_rl.config import envs
+from agentgym_rl import env_discovery as envs
 from agentgym_rl.supervise.preflight import env_problems
 
 ROOT = Path(__file__).resolve().parents[2]

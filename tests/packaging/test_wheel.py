@@ -89,7 +89,7 @@ def test_the_wheels_are_what_imports(venv: Venv) -> None:
     # venv's own site-packages on sys.path: the wheels must win
     script = (
         "import json, agentgym_rl, agentgym_rl._core, agentgym_envs\n"
-        "from agentgym_rl.config.envs import shipped_path\n"
+        "from agentgym_rl.env_discovery import shipped_path\n"
         f"print(json.dumps([agentgym_rl.__file__, agentgym_rl._core.__file__, "
         f"agentgym_envs.__file__, str(shipped_path({SPLIT!r}).resolve())]))"
     )

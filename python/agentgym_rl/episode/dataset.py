@@ -15,7 +15,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from agentgym_rl.config.envs import shipped_path
+from agentgym_rl.env_discovery import shipped_path
 
 
 class DatasetError(ValueError):

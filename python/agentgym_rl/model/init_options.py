@@ -5,8 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from agentgym_rl.config.envs import shipped_path
-
 INFO_FILE = "init_model.json"
 # files the env package ships, spelled as configs spell them (resolved by `shipped_path`)
 DEFAULT_SPLITS = {
@@ -44,7 +42,14 @@ class InitOptions:
 
     def split_path(self) -> Path:
         if self.split is not None:
-            return shipped_path(self.split)
+            return _shipped(self.split)
         if self.env not in DEFAULT_SPLITS:
             raise ValueError(f"no default training split for env {self.env!r}: pass --split")
-        return shipped_path(DEFAULT_SPLITS[self.env])
+        return _shipped(DEFAULT_SPLITS[self.env])
+
+
+def _shipped(path: str | Path) -> Path:
+    # imported here: `agentgym_rl.config` loads pydantic, which parsing the CLI must not
+    from agentgym_rl.env_discovery import shipped_path
+
+    return shipped_path(path)

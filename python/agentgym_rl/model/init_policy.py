@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 
-from agentgym_rl.config.envs import portable_path
+from agentgym_rl.env_discovery import portable_path
 from agentgym_rl.episode.dataset import load_split
 from agentgym_rl.model.factory import create_tiny_model
 from agentgym_rl.model.init_options import DEFAULT_SPLITS, INFO_FILE, InitOptions

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from agentgym_rl.config import ActionFormat
-from agentgym_rl.config.envs import load_env
+from agentgym_rl.env_discovery import load_env
 from agentgym_rl.episode.dataset import Task
 from agentgym_rl.episode.prompts import episode_prefix, observation_message
 

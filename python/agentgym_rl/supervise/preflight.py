@@ -12,7 +12,7 @@ from __future__ import annotations
 import importlib
 import shutil
 
-from agentgym_rl.config.envs import EnvsNotInstalled, env_registry
+from agentgym_rl.env_discovery import EnvsNotInstalled, env_registry
 
 # env name -> (executable, how to get it); envs added later declare theirs here or as a module
 # attribute REQUIRED_EXECUTABLES = {"java": "how to install"}.
