@@ -195,7 +195,8 @@ def _to_megatron(
     if layout == "row":
         return _shard(hf[0], tp, tp_rank, 1)
     if layout == "qkv":
-        return _shard(_interleave_qkv(*hf, spec), tp, tp_rank, 0)
+        q, k, v = hf
+        return _shard(_interleave_qkv(q, k, v, spec), tp, tp_rank, 0)
     gate, up = (_shard(t, tp, tp_rank, 0) for t in hf)  # gate_up
     return torch.cat([gate, up], dim=0)
 
