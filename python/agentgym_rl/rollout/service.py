@@ -154,6 +154,15 @@ def env_specs(config: RolloutConfig, *, penalties: bool = True) -> dict[str, Env
     }
 
 
+def context_length(config: RolloutConfig, engine: Engine) -> int:
+    """The context the episodes budget: the config's, else the engine's (`serve()` resolves
+    the model's own length into the config; a scripted engine may carry its own)."""
+    length = config.engine.max_model_len or getattr(engine, "max_model_len", None)
+    if length is None:
+        raise ValueError("engine.max_model_len is unset and the engine does not say its own")
+    return int(length)
+
+
 def agent_loop(
     config: RolloutConfig,
     engine: Engine,
@@ -172,7 +181,7 @@ def agent_loop(
         pool,
         chat,
         envs=env_specs(config, penalties=not held_out),
-        max_model_len=config.engine.max_model_len,
+        max_model_len=context_length(config, engine),
         max_tokens_per_turn=config.engine.max_tokens_per_turn,
         stop_ids=getattr(engine, "stop_token_ids", None),
         check_drift=config.check_drift and not held_out,
@@ -253,7 +262,7 @@ def sync_loop(
         envs=env_specs(config),
         group_size=config.dataset.group_size,
         groups_per_step=config.buffer.groups_per_step,
-        max_model_len=config.engine.max_model_len,
+        max_model_len=context_length(config, engine),
         max_tokens_per_turn=config.engine.max_tokens_per_turn,
         version_source=lambda: engine.version,
         metrics=metrics,
