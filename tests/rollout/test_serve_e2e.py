@@ -2,8 +2,9 @@
 learner and a `WeightPublisher` pushing a new policy mid-run through `weights_endpoint`.
 
 Admission makes the update point deterministic: with `groups_per_step=1, max_staleness=0` the
-buffer admits `v0 + 1` groups at the engine's starting version `v0` (earlier tests may have
-moved it), then nothing until the version moves. The test receives those groups, publishes
+buffer admits one group at the engine's starting version `v0` (earlier tests may have moved it;
+the staleness budget counts from the version a server starts at), then nothing until the
+version moves. The test receives that group, publishes
 `v0 + 1`, and the service's subscriber applies it; the next group is admitted at `v0 + 1`, in
 the next ScalingInter stage (`versions_per_stage=1`, caps 2 up to `v0`, then 3).
 """
@@ -84,7 +85,7 @@ def test_service_applies_published_weights_mid_run(
             "status_interval_s=0.5",
         ],
     )
-    before = v0 + 1
+    before = 1  # the budget of the version the service started at, whatever v0 is
     new_weights = handle.perturbed(seed=41, scale=0.05)
     t0 = time.monotonic()
     caplog.set_level(logging.INFO, logger="agentgym_rl.rollout.service")
