@@ -21,7 +21,7 @@ use futures_util::future::join_all;
 use tokio::runtime::Handle;
 use tokio::task::AbortHandle;
 
-use crate::config::{Balance, PoolConfig};
+use crate::config::PoolConfig;
 use crate::error::{EnvPoolError, FailureKind, Result};
 use crate::message::{Op, Reply, StepOutcome};
 use crate::runtime;
@@ -299,38 +299,6 @@ impl Inner {
             .await
     }
 
-    fn pick(&self, env: &str, candidates: &[usize]) -> Result<usize> {
-        let up: Vec<usize> = candidates
-            .iter()
-            .copied()
-            .filter(|&i| self.servers[i].is_up())
-            .collect();
-        if up.is_empty() {
-            let reasons: Vec<String> = candidates
-                .iter()
-                .map(|&i| {
-                    let s = &self.servers[i];
-                    let why = s
-                        .down_reason()
-                        .unwrap_or_else(|| "no reason recorded".into());
-                    format!("{} marked down: {why}", s.config.address)
-                })
-                .collect();
-            return Err(EnvPoolError::NoServerUp {
-                env: env.to_owned(),
-                reasons: reasons.join("; "),
-            });
-        }
-        let start = self.rotation.fetch_add(1, Ordering::Relaxed) % up.len();
-        let rotated = up[start..].iter().chain(&up[..start]).copied();
-        Ok(match self.config.balance {
-            Balance::RoundRobin => up[start],
-            Balance::LeastLoaded => rotated
-                .min_by_key(|&i| self.servers[i].live.load(Ordering::SeqCst))
-                .unwrap_or(up[start]),
-        })
-    }
-
     async fn create(&self, env: &str) -> Result<Created> {
         self.usable()?;
         let candidates = self
@@ -414,3 +382,6 @@ fn unexpected(server: &Server, op: &Op, reply: &Reply) -> EnvPoolError {
 
 #[path = "pool_step.rs"]
 mod step;
+
+#[path = "pool_pick.rs"]
+mod pick;
