@@ -138,6 +138,8 @@ class GroupIntake:
                 f"{self.stale_run} groups in a row dropped as stale (max_staleness "
                 f"{self.max_staleness}); a rollout server without the learner's weights?"
             )
+        if not self.received:
+            return "no group has arrived yet (rollout servers still starting?)"
         return "no groups arrive from any rollout server"
 
     def _record(self, bucket: str, key: str) -> None:
