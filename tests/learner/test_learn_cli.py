@@ -98,6 +98,6 @@ def test_learn_idle_timeout_checkpoints_and_exits_3(
     proc = _learn(model, tmp_path, free_port, *extra)
     out = _feed(free_port, 2, vocab, proc)  # one step, then the fleet goes quiet
     assert proc.returncode == 3, out
-    assert "no groups from any rollout server for 2 s" in out
+    assert "no usable group for 2 s: no groups arrive from any rollout server" in out
     assert "received so far: 2 groups, 2 used" in out
     assert [s for s, _ in complete_checkpoints(tmp_path / "ckpt")] == [1]
