@@ -13,6 +13,7 @@ import yaml
 
 from agentgym_rl.model import create_tiny_model
 from agentgym_rl.supervise.chaos import Fault, run_chaos, table
+from tiny_run import tiny_train_config
 from vllm_fixtures import tiny_corpus
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -22,36 +23,11 @@ MAX_STEPS = 7
 
 def _config(tmp_path: Path) -> Path:
     model = create_tiny_model(tmp_path / "model", corpus=tiny_corpus(), vocab_size=320, seed=0)
-    split = ROOT / "envs/agentgym_envs/babyai/data"
-    config = {
-        "run_dir": str(tmp_path / "run"),
-        "model": str(model),
-        "env_servers": [{"env": "babyai", "replicas": 1, "transport": "zmq"}],
-        "rollout_servers": 1,
-        "learner_procs": 1,
-        "restart": {"max_restarts": 2},
-        "rollout": {
-            "engine": {
-                "temperature": 1.0,
-                "dtype": "float32",
-                "max_model_len": 1024,
-                "max_tokens_per_turn": 40,
-                "gpu_memory_utilization": 0.3,
-            },
-            "dataset": {"env": "babyai", "split": str(split / "train.json"), "group_size": 2},
-            "scaling_inter": {"stages": [3]},
-            "buffer": {"groups_per_step": 2, "max_in_flight": 4, "max_ready": 4},
-            "eval": {"split": str(split / "goto_test.json"), "limit": 4, "every_versions": 100},
-            "status_interval_s": 1.0,
-        },
-        "learn": {
-            "max_steps": MAX_STEPS,
-            "optimizer": {"warmup_steps": 0},
-            "micro_batch_tokens": 1,
-            "checkpoint": {"every_steps": 2},
-        },
-        "stop_grace_s": 30.0,
-    }
+    config = tiny_train_config(str(tmp_path / "run"), str(model), max_steps=MAX_STEPS)
+    config["restart"] = {"max_restarts": 2}
+    config["learn"]["checkpoint"] = {"every_steps": 2}
+    test_split = ROOT / "envs/agentgym_envs/babyai/data/goto_test.json"
+    config["rollout"]["eval"] = {"split": str(test_split), "limit": 4, "every_versions": 100}
     path = tmp_path / "train.yaml"
     path.write_text(yaml.safe_dump(config))
     return path

@@ -23,11 +23,11 @@ import pytest
 import yaml
 
 from env_servers import health, pick_port
+from tiny_run import SPLIT, tiny_train_config
 
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
-SPLIT = "envs/agentgym_envs/babyai/data/train.json"  # as the shipped configs name it
 
 
 @dataclass(frozen=True)
@@ -165,32 +165,7 @@ def test_init_model(model: Path) -> None:
 
 
 def test_train_two_steps(venv: Venv, model: Path) -> None:
-    config = {
-        "run_dir": "run",
-        "model": "model",
-        "env_servers": [{"env": "babyai", "replicas": 1, "transport": "zmq"}],
-        "rollout_servers": 1,
-        "learner_procs": 1,
-        "rollout": {
-            "engine": {
-                "temperature": 1.0,
-                "dtype": "float32",
-                "max_model_len": 1024,
-                "max_tokens_per_turn": 40,
-                "gpu_memory_utilization": 0.3,
-            },
-            "dataset": {"env": "babyai", "split": SPLIT, "group_size": 2},
-            "scaling_inter": {"stages": [3]},
-            "buffer": {"groups_per_step": 2, "max_in_flight": 4, "max_ready": 4},
-            "status_interval_s": 1.0,
-        },
-        "learn": {
-            "max_steps": 2,
-            "optimizer": {"warmup_steps": 0},
-            "micro_batch_tokens": 1,  # as tests/supervise/test_train_e2e.py
-        },
-        "stop_grace_s": 30.0,
-    }
+    config = tiny_train_config("run", "model")  # the split named as a wheel user names it
     (venv.work / "train.yaml").write_text(yaml.safe_dump(config))
     done = venv.run("agentgym-rl", "train", "--config", "train.yaml", timeout=900)
     run = venv.work / "run"

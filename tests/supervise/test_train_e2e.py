@@ -15,6 +15,7 @@ import yaml
 from train_fixtures import ROOT
 
 from agentgym_rl.model import create_tiny_model
+from tiny_run import tiny_train_config
 from vllm_fixtures import tiny_corpus
 
 
@@ -34,38 +35,7 @@ def _processes_mentioning(text: str) -> list[int]:
 def test_train_two_steps_on_the_tiny_model(tmp_path: Path) -> None:
     model = create_tiny_model(tmp_path / "model", corpus=tiny_corpus(), vocab_size=320, seed=0)
     run = tmp_path / "run"
-    config = {
-        "run_dir": str(run),
-        "model": str(model),
-        "env_servers": [{"env": "babyai", "replicas": 1, "transport": "zmq"}],
-        "rollout_servers": 1,
-        "learner_procs": 1,
-        "rollout": {
-            "engine": {
-                "temperature": 1.0,
-                "dtype": "float32",  # the learner trains the tiny model in fp32
-                "max_model_len": 1024,
-                "max_tokens_per_turn": 40,
-                "gpu_memory_utilization": 0.3,
-            },
-            "dataset": {
-                "env": "babyai",
-                "split": str(ROOT / "envs/agentgym_envs/babyai/data/train.json"),
-                "group_size": 2,
-            },
-            "scaling_inter": {"stages": [3]},
-            "buffer": {"groups_per_step": 2, "max_in_flight": 4, "max_ready": 4},
-            "status_interval_s": 1.0,
-        },
-        "learn": {
-            "max_steps": 2,
-            "optimizer": {"warmup_steps": 0},
-            # one row per micro-batch: the learner's padded rows currently fail its RoPE
-            # position check (learner/batch.py gives padding position 0)
-            "micro_batch_tokens": 1,
-        },
-        "stop_grace_s": 30.0,
-    }
+    config = tiny_train_config(str(run), str(model))
     path = tmp_path / "train.yaml"
     path.write_text(yaml.safe_dump(config))
     done = subprocess.run(

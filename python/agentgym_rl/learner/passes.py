@@ -128,15 +128,7 @@ class Passes:
         )
 
     def _logprobs(self, mb: Any, model: torch.nn.Module) -> torch.Tensor:
-        d = self.device
-        return lm.token_logprobs(
-            model,
-            mb.input_ids.to(d),
-            mb.position_ids.to(d),
-            mb.labels.to(d),
-            self.temperature,
-            autocast=self.autocast,
-        )
+        return lm.token_logprobs(model, *self._inputs(mb), self.temperature, autocast=self.autocast)
 
     def _logprobs_and_entropy(
         self, mb: Any, model: torch.nn.Module, entropy: bool
@@ -144,15 +136,14 @@ class Passes:
         """The policy's log-probs (with grad) and, when `entropy`, per-token entropies."""
         if not entropy:
             return self._logprobs(mb, model), None
-        d = self.device
         return lm.token_logprobs_and_entropy(
-            model,
-            mb.input_ids.to(d),
-            mb.position_ids.to(d),
-            mb.labels.to(d),
-            self.temperature,
-            autocast=self.autocast,
+            model, *self._inputs(mb), self.temperature, autocast=self.autocast
         )
+
+    def _inputs(self, mb: Any) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """A micro-batch's ids, positions and labels on this rank's device."""
+        d = self.device
+        return mb.input_ids.to(d), mb.position_ids.to(d), mb.labels.to(d)
 
     def _hidden_shape(self, mb: Any) -> tuple[int, int, int]:
         """The hidden states a pipeline stage passes on for `mb`: ``[s, b, h]``."""
