@@ -19,6 +19,7 @@ from rich.console import Console
 from train_fixtures import train_config
 
 from agentgym_rl.supervise import ChildSpec, RunPlan, plan_run
+from agentgym_rl.supervise.process import Child
 from agentgym_rl.supervise.progress import ProgressView
 from agentgym_rl.supervise.supervisor import Supervisor
 
@@ -154,3 +155,25 @@ def test_sigterm_stops_in_order_escalates_and_leaves_no_orphans(
     )
     assert time.monotonic() - t0 < 30
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # handlers restored
+
+
+def test_model_creation_may_outlast_the_startup_timeout(
+    train_data: dict[str, Any], tmp_path: Path
+) -> None:
+    """`init-model` is a finite job that takes what the machine needs (minutes on a loaded box):
+    only servers are held to `startup_timeout_s`."""
+    ready = tmp_path / "rollout.ready"
+    sup, out, _ = make_supervisor(
+        train_data,
+        tmp_path,
+        learn_flags=("--steps=1", f"--after={ready}"),
+        rollout_flags=(f"--ready={ready}",),
+        startup_timeout_s=3.0,
+    )
+    slow = [sys.executable, "-c", "import time; time.sleep(4.5)"]
+    init = ChildSpec("init-model", "init", slow, " ".join(slow))
+    sup.plan = dataclasses.replace(sup.plan, init=init)
+    sup.init = Child(init, sup.log_dir)
+    t0 = time.monotonic()
+    assert sup.run() == 0, out.getvalue()
+    assert time.monotonic() - t0 >= 4.5 and "train: learner finished at step 1" in out.getvalue()

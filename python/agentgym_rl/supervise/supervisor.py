@@ -107,13 +107,18 @@ class Supervisor:
             self.view.message(f"  | {line}")
         return _Stop("crashed")
 
-    def _wait_until(self, child: Child, ready: Callable[[], bool], what: str) -> None:
+    def _wait_until(
+        self, child: Child, ready: Callable[[], bool], what: str, *, bounded: bool = True
+    ) -> None:
+        """Wait for `ready`; a child that exits first is a crash. `bounded`: give up after
+        `startup_timeout_s` (servers); model creation is a finite job that takes as long as the
+        machine needs, so it is waited for without a deadline (Ctrl-C still stops it)."""
         deadline = time.monotonic() + self.plan.train.startup_timeout_s
         while not ready():
             code = child.poll()
             if code is not None:
                 raise self._crashed(child, code, "while starting")
-            if time.monotonic() > deadline:
+            if bounded and time.monotonic() > deadline:
                 self.view.message(
                     f"train: {child.name} not ready after {self.plan.train.startup_timeout_s:.0f}s"
                     f" ({what}); see {child.log_path} or raise startup_timeout_s"
@@ -126,7 +131,7 @@ class Supervisor:
             self.view.message(f"train: creating the model ({self.init.spec.shell})")
             self._launch(self.init)
             init = self.init
-            self._wait_until(init, lambda: init.poll() == 0, "init-model")
+            self._wait_until(init, lambda: init.poll() == 0, "init-model", bounded=False)
         for child in self.envs:
             self._launch(child)
         for child in self.envs:
