@@ -12,6 +12,7 @@ cd "$(dirname "$0")/.."
 
 PY=${PYTHON:-python3}
 DEV=0
+ENV_EXTRAS="sciworld,searchqa,searchqa-dense"  # every env's extra (envs/pyproject.toml)
 [[ "${1:-}" == "--dev" ]] && DEV=1
 pip_q() { "$PY" -m pip install --disable-pip-version-check -q "$@"; }
 say() { printf '\033[1m[install]\033[0m %s\n' "$*"; }
@@ -79,18 +80,36 @@ except ImportError:
 toml = pathlib.Path("envs/pyproject.toml").read_text()
 listed = re.search(r"^dependencies = \[(.*?)^\]", toml, re.M | re.S).group(1)
 wanted = {str(Requirement(r)) for r in re.findall(r'^\s*"([^"]+)"', listed, re.M)}
+extras = re.search(r"^\[project.optional-dependencies\](.*?)^\[", toml, re.M | re.S).group(1)
+extra_reqs = {str(Requirement(r)) for r in re.findall(r'"([^"]+==[^"]+)"', extras)}
 installed = {str(Requirement(r)) for r in md.requires("agentgym-envs") or [] if "extra ==" not in r}
 spec = importlib.util.find_spec("agentgym_envs")
 here = pathlib.Path("envs/agentgym_envs").resolve()
 assert spec and pathlib.Path(spec.origin).resolve().parent == here and installed == wanted
-for r in map(Requirement, wanted):
+for r in map(Requirement, wanted | extra_reqs):
     assert r.specifier.contains(md.version(r.name), prereleases=True), r
 PYEOF
-  say "agentgym-envs (envs/, editable) and its dependencies"
-  pip_q --no-build-isolation -e envs
+  say "agentgym-envs (envs/, editable) with every env's extra, and their dependencies"
+  pip_q --no-build-isolation -e "envs[$ENV_EXTRAS]"
 fi
 
-# 5. The Rust extension agentgym_rl._core (editable: python/ is used in place). cargo only
+# 5. System packages the envs need: a Java runtime for SciWorld (the simulator is a JVM).
+#    As root, Debian's headless JRE is installed; otherwise a message names the package.
+if ! command -v java >/dev/null; then
+  if [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null; then
+    say "Java runtime for SciWorld (Debian: default-jre-headless)"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q default-jre-headless >/dev/null \
+      || { apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive \
+           apt-get install -y -q default-jre-headless >/dev/null; }
+  else
+    # not fatal: every other env works; `env serve sciworld` refuses to start with this advice
+    echo "[install] warning: SciWorld needs a Java runtime (11 or later) on PATH and none was" \
+      "found: as root run 'apt-get install default-jre-headless' (Debian/Ubuntu), or install" \
+      "any JRE." >&2
+  fi
+fi
+
+# 6. The Rust extension agentgym_rl._core (editable: python/ is used in place). cargo only
 #    rebuilds what changed.
 say "building agentgym_rl._core (release)"
 pip_q --no-build-isolation --no-deps -e .
