@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from agentgym_rl import _core
@@ -29,9 +29,17 @@ def babyai_policy(prompt: str, request_id: str) -> str:
     return f"Thought: let me try.\nAction: {pick}"
 
 
+def _cut_at_stop(text: str, stop: Sequence[str]) -> str | None:
+    """`text` up to and including the earliest stop string in it, or None when it has none."""
+    ends = [text.index(s) + len(s) for s in stop if s in text]
+    return text[: min(ends)] if ends else None
+
+
 class ScriptedEngine:
     """An `Engine` whose turns come from `policy(decoded prompt, request_id)`: real token ids
-    of the tiny tokenizer plus the stop token, logprob -0.5 each, stamped with `version`."""
+    of the tiny tokenizer plus the stop token, logprob -0.5 each, stamped with `version`. As
+    vLLM does, a turn that writes one of the call's `stop` strings ends right after it, with no
+    stop token."""
 
     def __init__(
         self,
@@ -48,6 +56,8 @@ class ScriptedEngine:
         self.max_in_flight = 0
         self.gate: asyncio.Event | None = None
         self.stop_token_ids = [int(chat.eos_token_id or 0)]
+        self.stops: list[tuple[str, ...]] = []
+        """The stop strings each generate call was given, in call order."""
 
     @property
     def version(self) -> int:
@@ -57,7 +67,7 @@ class ScriptedEngine:
         self._version = version
 
     async def generate(
-        self, prompt_ids: list[int], *, max_tokens: int, request_id: str
+        self, prompt_ids: list[int], *, max_tokens: int, request_id: str, stop: Sequence[str] = ()
     ) -> Generation:
         assert all(isinstance(i, int) for i in prompt_ids) and max_tokens > 0
         self.in_flight += 1
@@ -68,7 +78,10 @@ class ScriptedEngine:
             if self.delay_s:
                 await asyncio.sleep(self.delay_s)
             text = self.policy(self.chat.decode(prompt_ids), request_id)
-            ids = [int(i) for i in self.chat.encode(text)] + self.stop_token_ids
+            cut = _cut_at_stop(text, stop)
+            ids = [int(i) for i in self.chat.encode(cut or text)]
+            ids += [] if cut else self.stop_token_ids  # vLLM adds no stop token after a string
+            self.stops.append(tuple(stop))
             finish = "stop"
             if len(ids) > max_tokens:
                 ids, finish = ids[:max_tokens], "length"

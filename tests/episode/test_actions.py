@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from agentgym_rl.config import ActionFormat
-from agentgym_rl.episode.actions import parse_action
+from agentgym_rl.episode.actions import parse_action, restore_stop_string, stop_strings
 
 
 @pytest.mark.parametrize(
@@ -72,3 +72,27 @@ def test_webarena(text: str, action: str | None) -> None:
     parsed = parse_action(text, ActionFormat.WEBARENA)
     assert parsed.action == action
     assert parsed.valid == (action is not None)
+
+
+@pytest.mark.parametrize(
+    ("text", "restored"),
+    [
+        (
+            "I will look it up. <search>capital of Veltro",
+            "I will look it up. <search>capital of Veltro</search>",
+        ),
+        ("<search>a</search> then <answer>Brenn", "<search>a</search> then <answer>Brenn</answer>"),
+        ("<answer>Brenn</answer>", "<answer>Brenn</answer>"),
+        ("no tag at all", "no tag at all"),
+    ],
+)
+def test_restore_stop_string(text: str, restored: str) -> None:
+    """An OpenAI-compatible API ends the reply before the stop string: it is put back."""
+    assert restore_stop_string(text, ActionFormat.TAGS) == restored
+    assert parse_action(restored, ActionFormat.TAGS).valid == ("<" in text)
+    assert restore_stop_string(text, ActionFormat.REACT) == text
+
+
+def test_stop_strings_per_format() -> None:
+    assert stop_strings(ActionFormat.TAGS) == ("</search>", "</answer>")
+    assert stop_strings(ActionFormat.REACT) == () == stop_strings(ActionFormat.WEBARENA)

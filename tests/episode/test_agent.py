@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from agentgym_rl import _core
+from agentgym_rl.config import ActionFormat
 from agentgym_rl.episode.agent import AgentLoop
 from agentgym_rl.episode.dataset import Task
 from agentgym_rl.episode.turn import episode_reward
@@ -42,13 +43,14 @@ async def episodes(
     env: str = "noop",
     max_model_len: int = 4096,
     invalid_penalty: float = 0.0,
+    action_format: ActionFormat = ActionFormat.REACT,
 ) -> tuple[list[_core.Sample], AgentLoop]:
     pool = _core.EnvPool([_core.EnvServer(env, address)], step_timeout_s=5.0)
     agent = AgentLoop(
         engine,
         pool,
         chat,
-        envs={env: EnvSpec(invalid_penalty=invalid_penalty)},
+        envs={env: EnvSpec(action_format, invalid_penalty=invalid_penalty)},
         max_model_len=max_model_len,
         max_tokens_per_turn=64,
     )
@@ -68,9 +70,9 @@ def test_babyai_episodes_are_token_in_token_out(babyai_server: EnvServerProc, ch
     prompts: list[tuple[str, list[int]]] = []
     generate = engine.generate
 
-    async def recording(prompt_ids: list[int], *, max_tokens: int, request_id: str) -> Generation:
-        prompts.append((request_id, list(prompt_ids)))
-        return await generate(prompt_ids, max_tokens=max_tokens, request_id=request_id)
+    async def recording(prompt_ids: list[int], **kwargs: Any) -> Generation:
+        prompts.append((kwargs["request_id"], list(prompt_ids)))
+        return await generate(prompt_ids, **kwargs)
 
     engine.generate = recording  # type: ignore[method-assign]
     plans = [plan("babyai", i, cap=5, version=3, rid=f"e{i}") for i in range(4)]
@@ -161,12 +163,10 @@ def test_context_limit_truncates(noop_server: EnvServerProc, chat) -> None:
 def test_engine_abort_ends_episode(noop_server: EnvServerProc, chat) -> None:
     engine = ScriptedEngine(chat, scripted(lambda t: "Action: noop"))
 
-    async def aborting(prompt_ids: list[int], *, max_tokens: int, request_id: str) -> Generation:
-        if turn_of(request_id) == 1:
+    async def aborting(prompt_ids: list[int], **kwargs: Any) -> Generation:
+        if turn_of(kwargs["request_id"]) == 1:
             return Generation([], [], [], "abort")
-        return await ScriptedEngine.generate(
-            engine, prompt_ids, max_tokens=max_tokens, request_id=request_id
-        )
+        return await ScriptedEngine.generate(engine, prompt_ids, **kwargs)
 
     engine.generate = aborting  # type: ignore[method-assign]
     [s], _ = run(episodes(noop_server.zmq, engine, chat, [plan("noop", 4, cap=5)]))
@@ -234,3 +234,23 @@ def test_play_says_why_an_episode_failed_in_the_env(spawn_server, chat, free_por
     assert killed.failure.startswith(f"step: episode 2 on {server.http} ended by an environment")
     assert never.sample.status == "env_failure" and never.sample.turns == 0
     assert never.failure.startswith(f"create: http://127.0.0.1:{free_port}: create connection")
+
+
+def test_search_turns_end_at_the_closing_tag(noop_server: EnvServerProc, chat) -> None:
+    """Search-R1 format: the engine is asked to stop at </search> or </answer>, so text the model
+    goes on to write (a made-up <information> block) is never part of its turn or trained."""
+    made_up = "<search>capital of Veltro</search><information>Doc 1(Title: fake) x</information>"
+    engine = ScriptedEngine(chat, scripted(lambda t: made_up))
+    [s], _ = run(
+        episodes(
+            noop_server.zmq, engine, chat, [plan("noop", 0, cap=2)], action_format=ActionFormat.TAGS
+        )
+    )
+    assert engine.stops == [("</search>", "</answer>")] * 2
+    trained = chat.decode(s.input_ids[s.loss_mask == 1].tolist())
+    assert trained.count("<search>capital of Veltro</search>") == 2
+    assert "<information>" not in trained and "fake" not in trained
+
+    react = ScriptedEngine(chat, scripted(lambda t: "Action: noop"))
+    run(episodes(noop_server.zmq, react, chat, [plan("noop", 0, cap=1)]))
+    assert react.stops == [()]  # ReAct turns end only at stop tokens

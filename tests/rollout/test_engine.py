@@ -111,6 +111,22 @@ def test_per_request_temperature_zero_is_greedy(vllm_engine: EngineHandle) -> No
             assert tok == int(top2.indices[i, 0])
 
 
+def test_stop_strings_end_a_turn_after_the_string(vllm_engine: EngineHandle) -> None:
+    """A turn given stop strings ends at the first token whose text completes one (kept), with
+    the sampled ids unchanged: a prefix of the same greedy turn without them."""
+    from transformers import AutoTokenizer
+
+    eng = vllm_engine.engine
+    tok = AutoTokenizer.from_pretrained(str(vllm_engine.model_dir))
+    kw = {"max_tokens": 16, "ignore_eos": True, "temperature": 0.0}
+    full = vllm_engine.run(eng.generate(PROMPT, request_id="st0", **kw)).token_ids
+    stop = next(s for s in (tok.decode(full[i : i + 1]).strip() for i in range(6, 16)) if s)
+    cut = vllm_engine.run(eng.generate(PROMPT, request_id="st1", stop=[stop], **kw))
+    first = next(k for k in range(1, 17) if stop in tok.decode(full[:k]))
+    assert cut.finish_reason == "stop"
+    assert cut.token_ids == full[:first] and len(cut.logprobs) == first
+
+
 def test_update_mid_generation_straddles_versions(vllm_engine: EngineHandle) -> None:
     eng = vllm_engine.engine
     old_weights = dict(vllm_engine.weights)

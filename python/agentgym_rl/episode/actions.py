@@ -123,6 +123,29 @@ def parse_webarena(text: str) -> ParsedAction:
     return invalid("no valid command found", _WEBARENA_HINT)
 
 
+STOP_STRINGS: dict[ActionFormat, tuple[str, ...]] = {
+    # a turn ends at its first closing tag: the model never writes the <information> block the
+    # env answers with (it would be trained on text the env is meant to supply)
+    ActionFormat.TAGS: ("</search>", "</answer>"),
+}
+"""Strings that end a generated turn, per format (kept in the turn's text and tokens)."""
+
+
+def stop_strings(fmt: ActionFormat) -> tuple[str, ...]:
+    """The strings the engine stops a turn of format `fmt` at (none: only stop tokens)."""
+    return STOP_STRINGS.get(fmt, ())
+
+
+def restore_stop_string(text: str, fmt: ActionFormat) -> str:
+    """`text` with the stop string an OpenAI-compatible API cut off put back: such APIs end the
+    reply before the stop string, so a tag the reply opened last is closed again."""
+    opened = [(text.rfind("<" + s[2:]), s) for s in stop_strings(fmt)]
+    last, stop = max(opened, default=(-1, ""))
+    if last < 0 or stop in text[last:]:
+        return text
+    return text + stop
+
+
 PARSERS: dict[ActionFormat, Callable[[str], ParsedAction]] = {
     ActionFormat.REACT: parse_react,
     ActionFormat.TAGS: parse_tags,

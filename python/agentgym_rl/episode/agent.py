@@ -111,6 +111,7 @@ class AgentLoop:
                     ep.builder.ids.tolist(),
                     max_tokens=max_tokens,
                     request_id=ep.request_id,
+                    stop=ep.stop,
                     **self.sampling,
                 )
             await play_turn(ep, gen, step, self.metrics)

@@ -24,7 +24,7 @@ from typing import Protocol
 
 from agentgym_rl import _core
 from agentgym_rl.config import ActionFormat
-from agentgym_rl.episode.actions import parse_action
+from agentgym_rl.episode.actions import parse_action, stop_strings
 from agentgym_rl.episode.metrics import RolloutMetrics
 from agentgym_rl.episode.prompts import episode_prefix, observation_message
 from agentgym_rl.episode.types import EnvSpec, EpisodePlan, Generation
@@ -167,6 +167,11 @@ class EpisodeState:
             prompt_version=plan.dispatch_version,
         )
         return cls(plan, spec, builder, chat, frozenset(stop_ids))
+
+    @property
+    def stop(self) -> tuple[str, ...]:
+        """The stop strings of this episode's turns (its action format's)."""
+        return stop_strings(self.spec.action_format)
 
     @property
     def request_id(self) -> str:

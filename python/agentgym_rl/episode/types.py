@@ -11,6 +11,7 @@ request id its generate calls are named after. `EnvSpec` is how the agent talks 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
@@ -46,9 +47,10 @@ class Engine(Protocol):
         ...
 
     async def generate(
-        self, prompt_ids: list[int], *, max_tokens: int, request_id: str
+        self, prompt_ids: list[int], *, max_tokens: int, request_id: str, stop: Sequence[str] = ()
     ) -> Generation:
-        """Continue `prompt_ids` by one assistant turn (stops at the model's stop tokens)."""
+        """Continue `prompt_ids` by one assistant turn: it ends at the model's stop tokens or
+        right after the first of the `stop` strings it writes (the string kept)."""
         ...
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -23,6 +23,7 @@ from typing import Any
 import httpx
 
 from agentgym_rl import _core
+from agentgym_rl.episode.actions import restore_stop_string, stop_strings
 from agentgym_rl.episode.agent import AgentLoop
 from agentgym_rl.episode.dataset import Task
 from agentgym_rl.episode.log import EpisodeLog
@@ -117,7 +118,9 @@ class ChatApiPolicy:
     async def aclose(self) -> None:
         await self.client.aclose()
 
-    async def complete(self, messages: list[dict[str, str]]) -> str | None:
+    async def complete(
+        self, messages: list[dict[str, str]], stop: Sequence[str] = ()
+    ) -> str | None:
         """The assistant's reply text, or None when the context is too long for the model."""
         body: dict[str, Any] = {
             "model": self.api.model,
@@ -125,6 +128,7 @@ class ChatApiPolicy:
             "temperature": self.api.temperature,
             "top_p": self.api.top_p,
             "max_tokens": self.api.max_tokens,
+            **({"stop": list(stop)} if stop else {}),
         }
         for attempt in range(self.api.retries + 1):
             try:
@@ -172,10 +176,11 @@ class ChatApiPolicy:
         failure: str | None = None
         step = partial(self.pool.step, episode)
         while True:
-            text = await self.complete(messages)
+            text = await self.complete(messages, stop_strings(spec.action_format))
             if text is None:
                 status = Status.TRUNCATED
                 break
+            text = restore_stop_string(text, spec.action_format)
             turn += 1
             messages.append({"role": "assistant", "content": text})
             acted = await act(step, text, spec.action_format, score)

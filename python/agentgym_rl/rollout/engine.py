@@ -30,7 +30,7 @@ import gc
 import logging
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -201,7 +201,12 @@ class VllmEngine:
         return n
 
     def _sampling_params(
-        self, max_tokens: int, seed: int | None, ignore_eos: bool, temperature: float | None
+        self,
+        max_tokens: int,
+        seed: int | None,
+        ignore_eos: bool,
+        temperature: float | None,
+        stop: Sequence[str] = (),
     ) -> Any:
         from vllm import SamplingParams
         from vllm.sampling_params import RequestOutputKind
@@ -217,7 +222,10 @@ class VllmEngine:
             stop_token_ids=[] if ignore_eos else list(self.stop_token_ids),
             ignore_eos=ignore_eos,
             seed=seed,
-            detokenize=False,
+            # stop strings are matched on text: only then is the turn detokenized
+            stop=list(stop) or None,
+            include_stop_str_in_output=True,
+            detokenize=bool(stop),
             skip_special_tokens=False,
             output_kind=RequestOutputKind.DELTA,
             **o.sampling_args,
@@ -233,8 +241,11 @@ class VllmEngine:
         ignore_eos: bool = False,
         on_tokens: Callable[[int], None] | None = None,
         temperature: float | None = None,
+        stop: Sequence[str] = (),
     ) -> Generation:
-        """Continue `prompt_ids` by one turn; stops on the tokenizer's eos/stop ids (kept).
+        """Continue `prompt_ids` by one turn; stops on the tokenizer's eos/stop ids (kept) or
+        after the first of the `stop` strings (kept; the ids are the sampled ones, so the last
+        token may reach past the string's end).
 
         `seed` makes this request's sampling reproducible; `ignore_eos` (benchmarks, tests)
         generates exactly `max_tokens`; `on_tokens(n)` is called with the number of tokens
@@ -254,7 +265,7 @@ class VllmEngine:
         spans: Any = None
         stream = self._llm.generate(
             TokensPrompt(prompt_token_ids=list(prompt_ids)),
-            self._sampling_params(budget, seed, ignore_eos, temperature),
+            self._sampling_params(budget, seed, ignore_eos, temperature, stop),
             request_id,
         )
         async for out in stream:

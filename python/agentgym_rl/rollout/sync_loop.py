@@ -190,7 +190,10 @@ class SyncLoop:
             gens = await asyncio.gather(
                 *(
                     self.engine.generate(
-                        ep.builder.ids.tolist(), max_tokens=max_tokens, request_id=ep.request_id
+                        ep.builder.ids.tolist(),
+                        max_tokens=max_tokens,
+                        request_id=ep.request_id,
+                        stop=ep.stop,
                     )
                     for _, ep, max_tokens in ready
                 )
