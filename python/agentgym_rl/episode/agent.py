@@ -116,7 +116,7 @@ class AgentLoop:
                 )
             await play_turn(ep, gen, step, self.metrics)
         sample = ep.sample()
-        self.metrics.record_episode(sample)
+        self.metrics.record_episode(sample, plan.task.env)
         return Played(sample, ep.failure)
 
     def _failed_start(self, plan: EpisodePlan, spec: EnvSpec) -> _core.Sample:
@@ -136,5 +136,5 @@ class AgentLoop:
             stage=plan.budget.stage,
             dispatch_version=plan.dispatch_version,
         )
-        self.metrics.record_episode(sample)
+        self.metrics.record_episode(sample, plan.task.env)
         return sample

@@ -3,7 +3,8 @@
 Contract: `EpisodeLog.record(sample, plan, group_id)` appends one JSON object per kept episode
 (every `every`-th episode recorded, counting from the first; `every=0` builds no log). A line
 holds the task (`item_id`, `env`, `category`), the episode (`group_id`, `request_id`, `reward`,
-`success` = reward > 0, `status`, `turns`, `turn_cap`, `stage`, `dispatch_version`, `drift`),
+`success` (the env's rule, `outcome.is_success`), `status`, `turns`, `turn_cap`, `stage`,
+`dispatch_version`, `drift`),
 the tokenizer directory to decode it with, and the token arrays exactly as trained on:
 `input_ids`, `loss_mask`, `logprobs` (rounded to 4 decimals), `versions` and `turn_spans`
 (`[[start, end], ...]` of generated turns). Each line is written with one `write` and flushed,
@@ -22,6 +23,8 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 import numpy as np
+
+from agentgym_rl.episode.outcome import is_success
 
 if TYPE_CHECKING:
     from agentgym_rl import _core
@@ -111,7 +114,7 @@ def record_of(
         group_id=int(group_id),
         request_id=plan.request_id,
         reward=float(sample.reward),
-        success=float(sample.reward) > 0.0,
+        success=is_success(plan.task.env, float(sample.reward)),
         status=sample.status,
         turns=int(sample.turns),
         turn_cap=int(sample.turn_cap),

@@ -18,6 +18,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from agentgym_rl import _core
+from agentgym_rl.episode.outcome import is_success
 
 
 class RolloutMetrics:
@@ -67,14 +68,14 @@ class RolloutMetrics:
         live = self._clock() - self._busy_since if self._in_flight else 0.0
         return self._busy + live
 
-    def record_episode(self, sample: _core.Sample) -> None:
+    def record_episode(self, sample: _core.Sample, env: str) -> None:
         self.episodes += 1
         self.statuses[sample.status] += 1
         self.turns_total += sample.turns
         self.turns_max = max(self.turns_max, sample.turns)
         self.env_failures += sample.env_failure
         self.drift += sample.drift
-        success = sample.reward > 0.0 and not sample.env_failure
+        success = is_success(env, float(sample.reward), bool(sample.env_failure))
         self.successes += success
         self._window.append((float(sample.reward), success))
 

@@ -26,6 +26,7 @@ from agentgym_rl import _core
 from agentgym_rl.config import ActionFormat
 from agentgym_rl.episode.actions import parse_action, stop_strings
 from agentgym_rl.episode.metrics import RolloutMetrics
+from agentgym_rl.episode.outcome import reward_of
 from agentgym_rl.episode.prompts import episode_prefix, observation_message
 from agentgym_rl.episode.types import EnvSpec, EpisodePlan, Generation
 from agentgym_rl.trajectory import ChatTokenizer, TrajectoryBuilder
@@ -189,8 +190,9 @@ class EpisodeState:
     def sample(self) -> _core.Sample:
         """The finished episode's sample (its reward from `episode_reward`)."""
         assert self.status is not None, "the episode is still running"
+        score = reward_of(self.plan.task.env, self.score)
         reward = episode_reward(
-            self.score, self.status, self.turns, self.invalid, self.spec.invalid_penalty
+            score, self.status, self.turns, self.invalid, self.spec.invalid_penalty
         )
         return finish_sample(self.plan, self.builder, reward, self.status)
 

@@ -61,7 +61,7 @@ class EvalOptions:
     concurrency: int = 32
     dtype: str = "auto"
     seed: int = 0
-    success_threshold: float = 0.0
+    success_threshold: float | None = None
     progress: bool = True
     system_prompt: str | None = None
     """Overrides the env's built-in system prompt (use the one the policy was trained with)."""

@@ -27,6 +27,7 @@ from agentgym_rl.episode.actions import restore_stop_string, stop_strings
 from agentgym_rl.episode.agent import AgentLoop
 from agentgym_rl.episode.dataset import Task
 from agentgym_rl.episode.log import EpisodeLog
+from agentgym_rl.episode.outcome import reward_of
 from agentgym_rl.episode.prompts import episode_prefix, observation_message
 from agentgym_rl.episode.turn import act, env_failure
 from agentgym_rl.episode.types import EnvSpec, EpisodePlan, TurnBudget
@@ -192,4 +193,4 @@ class ChatApiPolicy:
                 status = Status.TURN_CAP
                 break
             messages.append(observation_message(observation))
-        return EpisodeOutcome(float(score), status.value, turn, failure)
+        return EpisodeOutcome(reward_of(task.env, score), status.value, turn, failure)

@@ -2,8 +2,9 @@
 
 Contract: `run_episodes(policy, tasks, settings)` runs `len(tasks) * settings.n` episodes (at
 most `settings.concurrency` at once), each with a turn cap of `settings.max_turns`, and returns
-one `EvalRecord` per episode in (task, sample) order. Success is `reward > success_threshold`
-(BabyAI and TextCraft score > 0 only on success). An episode that raises is not retried: it is
+one `EvalRecord` per episode in (task, sample) order. Success is the env's own rule
+(`episode/outcome.py`: `reward > 0` for most; SciWorld: the task completed), or `reward >
+success_threshold` when one is set. An episode that raises is not retried: it is
 recorded as a failure with status "error" and logged, so one bad task never hides the others;
 an `EvalError` stops the run instead. An episode that ended as an env failure keeps the reason
 its policy gave (`EvalRecord.failure`). `on_episode(record)` is called as each episode ends
@@ -20,6 +21,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from agentgym_rl.episode.dataset import Task
+from agentgym_rl.episode.outcome import is_success
 from agentgym_rl.episode.scoring import EvalRecord
 
 log = logging.getLogger(__name__)
@@ -60,7 +62,8 @@ class EvalSettings:
     n: int = 1
     max_turns: int = 20
     concurrency: int = 32
-    success_threshold: float = 0.0
+    success_threshold: float | None = None
+    """Success is `reward >` this; None: the env's own rule (`episode/outcome.py`)."""
 
     def __post_init__(self) -> None:
         for name in ("n", "max_turns", "concurrency"):
@@ -95,7 +98,11 @@ async def run_episodes(
             env=task.env,
             category=task.category,
             item_id=task.item_id,
-            success=reward > settings.success_threshold,
+            success=(
+                is_success(task.env, reward)
+                if settings.success_threshold is None
+                else reward > settings.success_threshold
+            ),
             reward=reward,
             status=status,
             failure=failure,

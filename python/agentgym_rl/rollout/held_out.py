@@ -28,6 +28,7 @@ from typing import Any
 from agentgym_rl.config.rollout import HeldOutEvalConfig
 from agentgym_rl.episode.agent import AgentLoop
 from agentgym_rl.episode.dataset import Task, load_split
+from agentgym_rl.episode.outcome import is_success
 from agentgym_rl.episode.scoring import ALL, EvalRecord, summarize
 from agentgym_rl.episode.types import EpisodePlan, TurnBudget
 
@@ -114,7 +115,7 @@ class HeldOutEval:
             versions = sample.versions[sample.loss_mask.astype(bool)]
             if len(versions):
                 low, high = min(low, int(versions.min())), max(high, int(versions.max()))
-            success = sample.reward > 0.0 and not sample.env_failure
+            success = is_success(task.env, float(sample.reward), bool(sample.env_failure))
             return EvalRecord(
                 task.env, task.category, task.item_id, success, float(sample.reward), sample.status
             )

@@ -234,7 +234,7 @@ class SyncLoop:
                 sample = _core.Sample(*_empty_arrays(), reward=0.0, status=Status.ENV_FAILURE.value)
             else:
                 sample = r.episode.sample()
-            self.metrics.record_episode(sample)
+            self.metrics.record_episode(sample, r.plan.task.env)
             by_group.setdefault(r.group_id, []).append(sample)
         firsts = {r.group_id: r.plan.task for r in reversed(rollouts)}
         return [
