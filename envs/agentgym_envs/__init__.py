@@ -23,6 +23,17 @@ ENVS: dict[str, tuple[str, str, str]] = {
         "TextCraftEnvironment",
         "Crafting Minecraft 1.16.1 items from real recipes, goal depth 1-4",
     ),
+    "sciworld": (
+        "agentgym_envs.sciworld.env",
+        "SciWorldEnvironment",
+        "ScienceWorld science tasks (4,639 task variations), pooled simulator JVMs",
+    ),
+    "searchqa": (
+        "agentgym_envs.searchqa.env",
+        "SearchQAEnvironment",
+        "Deep Search (Search-R1 format): search a passage corpus (bm25 or dense), answer by "
+        "exact match; generated 1-3-hop questions",
+    ),
     "noop": (
         "agentgym_envs.noop",
         "NoopEnvironment",

@@ -79,6 +79,10 @@ class Environment(ABC):
     name: ClassVar[str]
     # TextCraft's reference `/create` also resets to task 0 and returns the first observation.
     create_resets: ClassVar[bool] = False
+    # Which AgentGym HTTP variant `http.py` speaks for this env: "agentgym" (BabyAI, TextCraft,
+    # SciWorld: `id`/`data_idx`, object replies) or "searchqa" (`env_idx`, bare-int create,
+    # bare-string reset). The ZeroMQ protocol is the same for every env.
+    http_dialect: ClassVar[str] = "agentgym"
 
     @abstractmethod
     def new_episode(self) -> Episode:
@@ -87,6 +91,10 @@ class Environment(ABC):
     @abstractmethod
     def num_tasks(self) -> int | None:
         """How many task ids exist (`data_idx` in `[0, n)`), or None when unbounded."""
+
+    def prefetch(self, actions: list[str]) -> None:  # noqa: B027 - optional hook
+        """Called with the actions of a ZMQ batch's steps before they run, so an env can do
+        their expensive part as one batched call (SearchQA: one retrieval for all searches)."""
 
     def check_data_idx(self, data_idx: int) -> None:
         """Raise `EnvError(BAD_DATA_IDX)` when `data_idx` names no task."""

@@ -1,8 +1,12 @@
 """The AgentGym HTTP protocol as a bare ASGI app (served by uvicorn, no framework).
 
-Same endpoints, field names and behaviour as the AgentGym BabyAI/TextCraft servers, so their
-clients work unchanged: request bodies are JSON objects, every refused request is HTTP 200 with
-`{"error": "..."}`. Only routing failures use 404/405. See PROTOCOL.md for the schema.
+Same endpoints, field names and behaviour as the AgentGym servers, so their clients work
+unchanged: request bodies are JSON objects, every refused request is HTTP 200 with
+`{"error": "..."}`. Only routing failures use 404/405. Two variants, chosen by the env's
+`http_dialect`: "agentgym" (BabyAI, TextCraft, SciWorld: `id`/`data_idx`, object replies) and
+"searchqa" (AgentGym's SearchQA server: `env_idx`, `/create {"id": item}` answered by a bare
+int, `/reset` by the bare prompt, `/close` by true/false); both translate to the same table
+ops, and both keep `/health`, `/info` and `GET /`. See PROTOCOL.md for the schemas.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ from urllib.parse import parse_qs
 
 from agentgym_envs.server.base import EnvError, ErrorCode
 from agentgym_envs.server.latency import StepLatency
-from agentgym_envs.server.table import EpisodeTable, dispatch
+from agentgym_envs.server.table import EpisodeTable, dispatch, int_field, str_field
 
 Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
@@ -42,6 +46,10 @@ class HttpApp:
     def __init__(self, table: EpisodeTable, latency: StepLatency | None = None) -> None:
         self.table = table
         self.latency = latency
+        dialect = getattr(table.env, "http_dialect", "agentgym")
+        if dialect not in DIALECTS:
+            raise ValueError(f"env {table.env.name!r} has unknown http_dialect {dialect!r}")
+        self.dispatch = DIALECTS[dialect]
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":  # lifespan is turned off by the server
@@ -63,12 +71,47 @@ class HttpApp:
                 fields = _query_fields(scope.get("query_string", b""))
             else:
                 fields = _json_fields(await _read_body(receive), allow_empty=op == "create")
-            body: Any = dispatch(self.table, op, fields)
+            body: Any = self.dispatch(self.table, op, fields)
         except EnvError as err:
             body = {"error": err.message}
         if self.latency is not None and op == "step":
             await self.latency.wait()
         await _respond(send, 200, body)
+
+
+def searchqa_dispatch(table: EpisodeTable, op: str, fields: dict[str, Any]) -> Any:
+    """AgentGym's SearchQA server's requests and reply shapes, on the same table ops."""
+    if op == "create":  # the reference loads item `id` at once: /observation works after it
+        item = int_field(fields, "id") if "id" in fields else 0
+        table.env.check_data_idx(item)
+        eid = int(table.create()["id"])
+        try:
+            table.reset(eid, item)
+        except EnvError:
+            table.close(eid)
+            raise
+        return eid
+    if op in ("health", "info"):
+        return dispatch(table, op, fields)
+    eid = int_field(fields, "env_idx")
+    if op == "reset":
+        return table.reset(eid, int_field(fields, "id"))["observation"]
+    if op == "step":
+        return {**table.step(eid, str_field(fields, "action")), "info": None}
+    if op == "close":  # the reference answers false for an id it does not know
+        try:
+            return table.close(eid)["closed"]
+        except EnvError as err:
+            if err.code is ErrorCode.UNKNOWN_EPISODE:
+                return False
+            raise
+    return dispatch(table, op, {"id": eid})
+
+
+DIALECTS: dict[str, Callable[[EpisodeTable, str, dict[str, Any]], Any]] = {
+    "agentgym": dispatch,
+    "searchqa": searchqa_dispatch,
+}
 
 
 async def _read_body(receive: Receive) -> bytes:

@@ -188,7 +188,7 @@ class EpisodeTable:
 
 
 # -- request validation and dispatch -----------------------------------------------------------
-def _int(fields: Mapping[str, Any], key: str) -> int:
+def int_field(fields: Mapping[str, Any], key: str) -> int:
     if key not in fields:
         raise EnvError(ErrorCode.BAD_REQUEST, f"missing field '{key}'")
     value = fields[key]
@@ -197,7 +197,7 @@ def _int(fields: Mapping[str, Any], key: str) -> int:
     return value
 
 
-def _str(fields: Mapping[str, Any], key: str) -> str:
+def str_field(fields: Mapping[str, Any], key: str) -> str:
     if key not in fields:
         raise EnvError(ErrorCode.BAD_REQUEST, f"missing field '{key}'")
     value = fields[key]
@@ -211,15 +211,15 @@ def dispatch(table: EpisodeTable, op: str, fields: Mapping[str, Any]) -> Any:
     if op == "create":
         return table.create()
     if op == "reset":
-        return table.reset(_int(fields, "id"), _int(fields, "data_idx"))
+        return table.reset(int_field(fields, "id"), int_field(fields, "data_idx"))
     if op == "step":
-        return table.step(_int(fields, "id"), _str(fields, "action"))
+        return table.step(int_field(fields, "id"), str_field(fields, "action"))
     if op == "observation":
-        return table.observation(_int(fields, "id"))
+        return table.observation(int_field(fields, "id"))
     if op == "available_actions":
-        return table.available_actions(_int(fields, "id"))
+        return table.available_actions(int_field(fields, "id"))
     if op == "close":
-        return table.close(_int(fields, "id"))
+        return table.close(int_field(fields, "id"))
     if op in ("health", "ping"):
         return table.health()
     if op == "info":

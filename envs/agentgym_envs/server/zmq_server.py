@@ -56,14 +56,32 @@ def _batch(table: EpisodeTable, ops: Any) -> list[dict[str, Any]]:
     if len(ops) > MAX_BATCH:
         raise EnvError(ErrorCode.BAD_REQUEST, f"batch of {len(ops)} ops is over {MAX_BATCH}")
     results: list[dict[str, Any]] = []
-    for item in ops:
-        if not isinstance(item, dict):
-            results.append(_error(EnvError(ErrorCode.BAD_REQUEST, "batch item must be a map")))
-        elif item.get("op") == "batch":
-            results.append(_error(EnvError(ErrorCode.BAD_REQUEST, "batches do not nest")))
-        else:
-            results.append(_result(table, item))
+    _prefetch(table, ops)
+    try:
+        for item in ops:
+            if not isinstance(item, dict):
+                results.append(_error(EnvError(ErrorCode.BAD_REQUEST, "batch item must be a map")))
+            elif item.get("op") == "batch":
+                results.append(_error(EnvError(ErrorCode.BAD_REQUEST, "batches do not nest")))
+            else:
+                results.append(_result(table, item))
+    finally:
+        _prefetch(table, [])  # results are for this batch only
     return results
+
+
+def _prefetch(table: EpisodeTable, ops: list[Any]) -> None:
+    """Hand the batch's step actions to the env at once (`Environment.prefetch`); a failure
+    there only costs speed: each step then does its own work."""
+    actions = [
+        item["action"]
+        for item in ops
+        if isinstance(item, dict) and item.get("op") == "step" and isinstance(item.get("action"), str)
+    ]
+    try:
+        table.env.prefetch(actions)
+    except Exception:
+        log.exception("prefetch raised; the batch's steps run one by one")
 
 
 def handle_payload(table: EpisodeTable, payload: bytes) -> bytes:

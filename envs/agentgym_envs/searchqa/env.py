@@ -1,0 +1,190 @@
+"""Deep Search (SearchQA, Search-R1 format): answer a question by searching a passage corpus.
+
+Task `data_idx` is question `data_idx` of the question file (default: the generated
+data/questions.jsonl). Reset shows the instruction and `Question: ...`. Actions (the first tag
+wins, as in AgentGym's server):
+- `<search>query</search>` -> `<information>Doc 1(Title: ...) text\nDoc 2(...) ...</information>`,
+  the top `topk` passages, each cut to `passage_words` words (0: whole);
+- `<answer>text</answer>` -> exact match against the golden answers (scoring.py): correct is
+  reward 1, score 1, done; wrong is reward 0 and the episode goes on (`end_on_wrong=true`
+  ends it instead);
+- anything else -> a format hint, `invalid`.
+`observation()` is the reset prompt, as AgentGym's SearchQA server answers `/observation`.
+
+Options (strings from `--env-option KEY=VALUE`): retriever=bm25|dense, topk=3,
+passage_words=0, end_on_wrong=false, prompt=full|question, corpus=PATH, questions=PATH,
+cache_dir=PATH (default $AGENTGYM_SEARCHQA_CACHE or ~/.cache/agentgym-envs/searchqa).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from pathlib import Path
+from typing import Any, ClassVar
+
+from agentgym_envs.searchqa.datafiles import QA, Doc, load_corpus, load_questions
+from agentgym_envs.searchqa.retrieval import build_retriever
+from agentgym_envs.searchqa.scoring import exact_match, parse_action
+from agentgym_envs.server.base import Environment, Episode, StepResult
+
+log = logging.getLogger("agentgym_envs.searchqa")
+
+DATA = Path(__file__).parent / "data"
+INSTRUCTION = (
+    "Answer the question below. Think it through, and whenever you are missing a fact, search "
+    "for it by writing <search> query </search>: the results come back between <information> "
+    "and </information>. Search as often as you need. When you know the answer, give it "
+    "between <answer> and </answer>, short and without explanation, e.g. <answer> Paris "
+    "</answer>."
+)
+HINT = (
+    "Invalid action. Search with <search> query </search> or give the final answer with "
+    "<answer> answer </answer>."
+)
+CORRECT = "Correct: your answer matches the expected one."
+WRONG = "Your answer is incorrect. Search for more information or try another answer."
+WRONG_FINAL = "Your answer is incorrect. The episode is over."
+ACTIONS = ["<search> query </search>", "<answer> answer </answer>"]
+
+
+def _flag(name: str, value: str | bool) -> bool:
+    if isinstance(value, bool):
+        return value
+    if value.lower() in ("1", "true", "yes", "on"):
+        return True
+    if value.lower() in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(f"searchqa option {name}={value!r}: expected true or false")
+
+
+def _count(name: str, value: str | int, low: int) -> int:
+    try:
+        n = int(value)
+    except ValueError:
+        raise ValueError(f"searchqa option {name}={value!r}: expected an integer") from None
+    if n < low:
+        raise ValueError(f"searchqa option {name}={value!r}: must be at least {low}")
+    return n
+
+
+class SearchQAEpisode(Episode):
+    """One question: the prompt, the golden answers, the running score."""
+
+    def __init__(self, env: SearchQAEnvironment) -> None:
+        self._env = env
+        self._qa: QA | None = None
+        self._prompt = ""
+        self._score = 0.0
+
+    def reset(self, data_idx: int) -> StepResult:
+        self._qa = self._env.questions[data_idx]
+        self._prompt = self._env.prompt_for(self._qa)
+        self._score = 0.0
+        return StepResult(self._prompt)
+
+    def step(self, action: str) -> StepResult:
+        assert self._qa is not None  # the table refuses steps before reset
+        parsed = parse_action(action)
+        if parsed is None:
+            return StepResult(HINT, 0.0, self._score, False, invalid=True)
+        tag, content = parsed
+        if tag == "search":
+            return StepResult(self._env.information(content), 0.0, self._score)
+        if exact_match(content, self._qa.golden_answers):
+            self._score = 1.0
+            return StepResult(CORRECT, 1.0, 1.0, True)
+        if self._env.end_on_wrong:
+            return StepResult(WRONG_FINAL, 0.0, self._score, True)
+        return StepResult(WRONG, 0.0, self._score)
+
+    def observation(self) -> str:
+        return self._prompt
+
+    def available_actions(self) -> list[str]:
+        return list(ACTIONS)
+
+
+class SearchQAEnvironment(Environment):
+    """Questions `[0, len(questions))` over one corpus and one shared retriever."""
+
+    name: ClassVar[str] = "searchqa"
+    http_dialect: ClassVar[str] = "searchqa"
+
+    def __init__(
+        self,
+        retriever: str = "bm25",
+        topk: str | int = 3,
+        passage_words: str | int = 0,
+        end_on_wrong: str | bool = False,
+        prompt: str = "full",
+        corpus: str | None = None,
+        questions: str | None = None,
+        cache_dir: str | None = None,
+    ) -> None:
+        self.topk = _count("topk", topk, 1)
+        self.passage_words = _count("passage_words", passage_words, 0)
+        self.end_on_wrong = _flag("end_on_wrong", end_on_wrong)
+        if prompt not in ("full", "question"):
+            raise ValueError(f"searchqa option prompt={prompt!r}: expected full or question")
+        self.prompt = prompt
+        self.corpus_path = Path(corpus) if corpus else DATA / "corpus.jsonl"
+        self.questions_path = Path(questions) if questions else DATA / "questions.jsonl"
+        self.docs: list[Doc] = load_corpus(self.corpus_path)
+        self.questions: list[QA] = load_questions(self.questions_path)
+        self.retriever = build_retriever(
+            retriever, [d.contents for d in self.docs], Path(cache_dir) if cache_dir else None
+        )
+        # Search results computed for a whole ZMQ batch at once (`prefetch`), by query.
+        self._prefetched: dict[str, list[int]] = {}
+
+    # -- the Environment interface -------------------------------------------------------------
+    def new_episode(self) -> SearchQAEpisode:
+        return SearchQAEpisode(self)
+
+    def num_tasks(self) -> int | None:
+        return len(self.questions)
+
+    def prefetch(self, actions: list[str]) -> None:
+        """Run the searches of a batch of step actions as one batched retrieval; the steps that
+        follow read their results from here. A new call replaces the previous results."""
+        queries = list(
+            dict.fromkeys(p[1] for a in actions if (p := parse_action(a)) and p[0] == "search")
+        )
+        self._prefetched = (
+            dict(zip(queries, self.retriever.search_many(queries, self.topk), strict=True))
+            if len(queries) > 1
+            else {}
+        )
+
+    def info(self) -> dict[str, Any]:
+        categories = Counter(q.category for q in self.questions)
+        return {
+            **super().info(),
+            "categories": dict(sorted(categories.items())),
+            "passages": len(self.docs),
+            "retriever": self.retriever.kind,
+            "topk": self.topk,
+            "passage_words": self.passage_words,
+        }
+
+    # -- episodes' helpers ---------------------------------------------------------------------
+    def prompt_for(self, qa: QA) -> str:
+        question = f"Question: {qa.question}"
+        return question if self.prompt == "question" else f"{INSTRUCTION}\n\n{question}"
+
+    def information(self, query: str) -> str:
+        hits = self._prefetched.get(query)
+        if hits is None:
+            hits = self.retriever.search(query, self.topk)
+        lines = [
+            f"Doc {n}(Title: {self.docs[i].title}) {self._cut(self.docs[i].text)}"
+            for n, i in enumerate(hits, 1)
+        ]
+        return "<information>" + "\n".join(lines) + "</information>"
+
+    def _cut(self, text: str) -> str:
+        if not self.passage_words:
+            return text
+        words = text.split()
+        return text if len(words) <= self.passage_words else " ".join(words[: self.passage_words])

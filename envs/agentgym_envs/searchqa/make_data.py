@@ -1,0 +1,87 @@
+"""Writes SearchQA's data/: the generated corpus, questions and train/test splits.
+
+    python -m agentgym_envs.searchqa.make_data [--out DIR] [--seed N]
+
+corpus.jsonl is in wiki-18's format (`{"id", "contents": "\"Title\"\ntext"}`), questions.jsonl
+in Search-R1's (`{"id", "question", "golden_answers", "data_source"}` plus our `hops` and
+`category`); task id = line number in questions.jsonl. test.json takes a fixed number of
+questions per hop count (seeded), train.json the rest; rows are
+`{"item_id": "searchqa_<n>", "category": "<h>-hop"}`. Same seed, same bytes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+from pathlib import Path
+
+from agentgym_envs.searchqa.knowledge import generate
+
+DATA = Path(__file__).parent / "data"
+SEED = 20
+TEST = {1: 250, 2: 100, 3: 50}
+
+
+def _jsonl(rows: list[dict[str, object]]) -> str:
+    return "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
+
+
+def _split_json(rows: list[dict[str, str]]) -> str:
+    return "[\n" + ",\n".join(json.dumps(r) for r in rows) + "\n]\n"
+
+
+def write(out: Path, seed: int = SEED) -> dict[str, int]:
+    """Generate into `out`; returns rows per file."""
+    passages, questions = generate(seed)
+    corpus = [{"id": str(i), "contents": f'"{p.title}"\n{p.text}'} for i, p in enumerate(passages)]
+    qrows = [
+        {
+            "id": f"searchqa_{i}",
+            "question": q.question,
+            "golden_answers": [q.answer],
+            "data_source": "generated",
+            "hops": q.hops,
+            "category": f"{q.hops}-hop",
+            "template": q.template,
+        }
+        for i, q in enumerate(questions)
+    ]
+    rng = random.Random(f"searchqa-split-{seed}")
+    test: list[int] = []
+    for hops, n in TEST.items():
+        test += rng.sample([i for i, q in enumerate(questions) if q.hops == hops], n)
+    chosen = set(test)
+    train = [i for i in range(len(questions)) if i not in chosen]
+
+    def rows(ids: list[int]) -> list[dict[str, str]]:
+        return [{"item_id": f"searchqa_{i}", "category": f"{questions[i].hops}-hop"} for i in ids]
+
+    files = {
+        "corpus.jsonl": _jsonl(corpus),  # type: ignore[arg-type]
+        "questions.jsonl": _jsonl(qrows),  # type: ignore[arg-type]
+        "test.json": _split_json(rows(sorted(test))),
+        "train.json": _split_json(rows(train)),
+    }
+    out.mkdir(parents=True, exist_ok=True)
+    for name, text in files.items():
+        (out / name).write_text(text, encoding="utf-8")
+    return {
+        "corpus.jsonl": len(corpus),
+        "questions.jsonl": len(qrows),
+        "test.json": len(test),
+        "train.json": len(train),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m agentgym_envs.searchqa.make_data")
+    parser.add_argument("--out", type=Path, default=DATA)
+    parser.add_argument("--seed", type=int, default=SEED)
+    args = parser.parse_args()
+    for name, n in write(args.out, args.seed).items():
+        print(f"{name}: {n} rows")
+
+
+if __name__ == "__main__":
+    main()
