@@ -1,0 +1,182 @@
+"""SciWorld through real server processes: the simulator's gold action sequences reach score 100
+for every numbered task (half over HTTP, half over ZeroMQ), a killed simulator JVM fails only its
+own episode and is replaced, memory stays flat over many episodes, and no java process outlives
+the server (SIGTERM or SIGKILL)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+pytest.importorskip("scienceworld")
+if shutil.which("java") is None:
+    pytest.skip("SciWorld needs a Java runtime on PATH", allow_module_level=True)
+
+from tests.envs.conftest import ServerProc
+
+from agentgym_envs.sciworld.gateways import Gateway, rss_of
+from agentgym_envs.sciworld.tasks import EXCLUDED, SIMULATOR_TASKS, first_index
+
+TASK_IDS = [tid for tid, _, _ in SIMULATOR_TASKS if tid not in EXCLUDED]
+
+
+def java_children(pid: int) -> list[int]:
+    """The java processes `pid` started (children of any of its threads: warm starts run in
+    threads, and /proc lists a child under the thread that forked it)."""
+    out = []
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        with open(f"/proc/{pid}/task/{tid}/children") as f:
+            out += [int(c) for c in f.read().split()]
+    return sorted(c for c in out if _comm(c) == "java")
+
+
+def _comm(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/comm") as f:
+            return f.read().strip()
+    except OSError:
+        return ""
+
+
+def running(pid: int) -> bool:
+    """Alive and not a zombie (a container's init may never reap an orphan)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def wait_gone(pids: list[int], deadline_s: float = 15.0) -> list[int]:
+    deadline = time.monotonic() + deadline_s
+    while (left := [p for p in pids if running(p)]) and time.monotonic() < deadline:
+        time.sleep(0.1)  # polling processes we do not own the exit of
+    return left
+
+
+@pytest.fixture(scope="module")
+def gold() -> Iterator[dict[str, tuple[int, list[str]]]]:
+    """Task id -> (data_idx, gold actions) of its variation 0, from the simulator itself."""
+    gw = Gateway()
+    try:
+        out = {}
+        for tid, name, _ in SIMULATOR_TASKS:
+            if tid in TASK_IDS:
+                gw.call("load", name, 0, "", True)
+                out[tid] = (first_index()[tid], [str(a) for a in gw.call("getGoldActionSequence")])
+        yield out
+    finally:
+        gw.kill()
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[ServerProc]:
+    from tests.envs.conftest import _port
+
+    proc = ServerProc("sciworld", _port(), "--env-option", "jvms=4").wait_ready(60)
+    yield proc
+    proc.close()
+
+
+def _http_call(server: ServerProc) -> Callable[..., Any]:
+    def call(op: str, **fields: Any) -> Any:
+        return server.post(f"/{op}", fields)
+
+    return call
+
+
+def _zmq_call(server: ServerProc) -> Callable[..., Any]:
+    def call(op: str, **fields: Any) -> Any:
+        reply = server.zmq({"op": op, **fields})
+        return reply if reply.get("ok") else {"error": reply["error"]}
+
+    return call
+
+
+@pytest.mark.parametrize("protocol", ["http", "zmq"])
+def test_gold_sequences_reach_100(
+    server: ServerProc, gold: dict[str, tuple[int, list[str]]], protocol: str
+) -> None:
+    call = (_http_call if protocol == "http" else _zmq_call)(server)
+    mine = TASK_IDS[protocol == "zmq" :: 2]  # every other task: both protocols, each task once
+    for tid in mine:
+        data_idx, actions = gold[tid]
+        eid = call("create")["id"]
+        reply = call("reset", id=eid, data_idx=data_idx)
+        assert reply["observation"].startswith("Your task is to") and not reply["done"]
+        for action in actions:
+            reply = call("step", id=eid, action=action)
+            if reply["done"]:
+                break
+        assert (reply["score"], reply["done"]) == (100.0, True), (tid, reply)
+        assert "error" in call("step", id=eid, action="look around")  # done: refused
+        call("close", id=eid)
+
+
+def test_out_of_range_data_idx_is_refused(server: ServerProc) -> None:
+    assert server.get("/info")["num_tasks"] == 4639
+    eid = server.post("/create")["id"]
+    assert "out of range" in server.post("/reset", {"id": eid, "data_idx": 4639})["error"]
+    reply = server.zmq({"op": "reset", "id": eid, "data_idx": -1})
+    assert (reply["ok"], reply["code"]) == (False, "bad_data_idx")
+    assert "[0, 4639)" in reply["error"]
+    server.post("/close", {"id": eid})
+
+
+def test_a_killed_jvm_fails_only_its_episode_and_is_replaced(spawn: Any) -> None:
+    server = spawn("sciworld", "--env-option", "jvms=4", "--env-option", "warm=1")
+    (victim_pid,) = server.get("/info")["jvm_pids"]  # the warm JVM: the first reset takes it
+    a, b = (server.post("/create")["id"] for _ in range(2))
+    server.post("/reset", {"id": a, "data_idx": 0})
+    server.post("/reset", {"id": b, "data_idx": 2936})
+    os.kill(victim_pid, signal.SIGKILL)
+    assert wait_gone([victim_pid]) == []
+    error = server.post("/step", {"id": a, "action": "look around"})["error"]
+    assert f"pid {victim_pid}" in error and "died" in error
+    assert "error" in server.post("/step", {"id": a, "action": "look around"})  # stays failed
+    assert "error" not in server.post("/step", {"id": b, "action": "look around"})
+    c = server.post("/create")["id"]
+    reply = server.post("/reset", {"id": c, "data_idx": 120})
+    assert reply["observation"].startswith("Your task is to") and "error" not in reply
+    assert "error" not in server.post("/step", {"id": c, "action": "look around"})
+    info = server.get("/info")
+    assert info["jvms_replaced_total"] == 1 and victim_pid not in info["jvm_pids"]
+    assert victim_pid not in java_children(server.proc.pid)
+
+
+def test_memory_stays_flat_over_many_episodes(spawn: Any) -> None:
+    server = spawn("sciworld", "--env-option", "jvms=2", "--env-option", "warm=1")
+    starts = list(first_index().values())
+    totals = []
+    for i in range(50):
+        eid = server.post("/create")["id"]
+        server.post("/reset", {"id": eid, "data_idx": starts[i % len(starts)] + i})
+        for action in ("look around", "inventory", "open door to kitchen", "go to kitchen"):
+            server.post("/step", {"id": eid, "action": action})
+        server.post("/close", {"id": eid})
+        pid = server.proc.pid
+        totals.append(rss_of(pid) + sum(rss_of(j) for j in java_children(pid)))
+    assert len(java_children(server.proc.pid)) <= 2
+    base = totals[9]
+    assert max(totals[10:]) <= base * 1.15, [t // 2**20 for t in totals]
+
+
+@pytest.mark.parametrize("how", ["sigterm", "sigkill"])
+def test_no_java_process_outlives_the_server(spawn: Any, how: str) -> None:
+    server = spawn("sciworld", "--env-option", "warm=2")
+    eid = server.post("/create")["id"]
+    server.post("/reset", {"id": eid, "data_idx": 5})  # one busy JVM, warm ones idle
+    jvms = java_children(server.proc.pid)
+    assert len(jvms) >= 2
+    if how == "sigterm":
+        assert server.terminate() == 0
+    else:
+        os.kill(server.proc.pid, signal.SIGKILL)  # no cleanup runs: die-on-exit must do it
+        server.proc.wait(timeout=10)
+    assert wait_gone(jvms) == []
