@@ -8,11 +8,14 @@ import random
 import time
 from pathlib import Path
 
+import msgpack
 import pytest
 
 from agentgym_envs.searchqa.datafiles import load_corpus
-from agentgym_envs.searchqa.env import DATA
+from agentgym_envs.searchqa.env import DATA, SearchQAEnvironment
 from agentgym_envs.searchqa.retrieval import build_retriever, cache_key
+from agentgym_envs.server.table import EpisodeTable
+from agentgym_envs.server.zmq_server import handle_payload
 
 QUESTIONS = [json.loads(line) for line in (DATA / "questions.jsonl").read_text().splitlines()]
 ONE_HOP = [q for q in QUESTIONS if q["hops"] == 1]
@@ -81,3 +84,30 @@ def test_dense_on_the_whole_default_corpus() -> None:
     sample = random.Random(3).sample(ONE_HOP, 300)
     hits = retriever.search_many([q["question"] for q in sample], 3)
     assert _answered_first(TEXTS, hits, sample) >= 0.95
+
+
+def test_a_zmq_batch_of_searches_is_one_batched_retrieval(tmp_path: Path) -> None:
+    env = SearchQAEnvironment(cache_dir=str(tmp_path))
+    table = EpisodeTable(env)
+    calls: list[int] = []
+    search_many = env.retriever.search_many
+
+    def counting(queries: list[str], k: int) -> list[list[int]]:
+        calls.append(len(queries))
+        return search_many(queries, k)
+
+    env.retriever.search_many = counting  # type: ignore[method-assign]
+    eids = [table.create()["id"] for _ in range(4)]
+    for i, eid in enumerate(eids):
+        table.reset(eid, i)
+    ops = [
+        {"op": "step", "id": e, "action": f"<search>{ONE_HOP[e]['question']}</search>"}
+        for e in eids
+    ]
+    ops.append({"op": "step", "id": eids[0], "action": "no tag"})
+    reply = msgpack.unpackb(handle_payload(table, msgpack.packb({"op": "batch", "ops": ops})))
+    assert calls == [4]  # one retrieval for the four searches, none per step
+    singles = [table.step(op["id"], op["action"])["observation"] for op in ops[:4]]
+    assert [r["observation"] for r in reply["results"][:4]] == singles
+    assert reply["results"][4]["invalid"] is True
+    assert env._prefetched == {}  # results live for one batch only

@@ -76,7 +76,9 @@ def _prefetch(table: EpisodeTable, ops: list[Any]) -> None:
     actions = [
         item["action"]
         for item in ops
-        if isinstance(item, dict) and item.get("op") == "step" and isinstance(item.get("action"), str)
+        if isinstance(item, dict)
+        and item.get("op") == "step"
+        and isinstance(item.get("action"), str)
     ]
     try:
         table.env.prefetch(actions)
