@@ -10,6 +10,8 @@ INFO_FILE = "init_model.json"
 DEFAULT_SPLITS = {
     "babyai": Path("envs/agentgym_envs/babyai/data/goto_train.json"),
     "textcraft": Path("envs/agentgym_envs/textcraft/data/train.json"),
+    "sciworld": Path("envs/agentgym_envs/sciworld/data/train.json"),
+    "searchqa": Path("envs/agentgym_envs/searchqa/data/train.json"),
 }
 
 
