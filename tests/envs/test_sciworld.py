@@ -135,3 +135,12 @@ def test_pool_is_bounded_and_reuses_its_jvms() -> None:
     finally:
         env.close()
     assert env.info()["jvms_live"] == 0
+
+
+def test_reference_reset_fields_rebuild_our_observation(env: SciWorldEnvironment) -> None:
+    episode = env.new_episode()
+    ours = episode.reset(first_index()["6-2"] + 3).observation
+    ref = episode.reference_reset_fields()
+    assert (ref["task_name"], ref["var_num"]) == ("chemistry-mix-paint-secondary-color", 3)
+    assert ref["task_description"] + "\n" + ref["observation"] == ours  # as AgentGym's client
+    episode.close()

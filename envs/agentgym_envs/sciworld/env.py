@@ -77,6 +77,8 @@ class SciWorldEpisode(Episode):
         self._last = ""
         self._score = 0
         self._broken: str | None = None  # why this episode's JVM is gone, until the next reset
+        self._description = ""
+        self._look = ""
 
     @property
     def gateway_pid(self) -> int | None:
@@ -96,6 +98,7 @@ class SciWorldEpisode(Episode):
         self._call(lambda g: g.call("load", task.name, task.variation, "", False))
         description = str(self._call(lambda g: g.call("getTaskDescription")))
         first = self._play("look around")
+        self._description, self._look = description, first.observation
         self._last = f"{description}\n{first.observation}"
         return StepResult(self._last, first.reward, first.score, first.done, False)
 
@@ -120,6 +123,20 @@ class SciWorldEpisode(Episode):
 
     def close(self) -> None:
         self._release()
+
+    def reference_reset_fields(self) -> dict[str, Any]:
+        """The extra fields of AgentGym's SciWorld `/reset` reply, for a front end that speaks
+        its exact dialect: there `observation` is the look-around text alone (its client
+        prepends `task_description`), ours has the description in front already."""
+        if self.task is None:
+            raise EnvError(ErrorCode.NOT_RESET, "the episode has not been reset")
+        return {
+            "task_name": self.task.name,
+            "var_num": self.task.variation,
+            "task_description": self._description,
+            "observation": self._look,
+            "deleted": False,
+        }
 
     # -- internals -------------------------------------------------------------------------------
     def _play(self, action: str) -> StepResult:

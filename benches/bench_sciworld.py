@@ -1,0 +1,196 @@
+"""SciWorld: our pooled env server against one simulator JVM per episode, side by side.
+
+(a) our server (`agentgym_envs.server sciworld`, HTTP keep-alive client): episodes reuse pooled
+    JVMs, a step is the simulator's raw step (+ score, completed, moves);
+(b) AgentGym's way: a new `ScienceWorldEnv` (a fresh JVM with the JVM's default heap) per
+    episode, `load` + the wrapper's `step("look around")` on reset, the wrapper's `step` (which
+    also asks for look, inventory, task text and every valid action) per step, `close` at the end.
+
+Printed: create+reset latency (median, ms) and steps/s of each, with the ratio; then our
+server's memory (its RSS plus its JVMs' RSS) at the start, middle and end of N sequential
+episodes (default 500), which should stay flat (within 10%). Every episode plays the same 10
+generic actions on a different task variation.
+
+    python benches/bench_sciworld.py [--quick] [--episodes 500] [--reference-episodes 8]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import time
+import urllib.request
+
+import httpx
+
+ACTIONS = [
+    "look around",
+    "inventory",
+    "open door to kitchen",
+    "go to kitchen",
+    "look around",
+    "open door to hallway",
+    "go to hallway",
+    "look at agent",
+    "wait1",
+    "task",
+]
+# A spread of tasks over the numbering (see agentgym_envs.sciworld.tasks).
+TASK_STARTS = [0, 120, 660, 1096, 1396, 1436, 2336, 2936, 3536, 4136, 4240, 4615]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def task_idx(i: int) -> int:
+    return TASK_STARTS[i % len(TASK_STARTS)] + (i // len(TASK_STARTS)) % 10
+
+
+def start_server(*options: str) -> tuple[subprocess.Popen[bytes], int]:
+    port = free_port()
+    cmd = [sys.executable, "-m", "agentgym_envs.server", "sciworld", "--port", str(port)]
+    for opt in options:
+        cmd += ["--env-option", opt]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1).read()
+            return proc, port
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("sciworld server did not start") from None
+            time.sleep(0.05)
+
+
+def rss(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/statm", "rb") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except OSError:
+        return 0
+
+
+def tree_rss(pid: int) -> int:
+    """The server's RSS plus its children's (the JVMs; children of any of its threads)."""
+    total = rss(pid)
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        with open(f"/proc/{pid}/task/{tid}/children") as f:
+            total += sum(rss(int(c)) for c in f.read().split())
+    return total
+
+
+def server_episode(http: httpx.Client, i: int) -> tuple[float, float, int]:
+    """(create+reset seconds, step seconds, steps) of one episode on our server."""
+    t0 = time.perf_counter()
+    eid = http.post("/create").json()["id"]
+    reply = http.post("/reset", json={"id": eid, "data_idx": task_idx(i)}).json()
+    assert "error" not in reply, reply
+    t1 = time.perf_counter()
+    steps = 0
+    for action in ACTIONS:
+        reply = http.post("/step", json={"id": eid, "action": action}).json()
+        steps += 1
+        if "error" in reply or reply["done"]:
+            break
+    t2 = time.perf_counter()
+    http.post("/close", json={"id": eid})
+    return t1 - t0, t2 - t1, steps
+
+
+def reference_episode(i: int) -> tuple[float, float, int]:
+    """The same episode the AgentGym way: a JVM of its own, the wrapper's full step."""
+    from scienceworld import ScienceWorldEnv
+
+    from agentgym_envs.sciworld.tasks import TASK_LIST
+
+    task = TASK_LIST[task_idx(i)]
+    t0 = time.perf_counter()
+    env = ScienceWorldEnv()
+    env.load(task.name, task.variation)
+    env.get_task_description()
+    env.step("look around")
+    t1 = time.perf_counter()
+    steps = 0
+    for action in ACTIONS:
+        _, _, done, _ = env.step(action)
+        steps += 1
+        if done:
+            break
+    t2 = time.perf_counter()
+    env.close()
+    return t1 - t0, t2 - t1, steps
+
+
+def summarize(runs: list[tuple[float, float, int]]) -> tuple[float, float]:
+    """(median create+reset ms, steps/s over all steps)."""
+    return (
+        1000 * statistics.median(r[0] for r in runs),
+        sum(r[2] for r in runs) / sum(r[1] for r in runs),
+    )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="short runs for CI (< 60 s)")
+    parser.add_argument("--episodes", type=int, default=500, help="episodes on our server")
+    parser.add_argument("--reference-episodes", type=int, default=8)
+    args = parser.parse_args()
+    episodes = 40 if args.quick else args.episodes
+    ref_episodes = 2 if args.quick else args.reference_episodes
+
+    proc, port = start_server("jvms=2", "warm=1")
+    memory: dict[str, float] = {}
+    try:
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=60) as http:
+            memory["start"] = tree_rss(proc.pid)
+            runs = []
+            for i in range(episodes):
+                runs.append(server_episode(http, i))
+                if i == 0:
+                    memory["after 1"] = tree_rss(proc.pid)
+                if i + 1 == episodes // 2:
+                    memory["middle"] = tree_rss(proc.pid)
+            memory["end"] = tree_rss(proc.pid)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    ref_runs = [reference_episode(i) for i in range(ref_episodes)]
+
+    ours, ref = summarize(runs), summarize(ref_runs)
+    print(f"SciWorld, sequential episodes of {len(ACTIONS)} steps on a spread of tasks")
+    print(f"  {'':<44} {'create+reset':>14} {'steps/s':>10}")
+    print(
+        f"  {'(a) pooled server (HTTP), ' + str(episodes) + ' episodes':<44} "
+        f"{ours[0]:>11,.0f} ms {ours[1]:>10,.1f}"
+    )
+    print(
+        f"  {'(b) JVM per episode (AgentGym), ' + str(ref_episodes) + ' episodes':<44} "
+        f"{ref[0]:>11,.0f} ms {ref[1]:>10,.1f}"
+    )
+    print(
+        f"ratio (a)/(b): create+reset {ref[0] / ours[0]:.1f}x faster, steps/s {ours[1] / ref[1]:.1f}x"
+    )
+    mib = {k: v / 2**20 for k, v in memory.items()}
+    print(
+        f"memory (server + its JVMs) over {episodes} episodes: "
+        + ", ".join(f"{k} {v:,.0f} MiB" for k, v in mib.items())
+    )
+    drift = mib["end"] / mib["after 1"] - 1
+    print(
+        f"memory end vs after episode 1: {100 * drift:+.1f}% ({'flat' if abs(drift) <= 0.10 else 'NOT flat'})"
+    )
+    print(json.dumps({"ours": ours, "reference": ref, "memory_mib": mib}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
