@@ -145,6 +145,8 @@ def test_a_killed_jvm_fails_only_its_episode_and_is_replaced(spawn: Any) -> None
     reply = server.post("/reset", {"id": c, "data_idx": 120})
     assert reply["observation"].startswith("Your task is to") and "error" not in reply
     assert "error" not in server.post("/step", {"id": c, "action": "look around"})
+    reply = server.post("/reset", {"id": a, "data_idx": 1})  # the failed episode starts over
+    assert "error" not in reply and not reply["done"]
     info = server.get("/info")
     assert info["jvms_replaced_total"] == 1 and victim_pid not in info["jvm_pids"]
     assert victim_pid not in java_children(server.proc.pid)

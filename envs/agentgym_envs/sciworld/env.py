@@ -87,6 +87,9 @@ class SciWorldEpisode(Episode):
 
     def reset(self, data_idx: int) -> StepResult:
         task = TASK_LIST[data_idx]
+        if self._gw is not None and not self._gw.alive():  # died while the episode sat idle
+            self._env.pool.discard(self._gw)
+            self._gw = None
         if self._gw is None:
             try:
                 self._gw = self._env.pool.acquire()

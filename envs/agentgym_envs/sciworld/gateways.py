@@ -91,7 +91,18 @@ class Gateway:
         return int(self.proc.pid)
 
     def alive(self) -> bool:
-        return self.proc.poll() is None
+        if self.proc.poll() is not None:
+            return False
+        # poll() also answers None while py4j's consumer thread sits in proc.wait() (it holds
+        # the wait lock), i.e. just after the JVM died: ask the kernel too.
+        try:
+            with open(f"/proc/{self.pid}/stat", "rb") as f:
+                state = f.read().rsplit(b")", 1)[1].split()[0]
+        except FileNotFoundError:
+            return False  # already reaped
+        except OSError:
+            return True  # no /proc: poll() is all there is
+        return state not in (b"Z", b"X")
 
     def rss(self) -> int:
         return rss_of(self.pid)
@@ -102,7 +113,10 @@ class Gateway:
         try:
             return getattr(self._sim, method)(*args)
         except Exception as exc:
-            if self.alive() and "Py4JNetworkError" not in type(exc).__name__:
+            # Py4JJavaError: the JVM answered with an exception, so it is alive and the error is
+            # the simulator's. Anything else (network errors, "error while calling") means the
+            # connection or the JVM is gone.
+            if type(exc).__name__ == "Py4JJavaError" and self.alive():
                 raise
             self.kill()
             raise JvmDied(f"the simulator JVM (pid {self.pid}) died: {exc}") from exc
