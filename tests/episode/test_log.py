@@ -98,3 +98,17 @@ def test_find_episode_log_in_run_folder(tmp_path: Path) -> None:
     second.write_text("")
     with pytest.raises(EpisodeLogError, match=r"2 episode logs .*pass one of them"):
         find_episode_log(tmp_path)
+
+
+def test_env_failure_reason_is_logged_and_shown(tmp_path: Path) -> None:
+    from agentgym_rl.evaluation.transcript import header
+
+    log = EpisodeLog.in_dir(tmp_path, every=1)
+    assert log is not None
+    log.record(sample(0.0), PLAN, group_id=1, failure="reset: simulator JVMs all busy")
+    log.record(sample(1.0), PLAN, group_id=1)
+    log.close()
+    failed, fine = read_episodes(tmp_path / "episodes.jsonl")
+    assert failed.failure == "reset: simulator JVMs all busy" and fine.failure is None
+    assert "env failure: reset: simulator JVMs all busy" in header(failed, "1 of 2")
+    assert not any(line.startswith("env failure") for line in header(fine, "2 of 2"))

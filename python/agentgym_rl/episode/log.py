@@ -63,6 +63,8 @@ class EpisodeRecord:
     versions: list[int]
     turn_spans: list[tuple[int, int]]
     time: float = 0.0
+    failure: str | None = None
+    """Why the episode ended as an env failure (`episode.turn.env_failure`); None otherwise."""
 
     @property
     def trained_tokens(self) -> int:
@@ -102,7 +104,11 @@ _REQUIRED += ("success", "stage", "dispatch_version", "drift")
 
 
 def record_of(
-    sample: _core.Sample, plan: EpisodePlan, group_id: int, tokenizer: str | None
+    sample: _core.Sample,
+    plan: EpisodePlan,
+    group_id: int,
+    tokenizer: str | None,
+    failure: str | None = None,
 ) -> EpisodeRecord:
     """The log record of one finished episode."""
     spans = np.asarray(sample.turn_spans, dtype=np.int64).reshape(-1, 2)
@@ -129,6 +135,7 @@ def record_of(
         versions=np.asarray(sample.versions).tolist(),
         turn_spans=[(int(s), int(e)) for s, e in spans],
         time=round(time.time(), 3),
+        failure=failure,
     )
 
 
@@ -154,12 +161,18 @@ class EpisodeLog:
             return None
         return cls(Path(log_dir) / EPISODES_FILE, every=every, tokenizer=tokenizer)
 
-    def record(self, sample: _core.Sample, plan: EpisodePlan, group_id: int) -> bool:
+    def record(
+        self,
+        sample: _core.Sample,
+        plan: EpisodePlan,
+        group_id: int,
+        failure: str | None = None,
+    ) -> bool:
         """Log the episode if it is one of the kept ones; True when it was written."""
         self.seen += 1
         if (self.seen - 1) % self.every:
             return False
-        self.write(record_of(sample, plan, group_id, self.tokenizer))
+        self.write(record_of(sample, plan, group_id, self.tokenizer, failure))
         return True
 
     def write(self, rec: EpisodeRecord) -> None:

@@ -31,7 +31,7 @@ SYSTEM_PROMPTS: dict[str, str] = {
         "use 'look around' and the listed action templates. " + _REACT_RULES
     ),
     "searchqa": (
-        "Answer the question. You may search a Wikipedia index as often as needed with "
+        "Answer the question. You may search a document index as often as needed with "
         "<search> query </search>; results come back inside <information> ... </information>. "
         "When you know the answer, reply with <answer> short answer </answer>."
     ),

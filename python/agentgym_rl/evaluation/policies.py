@@ -49,7 +49,7 @@ class AgentPolicy:
         sample = played.sample
         if self.episode_log is not None:
             group = self._groups.setdefault(task.item_id, len(self._groups))
-            self.episode_log.record(sample, plan, group)
+            self.episode_log.record(sample, plan, group, played.failure)
         return EpisodeOutcome(
             float(sample.reward), sample.status, int(sample.turns), played.failure
         )

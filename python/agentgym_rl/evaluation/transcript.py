@@ -96,6 +96,7 @@ def header(rec: EpisodeRecord, position: str) -> list[str]:
         f"version {rec.dispatch_version}" + (" · DRIFT" if rec.drift else ""),
         f"tokens {len(rec.input_ids)} (trained {rec.trained_tokens}) · policy versions by "
         f"turn: {by_turn}",
+        *([f"env failure: {rec.failure}"] if rec.failure else []),
         *mask_problems(rec),
     ]
 

@@ -141,15 +141,18 @@ class Dispatcher:
 
     async def _episode(self, group_id: int, plan: EpisodePlan) -> None:
         try:
-            sample = await self.agent.run(plan)
+            played = await self.agent.play(plan)
         except asyncio.CancelledError:
             raise
         except Exception:
             log.exception("episode %s failed; aborting its group", plan.request_id)
             self._abort_group(group_id, exclude=asyncio.current_task())
             return
+        sample = played.sample
+        if played.failure is not None:
+            log.warning("episode %s: env failure: %s", plan.request_id, played.failure)
         if self.episode_log is not None:
-            self.episode_log.record(sample, plan, group_id)
+            self.episode_log.record(sample, plan, group_id, played.failure)
         if group_id in self.groups:
             outcome = self.buffer.add_sample(group_id, sample)
             if outcome != "pending":
