@@ -57,7 +57,7 @@ def main() -> None:
             one = queries_per_s(warm, queries[: max(16, len(queries) // 4)], 1)
             many = queries_per_s(warm, queries, 32)
         print(
-            f"{kind:<10}{len(corpus):>10}{cold.build_s:>14.2f}{warm.build_s:>9.2f}"
+            f"{kind:<10}{len(corpus):>10}{cold.build_s:>14.2f}{warm.build_s:>9.3f}"
             f"{one:>10,.0f}{many:>10,.0f}"
         )
 

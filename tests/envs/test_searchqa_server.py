@@ -163,7 +163,8 @@ def test_refusals_in_the_searchqa_dialect(server: ServerProc) -> None:
         "<answer> answer </answer>",
     ]
     assert server.post("/close", {"env_idx": eid}) is True
-    assert server.get("/info")["retriever"] == "bm25"
+    info = server.get("/info")
+    assert (info["retriever"], info["http_dialect"]) == ("bm25", "searchqa")
     assert server.get("/health")["env"] == "searchqa"
 
 

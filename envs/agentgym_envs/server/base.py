@@ -111,4 +111,5 @@ class Environment(ABC):
             "env": self.name,
             "num_tasks": self.num_tasks(),
             "create_resets": self.create_resets,
+            "http_dialect": self.http_dialect,
         }
