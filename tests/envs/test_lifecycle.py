@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
+import msgpack
 from tests.envs.conftest import ServerProc
 
 
@@ -76,3 +77,22 @@ def test_long_observation_is_truncated_with_marker(spawn: Callable[..., ServerPr
     assert len(obs) <= 200 and "[... observation truncated: showing" in obs
     again = server.zmq({"op": "reset", "id": created["id"], "data_idx": 5})
     assert len(again["observation"]) <= 200 and again["observation"].endswith("characters]")
+
+
+def test_a_blocking_env_keeps_answering_health_probes(spawn: Callable[..., ServerProc]) -> None:
+    """A `blocking` env's calls run on its own thread, in order: while a 2 s step runs, health
+    probes over both protocols answer at once, and the steps still come back in order."""
+    server = spawn("noop", "--env-option", "sleep_s=2")
+    eid = server.post("/create")["id"]
+    server.post("/reset", {"id": eid, "data_idx": 0})
+    t0 = time.monotonic()
+    for req in (1, 2):
+        server.dealer.send(msgpack.packb({"op": "step", "req": req, "id": eid, "action": "noop"}))
+    assert server.get("/health")["live_episodes"] == 1
+    server.dealer.send(msgpack.packb({"op": "health", "req": "h"}))
+    first = msgpack.unpackb(server.dealer.recv(), raw=False)
+    assert first["req"] == "h" and first["ok"] and time.monotonic() - t0 < 1.5
+    steps = [msgpack.unpackb(server.dealer.recv(), raw=False) for _ in range(2)]
+    assert [s["req"] for s in steps] == [1, 2] and all(s["observation"] == "ok" for s in steps)
+    assert time.monotonic() - t0 >= 4.0  # one at a time
+    assert server.terminate() == 0

@@ -51,7 +51,7 @@ async def _reaper(table: EpisodeTable) -> None:
     period = min(5.0, max(0.05, table.idle_timeout_s / 4))
     while True:
         await asyncio.sleep(period)
-        table.reap_idle()
+        await table.run(table.reap_idle)
 
 
 async def _main(opts: ServeOptions) -> int:
@@ -103,7 +103,7 @@ async def _main(opts: ServeOptions) -> int:
     if zmq_front is not None:
         zmq_front.close()
     live = len(table)
-    table.close_all()
+    table.shutdown()
     log.info("shut down; closed %d live episode(s)", live)
     return code
 

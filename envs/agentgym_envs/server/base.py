@@ -83,6 +83,10 @@ class Environment(ABC):
     # SciWorld: `id`/`data_idx`, object replies) or "searchqa" (`env_idx`, bare-int create,
     # bare-string reset). The ZeroMQ protocol is the same for every env.
     http_dialect: ClassVar[str] = "agentgym"
+    # An env whose calls may block for seconds (SciWorld: starting or loading a simulator JVM)
+    # runs them on one worker thread of its own, in arrival order, so that the server's event
+    # loop keeps answering health probes meanwhile (a blocked loop would be marked down).
+    blocking: ClassVar[bool] = False
 
     @abstractmethod
     def new_episode(self) -> Episode:
@@ -91,6 +95,10 @@ class Environment(ABC):
     @abstractmethod
     def num_tasks(self) -> int | None:
         """How many task ids exist (`data_idx` in `[0, n)`), or None when unbounded."""
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release what the env holds (processes, files); called once at server shutdown, after
+        every episode was closed."""
 
     def prefetch(self, actions: list[str]) -> None:  # noqa: B027 - optional hook
         """Called with the actions of a ZMQ batch's steps before they run, so an env can do

@@ -71,7 +71,10 @@ class HttpApp:
                 fields = _query_fields(scope.get("query_string", b""))
             else:
                 fields = _json_fields(await _read_body(receive), allow_empty=op == "create")
-            body: Any = self.dispatch(self.table, op, fields)
+            if op == "health":  # answered at once, also while a blocking env call runs
+                body: Any = self.dispatch(self.table, op, fields)
+            else:
+                body = await self.table.run(self.dispatch, self.table, op, fields)
         except EnvError as err:
             body = {"error": err.message}
         if self.latency is not None and op == "step":

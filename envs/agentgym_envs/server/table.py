@@ -9,18 +9,21 @@ ends only translate transport framing.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import resource
 import time
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from agentgym_envs.server.base import EnvError, Environment, Episode, ErrorCode, StepResult
 
 log = logging.getLogger("agentgym_envs.server")
 
+T = TypeVar("T")
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
 
@@ -60,6 +63,32 @@ class EpisodeTable:
         self._next_id = 0
         self._started = clock()
         self.reaped_total = 0
+        # `Environment.blocking`: every call that touches episodes runs on this one thread
+        self._worker = (
+            ThreadPoolExecutor(1, thread_name_prefix=f"env-{env.name}") if env.blocking else None
+        )
+
+    @property
+    def blocking(self) -> bool:
+        """Whether env calls run on the worker thread (`Environment.blocking`)."""
+        return self._worker is not None
+
+    async def run(self, fn: Callable[..., T], *args: Any) -> T:
+        """`fn(*args)`, a call into this table: inline, or on the env's worker thread when the env
+        is `blocking` (one call at a time, in arrival order, as inline)."""
+        if self._worker is None:
+            return fn(*args)
+        return await asyncio.get_running_loop().run_in_executor(self._worker, fn, *args)
+
+    def shutdown(self) -> None:
+        """Close every episode, then the env itself (after any call still running)."""
+        if self._worker is not None:
+            self._worker.shutdown(wait=True)
+        self.close_all()
+        try:
+            self.env.close()
+        except Exception:
+            log.exception("closing the environment raised")
 
     # -- the interface -------------------------------------------------------------------------
     def create(self) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping
+from collections.abc import Coroutine, Mapping
 from typing import Any
 
 import msgpack
@@ -86,6 +86,15 @@ def _prefetch(table: EpisodeTable, ops: list[Any]) -> None:
         log.exception("prefetch raised; the batch's steps run one by one")
 
 
+def _is_health(payload: bytes) -> bool:
+    """Whether `payload` is a health probe (answered at once, without the env)."""
+    try:
+        request = msgpack.unpackb(payload, raw=False)
+    except Exception:
+        return False
+    return isinstance(request, dict) and request.get("op") in ("health", "ping")
+
+
 def handle_payload(table: EpisodeTable, payload: bytes) -> bytes:
     """Decode one request, run it, encode the reply. Never raises."""
     req: Any = None
@@ -115,7 +124,7 @@ class ZmqFrontend:
     ) -> None:
         self.table = table
         self.latency = latency
-        self._delayed: set[asyncio.Task[None]] = set()
+        self._tasks: set[asyncio.Task[None]] = set()
         self.ctx = zmq.asyncio.Context()
         self.sock = self.ctx.socket(zmq.ROUTER)
         self.sock.setsockopt(zmq.LINGER, 0)
@@ -128,16 +137,28 @@ class ZmqFrontend:
                 continue
             identity, rest = frames[0], frames[1:]
             envelope = rest[:-1]  # [] from DEALER, [b""] from REQ
-            reply = handle_payload(self.table, rest[-1])
-            head = [identity, *envelope]
-            if self.latency is not None:
-                # The step already ran; only its reply is held back, in its own task.
-                task = asyncio.create_task(self._reply_later(head, reply, rest[-1]))
-                self._delayed.add(task)
-                task.add_done_callback(self._delayed.discard)
+            head, payload = [identity, *envelope], rest[-1]
+            if self.table.blocking and not _is_health(payload):
+                # runs on the env's thread (in arrival order); health probes overtake it
+                self._spawn(self._answer(head, payload))
+            elif self.latency is not None:
+                # The step runs now; only its reply is held back, in its own task.
+                self._spawn(self._reply_later(head, handle_payload(self.table, payload), payload))
             else:
-                await self._reply(head, reply)
+                await self._reply(head, handle_payload(self.table, payload))
             await asyncio.sleep(0)  # let HTTP requests interleave under heavy ZMQ load
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _answer(self, head: list[bytes], payload: bytes) -> None:
+        reply = await self.table.run(handle_payload, self.table, payload)
+        if self.latency is not None:
+            await self._reply_later(head, reply, payload)
+        else:
+            await self._reply(head, reply)
 
     async def _reply(self, head: list[bytes], reply: bytes) -> None:
         try:
