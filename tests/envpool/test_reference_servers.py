@@ -65,7 +65,12 @@ def test_reference_server_stays_up_and_plays_an_episode(reference, env):
         else:
             assert created.first is None
         first = await pool.reset(created.episode, 3)
-        expected = {"babyai": "Your goal:", "textcraft": "Crafting commands:"}
+        # SciWorld's task description goes before its look-around (as its own client shows it)
+        expected = {
+            "babyai": "Your goal:",
+            "textcraft": "Crafting commands:",
+            "sciworld": "Your task is to boil water.\nThis room",
+        }
         assert first.observation.startswith(expected.get(env, "This room"))
         assert (first.reward, first.score, first.done) == (0.0, 0.0, False)
 

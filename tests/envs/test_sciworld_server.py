@@ -109,7 +109,10 @@ def test_gold_sequences_reach_100(
         data_idx, actions = gold[tid]
         eid = call("create")["id"]
         reply = call("reset", id=eid, data_idx=data_idx)
-        assert reply["observation"].startswith("Your task is to") and not reply["done"]
+        # HTTP speaks AgentGym's SciWorld reply: the task apart, the look-around as observation
+        first = reply.get("task_description", "") + "\n" + reply["observation"]
+        assert (first if protocol == "http" else reply["observation"]).startswith("Your task is")
+        assert not reply["done"]
         for action in actions:
             reply = call("step", id=eid, action=action)
             if reply["done"]:
@@ -117,6 +120,46 @@ def test_gold_sequences_reach_100(
         assert (reply["score"], reply["done"]) == (100.0, True), (tid, reply)
         assert "error" in call("step", id=eid, action="look around")  # done: refused
         call("close", id=eid)
+
+
+def test_agentgym_sciworld_client_requests_work_unchanged(server: ServerProc) -> None:
+    """What AgentGym's SciWorld client sends (agentenv at 3ef9235): `POST /create` without a
+    body, `/reset {"data_idx", "id"}` whose `task_description + "\n" + observation` it shows,
+    `/step {"action", "id"}` reading observation/reward/score/done. Its first observation equals
+    ours over ZeroMQ, and the Rust pool over HTTP joins the two parts the same way."""
+    import asyncio
+
+    import httpx
+
+    from agentgym_rl import _core
+
+    http = httpx.Client(base_url=server.http.base_url, timeout=30)
+    eid = http.post("/create").json()["id"]
+    reset = http.post("/reset", json={"data_idx": 1436, "id": eid}).json()
+    assert {"task_name", "var_num", "task_description", "observation", "score", "done"} <= set(
+        reset
+    )
+    assert reset["var_num"] == 0 and reset["task_name"].startswith("test-conductivity")
+    shown = reset["task_description"] + "\n" + reset["observation"]
+    step = http.post("/step", json={"action": "look around", "id": eid}).json()
+    assert {"observation", "reward", "score", "done"} <= set(step) and not step["done"]
+    http.post("/close", json={"id": eid})
+
+    zid = server.zmq({"op": "create"})["id"]
+    assert server.zmq({"op": "reset", "id": zid, "data_idx": 1436})["observation"] == shown
+    server.zmq({"op": "close", "id": zid})
+
+    async def pool_first_observation() -> str:
+        pool = _core.EnvPool([_core.EnvServer("sciworld", str(server.http.base_url))])
+        try:
+            created = await pool.create("sciworld")
+            first = await pool.reset(created.episode, 1436)
+            await pool.close(created.episode)
+            return str(first.observation)
+        finally:
+            await pool.shutdown()
+
+    assert asyncio.run(pool_first_observation()) == shown
 
 
 def test_out_of_range_data_idx_is_refused(server: ServerProc) -> None:

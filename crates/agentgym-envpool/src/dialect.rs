@@ -88,7 +88,10 @@ pub(crate) fn decode(dialect: Dialect, op: &Op, body: &[u8]) -> Result<Reply, De
     }
     match op {
         Op::Create => decode_create(dialect, &value),
-        Op::Reset { .. } | Op::Step { .. } => decode_outcome(&value).map(Reply::Outcome),
+        Op::Reset { .. } => decode_outcome(&value)
+            .map(|outcome| with_task_description(outcome, &value))
+            .map(Reply::Outcome),
+        Op::Step { .. } => decode_outcome(&value).map(Reply::Outcome),
         Op::Observation { .. } => match &value {
             Value::String(s) => Ok(Reply::Observation(s.clone())),
             Value::Object(map) => match map.get("observation") {
@@ -166,6 +169,17 @@ pub(crate) fn decode_outcome(value: &Value) -> Result<StepOutcome, DecodeError> 
         invalid,
         info,
     })
+}
+
+/// SciWorld's `/reset` sends the task apart from the first observation (`task_description`, and
+/// `observation` = the look-around text, which its own client joins after the description): the
+/// agent's first observation is both, so the task is never lost.
+fn with_task_description(mut outcome: StepOutcome, value: &Value) -> StepOutcome {
+    let description = value.get("task_description").and_then(Value::as_str);
+    if let Some(description) = description.filter(|d| !outcome.observation.starts_with(d)) {
+        outcome.observation = format!("{description}\n{}", outcome.observation);
+    }
+    outcome
 }
 
 /// The live count and uptime of a health body that is a JSON object carrying them; any other

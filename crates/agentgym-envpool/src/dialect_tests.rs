@@ -40,6 +40,35 @@ fn requests_use_the_dialect_field_names() {
 }
 
 #[test]
+fn sciworld_reset_puts_the_task_description_before_the_look_around() {
+    let reset = Op::Reset { id: 0, data_idx: 3 };
+    let body = r#"{"task_name": "boil", "var_num": 3, "task_description": "Your task is to boil water.",
+        "observation": "This room is called the kitchen.", "reward": 0, "score": 0, "deleted": false,
+        "done": false}"#;
+    let Reply::Outcome(first) = decode(Dialect::AgentGym, &reset, body.as_bytes()).unwrap() else {
+        panic!("not an outcome")
+    };
+    assert_eq!(
+        first.observation,
+        "Your task is to boil water.\nThis room is called the kitchen."
+    );
+    // already in front (our ZeroMQ-shaped replies): not repeated; steps are left alone
+    let ours = r#"{"task_description": "Boil.", "observation": "Boil.\nKitchen.", "done": false}"#;
+    let Reply::Outcome(same) = decode(Dialect::AgentGym, &reset, ours.as_bytes()).unwrap() else {
+        panic!("not an outcome")
+    };
+    assert_eq!(same.observation, "Boil.\nKitchen.");
+    let step = Op::Step {
+        id: 0,
+        action: "look around".into(),
+    };
+    let Reply::Outcome(s) = decode(Dialect::AgentGym, &step, body.as_bytes()).unwrap() else {
+        panic!("not an outcome")
+    };
+    assert_eq!(s.observation, "This room is called the kitchen.");
+}
+
+#[test]
 fn create_replies_object_bare_int_and_first_observation() {
     let d = |b: &str, dialect| decode(dialect, &Op::Create, b.as_bytes()).unwrap();
     assert_eq!(
@@ -320,7 +349,11 @@ mod reference_3ef9235 {
             &Op::Reset { id: 0, data_idx: 0 },
             r#"{"task_name": "boil", "var_num": 0, "task_description": "Your task is to boil water.", "observation": "This room is called the kitchen.", "reward": 0, "score": 0, "deleted": false, "done": false}"#,
         );
-        assert_eq!(o.observation, "This room is called the kitchen.");
+        // the task is not lost: its description comes first, as AgentGym's client shows it
+        assert_eq!(
+            o.observation,
+            "Your task is to boil water.\nThis room is called the kitchen."
+        );
         let o = outcome(
             &Op::Step {
                 id: 0,

@@ -181,6 +181,7 @@ class SciWorldEnvironment(Environment):
     """ScienceWorld over a bounded pool of reused simulator JVMs (options: see module docs)."""
 
     name: ClassVar[str] = "sciworld"
+    http_dialect: ClassVar[str] = "sciworld"  # AgentGym's SciWorld `/reset` reply (http.py)
     blocking: ClassVar[bool] = True  # starting or loading a JVM takes seconds on a busy machine
 
     def __init__(

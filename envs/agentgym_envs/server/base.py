@@ -79,9 +79,9 @@ class Environment(ABC):
     name: ClassVar[str]
     # TextCraft's reference `/create` also resets to task 0 and returns the first observation.
     create_resets: ClassVar[bool] = False
-    # Which AgentGym HTTP variant `http.py` speaks for this env: "agentgym" (BabyAI, TextCraft,
-    # SciWorld: `id`/`data_idx`, object replies) or "searchqa" (`env_idx`, bare-int create,
-    # bare-string reset). The ZeroMQ protocol is the same for every env.
+    # Which AgentGym HTTP variant `http.py` speaks for this env: "agentgym" (BabyAI, TextCraft:
+    # `id`/`data_idx`, object replies), "sciworld" (plus the task fields on `/reset`) or
+    # "searchqa" (`env_idx`, bare-int create, bare-string reset). ZeroMQ is the same for all.
     http_dialect: ClassVar[str] = "agentgym"
     # An env whose calls may block for seconds (SciWorld: starting or loading a simulator JVM)
     # runs them on one worker thread of its own, in arrival order, so that the server's event

@@ -2,11 +2,12 @@
 
 Same endpoints, field names and behaviour as the AgentGym servers, so their clients work
 unchanged: request bodies are JSON objects, every refused request is HTTP 200 with
-`{"error": "..."}`. Only routing failures use 404/405. Two variants, chosen by the env's
-`http_dialect`: "agentgym" (BabyAI, TextCraft, SciWorld: `id`/`data_idx`, object replies) and
-"searchqa" (AgentGym's SearchQA server: `env_idx`, `/create {"id": item}` answered by a bare
-int, `/reset` by the bare prompt, `/close` by true/false); both translate to the same table
-ops, and both keep `/health`, `/info` and `GET /`. See PROTOCOL.md for the schemas.
+`{"error": "..."}`. Only routing failures use 404/405. Three variants, chosen by the env's
+`http_dialect`: "agentgym" (BabyAI, TextCraft: `id`/`data_idx`, object replies), "sciworld"
+(the same, plus AgentGym's SciWorld `/reset` fields) and "searchqa" (AgentGym's SearchQA
+server: `env_idx`, `/create {"id": item}` answered by a bare int, `/reset` by the bare prompt,
+`/close` by true/false); all translate to the same table ops, and all keep `/health`, `/info`
+and `GET /`. See PROTOCOL.md for the schemas.
 """
 
 from __future__ import annotations
@@ -111,9 +112,20 @@ def searchqa_dispatch(table: EpisodeTable, op: str, fields: dict[str, Any]) -> A
     return dispatch(table, op, {"id": eid})
 
 
+def sciworld_dispatch(table: EpisodeTable, op: str, fields: dict[str, Any]) -> Any:
+    """AgentGym's SciWorld server: the common protocol, but `/reset` also names the task
+    (`task_name`, `var_num`, `task_description`, `deleted`) and its `observation` is the
+    look-around text alone, which that server's client puts after the task description."""
+    result = dispatch(table, op, fields)
+    if op != "reset":
+        return result
+    return {**result, **table.episode(int_field(fields, "id")).reference_reset_fields()}  # type: ignore[attr-defined]
+
+
 DIALECTS: dict[str, Callable[[EpisodeTable, str, dict[str, Any]], Any]] = {
     "agentgym": dispatch,
     "searchqa": searchqa_dispatch,
+    "sciworld": sciworld_dispatch,
 }
 
 

@@ -120,6 +120,10 @@ class EpisodeTable:
         slot = self._ready_slot(eid)
         return list(self._call(eid, slot.episode.available_actions))
 
+    def episode(self, eid: int) -> Episode:
+        """The live, reset episode `eid` (for a front end's dialect-specific reply fields)."""
+        return self._ready_slot(eid).episode
+
     def close(self, eid: int) -> dict[str, Any]:
         slot = self._slots.pop(eid, None)
         if slot is None:
