@@ -13,6 +13,8 @@ BENCHES = {
     "envpool": "bench_envpool.py",
     "rollout": "bench_rollout.py",
     "learner": "bench_learner.py",
+    "sciworld": "bench_sciworld.py",
+    "retrieval": "bench_retrieval.py",
 }
 
 

@@ -41,6 +41,14 @@ FIGURES = {
         rf"^ sync: 8 groups \(8 received\), 32 episodes in {NUMBER}s",
         rf"^async/sync: {NUMBER}x episodes/s, {NUMBER}x tokens/s",
     ],
+    "sciworld": [
+        rf"^ratio \(a\)/\(b\): create\+reset {NUMBER}x faster, steps/s {NUMBER}x$",
+        rf"^memory end vs after episode 1: [+-]{NUMBER}% \(flat\)",
+    ],
+    "retrieval": [
+        rf"^bm25\s+5340\s+{NUMBER}\s+{NUMBER}\s+{NUMBER}\s+{NUMBER}$",
+        rf"^dense\s+\d+\s+{NUMBER}",
+    ],
 }
 TIMEOUT_S = {"rollout": 600}
 

@@ -26,10 +26,8 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-# py4j as scienceworld itself imports it (the `sciworld` extra pins scienceworld; py4j comes
-# with it at the version it was built against).
+from py4j.java_gateway import GatewayParameters, JavaGateway, launch_gateway
 from scienceworld.constants import BASEPATH, JAR_PATH
-from scienceworld.scienceworld import GatewayParameters, JavaGateway, launch_gateway
 
 log = logging.getLogger("agentgym_envs.sciworld")
 # py4j logs a full traceback per failed connection attempt when a JVM dies; we log the death once.
