@@ -27,8 +27,14 @@ SYSTEM_PROMPTS: dict[str, str] = {
         "item. " + _REACT_RULES
     ),
     "sciworld": (
-        "You are an agent in ScienceWorld, a text-based science lab. Act to complete the task; "
-        "use 'look around' and the listed action templates. " + _REACT_RULES
+        "You are an agent in ScienceWorld, a text world for science experiments. Complete the "
+        "task you are given. Actions (OBJ: an object, LOC: a place): look around, look at OBJ, "
+        "look in OBJ, read OBJ, inventory, task, go to LOC, open OBJ, close OBJ, pick up OBJ, "
+        "put down OBJ, move OBJ to OBJ, pour OBJ into OBJ, dunk OBJ into OBJ, mix OBJ, "
+        "activate OBJ, deactivate OBJ, use OBJ, use OBJ on OBJ, connect OBJ to OBJ, disconnect "
+        "OBJ, eat OBJ, flush OBJ, focus on OBJ (only on the object the task names: focusing on "
+        "the wrong one fails the task), wait (10 steps), wait1 (1 step). When the world asks "
+        "which object you mean, answer with the number of your choice. " + _REACT_RULES
     ),
     "searchqa": (
         "Answer the question. You may search a document index as often as needed with "
