@@ -225,3 +225,20 @@ def test_no_java_process_outlives_the_server(spawn: Any, how: str) -> None:
         os.kill(server.proc.pid, signal.SIGKILL)  # no cleanup runs: die-on-exit must do it
         server.proc.wait(timeout=10)
     assert wait_gone(jvms) == []
+
+
+def test_without_java_the_server_refuses_to_start_and_says_how(tmp_path: Any) -> None:
+    import subprocess
+    import sys
+
+    from tests.envs.conftest import _port
+
+    done = subprocess.run(
+        [sys.executable, "-m", "agentgym_envs.server", "sciworld", "--port", str(_port())],
+        env={**os.environ, "PATH": str(tmp_path)},  # nothing on PATH: no java
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 1
+    assert "needs a Java runtime" in done.stderr and "default-jre-headless" in done.stderr

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import atexit
 import logging
+import shutil
 from typing import Any, ClassVar
 
 from agentgym_envs.sciworld.gateways import (
@@ -50,7 +51,14 @@ from agentgym_envs.sciworld.tasks import (
     SciTask,
     check_variation_counts,
 )
-from agentgym_envs.server.base import EnvError, Environment, Episode, ErrorCode, StepResult
+from agentgym_envs.server.base import (
+    EnvError,
+    Environment,
+    EnvUnavailable,
+    Episode,
+    ErrorCode,
+    StepResult,
+)
 
 log = logging.getLogger("agentgym_envs.sciworld")
 
@@ -177,6 +185,13 @@ class SciWorldEpisode(Episode):
             self._gw = None
 
 
+NO_JAVA = (
+    "SciWorld needs a Java runtime (11 or later) on PATH and none was found: as root run "
+    "'apt-get install default-jre-headless' (Debian/Ubuntu), or install any JRE "
+    "(scripts/install.sh does the former when run as root)"
+)
+
+
 class SciWorldEnvironment(Environment):
     """ScienceWorld over a bounded pool of reused simulator JVMs (options: see module docs)."""
 
@@ -191,6 +206,8 @@ class SciWorldEnvironment(Environment):
         java_opts: str = " ".join(DEFAULT_JAVA_OPTS),
         step_limit: str | int = 100,
     ) -> None:
+        if shutil.which("java") is None:
+            raise EnvUnavailable(NO_JAVA)
         capacity = _int_option("jvms", jvms, 1)
         self.step_limit = _int_option("step_limit", step_limit, 1)
         self.pool = GatewayPool(

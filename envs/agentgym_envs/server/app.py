@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 import uvicorn
 
 from agentgym_envs import load_env
+from agentgym_envs.server.base import EnvUnavailable
 from agentgym_envs.server.http import HttpApp
 from agentgym_envs.server.latency import StepLatency
 from agentgym_envs.server.table import EpisodeTable
@@ -55,7 +56,11 @@ async def _reaper(table: EpisodeTable) -> None:
 
 
 async def _main(opts: ServeOptions) -> int:
-    env = load_env(opts.name, **opts.env_options)
+    try:
+        env = load_env(opts.name, **opts.env_options)
+    except EnvUnavailable as exc:
+        log.error("cannot serve %s: %s", opts.name, exc)
+        return 1
     table = EpisodeTable(env, idle_timeout_s=opts.idle_timeout_s, max_obs_chars=opts.max_obs_chars)
     latency = (
         StepLatency(opts.step_latency_ms, opts.step_latency_sigma)

@@ -49,6 +49,11 @@ class EnvError(Exception):
         self.message = message
 
 
+class EnvUnavailable(RuntimeError):
+    """The env cannot run on this machine (a system package is missing); the message says how to
+    get it. The server reports it and exits 1 instead of starting."""
+
+
 class Episode(ABC):
     """One live episode. Methods are called from the server's event loop, one at a time."""
 
