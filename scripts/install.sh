@@ -12,7 +12,7 @@ cd "$(dirname "$0")/.."
 
 PY=${PYTHON:-python3}
 DEV=0
-ENV_EXTRAS="sciworld,searchqa,searchqa-dense"  # every env's extra (envs/pyproject.toml)
+ENV_EXTRAS="sciworld,searchqa,searchqa-dense,web"  # every env's extra (envs/pyproject.toml)
 [[ "${1:-}" == "--dev" ]] && DEV=1
 pip_q() { "$PY" -m pip install --disable-pip-version-check -q "$@"; }
 say() { printf '\033[1m[install]\033[0m %s\n' "$*"; }
@@ -93,21 +93,27 @@ PYEOF
   pip_q --no-build-isolation -e "envs[$ENV_EXTRAS]"
 fi
 
-# 5. System packages the envs need: a Java runtime for SciWorld (the simulator is a JVM).
-#    As root, Debian's headless JRE is installed; otherwise a message names the package.
-if ! command -v java >/dev/null; then
+# 5. System packages the envs need: a Java runtime for SciWorld (the simulator is a JVM) and
+#    Chromium for the web envs (Playwright drives it; no browser download). As root they come
+#    from Debian's packages; otherwise a warning names them (not fatal: the other envs work,
+#    and the env that lacks one refuses to start with the same advice).
+apt_install() {
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "$@" >/dev/null \
+    || { apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive \
+         apt-get install -y -q --no-install-recommends "$@" >/dev/null; }
+}
+need_system() {  # command, Debian package, what needs it
+  command -v "$1" >/dev/null && return 0
   if [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null; then
-    say "Java runtime for SciWorld (Debian: default-jre-headless)"
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -q default-jre-headless >/dev/null \
-      || { apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive \
-           apt-get install -y -q default-jre-headless >/dev/null; }
+    say "$3 (Debian: $2)"
+    apt_install "$2"
   else
-    # not fatal: every other env works; `env serve sciworld` refuses to start with this advice
-    echo "[install] warning: SciWorld needs a Java runtime (11 or later) on PATH and none was" \
-      "found: as root run 'apt-get install default-jre-headless' (Debian/Ubuntu), or install" \
-      "any JRE." >&2
+    echo "[install] warning: $3 is missing ('$1' not on PATH): as root run" \
+      "'apt-get install $2' (Debian/Ubuntu), or install it another way." >&2
   fi
-fi
+}
+need_system java default-jre-headless "a Java runtime (11 or later) for SciWorld"
+need_system chromium chromium "Chromium for the web envs (webarena, miniwob)"
 
 # 6. The Rust extension agentgym_rl._core (editable: python/ is used in place). cargo only
 #    rebuilds what changed.
