@@ -34,6 +34,18 @@ ENVS: dict[str, tuple[str, str, str]] = {
         "Deep Search (Search-R1 format): search a passage corpus (bm25 or dense), answer by "
         "exact match; generated 1-3-hop questions",
     ),
+    "webarena": (
+        "agentgym_envs.web.env",
+        "WebArenaEnvironment",
+        "Web navigation on real Chromium in WebArena's format (accessibility tree, click/type/"
+        "stop commands) over sites served here or self-hosted WebArena sites",
+    ),
+    "miniwob": (
+        "agentgym_envs.web.env",
+        "MiniWoBEnvironment",
+        "MiniWoB++ task pages (miniwob package) on real Chromium, WebArena's observation and "
+        "actions, scored by the task's own reward",
+    ),
     "noop": (
         "agentgym_envs.noop",
         "NoopEnvironment",

@@ -68,8 +68,11 @@ class TaskSet(ABC):
         """Called once per episode on its fresh browser context before the first page loads
         (e.g. a session cookie so that per-episode site state is the episode's own)."""
 
-    def start(self, task: WebTask, page: Page) -> None:  # noqa: B027
-        """Called after `start_url` loaded (MiniWoB: start the task's episode by script)."""
+    def start(self, task: WebTask, page: Page) -> str | None:
+        """Called after `start_url` loaded (MiniWoB: start the task's episode by script).
+        Returns the objective when only the page knows it (MiniWoB's utterance, drawn from the
+        seed), else None: the observation then shows `task.intent`."""
+        return None
 
     @abstractmethod
     def judge(self, task: WebTask, page: Page, answer: str | None) -> Verdict:

@@ -1,0 +1,212 @@
+"""The web env's actions, in WebArena's command syntax, and the browser state they act on.
+
+`parse(text)` reads exactly one command (the rollout side sends the bare command):
+`click [id]`, `hover [id]`, `type [id] [text] [0|1]` (1, the default, presses Enter after),
+`press [keys]` (Playwright key names: `Enter`, `Control+a`, ...), `scroll [up|down]`,
+`goto [url]`, `new_tab`, `go_back`, `go_forward`, `tab_focus [n]`, `close_tab`,
+`stop [answer]` (`stop` alone is an empty answer). Anything else raises `InvalidAction` with
+a message saying what is wrong; so does an id that the last observation did not show.
+
+`Tabs` is an episode's browser state: its context, the current page, the id book and the
+targets of the last observation. `execute(command)` acts: click/hover/type at the centre of the
+element's box, as WebArena does (an element's box is measured again just before, in case it
+moved; a text node's is the observed one); then it waits for a navigation the action started
+and for the page's `load`. `stop` is not executed here (the env ends the episode).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from agentgym_envs.web.observation import ID_ATTR, IdBook, Target, Tree, snapshot
+
+if TYPE_CHECKING:
+    from playwright.sync_api import BrowserContext, CDPSession, Page
+
+_ARG = r"\[([^\]\n]*)\]"
+_PATTERNS: dict[str, re.Pattern[str]] = {
+    "click": re.compile(r"^click \[(\d+)\]$"),
+    "hover": re.compile(r"^hover \[(\d+)\]$"),
+    "type": re.compile(r"^type \[(\d+)\] \[(.*?)\](?: \[([01])\])?$", re.DOTALL),
+    "press": re.compile(rf"^press {_ARG}$"),
+    "scroll": re.compile(r"^scroll \[(up|down)\]$"),
+    "goto": re.compile(rf"^goto {_ARG}$"),
+    "new_tab": re.compile(r"^new_tab$"),
+    "go_back": re.compile(r"^go_back$"),
+    "go_forward": re.compile(r"^go_forward$"),
+    "tab_focus": re.compile(r"^tab_focus \[(\d+)\]$"),
+    "close_tab": re.compile(r"^close_tab$"),
+    "stop": re.compile(r"^stop(?: \[(.*)\])?$", re.DOTALL),
+}
+USAGE = (
+    "valid commands: click [id], hover [id], type [id] [text] [0|1], press [keys], "
+    "scroll [up|down], goto [url], new_tab, go_back, go_forward, tab_focus [n], close_tab, "
+    "stop [answer]"
+)
+
+
+class InvalidAction(Exception):
+    """The command was not understood or names nothing on the page: nothing happened."""
+
+
+@dataclass(frozen=True, slots=True)
+class Command:
+    name: str
+    args: tuple[str, ...]
+    text: str  # the command as given (stripped)
+
+
+def parse(text: str) -> Command:
+    line = text.strip()
+    name = line.split(" ", 1)[0] if line else ""
+    pattern = _PATTERNS.get(name)
+    if pattern is None:
+        shown = line if len(line) <= 80 else line[:77] + "..."
+        raise InvalidAction(f"unknown command {shown!r}; {USAGE}")
+    match = pattern.match(line)
+    if match is None:
+        raise InvalidAction(f"malformed {name!r} command {line!r}; {USAGE}")
+    return Command(name, tuple(g if g is not None else "" for g in match.groups()), line)
+
+
+@dataclass(slots=True)
+class Tabs:
+    """An episode's pages and what its last observation showed."""
+
+    context: BrowserContext
+    current: Page
+    settle_ms: float = 0.0
+    book: IdBook = field(default_factory=IdBook)
+    targets: dict[int, Target] = field(default_factory=dict)
+    _cdp: dict[int, CDPSession] = field(default_factory=dict)
+    _requested: int = 0
+    _committed: int = 0
+
+    def __post_init__(self) -> None:
+        self.context.on("page", lambda page: self._watch(page))
+        for page in self.context.pages:
+            self._watch(page)
+
+    def _watch(self, page: Page) -> None:
+        def on_request(request: object) -> None:
+            if request.is_navigation_request() and request.frame == page.main_frame:  # type: ignore[attr-defined]
+                self._requested += 1
+
+        def on_navigated(frame: object) -> None:
+            if frame == page.main_frame:
+                self._committed = max(self._committed + 1, self._requested)
+
+        page.on("request", on_request)
+        page.on("framenavigated", on_navigated)
+
+    @property
+    def pages(self) -> list[Page]:
+        return list(self.context.pages)
+
+    def observe(self) -> Tree:
+        """Snapshot the current page (retrying once when a navigation replaced it meanwhile)."""
+        for attempt in range(3):
+            try:
+                tree = snapshot(self.current, self._session(self.current), self.book)
+                self.targets = tree.targets
+                return tree
+            except Exception:
+                if attempt == 2:
+                    raise
+                self._cdp.pop(id(self.current), None)
+                with contextlib.suppress(Exception):
+                    self.current.wait_for_load_state("load")
+        raise AssertionError("unreachable")
+
+    def _session(self, page: Page) -> CDPSession:
+        session = self._cdp.get(id(page))
+        if session is None:
+            session = self._cdp[id(page)] = self.context.new_cdp_session(page)
+        return session
+
+    # -- execution -----------------------------------------------------------------------------
+    def execute(self, cmd: Command) -> None:
+        before = set(map(id, self.context.pages))
+        page = self.current
+        name, args = cmd.name, cmd.args
+        if name in ("click", "hover", "type"):
+            x, y = self._centre(int(args[0]))
+            if name == "hover":
+                page.mouse.move(x, y)
+            else:
+                page.mouse.click(x, y)
+            if name == "type":
+                page.keyboard.type(args[1])
+                if args[2] != "0":
+                    page.keyboard.press("Enter")
+        elif name == "press":
+            try:
+                page.keyboard.press(args[0])
+            except Exception as exc:
+                if "Unknown key" in str(exc):
+                    raise InvalidAction(f"unknown key in {args[0]!r}") from None
+                raise
+        elif name == "scroll":
+            sign = "-" if args[0] == "up" else ""
+            page.evaluate(f"window.scrollBy(0, {sign}window.innerHeight)")
+        elif name == "goto":
+            try:
+                page.goto(args[0])
+            except Exception as exc:
+                if "Cannot navigate to invalid URL" in str(exc) or "invalid URL" in str(exc):
+                    raise InvalidAction(f"invalid URL {args[0]!r}") from None
+                raise
+        elif name == "new_tab":
+            self.current = self.context.new_page()
+        elif name == "go_back":
+            page.go_back()
+        elif name == "go_forward":
+            page.go_forward()
+        elif name == "tab_focus":
+            pages = self.pages
+            n = int(args[0])
+            if n >= len(pages):
+                raise InvalidAction(f"no tab {n}: there are {len(pages)} tab(s)")
+            self.current = pages[n]
+            self.current.bring_to_front()
+        elif name == "close_tab":
+            page.close()
+            pages = self.pages
+            self.current = pages[-1] if pages else self.context.new_page()
+            self.current.bring_to_front()
+        self._settle(before)
+
+    def _centre(self, ident: int) -> tuple[float, float]:
+        target = self.targets.get(ident)
+        if target is None:
+            raise InvalidAction(
+                f"no element with id [{ident}] on the page: use an id from the current observation"
+            )
+        if target.element:
+            box = None
+            with contextlib.suppress(Exception):
+                box = self.current.locator(f"[{ID_ATTR}='{ident}']").first.bounding_box(
+                    timeout=1000
+                )
+            if box is not None and box["width"] > 0 and box["height"] > 0:
+                return box["x"] + box["width"] / 2, box["y"] + box["height"] / 2
+        return target.centre
+
+    def _settle(self, before: set[int]) -> None:
+        """Follow a tab the action opened; wait for a navigation it started and for `load`."""
+        opened = [p for p in self.context.pages if id(p) not in before]
+        if opened:
+            self.current = opened[-1]
+        page = self.current
+        with contextlib.suppress(Exception):
+            page.evaluate("0")  # a round trip: the browser's events up to now are in
+        if self._requested > self._committed:
+            with contextlib.suppress(Exception):
+                page.wait_for_event("framenavigated")
+        with contextlib.suppress(Exception):
+            page.wait_for_load_state("load")
+        if self.settle_ms > 0:
+            page.wait_for_timeout(self.settle_ms)

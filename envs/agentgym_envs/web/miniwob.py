@@ -1,0 +1,200 @@
+"""MiniWoB++ through the web env: the task pages the `miniwob` package (1.1.0) ships, served to
+the env's Chromium as `file://` URLs (its core JS needs no server for these tasks).
+
+Tasks: `TASKS`, the MiniWoB++ tasks that need only clicks, typing and keys (no canvas, SVG
+shapes or dragging). `data_idx = seed * len(TASKS) + k` names task `TASKS[k]` with seed `seed`
+(`SEEDS` seeds per task); the category is the task's name.
+
+Start: the page loads, then `Math.seedrandom(seed)` and `core.startEpisodeReal()` (what the
+package's own driver does), waiting for `WOB_TASK_READY`. The objective is the task's
+utterance (`core.getUtterance()`). The reward display and click canvas are hidden.
+
+Time: MiniWoB ends an episode after `core.EPISODE_MAX_TIME` of wall-clock time (-1, "timed
+out") and discounts the reward by the time taken. A language model thinks for seconds per
+turn, so the wall clock is replaced by a step clock: the page's timer is cleared, and each
+executed action counts `step_ms` (option, default 500) of the task's time. An action that ends
+the episode after k earlier actions gets reward x max(0, 1 - k * step_ms / EPISODE_MAX_TIME)
+(so a one-click solve scores exactly 1.0); once the step clock reaches the task's limit the
+episode ends as MiniWoB's timer would (raw reward -1, "timed out"). Deterministic: the score
+depends on the actions, never on the model's speed.
+
+Score: the time-discounted reward (`WOB_REWARD_GLOBAL`, in [-1, 1]); success is reward > 0,
+which is the rollout side's default rule (score > 0). `stop [...]` before the page ended the
+episode scores 0 (MiniWoB has no answer to give).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Any
+
+from agentgym_envs.web.taskset import TaskSet, Verdict, WebTask
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Page
+
+TASKS: tuple[str, ...] = (
+    "click-button",
+    "click-button-sequence",
+    "click-checkboxes",
+    "click-checkboxes-large",
+    "click-checkboxes-soft",
+    "click-checkboxes-transfer",
+    "click-collapsible",
+    "click-collapsible-2",
+    "click-collapsible-nodelay",
+    "click-collapsible-2-nodelay",
+    "click-dialog",
+    "click-dialog-2",
+    "click-link",
+    "click-menu",
+    "click-option",
+    "click-tab",
+    "click-tab-2",
+    "click-tab-2-easy",
+    "click-tab-2-medium",
+    "click-tab-2-hard",
+    "click-test",
+    "click-test-2",
+    "click-widget",
+    "enter-password",
+    "enter-text",
+    "enter-text-2",
+    "enter-text-dynamic",
+    "find-word",
+    "focus-text",
+    "focus-text-2",
+    "form-sequence-2",
+    "form-sequence-3",
+    "guess-number",
+    "login-user",
+    "login-user-popup",
+    "multi-layouts",
+    "multi-orderings",
+    "navigate-tree",
+    "odd-or-even",
+    "read-table",
+    "read-table-2",
+    "search-engine",
+    "simple-algebra",
+    "simple-arithmetic",
+    "social-media",
+    "social-media-all",
+    "social-media-some",
+    "email-inbox",
+    "email-inbox-delete",
+    "email-inbox-forward-nl",
+    "email-inbox-important",
+    "email-inbox-noscroll",
+    "email-inbox-reply",
+    "email-inbox-star-reply",
+    "terminal",
+    "text-transform",
+    "unicode-test",
+    "use-autocomplete-nodelay",
+)
+SEEDS = 1000
+TEST_SEEDS = range(0, 5)  # miniwob_test.json: 5 seeds per task
+TRAIN_SEEDS = range(5, 45)  # miniwob_train.json: 40 seeds per task
+
+_START = """async ([seed, stepMs]) => {
+  Math.seedrandom(seed);
+  core.startEpisodeReal();
+  for (let i = 0; i < 200 && !WOB_TASK_READY; i++) await new Promise(r => setTimeout(r, 25));
+  if (core.EP_TIMER !== null) { clearTimeout(core.EP_TIMER); core.EP_TIMER = 'step-clock'; }
+  core.clearTimer();
+  window.__agSteps = 0;
+  window.__agStepMs = stepMs;
+  const end = core.endEpisode;
+  core.endEpisode = function (reward, timeProportional, reason) {
+    core.ept0 = new Date().getTime() - window.__agSteps * window.__agStepMs;
+    return end.call(this, reward, timeProportional, reason);
+  };
+  for (const id of ['reward-display', 'click-canvas']) {
+    const el = document.getElementById(id);
+    if (el) el.style.display = 'none';
+  }
+  return core.getUtterance();
+}"""
+_AFTER_ACTION = """() => {
+  window.__agSteps += 1;
+  if (!WOB_DONE_GLOBAL && window.__agSteps * window.__agStepMs >= core.EPISODE_MAX_TIME) {
+    core.endEpisode(-1, false, 'timed out');
+  }
+  const reason = WOB_REWARD_REASON == null ? '' : ', ' + String(WOB_REWARD_REASON);
+  return [WOB_DONE_GLOBAL, WOB_REWARD_GLOBAL, WOB_RAW_REWARD_GLOBAL, reason];
+}"""
+
+
+def html_dir() -> str:
+    """The package's task pages folder."""
+    import miniwob
+
+    return os.path.join(os.path.dirname(miniwob.__file__), "html")
+
+
+class MiniWoBTaskSet(TaskSet):
+    """MiniWoB++ tasks x seeds (see the module docs)."""
+
+    name = "miniwob"
+
+    def __init__(self, step_ms: int = 500) -> None:
+        self.step_ms = step_ms
+        self.root = html_dir()
+        missing = [t for t in TASKS if not os.path.exists(self._path(t))]
+        if missing:
+            raise ValueError(f"miniwob package lacks task pages {missing} under {self.root}")
+
+    @classmethod
+    def from_options(cls, options: dict[str, str]) -> MiniWoBTaskSet:
+        opts = dict(options)
+        raw = opts.pop("step_ms", "500")
+        if opts:
+            raise ValueError(f"miniwob: unknown option(s) {sorted(opts)}; known: step_ms")
+        try:
+            step_ms = int(raw)
+        except ValueError:
+            raise ValueError(f"miniwob option step_ms={raw!r}: expected an integer") from None
+        if step_ms < 0:
+            raise ValueError(f"miniwob option step_ms={step_ms}: must be >= 0")
+        return cls(step_ms)
+
+    def _path(self, task: str) -> str:
+        return os.path.join(self.root, "miniwob", f"{task}.html")
+
+    def __len__(self) -> int:
+        return len(TASKS) * SEEDS
+
+    def task(self, index: int) -> WebTask:
+        if not 0 <= index < len(self):
+            raise IndexError(f"miniwob task {index} out of range [0, {len(self)})")
+        seed, k = divmod(index, len(TASKS))
+        name = TASKS[k]
+        return WebTask(
+            index=index,
+            intent=f"MiniWoB++ task {name} (its instruction is on the page)",
+            start_url="file://" + self._path(name),
+            category=name,
+            meta={"task": name, "seed": seed},
+        )
+
+    def start(self, task: WebTask, page: Page) -> str | None:
+        page.wait_for_function("typeof core !== 'undefined' && typeof genProblem === 'function'")
+        utterance: Any = page.evaluate(_START, [task.meta["seed"], self.step_ms])
+        if isinstance(utterance, dict):  # the natural-language tasks return their fields too
+            utterance = utterance.get("utterance")
+        return str(utterance) if utterance else None
+
+    def judge(self, task: WebTask, page: Page, answer: str | None) -> Verdict:
+        done, reward, raw, reason = page.evaluate(_AFTER_ACTION)
+        if done:
+            note = f"MiniWoB reward {float(reward):.3f} (raw {raw}{reason})"
+            return Verdict(float(reward), True, note)
+        if answer is not None:
+            return Verdict(0.0, True, "stopped before the task ended: reward 0")
+        return Verdict(0.0, False)
+
+
+def item_index(task: str, seed: int) -> int:
+    """`data_idx` of `task` with `seed`."""
+    return seed * len(TASKS) + TASKS.index(task)
