@@ -170,11 +170,11 @@ def url_match(reference_url: str, current_url: str, rule: str = "GOLD in PRED") 
     for ref in reference_url.split(OR):
         base, query = _base_and_query(ref)
         bases.append(base)
-        for key, values in query.items():
-            queries[key].update(values)
+        for key, found in query.items():
+            queries[key].update(found)
     score = float(any(base in pred_base for base in bases))
-    for key, values in queries.items():
-        score *= float(any(v in pred_query.get(key, []) for v in values))
+    for key, wanted in queries.items():
+        score *= float(any(v in pred_query.get(key, []) for v in wanted))
     return score
 
 

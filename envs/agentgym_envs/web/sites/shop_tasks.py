@@ -9,6 +9,7 @@ pages show (prices without the currency sign, ratings with one decimal).
 from __future__ import annotations
 
 import random
+from typing import Any
 
 from agentgym_envs.web.sites.data import ShopData, money, slugify
 from agentgym_envs.web.sites.task_config import LOGIN, SHOP, Task, answer, html, task, url
@@ -232,7 +233,8 @@ def shop_actions(shop: ShopData, rng: random.Random) -> list[Task]:
     items = "document.querySelector('#order-items').outerText"
     for p in rng.sample(free, 8):
         n = rng.randint(1, 3)
-        target = (f"{SHOP}/order/latest", items, {"must_include": [p.name, f"Qty: {n}"]})
+        bought: dict[str, Any] = {"must_include": [p.name, f"Qty: {n}"]}
+        target = (f"{SHOP}/order/latest", items, bought)
         out.append(
             task(
                 "shop/action",

@@ -23,7 +23,12 @@ def task(
     login: bool = False,
 ) -> Task:
     site = "shopping" if category.startswith("shop") else "reddit"
-    ev = {"eval_types": [], "reference_answers": None, "reference_url": "", "program_html": []}
+    ev: dict[str, Any] = {
+        "eval_types": [],
+        "reference_answers": None,
+        "reference_url": "",
+        "program_html": [],
+    }
     ev |= evaluation
     return {
         "sites": [site],
