@@ -82,25 +82,9 @@ class Tabs:
     book: IdBook = field(default_factory=IdBook)
     targets: dict[int, Target] = field(default_factory=dict)
     _cdp: dict[int, CDPSession] = field(default_factory=dict)
-    _requested: int = 0
-    _committed: int = 0
-
-    def __post_init__(self) -> None:
-        self.context.on("page", lambda page: self._watch(page))
-        for page in self.context.pages:
-            self._watch(page)
-
-    def _watch(self, page: Page) -> None:
-        def on_request(request: object) -> None:
-            if request.is_navigation_request() and request.frame == page.main_frame:  # type: ignore[attr-defined]
-                self._requested += 1
-
-        def on_navigated(frame: object) -> None:
-            if frame == page.main_frame:
-                self._committed = max(self._committed + 1, self._requested)
-
-        page.on("request", on_request)
-        page.on("framenavigated", on_navigated)
+    _window_opens: int = 0  # CDP `Page.windowOpen` events: a popup is on its way
+    _navigations: int = 0  # CDP `Page.frameRequestedNavigation`/`frameStartedLoading` events
+    _loading: int = 0  # frames started loading and not stopped yet
 
     @property
     def pages(self) -> list[Page]:
@@ -125,11 +109,24 @@ class Tabs:
         session = self._cdp.get(id(page))
         if session is None:
             session = self._cdp[id(page)] = self.context.new_cdp_session(page)
+            session.on("Page.windowOpen", lambda _: self._count("_window_opens", 1))
+            session.on("Page.frameRequestedNavigation", lambda _: self._count("_navigations", 1))
+            session.on("Page.frameStartedLoading", lambda _: self._started())
+            session.on("Page.frameStoppedLoading", lambda _: self._count("_loading", -1))
+            session.send("Page.enable")
         return session
+
+    def _count(self, name: str, delta: int) -> None:
+        setattr(self, name, max(0, getattr(self, name) + delta))
+
+    def _started(self) -> None:
+        self._navigations += 1
+        self._loading += 1
 
     # -- execution -----------------------------------------------------------------------------
     def execute(self, cmd: Command) -> None:
         before = set(map(id, self.context.pages))
+        opens, navigations = self._window_opens, self._navigations
         page = self.current
         name, args = cmd.name, cmd.args
         if name in ("click", "hover", "type"):
@@ -177,7 +174,7 @@ class Tabs:
             pages = self.pages
             self.current = pages[-1] if pages else self.context.new_page()
             self.current.bring_to_front()
-        self._settle(before)
+        self._settle(before, opens, navigations)
 
     def _centre(self, ident: int) -> tuple[float, float]:
         target = self.targets.get(ident)
@@ -195,17 +192,25 @@ class Tabs:
                 return box["x"] + box["width"] / 2, box["y"] + box["height"] / 2
         return target.centre
 
-    def _settle(self, before: set[int]) -> None:
+    def _settle(self, before: set[int], opens: int, navigations: int) -> None:
         """Follow a tab the action opened; wait for a navigation it started and for `load`."""
+        replaced = False
+        try:  # a round trip after the page's pending tasks (a form submission is one)
+            self.current.evaluate("() => new Promise(r => setTimeout(r, 0))")
+        except Exception:
+            replaced = True  # the document went away meanwhile: a navigation
         opened = [p for p in self.context.pages if id(p) not in before]
+        if not opened and self._window_opens > opens:
+            with contextlib.suppress(Exception):
+                opened = [self.context.wait_for_event("page")]
         if opened:
             self.current = opened[-1]
         page = self.current
-        with contextlib.suppress(Exception):
-            page.evaluate("0")  # a round trip: the browser's events up to now are in
-        if self._requested > self._committed:
-            with contextlib.suppress(Exception):
-                page.wait_for_event("framenavigated")
+        if replaced or self._navigations > navigations:
+            waited = 0.0
+            while self._loading > 0 and waited < 10_000:
+                page.wait_for_timeout(20)
+                waited += 20
         with contextlib.suppress(Exception):
             page.wait_for_load_state("load")
         if self.settle_ms > 0:

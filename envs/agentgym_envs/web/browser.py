@@ -120,6 +120,7 @@ class BrowserPool:
         self.action_timeout_ms = action_timeout_s * 1000.0
         self._pw: Playwright | None = None
         self._owner: int | None = None  # thread ident that owns the Playwright objects
+        self._driver: int | None = None  # pid of Playwright's driver process
         self._current: _Browser | None = None
         self._browsers: list[_Browser] = []
         self._generation = 0
@@ -219,8 +220,11 @@ class BrowserPool:
         if self._pw is None:
             from playwright.sync_api import sync_playwright
 
+            before = set(children(os.getpid()))
             self._pw = sync_playwright().start()
             self._owner = threading.get_ident()
+            started = [p for p in children(os.getpid()) if p not in before]
+            self._driver = started[0] if started else None
         before = set(self._driver_children())
         browser = self._pw.chromium.launch(
             executable_path=self.executable, headless=True, args=CHROMIUM_ARGS
@@ -237,11 +241,10 @@ class BrowserPool:
     def _driver_children(self) -> list[int]:
         """Direct children of the Playwright driver: the Chromium main processes."""
         out: list[int] = []
-        for child in children(os.getpid()):
-            for pid in children(child):
-                st = _stat(pid)
-                if st is not None and "chrom" in st[0].lower():
-                    out.append(pid)
+        for pid in children(self._driver) if self._driver is not None else []:
+            st = _stat(pid)
+            if st is not None and "chrom" in st[0].lower():
+                out.append(pid)
         return out
 
     def _mark_dead(self, b: _Browser) -> None:
@@ -275,10 +278,10 @@ class BrowserPool:
             os.kill(b.pid, signal.SIGKILL)
 
     def _kill_driver(self) -> None:
-        for child in children(os.getpid()):
-            st = _stat(child)
-            if st is not None and st[0].lower().startswith("node"):
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.kill(child, signal.SIGKILL)
-                with contextlib.suppress(ChildProcessError, OSError):
-                    os.waitpid(child, 0)
+        if self._driver is None:
+            return
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(self._driver, signal.SIGKILL)
+        with contextlib.suppress(ChildProcessError, OSError):
+            os.waitpid(self._driver, 0)
+        self._driver = None

@@ -129,13 +129,14 @@ class WebEpisode(Episode):
         except InvalidAction as exc:
             return StepResult(self._render(f"invalid action: {exc}"), 0.0, self._score, False, True)
         self._steps += 1
-        self._previous = cmd.text
+        previous, self._previous = self._previous, cmd.text
         note: str | None = None
         if cmd.name != "stop":
             try:
                 self._guard(lambda: self._tabs.execute(cmd))  # type: ignore[union-attr]
             except InvalidAction as exc:
                 self._steps -= 1
+                self._previous = previous
                 return StepResult(
                     self._render(f"invalid action: {exc}"), 0.0, self._score, False, True
                 )
