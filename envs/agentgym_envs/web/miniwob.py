@@ -94,8 +94,8 @@ TASKS: tuple[str, ...] = (
     "use-autocomplete-nodelay",
 )
 SEEDS = 1000
-TEST_SEEDS = range(0, 5)  # miniwob_test.json: 5 seeds per task
-TRAIN_SEEDS = range(5, 45)  # miniwob_train.json: 40 seeds per task
+TEST_SEEDS = range(0, 3)  # miniwob_test.json: 3 seeds per task
+TRAIN_SEEDS = range(3, 43)  # miniwob_train.json: 40 seeds per task
 
 _START = """async ([seed, stepMs]) => {
   Math.seedrandom(seed);
@@ -198,3 +198,23 @@ class MiniWoBTaskSet(TaskSet):
 def item_index(task: str, seed: int) -> int:
     """`data_idx` of `task` with `seed`."""
     return seed * len(TASKS) + TASKS.index(task)
+
+
+def split_items(seeds: range) -> list[dict[str, str]]:
+    """`{"item_id": "miniwob_<data_idx>", "category": task}` for every task x seed."""
+    return [{"item_id": f"miniwob_{item_index(t, s)}", "category": t} for s in seeds for t in TASKS]
+
+
+def write_splits(folder: str) -> None:
+    """Write `miniwob_train.json` and `miniwob_test.json` (one item a line) into `folder`."""
+    import json
+
+    for name, seeds in (("train", TRAIN_SEEDS), ("test", TEST_SEEDS)):
+        items = split_items(seeds)
+        lines = ",\n".join(json.dumps(item) for item in items)
+        with open(os.path.join(folder, f"miniwob_{name}.json"), "w") as f:
+            f.write(f"[\n{lines}\n]\n")
+
+
+if __name__ == "__main__":  # python -m agentgym_envs.web.miniwob: rewrite the split files
+    write_splits(os.path.join(os.path.dirname(os.path.abspath(__file__)), "data"))

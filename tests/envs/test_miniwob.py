@@ -1,0 +1,200 @@
+"""MiniWoB++ through the web env: known-good action sequences solve tasks through a real
+`agentgym_envs.server miniwob` process over HTTP and over ZMQ; the step clock's discount and
+time-out; the split files; a killed browser fails only its live episodes; no Chromium outlives
+the server.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("playwright")
+pytest.importorskip("miniwob")
+if shutil.which("chromium") is None:
+    pytest.skip("Debian's chromium is not installed", allow_module_level=True)
+
+from tests.envs.conftest import ServerProc, _port
+
+from agentgym_envs.web.browser import children, process_alive
+from agentgym_envs.web.miniwob import SEEDS, TASKS, TEST_SEEDS, TRAIN_SEEDS, item_index
+
+DATA = Path(__file__).resolve().parents[2] / "envs" / "agentgym_envs" / "web" / "data"
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[ServerProc]:
+    proc = ServerProc("miniwob", _port()).wait_ready(60)
+    yield proc
+    proc.close()
+
+
+def _call(server: ServerProc, protocol: str) -> Callable[..., dict[str, Any]]:
+    def call(op: str, **fields: Any) -> dict[str, Any]:
+        if protocol == "http":
+            return dict(server.post(f"/{op}", fields))
+        reply = server.zmq({"op": op, **fields})
+        return reply if reply.get("ok") else {"error": reply["error"]}
+
+    return call
+
+
+def _id(obs: str, role: str, name: str) -> str:
+    match = re.search(rf"\[(\d+)\] {role} '{re.escape(name)}'", obs)
+    assert match, f"no {role} {name!r} in\n{obs}"
+    return match.group(1)
+
+
+def _objective(obs: str) -> str:
+    return obs.split("\nOBJECTIVE: ", 1)[1].split("\n", 1)[0]
+
+
+def _solve_click_button(obs: str) -> list[str]:
+    label = re.match(r'Click on the "(.*)" button\.', _objective(obs))
+    assert label, _objective(obs)
+    return [f"click [{_id(obs, 'button', label.group(1))}]"]
+
+
+def _solve_enter_text(obs: str) -> list[str]:
+    word = re.match(r'Enter "(.*)" into the text field', _objective(obs))
+    assert word, _objective(obs)
+    box = re.search(r"\[(\d+)\] textbox", obs)
+    assert box
+    return [
+        f"type [{box.group(1)}] [{word.group(1)}] [0]",
+        f"click [{_id(obs, 'button', 'Submit')}]",
+    ]
+
+
+def _solve_login_user(obs: str) -> list[str]:
+    got = re.match(r'Enter the username "(.*)" and the password "(.*)" into', _objective(obs))
+    assert got, _objective(obs)
+    boxes = re.findall(r"\[(\d+)\] textbox", obs)
+    return [
+        f"type [{boxes[0]}] [{got.group(1)}] [0]",
+        f"type [{boxes[1]}] [{got.group(2)}] [0]",
+        f"click [{_id(obs, 'button', 'Login')}]",
+    ]
+
+
+SOLVERS = {
+    "click-button": (_solve_click_button, 1.0),
+    "enter-text": (_solve_enter_text, 0.95),  # the second action: 1 - 1 x 500 / 10000
+    "login-user": (_solve_login_user, 0.9),  # the third action: 1 - 2 x 500 / 10000
+}
+
+
+@pytest.mark.parametrize("protocol", ["http", "zmq"])
+@pytest.mark.parametrize("task", sorted(SOLVERS))
+def test_known_good_sequences_solve_tasks(server: ServerProc, protocol: str, task: str) -> None:
+    call = _call(server, protocol)
+    solve, score = SOLVERS[task]
+    eid = call("create")["id"]
+    seed = 7 if protocol == "http" else 11
+    obs = call("reset", id=eid, data_idx=item_index(task, seed))["observation"]
+    assert obs.startswith("Tab 0 (current): ")
+    actions = solve(obs)
+    for i, action in enumerate(actions):
+        step = call("step", id=eid, action=action)
+        assert "error" not in step, step
+        assert step["invalid"] is False and step["done"] is (i == len(actions) - 1), step
+    assert step["score"] == pytest.approx(score, abs=1e-3) and step["reward"] == step["score"]
+    assert step["observation"].startswith("NOTE: the episode is over; MiniWoB reward ")
+    assert "error" in call("step", id=eid, action=actions[-1])  # done: refused
+    call("close", id=eid)
+
+
+def test_wrong_answer_and_invalid_actions(server: ServerProc) -> None:
+    call = _call(server, "http")
+    eid = call("create")["id"]
+    obs = call("reset", id=eid, data_idx=item_index("click-button", 3))["observation"]
+    bad = call("step", id=eid, action="click [99999]")
+    assert bad["invalid"] and not bad["done"] and "no element with id [99999]" in bad["observation"]
+    label = re.match(r'Click on the "(.*)" button\.', _objective(obs)).group(1)  # type: ignore[union-attr]
+    others = [
+        m.group(1)
+        for m in re.finditer(r"\[(\d+)\] button '(.*)'", obs)
+        if m.group(2).lower() != label.lower()
+    ]
+    if others:  # some seeds show only buttons with the right label
+        step = call("step", id=eid, action=f"click [{others[0]}]")
+        assert step["done"] and step["score"] == -1.0
+    call("close", id=eid)
+
+
+def test_the_step_clock_times_a_task_out(server: ServerProc) -> None:
+    """click-button has 10 s; each action counts 500 ms: the 20th action ends it at -1."""
+    call = _call(server, "zmq")
+    eid = call("create")["id"]
+    call("reset", id=eid, data_idx=item_index("click-button", 5))
+    for i in range(20):
+        step = call("step", id=eid, action="scroll [down]")
+        assert step["done"] is (i == 19)
+    assert step["score"] == -1.0 and "timed out" in step["observation"].split("\n", 1)[0]
+    call("close", id=eid)
+
+
+def test_splits_name_tasks_and_seeds() -> None:
+    for name, seeds in (("train", TRAIN_SEEDS), ("test", TEST_SEEDS)):
+        items = json.loads((DATA / f"miniwob_{name}.json").read_text())
+        assert len(items) == len(TASKS) * len(seeds)
+        for item in items:
+            idx = int(item["item_id"].removeprefix("miniwob_"))
+            assert 0 <= idx < len(TASKS) * SEEDS and TASKS[idx % len(TASKS)] == item["category"]
+            assert idx // len(TASKS) in seeds
+    assert not set(TRAIN_SEEDS) & set(TEST_SEEDS)
+
+
+def _tree_pids(pid: int) -> list[int]:
+    return children(pid, recursive=True)
+
+
+def _gone(pids: list[int], deadline_s: float = 15.0) -> bool:
+    deadline = time.monotonic() + deadline_s
+    while any(process_alive(p) for p in pids):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)  # polling the process table, not a synchronisation point
+    return True
+
+
+@pytest.mark.slow
+def test_killed_browser_then_server_exit_leaves_no_chromium() -> None:
+    server = ServerProc("miniwob", _port()).wait_ready(60)
+    try:
+        call = _call(server, "http")
+        a, b = call("create")["id"], call("create")["id"]
+        call("reset", id=a, data_idx=item_index("click-button", 1))
+        call("reset", id=b, data_idx=item_index("click-link", 1))
+        browser = server.get("/info")["browser_pid"]
+        os.kill(browser, signal.SIGKILL)
+        assert _gone([browser])
+        for eid in (a, b):
+            assert "died" in call("step", id=eid, action="scroll [down]")["error"]
+        c = call("create")["id"]
+        obs = call("reset", id=c, data_idx=item_index("click-button", 2))["observation"]
+        step = call("step", id=c, action=_solve_click_button(obs)[0])
+        assert step["score"] == 1.0
+        assert server.get("/info")["browsers_crashed"] == 1
+        pids = [p for p in _tree_pids(server.proc.pid) if "chrom" in _comm(p)]
+        assert pids
+        assert server.terminate() == 0
+        assert _gone(pids)
+    finally:
+        server.close()
+
+
+def _comm(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text()
+    except OSError:
+        return ""
