@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -204,3 +206,42 @@ def test_webarena_config_file_on_our_shop(
     page.get_by_role("button", name="Add to Cart").click()
     assert own.judge(task, page, "").score == 1.0
     page.context.close()
+
+
+def _id(observation: str, role: str, name: str) -> str:
+    found = re.search(rf"\[(\d+)\] {role} '{re.escape(name)}'", observation)
+    assert found is not None, f"no {role} {name!r} in:\n{observation}"
+    return found.group(1)
+
+
+def test_env_solves_a_shop_task_with_webarena_commands() -> None:
+    """Through the core's env: the agent's commands on the accessibility tree, then stop. The
+    env runs on a thread of its own, as on the server's env worker (this thread's Playwright is
+    the module's browser)."""
+    env_module = pytest.importorskip("agentgym_envs.web.env")
+    if not os.path.exists(CHROMIUM):
+        pytest.skip("no chromium")
+    with ThreadPoolExecutor(1) as worker:
+        worker.submit(_solve_with_env, env_module).result(timeout=120)
+
+
+def _solve_with_env(env_module: Any) -> None:
+    env = env_module.WebArenaEnvironment(chromium=CHROMIUM)
+    try:
+        ts = env.taskset
+        task = _find(ts, "shop/info", "What is the price")
+        product = _values(task)["product"]
+        episode = env.new_episode()
+        obs = episode.reset(task.index).observation
+        box = _id(obs, "searchbox", "Search products")
+        obs = episode.step(f"type [{box}] [{product}]").observation  # 1 = press Enter: search
+        obs = episode.step(f"click [{_id(obs, 'link', product)}]").observation
+        price = re.search(r"StaticText '(\$\d+\.\d\d)'", obs)
+        assert price is not None, obs
+        result = episode.step(f"stop [{price.group(1)}]")
+        assert (result.score, result.done) == (1.0, True)
+        wrong = env.new_episode()
+        wrong.reset(task.index)
+        assert wrong.step("stop [$0.01]").score == 0.0
+    finally:
+        env.close()

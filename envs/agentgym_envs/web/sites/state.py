@@ -5,8 +5,9 @@ Contract: `SessionStore.get(session)` returns the session's state, made from `fa
 first time (the generated base state: a reset is a new session, instant); `reset(session)`
 drops it. The store is bounded: sessions idle longer than `idle_s` are dropped, and beyond
 `max_sessions` the least recently used goes. It is used from the site server's thread and the
-env's worker thread (`prepare`), so the table is guarded by a lock; a state itself is only
-changed by the site's request handlers, which run one at a time on the server's event loop.
+env's worker thread (`prepare`), so the table is guarded by a lock; a state itself is changed
+by the site's request handlers, one at a time on the server's event loop (and by `prepare`'s
+sign-in, one attribute write before the episode's first request).
 """
 
 from __future__ import annotations
