@@ -5,7 +5,10 @@ task set's options (self-hosted WebArena configs from a file written here)."""
 from __future__ import annotations
 
 import json
+import threading
+import urllib.request
 from collections import Counter
+from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -293,3 +296,72 @@ def test_webarena_task_files(tmp_path: Path) -> None:
     assert ts.judge(ts.task(0), FakePage("http://h:1", {}), None).done is False  # type: ignore[arg-type]
     assert ts.judge(ts.task(0), FakePage("http://h:1", {}), '"Z"').score == 1.0  # type: ignore[arg-type]
     assert ts.judge(ts.task(0), FakePage("http://h:1", {}), "w").score == 0.0  # type: ignore[arg-type]
+
+
+def test_judge_request_format(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fuzzy judge speaks OpenAI's chat API: model, messages, a bearer key from the env."""
+    seen: list[tuple[str, str, dict[str, Any]]] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            body = json.loads(self.rfile.read(int(self.headers["content-length"])))
+            seen.append((self.path, self.headers.get("authorization", ""), body))
+            reply = json.dumps({"choices": [{"message": {"content": "Correct"}}]}).encode()
+            self.send_response(200)
+            self.send_header("content-length", str(len(reply)))
+            self.end_headers()
+            self.wfile.write(reply)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = HTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        monkeypatch.setenv("JUDGE_KEY", "k123")
+        url = f"http://127.0.0.1:{server.server_port}/v1"
+        judge = ev.FuzzyJudge(url, "judge-m", "JUDGE_KEY")
+        assert judge.grade("Do it", "blue", "a blue one") == 1.0
+    finally:
+        server.shutdown()
+        thread.join()
+    path, auth, body = seen[0]
+    assert (path, auth, body["model"]) == ("/v1/chat/completions", "Bearer k123", "judge-m")
+    assert "a blue one" in body["messages"][-1]["content"]
+
+
+class FakeContext:
+    def __init__(self) -> None:
+        self.cookies: list[dict[str, Any]] = []
+
+    def add_cookies(self, cookies: list[dict[str, Any]]) -> None:
+        self.cookies += cookies
+
+
+def test_storage_state_cookies_sign_a_webarena_task_in(tmp_path: Path) -> None:
+    (tmp_path / "tasks.json").write_text(json.dumps([WEBARENA_TASK]))
+    cookie = {"name": "sid", "value": "v", "domain": "h", "path": "/"}
+    auth = tmp_path / "auth"
+    auth.mkdir()
+    (auth / "shopping_state.json").write_text(json.dumps({"cookies": [cookie], "origins": []}))
+    options = {"tasks": str(tmp_path / "tasks.json"), "url.__SHOPPING__": "http://h:1"}
+    context = FakeContext()
+    ts = WebArenaTaskSet.from_options({**options, "auth_dir": str(auth)})
+    ts.prepare(ts.task(0), context, "s")  # type: ignore[arg-type]
+    assert context.cookies == [cookie]
+
+
+def test_own_sites_start_and_stop() -> None:
+    ts = WebArenaTaskSet.from_options({})
+    shop = ts.urls["__SHOPPING__"]
+    assert ts.task(0).start_url.startswith(shop) and len(ts) == 261
+    with urllib.request.urlopen(shop + "/") as reply:
+        assert reply.status == 200 and b"One Stop Shop" in reply.read()
+    context = FakeContext()
+    ts.prepare(ts.task(0), context, "episode-1")  # type: ignore[arg-type]
+    assert context.cookies[0]["name"] == "agentgym_session"
+    assert context.cookies[0]["value"] == "episode-1"
+    ts.close()
+    with pytest.raises(OSError):
+        urllib.request.urlopen(shop + "/", timeout=2)
