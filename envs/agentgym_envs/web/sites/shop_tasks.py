@@ -33,7 +33,7 @@ def shop_tasks(shop: ShopData, rng: random.Random) -> list[Task]:
         out.append(
             task(
                 "shop/info",
-                "What is the average customer rating of the {product}?",
+                "What is the average customer rating of the {product}? Answer with one decimal.",
                 {"product": p.name},
                 answer(f"{p.rating:.1f}"),
                 SHOP,
