@@ -1,0 +1,183 @@
+"""Web env (MiniWoB++ on Chromium): throughput and memory per concurrent episode.
+
+One `agentgym_envs.server miniwob` process (one Chromium, a context per episode). For each
+concurrency N in 1, 8, 32: N client threads (HTTP keep-alive) each reset an episode, then step
+it (`scroll [down]` / `scroll [up]`, each a full action + accessibility-tree observation) and
+reset it to the next task every 8 steps, for a fixed time. Printed per N: steps/s over all
+episodes, the median step latency, and the memory of the server with all its processes
+(Playwright's driver, Chromium's browser, GPU, utility and renderer processes) while the N
+episodes are live: summed RSS (counts shared pages once per process: an upper bound) and summed
+PSS (shared pages split between their users), each per live episode. The goal is under 150 MB
+per concurrent episode (AgentGym's WebArena server: ~1.7 GB for 1 env, ~16 GB for 20).
+
+    python benches/bench_web.py [--quick] [--seconds 20] [--concurrency 1,8,32]
+
+Key lines (one per N): `web N=<n>: <x> steps/s, <y> MB/episode rss, <z> MB/episode pss`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+
+import httpx
+
+ACTIONS = ["scroll [down]", "scroll [up]"]
+STEPS_PER_RESET = 8
+TASK_SPREAD = 58 * 7  # data_idx stride: every task of the set, then the next seeds
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def start_server() -> tuple[subprocess.Popen[bytes], int]:
+    port = free_port()
+    cmd = [sys.executable, "-m", "agentgym_envs.server", "miniwob", "--port", str(port)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=0.5)
+            return proc, port
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("miniwob server did not start") from None
+            time.sleep(0.1)  # readiness polling
+
+
+def descendants(pid: int) -> list[int]:
+    parents: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    raw = f.read()
+            except OSError:
+                continue
+            ppid = int(raw[raw.rindex(")") + 2 :].split()[1])
+            parents.setdefault(ppid, []).append(int(entry))
+    out, todo = [pid], [pid]
+    while todo:
+        kids = parents.get(todo.pop(), [])
+        out.extend(kids)
+        todo.extend(kids)
+    return out
+
+
+def memory_kib(pid: int) -> tuple[int, int]:
+    """Summed (RSS, PSS) in KiB of `pid` and all its descendants."""
+    rss = pss = 0
+    for p in descendants(pid):
+        try:
+            with open(f"/proc/{p}/smaps_rollup") as f:
+                for line in f:
+                    if line.startswith("Rss:"):
+                        rss += int(line.split()[1])
+                    elif line.startswith("Pss:"):
+                        pss += int(line.split()[1])
+        except OSError:
+            continue
+    return rss, pss
+
+
+def run_level(port: int, pid: int, n: int, seconds: float) -> dict[str, float]:
+    latencies: list[float] = []
+    lock = threading.Lock()
+    ready = threading.Barrier(n + 1)
+    stop = threading.Event()
+
+    def episode(i: int) -> None:
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=120) as http:
+            eid = http.post("/create").json()["id"]
+            task = i
+            http.post("/reset", json={"id": eid, "data_idx": task})
+            ready.wait()
+            mine: list[float] = []
+            k = 0
+            while not stop.is_set():
+                t0 = time.perf_counter()
+                step = http.post("/step", json={"id": eid, "action": ACTIONS[k % 2]}).json()
+                mine.append(time.perf_counter() - t0)
+                k += 1
+                if k % STEPS_PER_RESET == 0 or step.get("done") or "error" in step:
+                    task += TASK_SPREAD
+                    http.post("/reset", json={"id": eid, "data_idx": task % 58_000})
+            http.post("/close", json={"id": eid})
+        with lock:
+            latencies.extend(mine)
+
+    threads = [threading.Thread(target=episode, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    ready.wait()  # every episode reset and live
+    t0 = time.perf_counter()
+    time.sleep(seconds / 2)
+    rss, pss = memory_kib(pid)
+    time.sleep(seconds / 2)
+    stop.set()
+    elapsed = time.perf_counter() - t0
+    for t in threads:
+        t.join()
+    return {
+        "episodes": n,
+        "steps_per_s": len(latencies) / elapsed,
+        "step_ms_p50": 1000 * statistics.median(latencies) if latencies else float("nan"),
+        "rss_mb": rss / 1024,
+        "pss_mb": pss / 1024,
+        "rss_mb_per_episode": rss / 1024 / n,
+        "pss_mb_per_episode": pss / 1024 / n,
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--quick", action="store_true", help="2 s per level (< 60 s in all)")
+    parser.add_argument("--seconds", type=float, default=20.0, help="measured time per level")
+    parser.add_argument("--concurrency", default="1,8,32", help="comma-separated levels")
+    args = parser.parse_args()
+    seconds = 2.0 if args.quick else args.seconds
+    levels = [int(x) for x in args.concurrency.split(",")]
+    proc, port = start_server()
+    try:
+        idle_rss, idle_pss = memory_kib(proc.pid)
+        rows = [run_level(port, proc.pid, n, seconds) for n in levels]
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    print(f"web env (miniwob on chromium), {seconds:.0f} s per level, one server process")
+    print(
+        f"  server idle (no browser yet): rss {idle_rss / 1024:.0f} MB, pss {idle_pss / 1024:.0f} MB"
+    )
+    print(
+        f"  {'episodes':>8} {'steps/s':>9} {'step ms p50':>12} {'rss MB':>8} {'pss MB':>8} "
+        f"{'rss MB/ep':>10} {'pss MB/ep':>10}"
+    )
+    for r in rows:
+        print(
+            f"  {r['episodes']:>8} {r['steps_per_s']:>9.1f} {r['step_ms_p50']:>12.1f} "
+            f"{r['rss_mb']:>8.0f} {r['pss_mb']:>8.0f} {r['rss_mb_per_episode']:>10.1f} "
+            f"{r['pss_mb_per_episode']:>10.1f}"
+        )
+    for r in rows:
+        print(
+            f"web N={r['episodes']}: {r['steps_per_s']:.1f} steps/s, "
+            f"{r['rss_mb_per_episode']:.1f} MB/episode rss, {r['pss_mb_per_episode']:.1f} "
+            "MB/episode pss"
+        )
+    print(json.dumps(rows))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
