@@ -341,3 +341,23 @@ def test_browser_is_recycled_and_none_outlives_close(base: str) -> None:
     finally:
         env.close()
         run.close()
+
+
+def test_a_dead_playwright_driver_is_replaced(base: str) -> None:
+    env, run = PagesEnv(base), OnWorker()
+    try:
+        a = env.new_episode()
+        run(a.reset, 0)
+        driver = env.pool._driver
+        assert driver is not None
+        os.kill(driver, signal.SIGKILL)
+        assert _gone([driver])
+        with pytest.raises(EnvError):
+            run(a.step, "scroll [down]")
+        b = env.new_episode()
+        assert "Tab 0 (current): Links" in run(b.reset, 1).observation
+        assert env.pool._driver not in (None, driver)
+        run(b.close)
+    finally:
+        run(env.close)
+        run.close()

@@ -166,6 +166,8 @@ class BrowserPool:
             return False
         if b.pid is not None and not process_alive(b.pid):
             return False
+        if self._driver is not None and not process_alive(self._driver):
+            return False  # Playwright's driver died: nothing it drove can be used
         try:
             return bool(b.browser.is_connected())
         except Exception:
@@ -226,9 +228,19 @@ class BrowserPool:
             started = [p for p in children(os.getpid()) if p not in before]
             self._driver = started[0] if started else None
         before = set(self._driver_children())
-        browser = self._pw.chromium.launch(
-            executable_path=self.executable, headless=True, args=CHROMIUM_ARGS
-        )
+        try:
+            browser = self._pw.chromium.launch(
+                executable_path=self.executable, headless=True, args=CHROMIUM_ARGS
+            )
+        except Exception:
+            if self._driver is None or process_alive(self._driver):
+                raise
+            log.error("Playwright's driver (pid %d) died: starting a new one", self._driver)
+            self._kill_driver()
+            with contextlib.suppress(Exception):
+                self._pw.stop()
+            self._pw = None
+            return self._launch()
         new = [p for p in self._driver_children() if p not in before]
         self._generation += 1
         b = _Browser(browser, new[0] if new else None, self._generation)

@@ -111,7 +111,8 @@ def snapshot(page: Page, cdp: CDPSession, book: IdBook) -> Tree:
     book.next = int(page.evaluate(_ASSIGN_IDS, book.next))
     dom = cdp.send("DOMSnapshot.captureSnapshot", {"computedStyles": []})
     agids, boxes, known = _dom_facts(dom)
-    viewport = page.viewport_size or {"width": 1280, "height": 720}
+    size = page.viewport_size
+    viewport = (size["width"], size["height"]) if size else (1280, 720)
     nodes: list[dict[str, Any]] = []
     seen: set[str] = set()
     for node in cdp.send("Accessibility.getFullAXTree", {})["nodes"]:
@@ -243,10 +244,10 @@ def _union(
     return (x, y, max(a[0] + a[2], b[0] + b[2]) - x, max(a[1] + a[3], b[1] + b[3]) - y)
 
 
-def _in_view_ratio(box: tuple[float, float, float, float], viewport: dict[str, int]) -> float:
+def _in_view_ratio(box: tuple[float, float, float, float], viewport: tuple[int, int]) -> float:
     x, y, w, h = box
-    ix = max(0.0, min(x + w, viewport["width"]) - max(x, 0.0))
-    iy = max(0.0, min(y + h, viewport["height"]) - max(y, 0.0))
+    ix = max(0.0, min(x + w, viewport[0]) - max(x, 0.0))
+    iy = max(0.0, min(y + h, viewport[1]) - max(y, 0.0))
     return (ix * iy) / (w * h) if w * h > 0 else 0.0
 
 
