@@ -53,6 +53,9 @@ PAGES = {
 <p id="grow">Item one</p>
 <div style="margin-top:1000px"><button id="far">Far below</button></div>
 </body></html>""",
+    "select.html": """<!DOCTYPE html><html><head><title>Pick</title></head><body>
+<label for="size">Size</label><select id="size"><option value="s">Small</option>
+<option value="l">Large</option></select></body></html>""",
     "done.html": """<!DOCTYPE html><html><head><title>Done</title></head><body>
 <p>All done.</p></body></html>""",
 }
@@ -82,7 +85,7 @@ class PagesTaskSet(TaskSet):
     """Task i starts on page i; `stop [yes]` scores 1, anything else 0."""
 
     name = "pages"
-    FILES = ("form.html", "links.html", "repeat.html")
+    FILES = ("form.html", "links.html", "repeat.html", "select.html")
 
     def __init__(self, base: str) -> None:
         self.base = base
@@ -243,6 +246,20 @@ def test_invalid_actions_change_nothing(env: PagesEnv) -> None:
         assert note.startswith("NOTE: invalid action: ") and says in note, note
         assert rest == before
     assert ep.observation() == result.observation
+    ep.close()
+
+
+def test_type_on_a_select_chooses_the_option(env: PagesEnv) -> None:
+    ep = env.new_episode()
+    obs = ep.reset(3).observation
+    box = re.search(r"\[(\d+)\] combobox 'Size'", obs).group(1)  # type: ignore[union-attr]
+    ep.step(f"type [{box}] [Large] [0]")
+    tabs = ep._tabs
+    assert (
+        tabs is not None and tabs.current.evaluate("document.getElementById('size').value") == "l"
+    )
+    bad = ep.step(f"type [{box}] [Huge] [0]")
+    assert bad.invalid and "no option 'Huge'; its options: 'Small', 'Large'" in bad.observation
     ep.close()
 
 

@@ -10,8 +10,10 @@ a message saying what is wrong; so does an id that the last observation did not 
 `Tabs` is an episode's browser state: its context, the current page, the id book and the
 targets of the last observation. `execute(command)` acts: click/hover/type at the centre of the
 element's box, as WebArena does (an element's box is measured again just before, in case it
-moved; a text node's is the observed one); then it waits for a navigation the action started
-and for the page's `load`. `stop` is not executed here (the env ends the episode).
+moved; a text node's is the observed one), except `type` on a `<select>` (a combobox), which
+chooses the option with that label or value (its native pop-up is not in the page, so it could
+not be clicked); then it waits for a navigation the action started and for the page's `load`.
+`stop` is not executed here (the env ends the episode).
 """
 
 from __future__ import annotations
@@ -129,7 +131,9 @@ class Tabs:
         opens, navigations = self._window_opens, self._navigations
         page = self.current
         name, args = cmd.name, cmd.args
-        if name in ("click", "hover", "type"):
+        if name == "type" and self._select(int(args[0]), args[1]):
+            pass
+        elif name in ("click", "hover", "type"):
             x, y = self._centre(int(args[0]))
             if name == "hover":
                 page.mouse.move(x, y)
@@ -175,6 +179,25 @@ class Tabs:
             self.current = pages[-1] if pages else self.context.new_page()
             self.current.bring_to_front()
         self._settle(before, opens, navigations)
+
+    def _select(self, ident: int, text: str) -> bool:
+        """`type` on a `<select>`: choose the option with that label (or value), as its native
+        pop-up is not part of the page. False when the element is no `<select>`."""
+        target = self.targets.get(ident)
+        if target is None or not target.element:
+            return False
+        element = self.current.locator(f"[{ID_ATTR}='{ident}']").first
+        options = element.evaluate(
+            "el => el.tagName === 'SELECT' ? [...el.options].map(o => [o.label, o.value]) : null"
+        )
+        if options is None:
+            return False
+        for label, value in options:
+            if text.strip() in (label.strip(), value):
+                element.select_option(value=value)
+                return True
+        shown = ", ".join(repr(label) for label, _ in options[:20])
+        raise InvalidAction(f"[{ident}] has no option {text!r}; its options: {shown}")
 
     def _centre(self, ident: int) -> tuple[float, float]:
         target = self.targets.get(ident)

@@ -219,6 +219,12 @@ class BrowserPool:
         return self._owner is None or self._owner == threading.get_ident()
 
     def _launch(self) -> _Browser:
+        if self._pw is not None and self._driver is not None and not process_alive(self._driver):
+            log.error("Playwright's driver (pid %d) died: starting a new one", self._driver)
+            self._kill_driver()
+            with contextlib.suppress(Exception):
+                self._pw.stop()
+            self._pw = None
         if self._pw is None:
             from playwright.sync_api import sync_playwright
 
@@ -228,19 +234,9 @@ class BrowserPool:
             started = [p for p in children(os.getpid()) if p not in before]
             self._driver = started[0] if started else None
         before = set(self._driver_children())
-        try:
-            browser = self._pw.chromium.launch(
-                executable_path=self.executable, headless=True, args=CHROMIUM_ARGS
-            )
-        except Exception:
-            if self._driver is None or process_alive(self._driver):
-                raise
-            log.error("Playwright's driver (pid %d) died: starting a new one", self._driver)
-            self._kill_driver()
-            with contextlib.suppress(Exception):
-                self._pw.stop()
-            self._pw = None
-            return self._launch()
+        browser = self._pw.chromium.launch(
+            executable_path=self.executable, headless=True, args=CHROMIUM_ARGS
+        )
         new = [p for p in self._driver_children() if p not in before]
         self._generation += 1
         b = _Browser(browser, new[0] if new else None, self._generation)
