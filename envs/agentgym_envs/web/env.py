@@ -97,6 +97,7 @@ class WebEpisode(Episode):
     def reset(self, data_idx: int) -> StepResult:
         self._release()
         self._broken = None
+        self._tabs = None  # until this reset succeeds
         env = self._env
         task = env.taskset.task(data_idx)
         self.task, self._previous, self._score, self._steps = task, None, 0.0, 0
