@@ -186,7 +186,7 @@ def test_a_killed_jvm_fails_only_its_episode_and_is_replaced(spawn: Any) -> None
     assert "error" not in server.post("/step", {"id": b, "action": "look around"})
     c = server.post("/create")["id"]
     reply = server.post("/reset", {"id": c, "data_idx": 120})
-    assert reply["observation"].startswith("Your task is to") and "error" not in reply
+    assert reply["task_description"].startswith("Your task is to") and "error" not in reply
     assert "error" not in server.post("/step", {"id": c, "action": "look around"})
     reply = server.post("/reset", {"id": a, "data_idx": 1})  # the failed episode starts over
     assert "error" not in reply and not reply["done"]

@@ -84,14 +84,21 @@ def venv(tmp_path_factory: pytest.TempPathFactory) -> Venv:
     return Venv(root, work)
 
 
+DATA = ("corpus.jsonl", "questions.jsonl", "train.json", "test.json")
+"""SearchQA's generated knowledge base and splits: package data of the env wheel."""
+
+
 def test_the_wheels_are_what_imports(venv: Venv) -> None:
     # the checkout's editable installs (.pth files in the system site-packages) come after the
     # venv's own site-packages on sys.path: the wheels must win
+    data = [SPLIT, *(f"envs/agentgym_envs/searchqa/data/{f}" for f in DATA)]
+    data.append("envs/agentgym_envs/sciworld/data/test.json")
+    data.append("envs/agentgym_envs/web/data/webarena_tasks.json")
     script = (
         "import json, agentgym_rl, agentgym_rl._core, agentgym_envs\n"
         "from agentgym_rl.env_discovery import shipped_path\n"
         f"print(json.dumps([agentgym_rl.__file__, agentgym_rl._core.__file__, "
-        f"agentgym_envs.__file__, str(shipped_path({SPLIT!r}).resolve())]))"
+        f"agentgym_envs.__file__, *(str(shipped_path(p).resolve()) for p in {data!r})]))"
     )
     done = venv.run("python", "-c", script)
     assert done.returncode == 0, done.stderr
@@ -105,7 +112,7 @@ def test_env_list(venv: Venv) -> None:
     done = venv.run("agentgym-rl", "env", "list")
     assert done.returncode == 0, done.stderr
     names = [line.split()[0] for line in done.stdout.splitlines()]
-    assert names == ["babyai", "noop", "textcraft"]
+    assert names == ["babyai", "miniwob", "noop", "sciworld", "searchqa", "textcraft", "webarena"]
 
 
 def test_env_serve_answers_health_and_stops_on_sigterm(venv: Venv) -> None:

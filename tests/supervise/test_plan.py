@@ -219,7 +219,7 @@ def test_missing_env_dependency(
         "'agentgym_envs.not_installed'. Install its dependencies (`pip install agentgym-envs` "
         "installs those of the built-in envs; an env with heavy needs has an extra, e.g. "
         "`pip install 'agentgym-envs[sciworld]'`)",
-        "env_servers.2.env: unknown environment 'webshop'; known: babyai, broken, noop, textcraft",
+        f"env_servers.2.env: unknown environment 'webshop'; known: {', '.join(sorted(agentgym_envs.ENVS))}",
     ]
 
 

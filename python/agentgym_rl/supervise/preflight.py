@@ -16,12 +16,13 @@ from agentgym_rl.env_discovery import EnvsNotInstalled, env_registry
 
 # env name -> (executable, how to get it); envs added later declare theirs here or as a module
 # attribute REQUIRED_EXECUTABLES = {"java": "how to install"}.
+_CHROMIUM = {
+    "chromium": "install Chromium (as root: `apt-get install chromium`; scripts/install.sh does)"
+}
 REQUIRED_EXECUTABLES: dict[str, dict[str, str]] = {
     "sciworld": {"java": "install a Java runtime (e.g. `apt-get install default-jre-headless`)"},
-    "webarena": {
-        "chromium": "install Chromium (e.g. `python -m playwright install chromium`) and put it "
-        "on PATH"
-    },
+    "webarena": _CHROMIUM,
+    "miniwob": _CHROMIUM,
 }
 
 
