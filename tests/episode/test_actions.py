@@ -66,6 +66,9 @@ def test_tags(text: str, action: str | None) -> None:
         ("```goto [http://x.org/a]```", "goto [http://x.org/a]"),
         ("```stop```", "stop"),
         ("click here please", None),
+        ("Thought: the price is listed.\nAction: stop [$12.50]", "stop [$12.50]"),
+        ("Action: `click [7]`", "click [7]"),
+        ("Action: click the button", None),
     ],
 )
 def test_webarena(text: str, action: str | None) -> None:

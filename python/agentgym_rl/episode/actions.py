@@ -10,8 +10,9 @@ Formats:
 - TAGS (Search-R1): the first complete `<search>...</search>` or `<answer>...</answer>`; the
   engine stops at the first closing tag there, so later text is not part of the turn. The env
   receives the canonical `<tag>content</tag>`.
-- WEBARENA: the last ``` fence holding a command, else the last line that is one; commands are
-  checked for their argument shape (`click [12]`, `type [12] [text] [1]`, `scroll [down]`, ...).
+- WEBARENA: the last ``` fence holding a command, else the last line that is one (an `Action:`
+  label before it allowed); commands are checked for their argument shape (`click [12]`,
+  `type [12] [text] [1]`, `scroll [down]`, ...).
 """
 
 from __future__ import annotations
@@ -104,8 +105,12 @@ _WEBARENA_HINT = (
 )
 
 
+_ACTION_LABEL = re.compile(r"^[ \t>*#-]*action[ \t*]*:[ \t*]*", re.IGNORECASE)
+
+
 def _webarena_command(candidate: str) -> str | None:
-    line = " ".join(candidate.strip().split())
+    # a ReAct-style `Action: click [12]` line (or `Action: ```click [12]```) counts as plain too
+    line = " ".join(_ACTION_LABEL.sub("", candidate.strip()).strip("`").split())
     name = line.split(" ", 1)[0] if line else ""
     pattern = _WEBARENA_FULL.get(name)
     return line if pattern is not None and pattern.match(line) else None
