@@ -15,6 +15,7 @@ BENCHES = {
     "learner": "bench_learner.py",
     "sciworld": "bench_sciworld.py",
     "retrieval": "bench_retrieval.py",
+    "web": "bench_web.py",
 }
 
 

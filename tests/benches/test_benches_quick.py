@@ -49,6 +49,10 @@ FIGURES = {
         rf"^bm25\s+5340\s+{NUMBER}\s+{NUMBER}\s+{NUMBER}\s+{NUMBER}$",
         rf"^dense\s+\d+\s+{NUMBER}",
     ],
+    "web": [
+        rf"^web N=1: {NUMBER} steps/s, {NUMBER} MB/episode rss, {NUMBER} MB/episode pss$",
+        rf"^web N=32: {NUMBER} steps/s, {NUMBER} MB/episode rss, {NUMBER} MB/episode pss$",
+    ],
 }
 TIMEOUT_S = {"rollout": 600}
 
