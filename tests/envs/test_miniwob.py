@@ -131,6 +131,16 @@ def test_wrong_answer_and_invalid_actions(server: ServerProc) -> None:
     call("close", id=eid)
 
 
+def test_leaving_the_task_page_ends_the_episode_at_minus_one(server: ServerProc) -> None:
+    """A random or confused policy may `goto` away: the episode ends (-1), nothing raises."""
+    call = _call(server, "zmq")
+    eid = call("create")["id"]
+    call("reset", id=eid, data_idx=item_index("click-button", 4))
+    step = call("step", id=eid, action="goto [about:blank]")
+    assert step["done"] and step["score"] == -1.0 and "left the task" in step["observation"]
+    call("close", id=eid)
+
+
 def test_the_step_clock_times_a_task_out(server: ServerProc) -> None:
     """click-button has 10 s; each action counts 500 ms: the 20th action ends it at -1."""
     call = _call(server, "zmq")

@@ -1,7 +1,7 @@
-"""The shipped small CPU configs of the science and search envs, end to end through `train`:
+"""The shipped small CPU configs of the science, search and web envs, end to end through `train`:
 the policy created by `init-model` from the env's own text, a real env server (SciWorld: its
-simulator JVMs; SearchQA: BM25 over the generated knowledge base), one rollout server (vLLM) and
-the learner, for 2 steps. Learning is not asserted (the policies are tiny and barely warmed up):
+simulator JVMs; SearchQA: BM25 over the generated knowledge base; WebArena and MiniWoB: Chromium
+and the served pages), one rollout server (vLLM) and the learner, for 2 steps. Learning is not asserted (the policies are tiny and barely warmed up):
 steps complete, groups are used, nothing fails in the env, held-out records are written."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from train_fixtures import ROOT
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("env", ["sciworld", "searchqa"])
+@pytest.mark.parametrize("env", ["sciworld", "searchqa", "webarena", "miniwob"])
 def test_tiny_env_config_trains_end_to_end(env: str, tmp_path: Path) -> None:
     run = tmp_path / "run"
     done = subprocess.run(
@@ -58,8 +58,9 @@ def test_tiny_env_config_trains_end_to_end(env: str, tmp_path: Path) -> None:
 
     evals = [json.loads(x) for x in (run / "rollout-0" / "eval.jsonl").read_text().splitlines()]
     assert [e["version"] for e in evals] == [0, 2]
-    test_split = json.loads(
-        (ROOT / "envs" / "agentgym_envs" / env / "data" / "test.json").read_text()
-    )
+    data = ROOT / "envs" / "agentgym_envs" / env / "data" / "test.json"
+    if env in ("webarena", "miniwob"):
+        data = ROOT / "envs" / "agentgym_envs" / "web" / "data" / f"{env}_test.json"
+    test_split = json.loads(data.read_text())
     categories = {t["category"] for t in test_split[:4]}
     assert all(set(e["by_category"]) == categories for e in evals)

@@ -117,6 +117,9 @@ _START = """async ([seed, stepMs]) => {
   return core.getUtterance();
 }"""
 _AFTER_ACTION = """() => {
+  if (typeof WOB_DONE_GLOBAL === 'undefined' || window.__agSteps === undefined) {
+    return null;  // not the task's page any more (goto, go_back, a closed tab)
+  }
   window.__agSteps += 1;
   if (!WOB_DONE_GLOBAL && window.__agSteps * window.__agStepMs >= core.EPISODE_MAX_TIME) {
     core.endEpisode(-1, false, 'timed out');
@@ -186,7 +189,10 @@ class MiniWoBTaskSet(TaskSet):
         return str(utterance) if utterance else None
 
     def judge(self, task: WebTask, page: Page, answer: str | None) -> Verdict:
-        done, reward, raw, reason = page.evaluate(_AFTER_ACTION)
+        state = page.evaluate(_AFTER_ACTION)
+        if state is None:  # the episode's task page is gone: it can only fail now
+            return Verdict(-1.0, True, "left the task's page: reward -1")
+        done, reward, raw, reason = state
         if done:
             note = f"MiniWoB reward {float(reward):.3f} (raw {raw}{reason})"
             return Verdict(float(reward), True, note)

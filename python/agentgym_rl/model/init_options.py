@@ -12,6 +12,8 @@ DEFAULT_SPLITS = {
     "textcraft": Path("envs/agentgym_envs/textcraft/data/train.json"),
     "sciworld": Path("envs/agentgym_envs/sciworld/data/train.json"),
     "searchqa": Path("envs/agentgym_envs/searchqa/data/train.json"),
+    "webarena": Path("envs/agentgym_envs/web/data/webarena_train.json"),
+    "miniwob": Path("envs/agentgym_envs/web/data/miniwob_train.json"),
 }
 
 
