@@ -214,7 +214,7 @@ def _id(observation: str, role: str, name: str) -> str:
     return found.group(1)
 
 
-def test_env_solves_a_shop_task_with_webarena_commands() -> None:
+def test_env_solves_a_shop_and_a_forum_task_with_webarena_commands() -> None:
     """Through the core's env: the agent's commands on the accessibility tree, then stop. The
     env runs on a thread of its own, as on the server's env worker (this thread's Playwright is
     the module's browser)."""
@@ -243,5 +243,20 @@ def _solve_with_env(env_module: Any) -> None:
         wrong = env.new_episode()
         wrong.reset(task.index)
         assert wrong.step("stop [$0.01]").score == 0.0
+        _solve_a_forum_task(env)
     finally:
         env.close()
+
+
+def _solve_a_forum_task(env: Any) -> None:
+    """Search the forum, open the thread, read its author off the tree, stop with it."""
+    task = _find(env.taskset, "forum/info", "Who posted the thread")
+    title = _values(task)["title"]
+    episode = env.new_episode()
+    obs = episode.reset(task.index).observation
+    obs = episode.step(f"type [{_id(obs, 'searchbox', 'Search threads')}] [{title.rstrip('?')}]")
+    obs = episode.step(f"click [{_id(obs.observation, 'link', title)}]").observation
+    author = re.search(r"StaticText 'Submitted on [^']* by '\n\t*\[\d+\] link '([^']+)'", obs)
+    assert author is not None, obs
+    result = episode.step(f"stop [{author.group(1)}]")
+    assert (result.score, result.done) == (1.0, True)
