@@ -59,20 +59,11 @@ from agentgym_envs.server.base import (
     ErrorCode,
     StepResult,
 )
+from agentgym_envs.server.env_options import int_option
 
 log = logging.getLogger("agentgym_envs.sciworld")
 
 INVALID_PREFIXES = ("No known action matches that input.", "Unknown action.")
-
-
-def _int_option(name: str, value: str | int, low: int) -> int:
-    try:
-        out = int(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"sciworld option {name}={value!r}: expected an integer") from None
-    if out < low:
-        raise ValueError(f"sciworld option {name}={out}: must be >= {low}")
-    return out
 
 
 class SciWorldEpisode(Episode):
@@ -208,10 +199,10 @@ class SciWorldEnvironment(Environment):
     ) -> None:
         if shutil.which("java") is None:
             raise EnvUnavailable(NO_JAVA)
-        capacity = _int_option("jvms", jvms, 1)
-        self.step_limit = _int_option("step_limit", step_limit, 1)
+        capacity = int_option("sciworld", "jvms", jvms, 1)
+        self.step_limit = int_option("sciworld", "step_limit", step_limit, 1)
         self.pool = GatewayPool(
-            capacity, min(_int_option("warm", warm, 0), capacity), java_opts.split()
+            capacity, min(int_option("sciworld", "warm", warm, 0), capacity), java_opts.split()
         )
         atexit.register(self.close)  # the server exits without closing its env: no JVM outlives it
         gw = self.pool.any_idle()

@@ -27,6 +27,7 @@ from agentgym_envs.searchqa.datafiles import QA, Doc, load_corpus, load_question
 from agentgym_envs.searchqa.retrieval import build_retriever
 from agentgym_envs.searchqa.scoring import exact_match, parse_action
 from agentgym_envs.server.base import Environment, Episode, StepResult
+from agentgym_envs.server.env_options import flag_option, int_option
 
 log = logging.getLogger("agentgym_envs.searchqa")
 
@@ -46,26 +47,6 @@ CORRECT = "Correct: your answer matches the expected one."
 WRONG = "Your answer is incorrect. Search for more information or try another answer."
 WRONG_FINAL = "Your answer is incorrect. The episode is over."
 ACTIONS = ["<search> query </search>", "<answer> answer </answer>"]
-
-
-def _flag(name: str, value: str | bool) -> bool:
-    if isinstance(value, bool):
-        return value
-    if value.lower() in ("1", "true", "yes", "on"):
-        return True
-    if value.lower() in ("0", "false", "no", "off"):
-        return False
-    raise ValueError(f"searchqa option {name}={value!r}: expected true or false")
-
-
-def _count(name: str, value: str | int, low: int) -> int:
-    try:
-        n = int(value)
-    except ValueError:
-        raise ValueError(f"searchqa option {name}={value!r}: expected an integer") from None
-    if n < low:
-        raise ValueError(f"searchqa option {name}={value!r}: must be at least {low}")
-    return n
 
 
 class SearchQAEpisode(Episode):
@@ -122,9 +103,9 @@ class SearchQAEnvironment(Environment):
         questions: str | None = None,
         cache_dir: str | None = None,
     ) -> None:
-        self.topk = _count("topk", topk, 1)
-        self.passage_words = _count("passage_words", passage_words, 0)
-        self.end_on_wrong = _flag("end_on_wrong", end_on_wrong)
+        self.topk = int_option("searchqa", "topk", topk, 1)
+        self.passage_words = int_option("searchqa", "passage_words", passage_words, 0)
+        self.end_on_wrong = flag_option("searchqa", "end_on_wrong", end_on_wrong)
         if prompt not in ("full", "question"):
             raise ValueError(f"searchqa option prompt={prompt!r}: expected full or question")
         self.prompt = prompt

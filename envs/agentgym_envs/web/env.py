@@ -42,6 +42,7 @@ from agentgym_envs.server.base import (
     ErrorCode,
     StepResult,
 )
+from agentgym_envs.server.env_options import float_option, int_option
 from agentgym_envs.web.actions import USAGE, Command, InvalidAction, Tabs, parse
 from agentgym_envs.web.browser import BrowserPool, Lease
 from agentgym_envs.web.observation import render, tabs_line
@@ -56,26 +57,6 @@ NO_CHROMIUM = (
 )
 ACTIONS = [part.strip() for part in USAGE.split(":", 1)[1].split(", ")]
 _sessions = itertools.count(1)
-
-
-def _int_option(env: str, name: str, value: str | int, low: int) -> int:
-    try:
-        out = int(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"{env} option {name}={value!r}: expected an integer") from None
-    if out < low:
-        raise ValueError(f"{env} option {name}={out}: must be >= {low}")
-    return out
-
-
-def _float_option(env: str, name: str, value: str | float, low: float) -> float:
-    try:
-        out = float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"{env} option {name}={value!r}: expected a number") from None
-    if out < low:
-        raise ValueError(f"{env} option {name}={out}: must be >= {low}")
-    return out
 
 
 class WebEpisode(Episode):
@@ -244,13 +225,13 @@ class WebEnvironment(Environment):
         chromium = opts.pop("chromium", None) or shutil.which("chromium")
         if not chromium or not os.path.exists(chromium):
             raise EnvUnavailable(NO_CHROMIUM)
-        recycle = _int_option(name, "recycle", opts.pop("recycle", 200), 1)
-        timeout = _float_option(name, "action_timeout_s", opts.pop("action_timeout_s", 10), 0.1)
-        self.max_obs_chars = _int_option(
+        recycle = int_option(name, "recycle", opts.pop("recycle", 200), 1)
+        timeout = float_option(name, "action_timeout_s", opts.pop("action_timeout_s", 10), 0.1)
+        self.max_obs_chars = int_option(
             name, "max_obs_chars", opts.pop("max_obs_chars", 12000), 200
         )
-        self.max_steps = _int_option(name, "max_steps", opts.pop("max_steps", 30), 1)
-        self.settle_ms = _float_option(name, "settle_ms", opts.pop("settle_ms", 0), 0.0)
+        self.max_steps = int_option(name, "max_steps", opts.pop("max_steps", 30), 1)
+        self.settle_ms = float_option(name, "settle_ms", opts.pop("settle_ms", 0), 0.0)
         self.taskset: TaskSet = taskset_factory(opts)
         self.pool = BrowserPool(chromium, recycle, timeout)
         atexit.register(self.close)  # no chromium outlives the server

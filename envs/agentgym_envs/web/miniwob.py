@@ -28,6 +28,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
+from agentgym_envs.server.env_options import int_option
 from agentgym_envs.web.taskset import TaskSet, Verdict, WebTask
 
 if TYPE_CHECKING:
@@ -154,13 +155,7 @@ class MiniWoBTaskSet(TaskSet):
         raw = opts.pop("step_ms", "500")
         if opts:
             raise ValueError(f"miniwob: unknown option(s) {sorted(opts)}; known: step_ms")
-        try:
-            step_ms = int(raw)
-        except ValueError:
-            raise ValueError(f"miniwob option step_ms={raw!r}: expected an integer") from None
-        if step_ms < 0:
-            raise ValueError(f"miniwob option step_ms={step_ms}: must be >= 0")
-        return cls(step_ms)
+        return cls(int_option("miniwob", "step_ms", raw, 0))
 
     def _path(self, task: str) -> str:
         return os.path.join(self.root, "miniwob", f"{task}.html")

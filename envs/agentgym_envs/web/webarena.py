@@ -28,6 +28,7 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from agentgym_envs.server.env_options import int_option
 from agentgym_envs.web.evaluators import (
     FuzzyJudge,
     JudgeError,
@@ -71,10 +72,7 @@ def _num(stem: str) -> tuple[int, str]:
 
 
 def _int(options: dict[str, str], key: str, default: int) -> int:
-    try:
-        return int(options.get(key, default))
-    except ValueError:
-        raise ValueError(f"option {key} must be an integer, not {options[key]!r}") from None
+    return int_option("webarena", key, options.get(key, default), 0)
 
 
 class WebArenaTaskSet(TaskSet):
