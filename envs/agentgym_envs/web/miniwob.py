@@ -108,8 +108,16 @@ _START = """async ([seed, stepMs]) => {
   window.__agStepMs = stepMs;
   const end = core.endEpisode;
   core.endEpisode = function (reward, timeProportional, reason) {
-    core.ept0 = new Date().getTime() - window.__agSteps * window.__agStepMs;
-    return end.call(this, reward, timeProportional, reason);
+    // the clock stands still while the episode ends: the time it reads is the step clock's
+    // (reading it twice could straddle a millisecond and discount a one-action win to 0.9999)
+    const now = Date.now(), getTime = Date.prototype.getTime;
+    Date.prototype.getTime = function () { return now; };
+    try {
+      core.ept0 = now - window.__agSteps * window.__agStepMs;
+      return end.call(this, reward, timeProportional, reason);
+    } finally {
+      Date.prototype.getTime = getTime;
+    }
   };
   for (const id of ['reward-display', 'click-canvas']) {
     const el = document.getElementById(id);
