@@ -194,7 +194,7 @@ def test_bad_files_name_the_file_and_line(
 def test_bad_options_are_value_errors(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="unknown retriever 'tfidf'"):
         SearchQAEnvironment(retriever="tfidf", cache_dir=str(tmp_path))
-    with pytest.raises(ValueError, match="topk='0'"):
+    with pytest.raises(ValueError, match="topk=0: must be >= 1"):
         SearchQAEnvironment(topk="0", cache_dir=str(tmp_path))
     with pytest.raises(ValueError, match="does not take options"):
         load_env("searchqa", colour="blue")
