@@ -111,3 +111,15 @@ def textcraft() -> Iterator[ServerProc]:
     server = ServerProc("textcraft", _port()).wait_ready()
     yield server
     server.close()
+
+
+def processes_gone(pids: list[int], deadline_s: float = 15.0) -> bool:
+    """Whether every pid in `pids` has exited within `deadline_s` (zombies count as exited)."""
+    from agentgym_envs.web.browser import process_alive
+
+    deadline = time.monotonic() + deadline_s
+    while any(process_alive(p) for p in pids):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)  # polling the process table, not a synchronisation point
+    return True

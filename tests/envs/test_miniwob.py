@@ -11,7 +11,6 @@ import os
 import re
 import shutil
 import signal
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -23,9 +22,9 @@ pytest.importorskip("miniwob")
 if shutil.which("chromium") is None:
     pytest.skip("Debian's chromium is not installed", allow_module_level=True)
 
-from tests.envs.conftest import ServerProc, _port
+from tests.envs.conftest import ServerProc, _port, processes_gone
 
-from agentgym_envs.web.browser import children, process_alive
+from agentgym_envs.web.browser import children
 from agentgym_envs.web.miniwob import SEEDS, TASKS, TEST_SEEDS, TRAIN_SEEDS, item_index
 
 DATA = Path(__file__).resolve().parents[2] / "envs" / "agentgym_envs" / "web" / "data"
@@ -168,15 +167,6 @@ def _tree_pids(pid: int) -> list[int]:
     return children(pid, recursive=True)
 
 
-def _gone(pids: list[int], deadline_s: float = 15.0) -> bool:
-    deadline = time.monotonic() + deadline_s
-    while any(process_alive(p) for p in pids):
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)  # polling the process table, not a synchronisation point
-    return True
-
-
 @pytest.mark.slow
 def test_killed_browser_then_server_exit_leaves_no_chromium() -> None:
     server = ServerProc("miniwob", _port()).wait_ready(60)
@@ -187,7 +177,7 @@ def test_killed_browser_then_server_exit_leaves_no_chromium() -> None:
         call("reset", id=b, data_idx=item_index("click-link", 1))
         browser = server.get("/info")["browser_pid"]
         os.kill(browser, signal.SIGKILL)
-        assert _gone([browser])
+        assert processes_gone([browser])
         for eid in (a, b):
             assert "died" in call("step", id=eid, action="scroll [down]")["error"]
         c = call("create")["id"]
@@ -198,7 +188,7 @@ def test_killed_browser_then_server_exit_leaves_no_chromium() -> None:
         pids = [p for p in _tree_pids(server.proc.pid) if "chrom" in _comm(p)]
         assert pids
         assert server.terminate() == 0
-        assert _gone(pids)
+        assert processes_gone(pids)
     finally:
         server.close()
 

@@ -14,7 +14,6 @@ import re
 import shutil
 import signal
 import threading
-import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -25,6 +24,8 @@ import pytest
 pytest.importorskip("playwright")
 if shutil.which("chromium") is None:
     pytest.skip("Debian's chromium is not installed", allow_module_level=True)
+
+from tests.envs.conftest import processes_gone
 
 from agentgym_envs.server.base import EnvError, ErrorCode
 from agentgym_envs.web.browser import process_alive
@@ -287,15 +288,6 @@ def test_max_steps_ends_the_episode(base: str, env: PagesEnv) -> None:
         env.max_steps = old
 
 
-def _gone(pids: list[int], deadline_s: float = 10.0) -> bool:
-    deadline = time.monotonic() + deadline_s
-    while any(process_alive(p) for p in pids):
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)  # polling the process table, not a synchronisation point
-    return True
-
-
 class OnWorker:
     """Calls on one worker thread, as the server runs a blocking env (a second Playwright
     cannot share the module env's thread)."""
@@ -319,7 +311,7 @@ def test_killed_browser_fails_only_its_episodes(base: str) -> None:
         old = env.pool.browser_pid
         assert old is not None
         os.kill(old, signal.SIGKILL)
-        assert _gone([old])
+        assert processes_gone([old])
         for ep in (a, b):
             with pytest.raises(EnvError) as info:
                 run(ep.step, "scroll [down]")
@@ -350,11 +342,11 @@ def test_browser_is_recycled_and_none_outlives_close(base: str) -> None:
         assert process_alive(first)  # still serving a and b
         run(a.close)
         run(b.close)
-        assert _gone(first_pids)
+        assert processes_gone(first_pids)
         pids = env.pool.pids()
         assert pids
         env.close()  # as the server's shutdown: from another thread than the worker
-        assert _gone(pids)
+        assert processes_gone(pids)
     finally:
         env.close()
         run.close()
@@ -368,7 +360,7 @@ def test_a_dead_playwright_driver_is_replaced(base: str) -> None:
         driver = env.pool._driver
         assert driver is not None
         os.kill(driver, signal.SIGKILL)
-        assert _gone([driver])
+        assert processes_gone([driver])
         with pytest.raises(EnvError):
             run(a.step, "scroll [down]")
         b = env.new_episode()
