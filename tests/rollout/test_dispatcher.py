@@ -329,10 +329,11 @@ def test_sync_loop_batches_turns_and_streams(babyai_server, chat, free_port) -> 
                 stream,
                 TaskSource([Task(f"babyai_{i}", "babyai", i) for i in range(10)], seed=0),
                 TurnSchedule.fixed(3),
+                _core.TrajectoryBuffer(
+                    group_size=2, groups_per_step=2, max_staleness=0, max_in_flight=2, max_ready=2
+                ),
                 addresses={"babyai": [babyai_server.http]},
                 envs={"babyai": EnvSpec()},
-                group_size=2,
-                groups_per_step=2,
                 max_model_len=4096,
                 max_tokens_per_turn=64,
                 version_source=lambda: engine.version,

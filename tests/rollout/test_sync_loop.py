@@ -1,8 +1,15 @@
-"""The `--sync` baseline plays the async agent's turn rule: same samples from the same turns."""
+"""The `--sync` baseline plays the async agent's turn rule (same samples from the same turns),
+fills each learner step with groups that carry signal (refilling filtered ones), and, on-policy,
+generates nothing until the learner's next weights arrive."""
 
 from __future__ import annotations
 
 import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+from harness import FAST_SENDER, receive_groups
 
 from agentgym_rl import _core
 from agentgym_rl.episode.agent import AgentLoop
@@ -12,6 +19,7 @@ from agentgym_rl.rollout.schedule import TurnSchedule
 from agentgym_rl.rollout.sink import LearnerStream
 from agentgym_rl.rollout.sync_loop import SyncLoop
 from agentgym_rl.trajectory import ChatTokenizer
+from agentgym_rl.wire.ledger import GroupLedger
 from env_servers import EnvServerProc
 from scripted_engine import ScriptedEngine
 
@@ -21,6 +29,12 @@ SCRIPT = {0: "Action: fly to the moon", 1: "I am lost"}
 
 def policy(prompt: str, request_id: str) -> str:
     return SCRIPT.get(int(request_id.rsplit("-t", 1)[1]), "Action: turn left")
+
+
+def step_buffer(group_size: int, groups_per_step: int, **kw: Any) -> _core.TrajectoryBuffer:
+    b = dict(max_staleness=100, max_in_flight=groups_per_step, max_ready=groups_per_step)
+    b.update(kw)
+    return _core.TrajectoryBuffer(group_size=group_size, groups_per_step=groups_per_step, **b)
 
 
 def test_sync_and_async_agents_make_the_same_sample(
@@ -37,10 +51,9 @@ def test_sync_and_async_agents_make_the_same_sample(
             stream,
             TaskSource([task], shuffle=False),
             schedule,
+            step_buffer(group_size=1, groups_per_step=1),
             addresses={"babyai": [babyai_server.http]},
             envs=specs,
-            group_size=1,
-            groups_per_step=1,
             max_model_len=4096,
             max_tokens_per_turn=64,
             version_source=lambda: 0,
@@ -79,3 +92,99 @@ def test_sync_and_async_agents_make_the_same_sample(
     assert synced.loss_mask.tolist() == played.loss_mask.tolist()
     for m in (loop.metrics, agent.metrics):
         assert (m.invalid_actions, m.env_steps, m.episodes) == (2, 3, 1)
+
+
+def odd_groups_split(prompt: str, request_id: str) -> str:
+    """Odd group ids: episode 0 ends at once with reward 1, episode 1 never does (signal);
+    even group ids: every episode plays noop to the cap (zero variance, filtered)."""
+    group, episode = request_id.split("-")[1:3]
+    if int(group[1:]) % 2 and episode == "e0":
+        return "Action: stop"
+    return "Action: noop"
+
+
+def noop_loop(
+    server: EnvServerProc,
+    chat: ChatTokenizer,
+    endpoint: str,
+    engine: ScriptedEngine,
+    *,
+    filter_zero_variance: bool = False,
+    **kw: Any,
+) -> tuple[SyncLoop, LearnerStream]:
+    stream = LearnerStream([endpoint], sender_id="sync", timeout_s=0.5, **FAST_SENDER)
+    loop = SyncLoop(
+        engine,
+        chat,
+        stream,
+        TaskSource([Task(f"noop_{i}", "noop", i) for i in range(40)], seed=0),
+        TurnSchedule.fixed(2),
+        step_buffer(2, 2, filter_zero_variance=filter_zero_variance, max_staleness=0),
+        addresses={"noop": [server.http]},
+        envs={"noop": EnvSpec()},
+        max_model_len=4096,
+        max_tokens_per_turn=64,
+        version_source=lambda: engine.version,
+        **kw,
+    )
+    return loop, stream
+
+
+def test_filtered_groups_are_refilled_at_the_same_version(
+    noop_server: EnvServerProc, chat: ChatTokenizer, free_port: int, tmp_path: Path
+) -> None:
+    endpoint = f"tcp://127.0.0.1:{free_port}"
+    engine = ScriptedEngine(chat, odd_groups_split)
+    ledger = GroupLedger(tmp_path)
+
+    async def main() -> tuple[Any, list[_core.Group], SyncLoop]:
+        with _core.GroupReceiver(endpoint) as receiver:
+            loop, stream = noop_loop(
+                noop_server, chat, endpoint, engine, filter_zero_variance=True, ledger=ledger
+            )
+            run = asyncio.create_task(loop.run(max_batches=1))
+            groups = await asyncio.to_thread(receive_groups, receiver, 2)
+            summary = await asyncio.wait_for(run, 30)
+            stream.close()
+            return summary, groups, loop
+
+    summary, groups, loop = asyncio.run(main())
+    ledger.close()
+    # batch 1 ran groups 0 and 1 (0 filtered), refills ran 2 (filtered) and then 3
+    assert sorted(g.group_id for g in groups) == [1, 3]
+    assert summary.groups_sent == 2 and summary.buffer["filtered"] == 2
+    assert summary.buffer["steps"] == 1 and loop.metrics.episodes == 8
+    for g in groups:
+        assert sorted(s.reward for s in g.samples) == [0.0, 1.0]
+        assert {s.dispatch_version for s in g.samples} == {0}
+    events = [json.loads(line) for line in (tmp_path / "groups.jsonl").read_text().splitlines()]
+    sent = {e["sent"] for e in events if "sent" in e}
+    assert sent == {f"{g.task_id}#{g.group_id}" for g in groups}
+    assert {e["ready"] for e in events if "ready" in e} == sent
+
+
+def test_on_policy_waits_for_the_next_weights(
+    noop_server: EnvServerProc, chat: ChatTokenizer, free_port: int
+) -> None:
+    endpoint = f"tcp://127.0.0.1:{free_port}"
+    engine = ScriptedEngine(chat, lambda prompt, rid: "Action: noop")
+
+    async def main() -> tuple[list[_core.Group], int, list[_core.Group]]:
+        with _core.GroupReceiver(endpoint) as receiver:
+            loop, stream = noop_loop(noop_server, chat, endpoint, engine, on_policy=True)
+            run = asyncio.create_task(loop.run(max_batches=2))
+            first = await asyncio.to_thread(receive_groups, receiver, 2)
+            await asyncio.sleep(0.5)  # the learner "trains": nothing may be generated meanwhile
+            calls_while_waiting = engine.calls
+            engine.set_version(1)  # the learner's weights arrive
+            second = await asyncio.to_thread(receive_groups, receiver, 2)
+            await asyncio.wait_for(run, 30)
+            stream.close()
+            return first, calls_while_waiting, second
+
+    first, calls_while_waiting, second = asyncio.run(main())
+    assert calls_while_waiting == 2 * 2 * 2  # step 1 only: 2 groups x 2 episodes x 2 turns
+    for groups, version in ((first, 0), (second, 1)):
+        for g in groups:
+            for s in g.samples:
+                assert s.dispatch_version == version and set(s.versions.tolist()) == {version}

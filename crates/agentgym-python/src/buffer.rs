@@ -90,6 +90,10 @@ impl PyTrajectoryBuffer {
     fn group_size(&self) -> usize {
         self.0.config().group_size
     }
+    #[getter]
+    fn groups_per_step(&self) -> usize {
+        self.0.config().groups_per_step
+    }
     fn capacity(&self) -> usize {
         self.0.capacity()
     }

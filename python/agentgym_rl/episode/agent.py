@@ -120,21 +120,25 @@ class AgentLoop:
         return Played(sample, ep.failure)
 
     def _failed_start(self, plan: EpisodePlan, spec: EnvSpec) -> _core.Sample:
-        """An episode whose env never started: the system prompt only, nothing to train on."""
-        text = system_prompt(plan.task.env, spec.action_format, spec.system_prompt)
-        ids = np.asarray(self.chat.apply_chat_template([{"role": "system", "content": text}]))
-        n = len(ids)
-        sample = _core.Sample(
-            ids.astype(np.uint32),
-            np.zeros(n, np.uint8),
-            np.zeros(n, np.float32),
-            np.full(n, plan.dispatch_version, np.uint32),
-            np.zeros(0, np.uint32),
-            reward=0.0,
-            status=Status.ENV_FAILURE.value,
-            turn_cap=plan.budget.cap,
-            stage=plan.budget.stage,
-            dispatch_version=plan.dispatch_version,
-        )
+        sample = failed_start(plan, spec, self.chat)
         self.metrics.record_episode(sample, plan.task.env)
         return sample
+
+
+def failed_start(plan: EpisodePlan, spec: EnvSpec, chat: ChatTokenizer) -> _core.Sample:
+    """An episode whose env never started: the system prompt only, nothing to train on."""
+    text = system_prompt(plan.task.env, spec.action_format, spec.system_prompt)
+    ids = np.asarray(chat.apply_chat_template([{"role": "system", "content": text}]))
+    n = len(ids)
+    return _core.Sample(
+        ids.astype(np.uint32),
+        np.zeros(n, np.uint8),
+        np.zeros(n, np.float32),
+        np.full(n, plan.dispatch_version, np.uint32),
+        np.zeros(0, np.uint32),
+        reward=0.0,
+        status=Status.ENV_FAILURE.value,
+        turn_cap=plan.budget.cap,
+        stage=plan.budget.stage,
+        dispatch_version=plan.dispatch_version,
+    )

@@ -1,21 +1,23 @@
 """Assembles one rollout service from a `RolloutConfig` and runs it until done or signalled.
 
 Contract: `run_service(config, engine, sync=...)` builds the chat tokenizer, task source, turn
-schedule, metrics, status sink and learner stream; starts the weight receiver
-(`weights/receiver.py`) when `config.weights_endpoint` is set and waits until this server holds
-the learner's version, so nothing is generated with outdated weights; then builds either the
-asynchronous `Dispatcher` (env pool, trajectory buffer, training agent, group ledger in
-`<log_dir>/groups.jsonl`, held-out evaluation) or the reference `SyncLoop`, runs it with
-SIGTERM/SIGINT winding it down cleanly, and at the end stops the receiver (an update being
-applied finishes first), shuts the pool down, closes the stream (logging what each learner
-endpoint took), the ledger and the status sink, writes the dataset cursor to
-`<log_dir>/cursor.json` and returns the summary. Each step is one named function below.
-Any object satisfying `Engine` works (tests use a scripted one); `serve()` starts vLLM first.
+schedule, metrics, status sink, learner stream, env pool and group ledger (`<log_dir>/
+groups.jsonl`); starts the weight receiver (`weights/receiver.py`) when `config.weights_endpoint`
+is set and waits until this server holds the learner's version, so nothing is generated with
+outdated weights; then builds either the asynchronous `Dispatcher` (trajectory buffer, training
+agent) or the reference `SyncLoop` (its own HTTP clients; on-policy with a learner: each step's
+batches wait for the weights trained on the previous one), runs it with SIGTERM/SIGINT winding
+it down cleanly, and at the end stops the receiver (an update being applied finishes first),
+shuts the pool down, closes the stream (logging what each learner endpoint took), the ledger
+and the status sink, writes the dataset cursor to `<log_dir>/cursor.json` and returns the
+summary. Each step is one named function below. Any object satisfying `Engine` works (tests use
+a scripted one); `serve()` starts vLLM first.
 
-With `config.eval`, a `HeldOutEval` task evaluates held-out tasks on the same engine and pool
-(`rollout/held_out.py`, records in `<log_dir>/eval.jsonl`); reaching `eval.final_version` stops
-the dispatcher, and the service returns once that final evaluation is written. Finished training
-episodes are logged to `<log_dir>/episodes.jsonl` every `episode_log_every` (for `show`).
+With `config.eval`, in either loop, a `HeldOutEval` task evaluates held-out tasks on the same
+engine through the env pool (`rollout/held_out.py`, records in `<log_dir>/eval.jsonl`);
+reaching `eval.final_version` stops the loop, and the service returns once that final evaluation
+is written. Finished training episodes are logged to `<log_dir>/episodes.jsonl` every
+`episode_log_every` (for `show`).
 """
 
 from __future__ import annotations
@@ -75,16 +77,15 @@ async def run_service(
     if receiver is not None:
         await receiver.until_current()  # the gate: nothing below generates before this
     runner: Dispatcher | SyncLoop
-    pool: _core.EnvPool | None = None
-    ledger: GroupLedger | None = None
-    held_out: HeldOutEval | None = None
+    pool, ledger = env_pool(config), GroupLedger(config.log_dir)
     if sync:
-        runner = sync_loop(config, engine, chat, stream, source, schedule, metrics, status)
+        # with a learner, each step's batches wait for the weights trained on the last step's
+        parts = (config, engine, chat, stream, source, schedule, metrics, status, ledger)
+        runner = sync_loop(*parts, on_policy=receiver is not None)
     else:
-        pool, ledger = env_pool(config), GroupLedger(config.log_dir)
         agent = agent_loop(config, engine, pool, chat, metrics)
         runner = dispatcher(config, agent, source, schedule, stream, status, ledger, max_groups)
-        held_out = held_out_eval(config, engine, pool, chat, schedule, runner, weights_hold)
+    held_out = held_out_eval(config, engine, pool, chat, schedule, runner, weights_hold)
     evaluating = None if held_out is None else asyncio.create_task(held_out.run())
     try:
         with stopped_by_signals(runner, evaluating):
@@ -95,11 +96,9 @@ async def run_service(
         await _cancel(evaluating)
         if receiver is not None:
             await receiver.stop()
-        if pool is not None:
-            await pool.shutdown()
+        await pool.shutdown()
         _close_stream(stream)
-        if ledger is not None:
-            ledger.close()
+        ledger.close()
         status.close()
         save_cursor(config.log_dir, source.cursor)
     log.info("rollouts finished: %s", summary)
@@ -251,22 +250,28 @@ def sync_loop(
     schedule: TurnSchedule,
     metrics: RolloutMetrics,
     status: StatusSink,
+    ledger: GroupLedger,
+    *,
+    on_policy: bool,
 ) -> SyncLoop:
+    """The reference's loop on the same buffer settings (filter, group ids) as the async one."""
     return SyncLoop(
         engine,
         chat,
         stream,
         source,
         schedule,
+        trajectory_buffer(config, int(engine.version)),
         addresses={e.env: e.addresses for e in config.envs},
         envs=env_specs(config),
-        group_size=config.dataset.group_size,
-        groups_per_step=config.buffer.groups_per_step,
         max_model_len=context_length(config, engine),
         max_tokens_per_turn=config.engine.max_tokens_per_turn,
         version_source=lambda: engine.version,
+        on_policy=on_policy,
         metrics=metrics,
         status=status,
+        ledger=ledger,
+        episode_log=episode_log(config),
         check_drift=config.check_drift,
     )
 
@@ -277,7 +282,7 @@ def held_out_eval(
     pool: _core.EnvPool,
     chat: ChatTokenizer,
     schedule: TurnSchedule,
-    runner: Dispatcher,
+    runner: Dispatcher | SyncLoop,
     weights_hold: asyncio.Lock,
 ) -> HeldOutEval | None:
     """With `config.eval`: the evaluation, whose final one stops `runner` first."""
