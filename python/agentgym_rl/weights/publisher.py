@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -49,7 +50,19 @@ class PublishResult:
     timed_out: list[str] = field(default_factory=list)
     seconds: float = 0.0
     bytes_per_server: int = 0
+    """Size of one copy of the update (data bytes)."""
     chunks: int = 0
+    bytes_sent: int = 0
+    """Data bytes the learner itself sent for this update (re-sends included): one copy per
+    tree root when every relay works."""
+    roots: list[str] = field(default_factory=list)
+    """Servers the learner sent the update to at the start (the rest were relayed to)."""
+    depth: int = 0
+    """Hops from the learner to the deepest server of the relay tree (1: a star)."""
+    rerouted: list[str] = field(default_factory=list)
+    """Servers whose relay failed them (or was unreachable): the learner sent them the update."""
+    retried: dict[str, str] = field(default_factory=dict)
+    """Servers that rejected a relayed copy (reason) and were sent the update again directly."""
 
     @property
     def ok(self) -> bool:
@@ -60,9 +73,17 @@ class PublishResult:
 class _Server:
     server_id: str
     version: int = -1
+    relay: str | None = None
+    """Endpoint other servers relay to (None: a leaf only)."""
+    outbox: list[list[Any]] = field(default_factory=list)
+    """Messages of the update in flight to this server: its route, then the chunks."""
     next_chunk: int = 0
     done: bool = True
     """Nothing to send or await; False while an update (publish or catch-up) is in flight."""
+    healthy: bool = True
+    """Acked the last update it was sent: may relay. A server that did not is fed directly
+    by the learner (and relays to nobody) until it acks again."""
+    retried: bool = False
 
 
 def _bind(sock: zmq.Socket[bytes], endpoint: str, wait_s: float = 2.0) -> None:
@@ -79,8 +100,30 @@ def _bind(sock: zmq.Socket[bytes], endpoint: str, wait_s: float = 2.0) -> None:
             time.sleep(0.05)
 
 
+def plan_tree(members: list[bytes], fanout: int) -> tuple[list[bytes], dict[bytes, list[bytes]]]:
+    """A breadth-first tree over `members` (in order): the learner feeds the first `fanout`,
+    each member relays to up to `fanout` of the next ones. Returns the roots and each member's
+    children. `fanout >= len(members)` is a star."""
+    roots: list[bytes] = []
+    children: dict[bytes, list[bytes]] = {ident: [] for ident in members}
+    open_parents: deque[bytes] = deque()
+    for ident in members:
+        while open_parents and len(children[open_parents[0]]) >= fanout:
+            open_parents.popleft()
+        if len(roots) < fanout:
+            roots.append(ident)
+        else:
+            children[open_parents[0]].append(ident)
+        open_parents.append(ident)
+    return roots, children
+
+
 class WeightPublisher:
-    """Binds a ROUTER on `endpoint` (e.g. "tcp://*:5557" or "tcp://127.0.0.1:0")."""
+    """Binds a ROUTER on `endpoint` (e.g. "tcp://*:5557" or "tcp://127.0.0.1:0").
+
+    `fanout`: servers the learner sends each update to, and servers each of them relays it to
+    (a tree; at least the number of servers: every server is sent the update by the learner).
+    `relay_stall_s`: a relay reports a child that takes no chunk for this long."""
 
     def __init__(
         self,
@@ -88,8 +131,14 @@ class WeightPublisher:
         *,
         chunk_bytes: int = schema.DEFAULT_CHUNK_BYTES,
         sndhwm: int = 4,
+        fanout: int = 2,
+        relay_stall_s: float = 5.0,
     ) -> None:
+        if fanout < 1:
+            raise ValueError("fanout must be at least 1")
         self.chunk_bytes = chunk_bytes
+        self.fanout = fanout
+        self.relay_stall_s = relay_stall_s
         self._sock: zmq.Socket[bytes] = zmq.Context.instance().socket(zmq.ROUTER)
         self._sock.setsockopt(zmq.LINGER, 0)
         self._sock.setsockopt(zmq.ROUTER_MANDATORY, 1)
@@ -101,7 +150,11 @@ class WeightPublisher:
         self.stale_acks = 0
         self.catch_ups = 0
         """Updates re-sent to servers that registered behind `version`."""
+        self.bytes_sent = 0
+        """Data bytes sent in all (publishes, re-routes, catch-ups)."""
         self._latest: list[list[Any]] = []  # packed chunks of `version` (empty: none kept)
+        self._children: dict[bytes, list[bytes]] = {}  # the relay tree of `version`
+        self._result: PublishResult | None = None  # of `version`, until the next publish
 
     def announce(self, version: int) -> None:
         """The learner holds `version` but has nothing to send (its starting weights, which
@@ -111,13 +164,13 @@ class WeightPublisher:
         self.version = version
 
     def serve(self, budget_s: float) -> bool:
-        """Answer registrations and send catch-up chunks for up to `budget_s` (returns as soon
-        as nothing is left to do); True while a catch-up is still under way."""
+        """Answer registrations, send catch-up and re-routed chunks for up to `budget_s`
+        (returns as soon as nothing is left to do); True while an update is still under way."""
         deadline = time.monotonic() + budget_s
         while True:
             self._drain(None)
-            sending = [s for s in self.servers.values() if s.next_chunk < len(self._latest)]
-            progressed = sum(self._send_some(s, self._latest) for s in sending)
+            sending = [s for s in self.servers.values() if s.next_chunk < len(s.outbox)]
+            progressed = sum(self._send_some(s) for s in sending)
             left = deadline - time.monotonic()
             if not sending or left <= 0:
                 return any(not s.done for s in self.servers.values())
@@ -132,7 +185,7 @@ class WeightPublisher:
             if left <= 0:
                 break
             if self._sock.poll(int(left * 1000) + 1, zmq.POLLIN):
-                self._handle(self._sock.recv_multipart(), None)
+                self._handle(self._sock.recv_multipart(copy=False), None)
         return len(self.servers)
 
     def publish(
@@ -141,7 +194,8 @@ class WeightPublisher:
         named_tensors: Mapping[str, torch.Tensor] | Iterable[tuple[str, torch.Tensor]],
         timeout_s: float,
     ) -> PublishResult:
-        """Send `version` to every registered server; wait for acks up to `timeout_s`."""
+        """Send `version` down the relay tree of the registered servers; wait for every
+        server's ack up to `timeout_s`."""
         if version <= self.version:
             raise ValueError(f"version {version} is not newer than {self.version}")
         t0 = time.monotonic()
@@ -149,62 +203,115 @@ class WeightPublisher:
         items = named_tensors.items() if isinstance(named_tensors, Mapping) else named_tensors
         tensors = [(n, t.detach().to("cpu").contiguous()) for n, t in items]
         chunks = schema.plan_chunks(version, tensors, self.chunk_bytes)
-        messages = [schema.pack(c.header, c.frames) for c in chunks]
-        self.version = version
-        self._latest = messages
         result = PublishResult(version=version, chunks=len(chunks))
+        self._drain(None)  # acks of the previous version count there
+        self.version = version
+        self._latest = [schema.pack(c.header, c.frames) for c in chunks]
+        self._result = result
         result.bytes_per_server = sum(len(f) for c in chunks for f in c.frames)
-        self._drain(result)
+        # Servers that relay and acked their last update form the tree; the others (no relay
+        # endpoint, or a failed last update) are sent the update directly.
+        members = [i for i, s in self.servers.items() if s.healthy and s.relay is not None]
+        roots, self._children = plan_tree(members, self.fanout)
+        roots += [i for i in self.servers if i not in self._children]
+        result.depth = self._depth(roots)
+        result.roots = [self.servers[i].server_id for i in roots]
         for server in self.servers.values():
-            server.next_chunk, server.done = 0, False
+            server.done, server.retried, server.outbox, server.next_chunk = False, False, [], 0
+        for ident in roots:
+            self._feed(ident)
         while True:
             pending = [s for s in self.servers.values() if not s.done]
             if not pending:
                 break
-            sending = [s for s in pending if s.next_chunk < len(messages)]
-            progressed = sum(self._send_some(server, messages) for server in sending)
+            sending = [s for s in pending if s.next_chunk < len(s.outbox)]
+            progressed = sum(self._send_some(server) for server in sending)
             left = deadline - time.monotonic()
             if left <= 0:
                 break
             # Sending and nothing moved: every pipe is full, wait a little for acks/space.
-            wait = left if not sending else (0.0 if progressed else min(left, 0.005))
+            wait = min(left, 0.05) if not sending else (0.0 if progressed else min(left, 0.005))
             if self._sock.poll(int(wait * 1000), zmq.POLLIN):
                 self._drain(result)
         result.timed_out = sorted(s.server_id for s in self.servers.values() if not s.done)
+        for server in self.servers.values():
+            if not server.done:
+                server.healthy = False
         if result.timed_out:
             log.warning(
                 "version %d: no ack from %s within %.1fs", version, result.timed_out, timeout_s
             )
         result.seconds = time.monotonic() - t0
+        self._result = None  # later acks and re-routes are logged, not added to it
         return result
 
-    def _send_some(self, server: _Server, messages: list[list[Any]]) -> int:
-        """Send chunks to `server` until its pipe is full; returns how many went out."""
+    def _depth(self, roots: list[bytes]) -> int:
+        def down(ident: bytes) -> int:
+            return 1 + max((down(c) for c in self._children.get(ident, [])), default=0)
+
+        return max((down(r) for r in roots), default=0)
+
+    def _subtree(self, ident: bytes) -> list[Any]:
+        out = []
+        for child in self._children.get(ident, []):
+            server = self.servers.get(child)
+            if (server is not None and server.relay is not None) or not self._children.get(child):
+                if server is not None:
+                    out.append([server.server_id, server.relay, self._subtree(child)])
+        return out
+
+    def _feed(self, ident: bytes) -> None:
+        """Send the current update to `ident` (with its subtree of the relay tree) directly."""
+        server = self.servers.get(ident)
+        if server is None:
+            return
+        route = {"kind": "route", "version": self.version, "stall_s": self.relay_stall_s}
+        route_msg = schema.pack({**route, "children": self._subtree(ident)})
+        server.outbox, server.next_chunk, server.done = [route_msg, *self._latest], 0, False
+
+    def _adopt(self, ident: bytes, why: str) -> None:
+        """A server its relay cannot feed (`why`): the learner sends it the update itself."""
+        server = self.servers.get(ident)
+        if server is None or server.done or server.outbox:
+            return  # gone, finished, or already fed by the learner
+        log.warning("version %d: %s; sending it to %s directly", self.version, why, ident)
+        server.healthy = False
+        if self._result is not None:
+            self._result.rerouted.append(server.server_id)
+        self._feed(ident)
+
+    def _send_some(self, server: _Server) -> int:
+        """Send messages to `server` until its pipe is full; returns how many went out."""
         ident = server.server_id.encode()
         sent = 0
-        while server.next_chunk < len(messages):
+        while server.next_chunk < len(server.outbox):
+            message = server.outbox[server.next_chunk]
             try:
-                self._sock.send_multipart(
-                    [ident, *messages[server.next_chunk]], flags=zmq.NOBLOCK, copy=False
-                )
+                self._sock.send_multipart([ident, *message], flags=zmq.NOBLOCK, copy=False)
             except zmq.Again:
                 return sent
             except zmq.ZMQError as exc:
                 if exc.errno == zmq.EHOSTUNREACH:
                     log.warning("server %s unreachable: unregistered", server.server_id)
                     self.servers.pop(ident, None)
+                    for child in self._children.get(ident, []):
+                        self._adopt(child, f"its relay {server.server_id} is unreachable")
                     return sent
                 raise
+            data = sum(len(f) for f in message[2:])
+            self.bytes_sent += data
+            if self._result is not None and self._result.version == self.version:
+                self._result.bytes_sent += data
             server.next_chunk += 1
             sent += 1
         return sent
 
     def _drain(self, result: PublishResult | None) -> None:
         while self._sock.poll(0, zmq.POLLIN):
-            self._handle(self._sock.recv_multipart(), result)
+            self._handle(self._sock.recv_multipart(copy=False), result)
 
-    def _handle(self, frames: list[bytes], result: PublishResult | None) -> None:
-        ident, rest = frames[0], frames[1:]
+    def _handle(self, frames: list[Any], result: PublishResult | None) -> None:
+        ident, rest = frames[0].bytes, frames[1:]
         try:
             header, _ = schema.unpack(rest)
             kind = header["kind"]
@@ -212,37 +319,55 @@ class WeightPublisher:
             log.warning("malformed message from %r: %s", ident, exc)
             return
         if kind == "register":
-            self._register(ident, int(header.get("version", -1)))
+            relay = header.get("relay")
+            if isinstance(relay, str) and relay.startswith("tcp://:"):
+                host = str(frames[0].get("Peer-Address"))
+                relay = f"tcp://{f'[{host}]' if ':' in host else host}{relay[5:]}"
+            self._register(ident, int(header.get("version", -1)), relay)
+        elif kind == "relay_failed":
+            if int(header.get("version", -1)) == self.version:
+                child, by = str(header.get("child")), header.get("server_id")
+                self._adopt(child.encode(), f"relay {by} cannot feed {child}")
         elif kind == "ack":
-            server = self.servers.get(ident)
-            version = int(header.get("version", -1))
-            if server is None or server.done or version != self.version:
-                self.stale_acks += 1
-                return
-            server.done = True
-            if header.get("ok"):
-                server.version = version
-                if result is not None:
-                    result.acked.append(server.server_id)
-            elif result is not None:
-                result.failed[server.server_id] = str(header.get("reason", "unknown"))
-            else:
-                log.warning(
-                    "server %s rejected the catch-up to version %d: %s",
-                    server.server_id,
-                    version,
-                    header.get("reason", "unknown"),
-                )
+            self._ack(ident, header, result)
 
-    def _register(self, ident: bytes, version: int) -> None:
+    def _ack(self, ident: bytes, header: dict[str, Any], result: PublishResult | None) -> None:
+        server = self.servers.get(ident)
+        version = int(header.get("version", -1))
+        if server is None or server.done or version != self.version:
+            self.stale_acks += 1
+            return
+        reason = str(header.get("reason", "unknown"))
+        if not header.get("ok") and reason in _TRANSPORT and not server.retried:
+            # A relayed copy that did not check out (or stopped): once more, from the learner.
+            server.retried = True
+            if result is not None:
+                result.retried[server.server_id] = reason
+            server.outbox = []
+            self._adopt(ident, f"{server.server_id} rejected a relayed copy ({reason})")
+            return
+        server.done = True
+        if header.get("ok"):
+            server.version, server.healthy = version, True
+            if result is not None and server.server_id not in result.acked:
+                result.acked.append(server.server_id)
+        elif result is not None:
+            result.failed[server.server_id] = reason
+        if not header.get("ok"):
+            log.warning("server %s rejected version %d: %s", server.server_id, version, reason)
+
+    def _register(self, ident: bytes, version: int, relay: str | None) -> None:
         """Welcome a (re-)registering server; one behind `self.version` is sent the last
         update again unless one is already on its way (registrations repeat every few s)."""
         server = self.servers.get(ident)
         if server is None:
             server = self.servers[ident] = _Server(ident.decode(errors="replace"), version)
-            log.info("server %s registered at version %d", server.server_id, version)
+            log.info(
+                "server %s registered at version %d (relay %s)", server.server_id, version, relay
+            )
         elif server.done:
             server.version = version
+        server.relay = relay
         welcome = schema.pack({"kind": "welcome", "version": self.version})
         try:
             self._sock.send_multipart([ident, *welcome], flags=zmq.NOBLOCK)
@@ -255,8 +380,14 @@ class WeightPublisher:
                 version,
                 self.version,
             )
+            self._children.pop(ident, None)  # a catch-up relays to nobody
+            route = {"kind": "route", "version": self.version, "stall_s": self.relay_stall_s}
+            server.outbox = [schema.pack({**route, "children": []}), *self._latest]
             server.next_chunk, server.done = 0, False
             self.catch_ups += 1
 
     def close(self) -> None:
         self._sock.close(linger=0)
+
+
+_TRANSPORT = ("malformed", "checksum", "out_of_order", "incomplete")

@@ -1,16 +1,29 @@
-"""Wire format of the weight stream (learner -> rollout servers), schema version 1.
+"""Wire format of the weight stream (learner -> rollout servers, rollout server -> rollout
+server), schema version 1.
 
 Every message is a multipart ZeroMQ message `[MAGIC, header, *data]`; the header is a msgpack
 map with `schema` and `kind`:
 
-* `register` (subscriber -> publisher): `{server_id, version}`; `version` is the last version
-  the server applied (-1: none).
-* `chunk` (publisher -> subscriber): one piece of update `version`:
+* `register` (subscriber -> publisher): `{server_id, version, relay}`; `version` is the last
+  version the server applied (-1: none); `relay` is the endpoint other servers relay chunks to
+  (`tcp://:PORT`: the host is the address the learner sees the registration come from; absent
+  or None: this server relays nothing and is always a leaf).
+* `route` (sender -> subscriber, before the chunks of a version): `{version, stall_s,
+  children}`. `children` is this server's subtree of the relay tree, a list of
+  `[server_id, relay_endpoint, children]`; the server forwards every verified chunk of
+  `version` to each child (after sending the child its own `route`). `stall_s`: a child with
+  chunks outstanding and no `credit` for that long is reported in `relay_failed`.
+* `chunk` (publisher or a relaying server -> subscriber): one piece of update `version`:
   `{version, index, count, pieces, crc32, digest, total_bytes}`. `pieces[i]` describes data
   frame `i`: `{name, dtype, shape, offset, nbytes}`, i.e. bytes `[offset, offset + nbytes)` of
   HF parameter `name` (raw little-endian, `dtype` a torch dtype name). A large tensor spans
   several pieces and chunks. `crc32` covers this chunk's data frames in order; `digest` is the
-  blake2b-128 of all data frames of the whole update in order (same in every chunk).
+  blake2b-128 of all data frames of the whole update in order (same in every chunk). Relays
+  forward chunk messages byte for byte, so every hop checks the learner's checksums.
+* `credit` (subscriber -> the server relaying to it): `{version, index}`, chunk `index`
+  verified.
+* `relay_failed` (relaying subscriber -> publisher): `{version, child}`: `child` stopped taking
+  chunks (no credit for `stall_s`); the learner sends it (its subtree) the update itself.
 * `ack` (subscriber -> publisher): `{server_id, version, ok, reason, seconds}`.
 * `welcome` (publisher -> subscriber, the answer to every `register`): `{version}`, the newest
   version the learner holds (-1: not announced yet). A subscriber behind it is sent that

@@ -18,6 +18,7 @@ a server that joins mid-run can wait for the learner's weights before it generat
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import logging
 import os
@@ -33,6 +34,7 @@ import zmq
 import zmq.asyncio
 
 from agentgym_rl.weights import schema
+from agentgym_rl.weights.relay import Fanout
 
 log = logging.getLogger(__name__)
 
@@ -102,8 +104,20 @@ class UpdateAssembler:
             p.version,
         )
 
-    def feed(self, frames: Sequence[Any]) -> tuple[int, dict[str, torch.Tensor]] | None:
-        """Consume one chunk message; returns the update once its last chunk verified."""
+    def restart(self, version: int) -> None:
+        """`version` is sent again from its first chunk (a new sender: the learner or another
+        relay took over): drop its partial copy, uncounted, and accept its chunks again."""
+        if self._pending is not None and self._pending.version == version:
+            self._pending = None
+        if self._dead_version == version:
+            self._dead_version = None
+
+    def feed(
+        self, frames: Sequence[Any], on_verified: Callable[[int], None] | None = None
+    ) -> tuple[int, dict[str, torch.Tensor]] | None:
+        """Consume one chunk message; returns the update once its last chunk verified.
+        `on_verified(index)` runs as soon as the chunk's crc32 checked out (a relay forwards
+        it then), before its bytes are placed."""
         try:
             header, data = schema.unpack(frames)
             version = int(header["version"])
@@ -143,6 +157,8 @@ class UpdateAssembler:
             crc = zlib.crc32(frame, crc)
         if crc != int(header["crc32"]):
             raise self.reject("checksum", f"version {version}: chunk {index} crc32", version)
+        if on_verified is not None:
+            on_verified(index)
         try:
             for meta, frame in zip(pieces, data, strict=True):
                 self._place(p, meta, frame)
@@ -193,8 +209,29 @@ class UpdateAssembler:
         self.last_version = max(self.last_version, version)
 
 
+_LEARNER = b""  # the source of messages read from the learner's socket
+_TRANSPORT_REASONS = ("malformed", "checksum", "out_of_order", "incomplete")
+
+
+def relay_bind_host(learner_endpoint: str, relay: str | None) -> str | None:
+    """The host a subscriber binds its relay endpoint on: `relay` itself, or for "auto" the
+    loopback when the learner is on loopback (one machine) and every interface otherwise (the
+    learner then advertises the address it sees the server at). None: no relay."""
+    if relay != "auto":
+        return relay
+    host = learner_endpoint.removeprefix("tcp://").rsplit(":", 1)[0]
+    return "127.0.0.1" if host in ("127.0.0.1", "localhost", "[::1]") else "*"
+
+
 class WeightSubscriber:
-    """DEALER client of a `WeightPublisher`; applies updates through an async callback."""
+    """DEALER client of a `WeightPublisher`; applies updates through an async callback and
+    relays each verified chunk to the children the learner's `route` names.
+
+    Two sockets: the DEALER to the learner (register, ack, `relay_failed`; chunks when this
+    server is fed by the learner) and a bound ROUTER, the relay endpoint, that a parent
+    server's chunks arrive on (credits go back on it). Applying runs in its own task, so a
+    slow engine update does not hold up relaying (a newer complete update replaces one still
+    waiting to be applied)."""
 
     def __init__(
         self,
@@ -203,6 +240,7 @@ class WeightSubscriber:
         server_id: str | None = None,
         last_version: int = -1,
         chunk_timeout_s: float = 10.0,
+        relay: str | None = "auto",
     ) -> None:
         self.endpoint = endpoint
         self.server_id = server_id or f"{socket.gethostname()}-{os.getpid()}-{os.urandom(3).hex()}"
@@ -213,11 +251,29 @@ class WeightSubscriber:
         """The learner's version as of its last welcome (None: it has not answered yet)."""
         self.current = asyncio.Event()
         """Set once the learner answered and this server holds its version."""
+        self.fanout = Fanout(self.server_id)
+        self.relay_endpoint: str | None = None
+        """Advertised relay endpoint (`tcp://:PORT`: the learner fills in the host it sees)."""
         self._ctx = zmq.asyncio.Context.instance()
         self._sock = self._ctx.socket(zmq.DEALER)
         self._sock.setsockopt(zmq.LINGER, 0)
         self._sock.setsockopt(zmq.IDENTITY, self.server_id.encode())
         self._sock.connect(endpoint)
+        self._poller = zmq.asyncio.Poller()
+        self._poller.register(self._sock, zmq.POLLIN)
+        self._relay_in: zmq.asyncio.Socket | None = None
+        host = relay_bind_host(endpoint, relay)
+        if host is not None:
+            self._relay_in = self._ctx.socket(zmq.ROUTER)
+            self._relay_in.setsockopt(zmq.LINGER, 0)
+            self._relay_in.bind(f"tcp://{host}:0")
+            port = self._relay_in.getsockopt_string(zmq.LAST_ENDPOINT).rsplit(":", 1)[1]
+            shown = "" if host in ("*", "0.0.0.0") else host
+            self.relay_endpoint = f"tcp://{shown}:{port}"
+            self._poller.register(self._relay_in, zmq.POLLIN)
+        self._feed: tuple[int, bytes] | None = None  # (version, source) chunks are taken from
+        self._ready: tuple[int, dict[str, torch.Tensor]] | None = None
+        self._wake = asyncio.Event()
 
     @property
     def rejections(self) -> Counter[str]:
@@ -225,7 +281,7 @@ class WeightSubscriber:
 
     async def register(self) -> None:
         """Announce this server (done again after each reconnect by the caller)."""
-        header = {"kind": "register", "server_id": self.server_id}
+        header = {"kind": "register", "server_id": self.server_id, "relay": self.relay_endpoint}
         await self._sock.send_multipart(
             schema.pack({**header, "version": self.assembler.last_version})
         )
@@ -236,29 +292,89 @@ class WeightSubscriber:
             schema.pack({**header, "reason": reason, "seconds": seconds})
         )
 
-    async def step(self, apply: ApplyFn, timeout_s: float) -> int | None:
-        """Handle messages for up to `timeout_s`; returns a version once one is applied."""
-        deadline = time.monotonic() + timeout_s
+    async def step(self, timeout_s: float) -> None:
+        """Handle the messages that arrive within `timeout_s` (returns after the first batch),
+        move relayed chunks along and report stalled children."""
+        busy = self.fanout.busy
+        wait = min(timeout_s, 0.005 if busy else self.chunk_timeout_s)
+        events = dict(await self._poller.poll(int(wait * 1000)))
+        if self._sock in events:
+            for _ in range(64):
+                if not await self._sock.poll(0):
+                    break
+                await self._on_message(await self._sock.recv_multipart(copy=False), _LEARNER)
+        if self._relay_in is not None and self._relay_in in events:
+            for _ in range(64):
+                if not await self._relay_in.poll(0):
+                    break
+                frames = await self._relay_in.recv_multipart(copy=False)
+                await self._on_message(frames[1:], frames[0].bytes)
+        for child in self.fanout.pump():
+            header = {"kind": "relay_failed", "version": self.fanout.version, "child": child}
+            await self._sock.send_multipart(schema.pack({**header, "server_id": self.server_id}))
+        self.assembler.expire(time.monotonic(), self.chunk_timeout_s)
+
+    async def _on_message(self, frames: Sequence[Any], source: bytes) -> None:
+        try:
+            header, _ = schema.unpack(frames)
+            kind = header.get("kind")
+        except schema.MalformedMessage:
+            kind = None  # the assembler counts it
+        if kind == "welcome" and source == _LEARNER:
+            self._welcome(int(header.get("version", -1)))
+        elif kind == "route":
+            self._route(header, source)
+        else:
+            await self._chunk(frames, header if kind == "chunk" else {}, source)
+
+    def _route(self, header: dict[str, Any], source: bytes) -> None:
+        version = int(header.get("version", -1))
+        if version <= self.assembler.last_version:
+            return  # already applied: a late duplicate
+        self._feed = (version, source)
+        self.assembler.restart(version)
+        children = header.get("children") or []
+        self.fanout.start(version, children, float(header.get("stall_s", 5.0)))
+
+    async def _chunk(self, frames: Sequence[Any], header: dict[str, Any], source: bytes) -> None:
+        version = header.get("version")
+        if isinstance(version, int):
+            if self._feed is not None and self._feed[0] == version:
+                if self._feed[1] != source:
+                    return  # the rest from a sender that was replaced for this version
+            elif version > self.assembler.last_version:
+                self._feed = (version, source)  # no route first: a leaf fed directly
+                self.fanout.start(version, [], self.fanout.stall_s)
+
+        def verified(index: int) -> None:
+            self.fanout.forward(frames)
+            if source != _LEARNER and self._relay_in is not None:
+                credit = schema.pack({"kind": "credit", "version": version, "index": index})
+                with contextlib.suppress(zmq.Again):
+                    self._relay_in.send_multipart([source, *credit], flags=zmq.NOBLOCK)
+
+        try:
+            update = self.assembler.feed(frames, verified)
+        except UpdateRejected as rej:
+            if rej.reason in _TRANSPORT_REASONS and rej.version == self.fanout.version:
+                self.fanout.stop()  # nothing unverified goes on; the learner re-routes
+            if rej.version is not None:
+                await self._ack(rej.version, False, rej.reason, 0.0)
+            return
+        if update is not None:
+            self._ready = update  # a newer update replaces one not yet applied
+            self._wake.set()
+
+    async def _applier(self, apply: ApplyFn) -> None:
         while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return None
-            wait = min(left, self.chunk_timeout_s)
-            if not await self._sock.poll(timeout=int(wait * 1000)):
-                self.assembler.expire(time.monotonic(), self.chunk_timeout_s)
+            await self._wake.wait()
+            self._wake.clear()
+            if self._ready is None:
+                return  # stopped
+            version, tensors = self._ready
+            self._ready = None
+            if version <= self.assembler.last_version:
                 continue
-            frames = await self._sock.recv_multipart(copy=False)
-            if self._welcome(frames):
-                continue
-            try:
-                update = self.assembler.feed(frames)
-            except UpdateRejected as rej:
-                if rej.version is not None:
-                    await self._ack(rej.version, False, rej.reason, 0.0)
-                continue
-            if update is None:
-                continue
-            version, tensors = update
             t0 = time.perf_counter()
             try:
                 await apply(version, tensors)
@@ -270,22 +386,12 @@ class WeightSubscriber:
             self.applied_versions.append(version)
             self._check_current()
             await self._ack(version, True, "", time.perf_counter() - t0)
-            return version
 
-    def _welcome(self, frames: Sequence[Any]) -> bool:
-        """Handle a `welcome` (True), or leave the message to the assembler (False)."""
-        try:
-            header, _ = schema.unpack(frames)
-        except schema.MalformedMessage:
-            return False  # the assembler counts it
-        if header.get("kind") != "welcome":
-            return False
-        version = int(header.get("version", -1))
+    def _welcome(self, version: int) -> None:
         if self.learner_version is None:
             log.info("weights: the learner is at version %d", version)
         self.learner_version = max(version, self.learner_version or -1)
         self._check_current()
-        return True
 
     def _check_current(self) -> None:
         learner = self.learner_version
@@ -296,18 +402,31 @@ class WeightSubscriber:
     async def serve(
         self, apply: ApplyFn, stop: asyncio.Event | None = None, *, reregister_s: float = 5.0
     ) -> None:
-        """Register, then apply updates until `stop` is set (or the task is cancelled).
+        """Register, then relay and apply updates until `stop` is set (or the task is
+        cancelled); an update being applied when `stop` is set finishes first.
 
         Registration is repeated every `reregister_s`: a learner that restarted (its publisher
         forgot every server; ZeroMQ reconnects the socket by itself) learns of this server again
         within that time. A publisher ignores registrations of servers it knows."""
-        await self.register()
-        registered = time.monotonic()
-        while stop is None or not stop.is_set():
-            await self.step(apply, timeout_s=0.5)
-            if time.monotonic() - registered >= reregister_s:
-                await self.register()
-                registered = time.monotonic()
+        applier = asyncio.create_task(self._applier(apply), name="weight-applier")
+        try:
+            await self.register()
+            registered = time.monotonic()
+            while stop is None or not stop.is_set():
+                if applier.done():
+                    applier.result()  # raises what stopped it
+                await self.step(timeout_s=0.5)
+                if time.monotonic() - registered >= reregister_s:
+                    await self.register()
+                    registered = time.monotonic()
+        finally:
+            self._ready = None
+            self._wake.set()
+            with contextlib.suppress(asyncio.CancelledError):
+                await applier
 
     def close(self) -> None:
+        self.fanout.close()
         self._sock.close(linger=0)
+        if self._relay_in is not None:
+            self._relay_in.close(linger=0)

@@ -1,0 +1,203 @@
+"""The relay tree with real processes and sockets: rollout servers (stand-ins running the real
+`WeightSubscriber`, see `agentgym_rl.weights.standin`) relay each update to each other, so the
+learner sends one copy per tree root; corruption at a relay, a killed relay and a late joiner."""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import torch
+
+from agentgym_rl.weights.publisher import WeightPublisher, plan_tree
+from agentgym_rl.weights.standin import StandInModule
+
+
+def _tensors(seed: int) -> dict[str, torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    return {
+        "model.embed_tokens.weight": torch.randn(128, 64, generator=g),
+        "model.layers.0.mlp.up_proj.weight": torch.randn(96, 64, generator=g),
+        "model.layers.0.self_attn.q_proj.bias": torch.randn(64, generator=g).to(torch.bfloat16),
+        "model.norm.weight": torch.ones(64),
+    }
+
+
+def _digest(tensors: dict[str, torch.Tensor]) -> str:
+    module = StandInModule(tensors)
+    module.load(tensors)
+    return module.digest()
+
+
+class StandIn:
+    """One stand-in rollout server process; its JSON lines are collected by a thread."""
+
+    def __init__(self, endpoint: str, server_id: str, *extra: str) -> None:
+        self.id = server_id
+        cmd = [sys.executable, "-m", "agentgym_rl.weights.standin"]
+        cmd += ["--endpoint", endpoint, "--id", server_id, *extra]
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+        self.lines: queue.Queue[dict[str, Any]] = queue.Queue()
+        self.acks: list[dict[str, Any]] = []
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.put(json.loads(line))
+
+    def ack(self, version: int, timeout_s: float = 30.0) -> dict[str, Any]:
+        """Its (last) ack line of `version`."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            found = [a for a in self.acks if a["version"] == version]
+            if found and found[-1]["ok"]:
+                return found[-1]
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise AssertionError(f"{self.id}: no ok ack of {version}: {found}")
+            try:
+                line = self.lines.get(timeout=left)
+            except queue.Empty:
+                continue
+            if "version" in line:
+                self.acks.append(line)
+
+    def stop(self, sig: int = signal.SIGTERM) -> None:
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, sig)
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            os.kill(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(10)
+
+
+@pytest.fixture
+def cluster() -> Iterator[Any]:
+    made: list[Any] = []
+
+    def make(
+        n: int, fanout: int, *, stall_s: float = 5.0, extra: dict[int, list[str]] | None = None
+    ) -> tuple[WeightPublisher, list[StandIn]]:
+        pub = WeightPublisher(
+            "tcp://127.0.0.1:0", chunk_bytes=4096, fanout=fanout, relay_stall_s=stall_s
+        )
+        made.append(pub)
+        servers = []
+        for i in range(n):  # started together; `extra` ones register first, in order
+            servers.append(StandIn(pub.endpoint, f"s{i}", *(extra or {}).get(i, [])))
+            made.append(servers[-1])
+            if extra and i in extra:
+                assert pub.wait_for_servers(i + 1, timeout_s=60) == i + 1
+        assert pub.wait_for_servers(n, timeout_s=60) == n
+        # the tree follows registration order
+        by_id = {s.id: s for s in servers}
+        return pub, [by_id[ident.decode()] for ident in pub.servers]
+
+    yield make
+    standins = [t for t in made if isinstance(t, StandIn)]
+    for s in standins:  # all at once, then wait for each
+        if s.proc.poll() is None:
+            s.proc.terminate()
+    for s in standins:
+        s.stop()
+    for pub in made:
+        if isinstance(pub, WeightPublisher):
+            pub.close()
+
+
+def test_plan_tree_shapes() -> None:
+    ids = [f"s{i}".encode() for i in range(7)]
+    roots, children = plan_tree(ids, 2)
+    assert roots == [b"s0", b"s1"]
+    assert children[b"s0"] == [b"s2", b"s3"] and children[b"s1"] == [b"s4", b"s5"]
+    assert children[b"s2"] == [b"s6"] and children[b"s6"] == []
+    roots, children = plan_tree(ids, 7)  # star
+    assert roots == ids and not any(children.values())
+    roots, children = plan_tree(ids, 1)  # chain
+    assert roots == [b"s0"] and all(children[ids[i]] == [ids[i + 1]] for i in range(6))
+
+
+def test_a_tree_of_eight_gets_identical_weights_from_one_copy_per_root(cluster: Any) -> None:
+    pub, servers = cluster(8, fanout=2)
+    for version in (1, 2):
+        tensors = _tensors(version)
+        res = pub.publish(version, tensors, timeout_s=60)
+        assert res.ok and sorted(res.acked) == sorted(s.id for s in servers), res
+        assert res.roots == [s.id for s in servers[:2]] and res.depth == 3 and not res.rerouted
+        # the learner's egress: one copy per root, not one per server
+        assert res.bytes_sent == 2 * res.bytes_per_server
+        acks = [s.ack(version) for s in servers]
+        assert {a["digest"] for a in acks} == {_digest(tensors)}
+        assert all(not a["rejections"] for a in acks)
+    # in registration order: 0 -> 2, 3; 1 -> 4, 5; 2 -> 6, 7: three relays, two children each
+    copy = res.bytes_per_server
+    assert [a["forwarded_bytes"] for a in acks] == [4 * copy] * 3 + [0] * 5
+
+
+def test_a_chunk_corrupted_at_a_relay_is_rejected_downstream_and_counted(cluster: Any) -> None:
+    # a chain s0 -> s1 -> s2; s0 damages the second chunk it relays
+    pub, (s0, s1, s2) = cluster(3, fanout=1, extra={0: ["--corrupt-forward", "1"]})
+    tensors = _tensors(1)
+    res = pub.publish(1, tensors, timeout_s=60)
+    # s1 rejected s0's copy; the learner sent s1 (and through it s2) the update itself
+    assert res.ok and sorted(res.acked) == ["s0", "s1", "s2"], res
+    assert res.retried == {"s1": "checksum"}
+    assert res.bytes_sent == 2 * res.bytes_per_server
+    good = {s.id: s.ack(1) for s in (s0, s1, s2)}
+    bad = [a for a in s1.acks if a["version"] == 1 and not a["ok"]]
+    assert good["s1"]["rejections"] == {"checksum": 1}
+    assert not good["s2"]["rejections"]  # an unverified chunk is never relayed
+    assert {a["digest"] for a in good.values()} == {_digest(tensors)}
+    assert [a["reason"] for a in bad] == ["checksum"]
+
+
+def test_a_killed_relay_is_bypassed_and_its_children_still_get_the_update(cluster: Any) -> None:
+    pub, servers = cluster(7, fanout=2, stall_s=1.0)
+    assert pub.publish(1, _tensors(1), timeout_s=60).ok
+    # in registration order 0 -> 2 -> 6: kill the relay in the middle
+    servers[2].stop(signal.SIGKILL)
+    tensors = _tensors(2)
+    res = pub.publish(2, tensors, timeout_s=30)
+    alive = [s for i, s in enumerate(servers) if i != 2]
+    assert sorted(res.acked) == sorted(s.id for s in alive), res
+    assert servers[6].id in res.rerouted and servers[2].id.encode() not in pub.servers
+    assert res.seconds < 30
+    assert {s.ack(2)["digest"] for s in alive} == {_digest(tensors)}
+    # the next update: s6 comes straight from the learner, then rejoins the tree
+    for version in (3, 4):
+        res = pub.publish(version, _tensors(version), timeout_s=30)
+        assert res.ok and sorted(res.acked) == sorted(s.id for s in alive), res
+        assert {s.ack(version)["digest"] for s in alive} == {_digest(_tensors(version))}
+    assert res.bytes_sent == 2 * res.bytes_per_server and not res.rerouted
+
+
+def test_a_late_joiner_catches_up_from_the_newest_weights(cluster: Any) -> None:
+    pub, servers = cluster(3, fanout=1)
+    for version in (1, 2):
+        assert pub.publish(version, _tensors(version), timeout_s=60).ok
+    sent = pub.bytes_sent
+    late = StandIn(pub.endpoint, "late")
+    try:
+        deadline = time.monotonic() + 60
+        while b"late" not in pub.servers or not pub.servers[b"late"].done:
+            assert time.monotonic() < deadline, "the late server never caught up"
+            pub.serve(0.05)
+        assert late.ack(2)["digest"] == _digest(_tensors(2)) and pub.catch_ups == 1
+        one_copy = pub.bytes_sent - sent  # the catch-up alone
+        res = pub.publish(3, _tensors(3), timeout_s=60)
+        assert res.ok and len(res.acked) == 4 and res.depth == 4
+        assert one_copy == res.bytes_per_server == res.bytes_sent  # a chain: one copy
+        assert {s.ack(3)["digest"] for s in [*servers, late]} == {_digest(_tensors(3))}
+    finally:
+        late.stop()
