@@ -16,6 +16,7 @@ BENCHES = {
     "sciworld": "bench_sciworld.py",
     "retrieval": "bench_retrieval.py",
     "web": "bench_web.py",
+    "weights": "bench_weights.py",
 }
 
 

@@ -48,7 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="run the throughput benchmarks, each side by side with the baseline it replaces",
         description="Runs benches/ (builder vs Python re-render, codec GB/s, transport vs raw "
         "pyzmq, env pool vs an AgentGym-style client, async rollouts vs --sync on vLLM, Megatron "
-        "learner step vs transformers) and prints the figures and ratios. CI runs each one's "
+        "learner step vs transformers, weight updates relayed in a tree vs the learner's star) and prints the figures and ratios. CI runs each one's "
         "--quick form.",
     )
     bench.add_argument(

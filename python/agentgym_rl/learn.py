@@ -56,7 +56,10 @@ def run(args: argparse.Namespace) -> int:
         if config.weights is not None:
             from agentgym_rl.weights.publisher import WeightPublisher
 
-            trainer.publisher = WeightPublisher(config.weights.endpoint)
+            w = config.weights
+            trainer.publisher = WeightPublisher(
+                w.endpoint, fanout=w.fanout, relay_stall_s=w.relay_stall_s
+            )
     if args.resume:
         found = resume_latest(trainer, config.checkpoint.dir)
         logging.getLogger("learn").info("resumed from %s", found or "nothing (fresh start)")

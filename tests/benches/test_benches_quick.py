@@ -3,8 +3,8 @@ and prints its figures with the ratio against its baseline. A bench that drifts 
 measures (a renamed argument, a changed signature) fails here, not the next time someone runs it.
 
 Quick forms measured on 2 cores: builder ~10 s, codec ~4 s, transport ~1 s, envpool ~13 s,
-learner ~15 s, rollout ~70 s (its own vLLM engine: the bench is a separate process, so the test
-session's shared engine cannot serve it).
+learner ~15 s, weights ~22 s, rollout ~70 s (its own vLLM engine: the bench is a separate
+process, so the test session's shared engine cannot serve it).
 """
 
 from __future__ import annotations
@@ -37,9 +37,12 @@ FIGURES = {
     ],
     "learner": [rf"^ratio megatron / transformers: {NUMBER}x$"],
     "rollout": [
-        rf"^async: 8 groups \(8 received\), 32 episodes in {NUMBER}s",
-        rf"^ sync: 8 groups \(8 received\), 32 episodes in {NUMBER}s",
+        rf"^async: 8 groups \(8 received\), 32 episodes in {NUMBER}s: .* tokens/s, .* "
+        rf"success {NUMBER}, engine idle {NUMBER}%",
+        rf"^ sync: 8 groups \(8 received\), 32 episodes in {NUMBER}s: .* tokens/s, .* "
+        rf"success {NUMBER}, engine idle {NUMBER}%",
         rf"^async/sync: {NUMBER}x episodes/s, {NUMBER}x tokens/s",
+        rf"^\| 40 ms \| {NUMBER} / {NUMBER} \(\*\*{NUMBER}x\*\*\)",
     ],
     "sciworld": [
         rf"^ratio \(a\)/\(b\): create\+reset {NUMBER}x faster, steps/s {NUMBER}x$",
@@ -52,6 +55,11 @@ FIGURES = {
     "web": [
         rf"^web N=1: {NUMBER} steps/s, {NUMBER} MB/episode rss, {NUMBER} MB/episode pss$",
         rf"^web N=32: {NUMBER} steps/s, {NUMBER} MB/episode rss, {NUMBER} MB/episode pss$",
+    ],
+    "weights": [
+        r"^receivers are stand-ins: processes running the real WeightSubscriber",
+        rf"^2M\s+{NUMBER}M\s+float32\s+4\s+tree\s+{NUMBER}\s+{NUMBER}\s+2\s+2$",
+        rf"^tree/star \(2M, 4 receivers\): 0\.50x learner bytes, {NUMBER}x update time$",
     ],
 }
 TIMEOUT_S = {"rollout": 600}

@@ -148,6 +148,14 @@ class WeightsConfig(ConfigModel):
     """Publish after every this many optimizer steps."""
     timeout_s: float = Field(default=30.0, gt=0.0)
     """Longest a publish waits for acks (a slow server catches up at the next version)."""
+    fanout: int = Field(default=2, ge=1)
+    """Relay tree: the learner sends each update to this many rollout servers and each of them
+    relays it to up to this many more, so the learner's egress is `fanout` copies whatever the
+    number of servers (1: a chain; at least the number of servers: every server is sent the
+    update by the learner, a star)."""
+    relay_stall_s: float = Field(default=5.0, gt=0.0)
+    """A relay reports a child that took no chunk for this long; the learner then sends that
+    child the update itself (keep it well under `timeout_s`)."""
 
     @field_validator("endpoint")
     @classmethod

@@ -239,6 +239,11 @@ class RolloutConfig(ConfigModel):
     """Where finished groups are streamed."""
     weights_endpoint: str | None = None
     """Endpoint new weights arrive on (None: weights never change, e.g. evaluation)."""
+    weights_relay_host: str | None = "auto"
+    """Host this server binds its weight-relay endpoint on (other rollout servers relay
+    updates to it, see docs/weights.md). "auto": the loopback when `weights_endpoint` is on
+    the loopback, else every interface, advertised as the address the learner sees this
+    server at. None: relay nothing (the learner sends this server every update itself)."""
     log_dir: Path = Path("runs/rollout")
     """Metrics JSONL and logs go here."""
     status_interval_s: float = Field(default=5.0, gt=0.0)

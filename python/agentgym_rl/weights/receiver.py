@@ -3,7 +3,8 @@
 Contract: `WeightReceiver.start(endpoint, engine, hold=lock)` (None without an endpoint) runs a
 `WeightSubscriber` as a task on the running loop and applies each verified update with
 `engine.update_weights(version, tensors)` (the engine must have it, e.g. `VllmEngine`), taking
-`hold` first: a held-out evaluation that holds the lock delays updates until it is done. Tokens
+`hold` first: a held-out evaluation that holds the lock delays updates until it is done (relaying
+to other servers goes on meanwhile: it does not need the engine). Tokens
 sampled afterwards carry the new version. `until_current()` returns once this server holds the
 learner's version (at once for a fresh run): the rollout server awaits it before anything
 generates, so a server that joins a run mid-way never generates with outdated weights.
@@ -40,10 +41,16 @@ class WeightReceiver:
 
     @classmethod
     def start(
-        cls, endpoint: str | None, engine: VersionedEngine, *, hold: asyncio.Lock
+        cls,
+        endpoint: str | None,
+        engine: VersionedEngine,
+        *,
+        hold: asyncio.Lock,
+        relay_host: str | None = "auto",
     ) -> WeightReceiver | None:
         """Connect to the learner's publisher at `endpoint` (None: no receiver); each update
-        takes `hold` first (a held-out evaluation holds it with `hold_weights`)."""
+        takes `hold` first (a held-out evaluation holds it with `hold_weights`). The subscriber
+        binds its relay endpoint on `relay_host` (see `relay_bind_host`; None: no relaying)."""
         if endpoint is None:
             return None
         update = getattr(engine, "update_weights", None)
@@ -53,7 +60,7 @@ class WeightReceiver:
             )
         from agentgym_rl.weights.subscriber import WeightSubscriber
 
-        subscriber = WeightSubscriber(endpoint, last_version=int(engine.version))
+        subscriber = WeightSubscriber(endpoint, last_version=int(engine.version), relay=relay_host)
 
         async def apply(version: int, tensors: dict[str, Any]) -> None:
             if hold.locked():

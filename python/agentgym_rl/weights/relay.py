@@ -55,7 +55,7 @@ class Fanout:
         self.bytes_forwarded = 0
         """Data bytes queued to children (this server's relay egress), all versions."""
         self._socks: dict[str, zmq.Socket[bytes]] = {}
-        self._ctx = zmq.Context.instance()
+        self._ctx: zmq.Context[Any] = zmq.Context.instance()
 
     @property
     def busy(self) -> bool:

@@ -3,7 +3,7 @@
 `python -m agentgym_rl.weights.standin --endpoint tcp://127.0.0.1:5557 --id s0` runs a
 `WeightSubscriber` (ZeroMQ, chunks, checksums, relaying: the same code a rollout server runs)
 that applies each update to a plain torch module holding tensors of the update's names and
-shapes (created at the first update), in place of a vLLM engine. It prints one JSON line per
+shapes (created at the first update, and again when they change), in place of a vLLM engine. It prints one JSON line per
 ack: `{"id", "version", "ok", "reason", "digest", "rejections", "forwarded_bytes",
 "apply_s"}` (`digest`: blake2b-128 of the module's tensors in name order after the update), and
 `{"id", "ready": relay_endpoint}` once its sockets are up. It exits on SIGTERM.
@@ -36,6 +36,15 @@ class StandInModule(torch.nn.Module):
         for name, t in tensors.items():
             param = torch.nn.Parameter(torch.zeros(t.shape, dtype=t.dtype), requires_grad=False)
             self.register_parameter(name.replace(".", "__"), param)
+
+    def fits(self, tensors: dict[str, torch.Tensor]) -> bool:
+        params = dict(self.named_parameters())
+        return len(params) == len(tensors) and all(
+            (p := params.get(n.replace(".", "__"))) is not None
+            and p.shape == t.shape
+            and p.dtype == t.dtype
+            for n, t in tensors.items()
+        )
 
     @torch.no_grad()
     def load(self, tensors: dict[str, torch.Tensor]) -> None:
@@ -84,8 +93,8 @@ async def run(args: argparse.Namespace) -> None:
         nonlocal module
         loop = asyncio.get_running_loop()
         t0 = loop.time()
-        if module is None:
-            module = StandInModule(tensors)
+        if module is None or not module.fits(tensors):
+            module = StandInModule(tensors)  # the first update, or another model
         module.load(tensors)
         last.update(digest=module.digest(), apply_s=loop.time() - t0)
 
