@@ -99,6 +99,21 @@ def test_resume_and_torchrun(train_data: dict[str, Any]) -> None:
     assert all(r.dataset.resume for r in plan.rollout_configs)
 
 
+def test_sync_mode_is_the_reference_regime(train_data: dict[str, Any]) -> None:
+    train_data["mode"] = "sync"
+    train_data["env_servers"] = [{"env": "noop", "replicas": 2}]  # zmq servers, HTTP clients
+    train_data["rollout"]["buffer"] = {"max_staleness": 2}
+    plan = plan_run(train_config(train_data))
+    [rollout] = plan.rollout_configs
+    http_ports = [c.argv[c.argv.index("--port") + 1] for c in plan.envs]
+    assert rollout.envs[0].addresses == [f"http://127.0.0.1:{p}" for p in http_ports]
+    assert plan.rollouts[0].argv[-1] == "--sync" and plan.rollouts[0].shell.endswith("--sync")
+    assert rollout.buffer.max_staleness == 0 and plan.learn_config.max_staleness == 0
+    train_data["rollout_servers"] = 2
+    [problem] = problems(train_data)
+    assert problem.startswith("rollout_servers: 2, but mode sync")
+
+
 def test_held_out_eval_ends_at_the_learners_last_step(train_data: dict[str, Any]) -> None:
     if "eval" not in RolloutConfig.model_fields:
         pytest.skip("this rollout config has no held-out eval")

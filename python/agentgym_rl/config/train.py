@@ -75,6 +75,14 @@ class TrainConfig(ConfigModel):
     """One entry per environment."""
     rollout_servers: int = Field(default=1, ge=1, le=64)
     """`serve-rollouts` processes (each owns one vLLM engine)."""
+    mode: Literal["async", "sync"] = "async"
+    """`async`: rollout servers generate continuously, the learner trains on what arrives
+    (within `max_staleness`). `sync`: the reference's regime on the same parts, as a baseline:
+    the rollout server (`serve-rollouts --sync`, one only) rolls out a step's groups on the
+    current weights with batched turns and AgentGym-style HTTP env clients (the env servers'
+    HTTP ports, whatever their `transport`), the batch waiting for its slowest episode; the
+    learner trains on them and publishes; only then does the next batch start. On-policy:
+    `max_staleness` is 0 on both sides."""
     learner_procs: int = Field(default=1, ge=1, le=1024)
     """Learner ranks (torchrun nproc_per_node; must equal tp * pp * dp)."""
     rollout: dict[str, Any] = Field(default_factory=dict)

@@ -68,6 +68,12 @@ class HeldOutEval:
     def version(self) -> int:
         return int(self.agent.engine.version)
 
+    @property
+    def final_due(self) -> bool:
+        """The engine holds `final_version`: the final evaluation starts (or started)."""
+        final = self.config.final_version
+        return final is not None and self.version >= final
+
     def _due(self, version: int, last: int | None) -> bool:
         if last is None:  # the version this server starts at: 0, or where a resumed run is
             return self.config.at_start or version >= self.config.every_versions
@@ -76,10 +82,9 @@ class HeldOutEval:
 
     async def run(self) -> None:
         last: int | None = None
-        final = self.config.final_version
         while True:
             version = self.version
-            if final is not None and version >= final:
+            if self.final_due:
                 self.final_started = True
                 if self.on_final is not None:
                     self.on_final()

@@ -268,6 +268,7 @@ def sync_loop(
         max_tokens_per_turn=config.engine.max_tokens_per_turn,
         version_source=lambda: engine.version,
         on_policy=on_policy,
+        final_version=None if config.eval is None else config.eval.final_version,
         metrics=metrics,
         status=status,
         ledger=ledger,
@@ -335,8 +336,9 @@ async def run_to_end(
 
 
 async def _finish_evaluation(task: asyncio.Task[None], held_out: HeldOutEval | None) -> None:
-    """After the dispatcher stopped: let a final evaluation finish, cancel a periodic one."""
-    if held_out is not None and held_out.final_started:
+    """After the loop stopped: let a final evaluation finish (the sync loop may stop at the
+    final version before the evaluation sees it), cancel a periodic one."""
+    if held_out is not None and (held_out.final_started or held_out.final_due):
         with contextlib.suppress(asyncio.CancelledError):
             await task
         return

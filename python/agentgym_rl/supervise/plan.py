@@ -13,7 +13,9 @@ from `rollout.envs` gets a default entry), `learner.endpoints`, `learner.sender_
 `eval` set, `eval.final_version = learn.max_steps` when unset; the learner gets
 `model`, `receive.bind`, `weights.endpoint`, `log_dir` (`run_dir/learn`) and `checkpoint.dir`
 (`run_dir/checkpoints`). Temperature, groups per step and max staleness are copied from the side
-that sets them to the side that does not, and must agree when both do.
+that sets them to the side that does not, and must agree when both do. With `mode: sync`, the
+rollout server runs `--sync` on the env servers' HTTP addresses and max staleness is 0 on both
+sides (one rollout server only).
 """
 
 from __future__ import annotations
@@ -151,7 +153,7 @@ def _env_children(train: TrainConfig, ports: PortBook) -> tuple[list[ChildSpec],
             else:
                 http = ports.free()
             args = ["env", "serve", spec.env, "--port", str(http)]
-            if spec.transport == "zmq":
+            if spec.transport == "zmq":  # the sync regime still steps over HTTP
                 where = f"env_servers.{i}.zmq_ports.{r}"
                 fixed = spec.zmq_ports[r] if spec.zmq_ports else None
                 zmq = (
@@ -160,6 +162,8 @@ def _env_children(train: TrainConfig, ports: PortBook) -> tuple[list[ChildSpec],
                     else ports.free()
                 )
                 args += ["--zmq-port", str(zmq)]
+            sync_client = train.mode == "sync"  # AgentGym's HTTP clients, as the reference
+            if spec.transport == "zmq" and not sync_client:
                 address = f"tcp://127.0.0.1:{zmq}"
             else:
                 address = f"http://127.0.0.1:{http}"
@@ -260,6 +264,20 @@ def _rollout_section(
     return rollout
 
 
+def _on_policy(train: TrainConfig, rollout: dict[str, Any], learn: dict[str, Any]) -> list[str]:
+    """`mode: sync`: staleness 0 on both sides (written over the config's); one rollout server."""
+    buffer = rollout.get("buffer")
+    if isinstance(buffer, dict) or buffer is None:
+        rollout["buffer"] = {**(buffer or {}), "max_staleness": 0}
+    learn["max_staleness"] = 0
+    if train.rollout_servers != 1:
+        return [
+            f"rollout_servers: {train.rollout_servers}, but mode sync runs the reference's "
+            "single driver: set rollout_servers=1 (or mode=async)"
+        ]
+    return []
+
+
 def plan_run(train: TrainConfig, *, resume: bool = False) -> RunPlan:
     """Compose and check the run described by `train`; raises `PlanError` listing every
     problem. Nothing is started and nothing is written."""
@@ -280,6 +298,8 @@ def plan_run(train: TrainConfig, *, resume: bool = False) -> RunPlan:
     envs, addresses = _env_children(train, ports)
     learn, groups_to, weights_at = _learn_section(train, ports, problems)
     base = copy.deepcopy(train.rollout)
+    if train.mode == "sync":
+        problems += _on_policy(train, base, learn)
     for rkey, lkey in (
         ("engine.temperature", "temperature"),
         ("buffer.groups_per_step", "groups_per_step"),
@@ -340,6 +360,7 @@ def _assemble(
     children = []
     for i in range(len(rollouts)):
         args = ["serve-rollouts", "--config", str(cfg_dir / f"rollout-{i}.yaml")]
+        args += ["--sync"] if train.mode == "sync" else []
         children.append(
             ChildSpec(f"rollout-{i}", "rollout", _cli(*args), " ".join(["agentgym-rl", *args]))
         )
