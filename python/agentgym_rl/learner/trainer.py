@@ -275,7 +275,12 @@ class Trainer:
             owned = {k: v.detach().clone() for k, v in tensors.items()}
             result = self.publisher.publish(self.version, owned, self.config.weights.timeout_s)
             self.last_publish = result
-            out = {"publish_acked": len(result.acked), "publish_timed_out": len(result.timed_out)}
+            out = {
+                "publish_acked": len(result.acked),
+                "publish_timed_out": len(result.timed_out),
+                "publish_rerouted": len(result.rerouted),  # relays that failed a server
+                "publish_mb": result.bytes_sent / 1e6,  # the learner's egress (one per root)
+            }
         out["sync_s"] = time.perf_counter() - t0
         return out
 

@@ -1,7 +1,10 @@
 """Weight updates from the learner to the rollout servers.
 
-`schema.py` (wire format), `publisher.py` (learner side, ZeroMQ ROUTER), `subscriber.py`
-(rollout side: reassemble, verify, apply through a callback such as `VllmEngine.update_weights`),
+`schema.py` (wire format), `publisher.py` (learner side, ZeroMQ ROUTER: plans the relay tree),
+`subscriber.py` (rollout side: reassemble, verify, apply through a callback such as
+`VllmEngine.update_weights`), `relay.py` (a subscriber forwarding verified chunks to the
+rollout servers below it in the tree), `standin.py` (a subscriber process with no engine, for
+tests and benchmarks),
 `receiver.py` (the subscriber as a task of a rollout server's event loop, with the gate that
 holds generation until the server has the learner's version) and `apply.py` (the vLLM worker
 extension that loads HF-named tensors). docs/weights.md has the protocol (ZeroMQ on every

@@ -83,6 +83,9 @@ class Fanout:
             route = {"kind": "route", "version": version, "stall_s": stall_s}
             child.queue.append(schema.pack({**route, "children": subtree}))
             self.children.append(child)
+        wanted = {c.endpoint for c in self.children}
+        for endpoint in [e for e in self._socks if e not in wanted]:
+            self._socks.pop(endpoint).close(linger=0)  # no longer a child of this server
         for sock in self._socks.values():  # credits of an older version
             while sock.poll(0, zmq.POLLIN):
                 sock.recv_multipart()

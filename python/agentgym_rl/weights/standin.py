@@ -89,14 +89,19 @@ async def run(args: argparse.Namespace) -> None:
     module: StandInModule | None = None
     last: dict[str, Any] = {}
 
-    async def apply(version: int, tensors: dict[str, torch.Tensor]) -> None:
+    def load(tensors: dict[str, torch.Tensor]) -> str:
         nonlocal module
-        loop = asyncio.get_running_loop()
-        t0 = loop.time()
         if module is None or not module.fits(tensors):
             module = StandInModule(tensors)  # the first update, or another model
         module.load(tensors)
-        last.update(digest=module.digest(), apply_s=loop.time() - t0)
+        return module.digest()
+
+    async def apply(version: int, tensors: dict[str, torch.Tensor]) -> None:
+        # in a thread, as a vLLM engine works in its own processes: the loop keeps relaying
+        loop = asyncio.get_running_loop()
+        t0 = loop.time()
+        digest = await asyncio.to_thread(load, tensors)
+        last.update(digest=digest, apply_s=loop.time() - t0)
 
     ack = sub._ack
 
