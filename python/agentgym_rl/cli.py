@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 from agentgym_rl import (
     chaos_cli,
+    compare_cli,
     eval_cli,
     init_cli,
     plot_cli,
@@ -104,6 +105,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
     chaos_cli.add_arguments(chaos)
     chaos.set_defaults(func=chaos_cli.run)
+
+    compare = sub.add_parser(
+        "compare",
+        help="the async design against the reference's synchronous regime: train both on one "
+        "config at an injected env latency, plot held-out success against wall-clock minutes",
+        description="Runs `train` on --config in both modes (async, sync), --runs times each, "
+        "with the env servers' injected step latency, then writes REPORT/compare.png (held-out "
+        "success against wall-clock minutes), compare.md / compare.json (minutes to reach the "
+        "sync runs' final success, seconds per step, engine and learner idle shares, ratios) "
+        "and each run's records. Finished runs are kept: rerun to continue a comparison.",
+    )
+    compare_cli.add_arguments(compare)
+    compare.set_defaults(func=compare_cli.run)
 
     plot = sub.add_parser(
         "plot",
