@@ -4,6 +4,7 @@ learner sends one copy per tree root; corruption at a relay, a killed relay and 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import queue
@@ -20,6 +21,7 @@ import torch
 
 from agentgym_rl.weights.publisher import WeightPublisher, plan_tree
 from agentgym_rl.weights.standin import StandInModule
+from agentgym_rl.weights.subscriber import WeightSubscriber, relay_bind_host
 
 
 def _tensors(seed: int) -> dict[str, torch.Tensor]:
@@ -201,3 +203,43 @@ def test_a_late_joiner_catches_up_from_the_newest_weights(cluster: Any) -> None:
         assert {s.ack(3)["digest"] for s in [*servers, late]} == {_digest(_tensors(3))}
     finally:
         late.stop()
+
+
+def test_relay_endpoints_bind_on_loopback_or_everywhere_and_are_advertised_as_seen() -> None:
+    assert relay_bind_host("tcp://127.0.0.1:5557", "auto") == "127.0.0.1"
+    assert relay_bind_host("tcp://localhost:5557", "auto") == "127.0.0.1"
+    assert relay_bind_host("tcp://train-0:5557", "auto") == "*"
+    assert relay_bind_host("tcp://train-0:5557", "10.0.0.5") == "10.0.0.5"
+    assert relay_bind_host("tcp://train-0:5557", None) is None
+    pub = WeightPublisher("tcp://127.0.0.1:0")
+
+    async def main() -> None:
+        everywhere = WeightSubscriber(pub.endpoint, server_id="any", relay="*")
+        leaf = WeightSubscriber(pub.endpoint, server_id="leaf", relay=None)
+        try:
+            assert everywhere.relay_endpoint is not None
+            assert everywhere.relay_endpoint.startswith("tcp://:")  # the learner fills the host
+            assert leaf.relay_endpoint is None
+            await everywhere.register()
+            await leaf.register()
+            assert pub.wait_for_servers(2, timeout_s=10) == 2
+            port = everywhere.relay_endpoint.rsplit(":", 1)[1]
+            assert pub.servers[b"any"].relay == f"tcp://127.0.0.1:{port}"
+            assert pub.servers[b"leaf"].relay is None
+        finally:
+            everywhere.close()
+            leaf.close()
+
+    try:
+        asyncio.run(main())
+    finally:
+        pub.close()
+
+
+def test_servers_that_cannot_relay_are_fed_directly(cluster: Any) -> None:
+    pub, servers = cluster(3, fanout=1, extra={0: ["--relay", "none"]})
+    res = pub.publish(1, _tensors(1), timeout_s=60)
+    # s0 relays nothing: the learner feeds it and the chain s1 -> s2
+    assert res.ok and sorted(res.roots) == ["s0", "s1"] and res.depth == 2
+    assert res.bytes_sent == 2 * res.bytes_per_server
+    assert {s.ack(1)["digest"] for s in servers} == {_digest(_tensors(1))}

@@ -321,8 +321,9 @@ class WeightPublisher:
         if kind == "register":
             relay = header.get("relay")
             if isinstance(relay, str) and relay.startswith("tcp://:"):
-                host = str(frames[0].get("Peer-Address"))
-                relay = f"tcp://{f'[{host}]' if ':' in host else host}{relay[5:]}"
+                host = str(frames[0].get("Peer-Address"))  # as the learner sees the server
+                port = relay.removeprefix("tcp://:")
+                relay = f"tcp://[{host}]:{port}" if ":" in host else f"tcp://{host}:{port}"
             self._register(ident, int(header.get("version", -1)), relay)
         elif kind == "relay_failed":
             if int(header.get("version", -1)) == self.version:
