@@ -1,23 +1,46 @@
 """Rollout throughput, side by side in one run: the asynchronous dispatcher vs the `--sync`
 reference loop (`run_service(..., sync=True)`), on the same vLLM engine (ONE engine, started
-once), the same tiny model, the same BabyAI env servers with an injected long-tailed step
-latency (log-normal, `--step-latency-ms 40 --step-latency-sigma 1.0`) and the same settings, each
-for the same number of groups. A `GroupReceiver` thread drains the groups as the learner;
-`max_staleness` is large so admission is not the limit without a learner stepping versions.
+once), the same policy, the same BabyAI env servers with an injected long-tailed step latency
+(log-normal, median `--latency-ms`, `--sigma 1.0`) and the same settings, each for the same
+number of groups. A `GroupReceiver` thread drains the groups as the learner; `max_staleness` is
+large and the zero-variance filter is off, so neither admission nor filtering is the limit
+without a learner stepping versions.
 
-Prints episodes/s, generated tokens/s and the engine idle ratio (wall-time-weighted over the
-snapshots in `<log_dir>/metrics.jsonl`) per mode, and the async/sync ratio. Targets: async/sync
->= 2.5x episodes/s, async engine idle ratio < 10%.
+Prints per mode episodes/s, generated tokens/s, the engine idle share (wall-time-weighted over
+the snapshots in `<log_dir>/metrics.jsonl`) and the episodes' success rate, then the async/sync
+ratios, for each latency, and a table of both. Targets: async/sync >= 2.5x episodes/s, async
+engine idle < 10%.
 
-The tiny model's weights are random, so on its own it would almost never write a parseable
-`Action:` line and episodes would never step the env. The engine here is a plain `VllmEngine`
-whose `EngineOptions.sampling_args` add a vLLM structured-output regex to every request: each turn is
-`Thought: <sampled words>` then `Action: <a BabyAI action>`, sampled by the model (real tokens,
-real logprobs) inside the grammar, so every turn steps the env (the injected latency is paid on
-every turn). Episodes run to the turn cap (6) unless BabyAI ends them, or end "truncated" when
-the long BabyAI prompt (the tiny 320-token vocabulary spells it out) fills the context.
+Full form (default): a trained policy, no output constraint. The model is `--model PATH`, else
+the README run's final HF export (the newest complete `<run_dir>/checkpoints/step_<n>/hf` of
+configs/train/babyai_goto.yaml), else that run's base policy (its `model`, made by
+`init-model`), else one the bench creates once with that config's `init_model` options and
+`--warmup-steps` format warm-up steps, cached under runs/bench/ (the output says which). Every
+setting the policy learned under is the train config's own: compact observations (its env
+servers' `--env-option`), the react format and its system prompt, temperature 0.7, 24 tokens a
+turn, context 2048, turn cap 5. Run at 40 ms (96 groups of 4 per mode) and 500 ms (48 groups).
 
-    python benches/bench_rollout.py [--quick] [--groups N] [--group-size 4]
+Quick form (`--quick`, CI): a tiny random model made here, whose every turn a vLLM
+structured-output regex (`EngineOptions.sampling_args`) holds to `Thought: <sampled words>` then
+`Action: <a BabyAI action>`, so that every turn steps the env; 8 groups at 40 ms, turn cap 6,
+64 tokens a turn, on configs/rollout/babyai_tiny.yaml.
+
+Measured (full form, 6.3 minutes with the engine's start; 2 CPU cores shared with other jobs:
+load average 4.3 at the start, up to 12.9 during the run, 3.5 at the end). The policy: the
+README run's step-60 export on this machine (held-out 0.69). Groups of 4, sync batches of 4
+groups, async 16 groups in flight; 96 groups per mode at 40 ms, 48 at 500 ms:
+
+    latency  episodes/s async / sync  tokens/s async / sync  engine idle async / sync  success
+    40 ms    24.15 / 7.83  (3.08x)    665 / 219  (3.04x)     0.4% / 62.9%              0.66 / 0.62
+    500 ms    6.24 / 0.88  (7.11x)    187 / 26   (7.17x)     53.5% / 95.4%             0.57 / 0.58
+
+Async keeps the engine busy at 40 ms; at 500 ms its run is short (31 s) and its drain makes
+most of its idle share: the last episodes wait on long-tailed steps with nothing left to
+generate (in a diagnostic run the last one waited 13 s); until then the engine was mostly under
+25% idle. The sync loop waits for the slowest step of every batch turn.
+
+    python benches/bench_rollout.py [--quick] [--model PATH] [--latency-ms 40 500]
+        [--groups 96 48] [--group-size 4]
 """
 
 from __future__ import annotations
@@ -27,6 +50,7 @@ import asyncio
 import json
 import os
 import random
+import re
 import socket
 import subprocess
 import sys
@@ -34,13 +58,29 @@ import tempfile
 import threading
 import time
 import urllib.request
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+TRAIN_CONFIG = ROOT / "configs" / "train" / "babyai_goto.yaml"
+QUICK_CONFIG = ROOT / "configs" / "rollout" / "babyai_tiny.yaml"
+CREATED_MODELS = ROOT / "runs" / "bench"
 ACTIONS = ["turn left", "turn right", "move forward", "go to", "pick up", "toggle"]
 WORDS = "go to the red blue green grey ball box key door open pick up left right forward".split()
 ACTION_REGEX = r"Thought: [a-z]{1,8}( [a-z]{1,8}){0,3}\nAction: (turn left|turn right|move forward)"
+
+
+@dataclass
+class Setup:
+    """What both modes share: the policy, the rollout settings it runs under (a YAML file plus
+    overrides) and the options of its env servers."""
+
+    model: Path
+    config: Path
+    overrides: list[str]
+    server_args: list[str] = field(default_factory=list)
+    sampling_args: dict[str, Any] = field(default_factory=dict)
 
 
 def free_port() -> int:
@@ -49,10 +89,12 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def start_server(latency_ms: float, sigma: float) -> tuple[subprocess.Popen[bytes], int]:
+def start_server(
+    latency_ms: float, sigma: float, extra: list[str]
+) -> tuple[subprocess.Popen[bytes], int]:
     http = free_port()
     cmd = [sys.executable, "-m", "agentgym_envs.server", "babyai", "--port", str(http)]
-    cmd += ["--step-latency-ms", str(latency_ms), "--step-latency-sigma", str(sigma)]
+    cmd += ["--step-latency-ms", str(latency_ms), "--step-latency-sigma", str(sigma), *extra]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL)
     deadline = time.monotonic() + 60
     while True:
@@ -78,11 +120,98 @@ def corpus(seed: int = 0, lines: int = 400) -> list[str]:
     return out
 
 
-def action_sampling_args() -> dict[str, Any]:
-    """Every turn follows `ACTION_REGEX` (structured outputs); see the module docstring."""
+def quick_setup(tmp: Path, args: argparse.Namespace) -> Setup:
+    """The tiny random model, every turn held to `ACTION_REGEX` (see the module docstring)."""
     from vllm.sampling_params import StructuredOutputsParams
 
-    return {"structured_outputs": StructuredOutputsParams(regex=ACTION_REGEX)}
+    from agentgym_rl.model import create_tiny_model
+
+    model = create_tiny_model(
+        tmp / "model", corpus=corpus(), vocab_size=1024, hidden=128, head_dim=64
+    )
+    overrides = [
+        f"dataset.split={ROOT / 'envs/agentgym_envs/babyai/data/train.json'}",
+        "engine.max_model_len=2048",
+        f"engine.max_tokens_per_turn={args.max_tokens or 64}",
+        f"scaling_inter.stages=[{args.turns or 6}]",
+    ]
+    regex = {"structured_outputs": StructuredOutputsParams(regex=ACTION_REGEX)}
+    return Setup(model, QUICK_CONFIG, overrides, sampling_args=regex)
+
+
+def policy_setup(tmp: Path, args: argparse.Namespace) -> Setup:
+    """A trained policy under the settings of the train config that made it: its `rollout`
+    section (prompt, format, sampling, turn cap, split) and its env servers' options."""
+    import yaml
+
+    from agentgym_rl.config.loader import load_config
+    from agentgym_rl.config.train import TrainConfig
+
+    train = load_config(TrainConfig, TRAIN_CONFIG)
+    model = choose_policy(train, args)
+    rollout = {k: v for k, v in train.rollout.items() if k not in ("eval", "weights_endpoint")}
+    config = tmp / "policy_rollout.yaml"
+    config.write_text(yaml.safe_dump(rollout))
+    overrides = []
+    if args.max_tokens:
+        overrides.append(f"engine.max_tokens_per_turn={args.max_tokens}")
+    if args.turns:
+        overrides.append(f"scaling_inter.stages=[{args.turns}]")
+    servers = [a for s in train.env_servers if s.env == "babyai" for a in s.args]
+    return Setup(model, config, overrides, server_args=servers)
+
+
+def choose_policy(train: Any, args: argparse.Namespace) -> Path:
+    """`--model`, else the run's final HF export, else its base policy, else a created one."""
+    if args.model is not None:
+        print(f"policy: {args.model} (--model)", flush=True)
+        return Path(args.model)
+    run_dir = train.run_dir if train.run_dir.is_absolute() else ROOT / train.run_dir
+    steps = [
+        (int(m.group(1)), p)
+        for p in (run_dir / "checkpoints").glob("step_*")
+        if (m := re.fullmatch(r"step_(\d+)", p.name))
+        and (p / "COMPLETE").is_file()  # the learner's mark of a finished save
+        and (p / "hf" / "config.json").is_file()
+    ]
+    if steps:
+        step, path = max(steps)
+        print(f"policy: {path / 'hf'} (the trained run {run_dir.name}, step {step})", flush=True)
+        return path / "hf"
+    base = train.model if train.model.is_absolute() else ROOT / train.model
+    if (base / "config.json").is_file():
+        print(
+            f"policy: {base} (no trained checkpoint in {run_dir}: the run's base policy, "
+            "format warm-up only)",
+            flush=True,
+        )
+        return base
+    return created_policy(train, args.warmup_steps)
+
+
+def created_policy(train: Any, warmup_steps: int) -> Path:
+    """`init-model` with the train config's options but `warmup_steps`, made once and cached."""
+    out = CREATED_MODELS / f"babyai-goto-warmup{warmup_steps}"
+    if (out / "init_model.json").is_file():
+        print(f"policy: {out} (created by an earlier bench run: format warm-up only)", flush=True)
+        return out
+    options = {**(train.init_model or {}), "warmup_steps": warmup_steps}
+    cmd = [sys.executable, "-m", "agentgym_rl.cli", "init-model", "--out", str(out), "--force"]
+    for key, value in options.items():  # as `train` passes them (supervise/plan.py)
+        flag = key.replace("_", "-")
+        if isinstance(value, bool):
+            cmd.append(f"--{flag}" if value else f"--no-{flag}")
+        else:
+            cmd += [f"--{flag}", str(value)]
+    print(
+        f"policy: none trained ({TRAIN_CONFIG.name} has no checkpoint yet); creating {out} "
+        f"with init-model ({warmup_steps} warm-up steps, cached for later runs)",
+        flush=True,
+    )
+    t0 = time.perf_counter()
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+    print(f"policy created in {time.perf_counter() - t0:.0f}s", flush=True)
+    return out
 
 
 class Learner:
@@ -130,41 +259,52 @@ def idle_ratio(path: Path) -> float:
     return busy_idle / total if total else float("nan")
 
 
-async def run_mode(
-    engine: Any, model: Path, address: list[str], args: argparse.Namespace, sync: bool, log: Path
-) -> dict[str, Any]:
+def mode_config(
+    setup: Setup, address: list[str], args: argparse.Namespace, log: Path, endpoint: str
+) -> Any:
     from agentgym_rl.config import load_rollout_config
-    from agentgym_rl.rollout.service import run_service
 
-    endpoint = f"tcp://127.0.0.1:{free_port()}"
-    config = load_rollout_config(
-        ROOT / "configs" / "rollout" / "babyai_tiny.yaml",
+    return load_rollout_config(
+        setup.config,
         [
-            f"model={model}",
+            *setup.overrides,
+            f"model={setup.model}",
             f"envs.0.addresses={json.dumps(address)}",
             "envs.0.max_inflight=256",
             f"learner.endpoints=['{endpoint}']",
             f"log_dir={log}",
-            f"dataset.split={ROOT / 'envs/agentgym_envs/babyai/data/train.json'}",
             f"dataset.group_size={args.group_size}",
-            "engine.max_model_len=2048",
-            f"engine.max_tokens_per_turn={args.max_tokens}",
-            f"scaling_inter.stages=[{args.turns}]",
             f"buffer.groups_per_step={args.groups_per_step}",
             "buffer.max_staleness=1000000",
             f"buffer.max_in_flight={args.max_in_flight}",
             "buffer.max_ready=256",
+            "buffer.filter_zero_variance=false",
             "status_interval_s=0.5",
         ],
     )
+
+
+async def run_mode(
+    engine: Any,
+    setup: Setup,
+    address: list[str],
+    args: argparse.Namespace,
+    groups: int,
+    sync: bool,
+    log: Path,
+) -> dict[str, Any]:
+    from agentgym_rl.rollout.service import run_service
+
+    endpoint = f"tcp://127.0.0.1:{free_port()}"
+    config = mode_config(setup, address, args, log, endpoint)
     learner = Learner(endpoint)
     try:
         t0 = time.perf_counter()
-        summary = await run_service(config, engine, sync=sync, quiet=True, max_groups=args.groups)
+        summary = await run_service(config, engine, sync=sync, quiet=True, max_groups=groups)
         wall = time.perf_counter() - t0
     finally:
         deadline = time.monotonic() + 10
-        while learner.groups < args.groups and time.monotonic() < deadline:
+        while learner.groups < groups and time.monotonic() < deadline:
             await asyncio.sleep(0.05)
         learner.close()
     last = json.loads((log / "metrics.jsonl").read_text().splitlines()[-1])
@@ -178,85 +318,138 @@ async def run_mode(
         "tokens_per_s": last["generated_tokens"] / wall,
         "env_steps_per_s": last["env_steps"] / wall,
         "turns_mean": last["turns_mean"],
+        "success": last["successes"] / max(1, last["episodes"]),
         "idle": idle_ratio(log / "metrics.jsonl"),
         "statuses": learner.statuses,
     }
 
 
+async def run_latency(
+    engine: Any, setup: Setup, args: argparse.Namespace, latency_ms: float, groups: int, tmp: Path
+) -> list[dict[str, Any]]:
+    """Both modes against fresh env servers with this injected step latency."""
+    print(
+        f"\nstep latency {latency_ms:g} ms median (log-normal, sigma {args.sigma:g}), "
+        f"{groups} groups of {args.group_size} per mode",
+        flush=True,
+    )
+    results = []
+    for sync in (False, True):
+        # fresh servers per mode: both draw the same (seeded) sequence of step latencies
+        procs = [
+            start_server(latency_ms, args.sigma, setup.server_args) for _ in range(args.servers)
+        ]
+        addresses = [f"http://127.0.0.1:{port}" for _, port in procs]
+        try:
+            log = tmp / f"{latency_ms:g}ms-{'sync' if sync else 'async'}"
+            r = await run_mode(engine, setup, addresses, args, groups, sync, log)
+        finally:
+            for proc, _ in procs:
+                proc.terminate()
+                proc.wait(timeout=10)
+        results.append(r)
+        print(
+            f"{r['mode']:>5}: {r['groups']} groups ({r['received']} received), "
+            f"{r['episodes']} episodes in {r['wall_s']:.1f}s: "
+            f"{r['episodes_per_s']:.2f} episodes/s, {r['tokens_per_s']:.0f} tokens/s, "
+            f"{r['env_steps_per_s']:.1f} env steps/s, turns {r['turns_mean']:.1f}, "
+            f"success {r['success']:.2f}, engine idle {r['idle']:.1%}, "
+            f"statuses {r['statuses']}",
+            flush=True,
+        )
+    a, s = results
+    print(
+        f"async/sync: {a['episodes_per_s'] / s['episodes_per_s']:.2f}x episodes/s, "
+        f"{a['tokens_per_s'] / s['tokens_per_s']:.2f}x tokens/s "
+        f"(target >= 2.5x); engine idle async {a['idle']:.1%} (target < 10%), "
+        f"sync {s['idle']:.1%}",
+        flush=True,
+    )
+    return results
+
+
+def print_table(rows: list[tuple[float, dict[str, Any], dict[str, Any]]]) -> None:
+    """Both modes and their ratios, one line per latency (the README's table)."""
+    print(
+        "\n| step latency | episodes/s async / sync | tokens/s async / sync | "
+        "engine idle async / sync | success async / sync |"
+    )
+    print("|---|---|---|---|---|")
+    for latency, a, s in rows:
+        print(
+            f"| {latency:g} ms | {a['episodes_per_s']:.2f} / {s['episodes_per_s']:.2f} "
+            f"(**{a['episodes_per_s'] / s['episodes_per_s']:.2f}x**) "
+            f"| {a['tokens_per_s']:.0f} / {s['tokens_per_s']:.0f} "
+            f"({a['tokens_per_s'] / s['tokens_per_s']:.2f}x) "
+            f"| {a['idle']:.1%} / {s['idle']:.1%} | {a['success']:.2f} / {s['success']:.2f} |"
+        )
+
+
 async def main_async(args: argparse.Namespace) -> int:
-    from agentgym_rl.model import create_tiny_model
     from agentgym_rl.rollout.engine import EngineOptions, VllmEngine
 
-    procs = [start_server(args.latency_ms, args.sigma) for _ in range(args.servers)]
-    addresses = [f"http://127.0.0.1:{port}" for _, port in procs]
+    t_start = time.perf_counter()
+    print(f"load average at start: {os.getloadavg()[0]:.2f} (1 min)", flush=True)
     engine = None
+    rows = []
+    ok = True
     try:
-        with tempfile.TemporaryDirectory(prefix="bench-rollout-") as tmp:
-            model = create_tiny_model(
-                Path(tmp) / "model", corpus=corpus(), vocab_size=1024, hidden=128, head_dim=64
-            )
-            # float32 like the checkpoint: "auto" would run the CPU build in bf16.
-            opts = EngineOptions(
-                max_model_len=2048,
-                max_num_seqs=256,
-                temperature=1.0,
-                seed=0,
-                dtype="float32",
-                sampling_args=action_sampling_args(),
+        with tempfile.TemporaryDirectory(prefix="bench-rollout-") as name:
+            tmp = Path(name)
+            setup = quick_setup(tmp, args) if args.quick else policy_setup(tmp, args)
+            # the config's sampling and context (float32 like the checkpoint: "auto" would
+            # run the CPU build in bf16); the wiring is a placeholder, only `engine` is read
+            config = mode_config(setup, ["http://127.0.0.1:1"], args, tmp, "tcp://127.0.0.1:1")
+            opts = EngineOptions.from_config(
+                config.engine, max_num_seqs=256, sampling_args=setup.sampling_args
             )
             t0 = time.perf_counter()
-            engine = await VllmEngine.start(model, opts)
+            engine = await VllmEngine.start(setup.model, opts)
             print(f"engine started in {time.perf_counter() - t0:.1f}s", flush=True)
-            # Warm-up: compile the grammar path and the first batch shapes (not measured).
+            # Warm-up: the first batch shapes (and the grammar path), not measured.
             await asyncio.gather(
                 *(engine.generate([1, 5, 7], max_tokens=16, request_id=f"w{i}") for i in range(8))
             )
-            results = []
-            for sync in (False, True):
-                log = Path(tmp) / ("sync" if sync else "async")
-                r = await run_mode(engine, model, addresses, args, sync, log)
-                results.append(r)
-                print(
-                    f"{r['mode']:>5}: {r['groups']} groups ({r['received']} received), "
-                    f"{r['episodes']} episodes in {r['wall_s']:.1f}s: "
-                    f"{r['episodes_per_s']:.2f} episodes/s, {r['tokens_per_s']:.0f} tokens/s, "
-                    f"{r['env_steps_per_s']:.1f} env steps/s, turns {r['turns_mean']:.1f}, "
-                    f"engine idle {r['idle']:.1%}, statuses {r['statuses']}",
-                    flush=True,
-                )
+            for latency, groups in zip(args.latency_ms, args.groups, strict=True):
+                a, s = await run_latency(engine, setup, args, latency, groups, tmp)
+                rows.append((latency, a, s))
+                ok = ok and a["groups"] == s["groups"] == groups
     finally:
         if engine is not None:
             engine.shutdown()
-        for proc, _ in procs:
-            proc.terminate()
-            proc.wait(timeout=10)
-    a, s = results
-    ratio = a["episodes_per_s"] / s["episodes_per_s"]
-    tok_ratio = a["tokens_per_s"] / s["tokens_per_s"]
+    print_table(rows)
     print(
-        f"async/sync: {ratio:.2f}x episodes/s, {tok_ratio:.2f}x tokens/s "
-        f"(target >= 2.5x); engine idle async {a['idle']:.1%} (target < 10%), "
-        f"sync {s['idle']:.1%}"
+        f"load average at end: {os.getloadavg()[0]:.2f} (1 min); "
+        f"bench wall time {time.perf_counter() - t_start:.0f}s"
     )
-    ok = a["groups"] == s["groups"] == args.groups
     return 0 if ok else 1
 
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--quick", action="store_true", help="CI smoke: few groups")
-    p.add_argument("--groups", type=int, default=None, help="groups per mode (default 48)")
+    p.add_argument("--quick", action="store_true", help="CI smoke: tiny random model, 8 groups")
+    p.add_argument("--model", type=Path, default=None, help="HF checkpoint (full form)")
+    p.add_argument("--warmup-steps", type=int, default=200, help="of a policy the bench creates")
+    p.add_argument(
+        "--latency-ms", type=float, nargs="+", default=None, help="median step latencies"
+    )
+    p.add_argument("--groups", type=int, nargs="+", default=None, help="groups per mode, each")
     p.add_argument("--group-size", type=int, default=4)
     p.add_argument("--groups-per-step", type=int, default=4, help="sync batch, in groups")
     p.add_argument("--max-in-flight", type=int, default=16, help="async groups at once")
-    p.add_argument("--turns", type=int, default=6, help="turn cap")
-    p.add_argument("--max-tokens", type=int, default=64, help="max tokens per turn")
+    p.add_argument("--turns", type=int, default=None, help="turn cap (quick 6, full: config's)")
+    p.add_argument("--max-tokens", type=int, default=None, help="per turn (quick 64, full: 24)")
     p.add_argument("--servers", type=int, default=2)
-    p.add_argument("--latency-ms", type=float, default=40.0)
     p.add_argument("--sigma", type=float, default=1.0)
     args = p.parse_args()
+    if args.latency_ms is None:
+        args.latency_ms = [40.0] if args.quick else [40.0, 500.0]
     if args.groups is None:
-        args.groups = 8 if args.quick else 48
+        args.groups = [8] if args.quick else [96, 48]
+    if len(args.groups) == 1:
+        args.groups = args.groups * len(args.latency_ms)
+    if len(args.groups) != len(args.latency_ms):
+        p.error("--groups takes one count, or one per --latency-ms")
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
     return asyncio.run(main_async(args))
 

@@ -1,0 +1,81 @@
+"""The full rollout bench runs a trained policy under the settings it was trained with: the train
+config's prompt, format, sampling, turn cap and env options (a policy prompted otherwise would
+write garbage and the bench would measure that). No vLLM here: only the configs it builds."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+from agentgym_rl.bench_runner import benches_dir
+from agentgym_rl.config.loader import load_config
+from agentgym_rl.config.train import TrainConfig
+
+
+def bench() -> ModuleType:
+    spec = importlib.util.spec_from_file_location(
+        "bench_rollout", benches_dir() / "bench_rollout.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclass looks its module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def args(**given: object) -> argparse.Namespace:
+    defaults = {
+        "model": None,
+        "warmup_steps": 200,
+        "group_size": 4,
+        "groups_per_step": 4,
+        "max_in_flight": 16,
+        "turns": None,
+        "max_tokens": None,
+    }
+    return argparse.Namespace(**{**defaults, **given})
+
+
+def test_full_form_runs_the_policy_under_its_train_config(tmp_path: Path) -> None:
+    b = bench()
+    train = load_config(TrainConfig, b.TRAIN_CONFIG)
+    setup = b.policy_setup(tmp_path, args(model=tmp_path / "policy"))
+    assert setup.model == tmp_path / "policy"
+    assert setup.sampling_args == {}  # no output constraint on a trained policy
+    assert setup.server_args == train.env_servers[0].args
+    assert "observation=compact" in setup.server_args
+    config = b.mode_config(setup, ["http://127.0.0.1:1"], args(), tmp_path, "tcp://127.0.0.1:1")
+    trained = train.rollout
+    env = config.envs[0]
+    assert env.system_prompt == trained["envs"][0]["system_prompt"]
+    assert env.action_format.value == trained["envs"][0]["action_format"]
+    assert config.engine.temperature == trained["engine"]["temperature"] == 0.7
+    assert config.engine.max_tokens_per_turn == trained["engine"]["max_tokens_per_turn"] == 24
+    assert config.engine.max_model_len == trained["engine"]["max_model_len"] == 2048
+    assert config.scaling_inter.stages == trained["scaling_inter"]["stages"]
+    assert Path(config.dataset.split).name == Path(trained["dataset"]["split"]).name
+    assert config.eval is None and config.weights_endpoint is None
+    # the bench's own buffer: no admission limit, every group counted
+    assert config.buffer.max_staleness >= 1000 and not config.buffer.filter_zero_variance
+
+
+def test_full_form_prefers_the_trained_checkpoint(tmp_path: Path) -> None:
+    b = bench()
+    train = load_config(TrainConfig, b.TRAIN_CONFIG).model_copy(
+        update={"run_dir": tmp_path / "run", "model": tmp_path / "base"}
+    )
+    for step, complete in ((50, True), (60, True), (70, False)):  # 70: an interrupted save
+        hf = tmp_path / "run" / "checkpoints" / f"step_{step}" / "hf"
+        hf.mkdir(parents=True)
+        (hf / "config.json").write_text("{}")
+        if complete:
+            (hf.parent / "COMPLETE").write_text("ok")
+    assert b.choose_policy(train, args()) == tmp_path / "run/checkpoints/step_60/hf"
+    assert b.choose_policy(train, args(model=tmp_path / "x")) == tmp_path / "x"
+    (tmp_path / "base").mkdir()
+    (tmp_path / "base" / "config.json").write_text("{}")
+    empty = train.model_copy(update={"run_dir": tmp_path / "none"})
+    assert b.choose_policy(empty, args()) == tmp_path / "base"
