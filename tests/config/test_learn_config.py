@@ -34,6 +34,14 @@ def test_precision_and_idle_timeout() -> None:
     assert config.precision == "bf16" and config.receive.idle_timeout_s is None
 
 
+def test_weights_relay_tree_defaults_and_star() -> None:
+    config = load_learn_config(None, ["model=/m"])
+    assert config.weights is not None
+    assert config.weights.fanout == 2 and config.weights.relay_stall_s == 5.0
+    config = load_learn_config(None, ["model=/m", "weights.fanout=64"])  # a star up to 64
+    assert config.weights is not None and config.weights.fanout == 64
+
+
 def test_kl_and_entropy_are_accepted() -> None:
     config = load_learn_config(None, ["model=/m", "loss.kl_coef=1e-3", "loss.entropy_coef=-0.01"])
     assert config.loss.kl_coef == 1e-3 and config.loss.entropy_coef == -0.01
@@ -55,6 +63,8 @@ def test_kl_and_entropy_are_accepted() -> None:
         (["optimizer.betas=[0.9, 1.0]"], "optimizer.betas"),
         (["receive.idle_timeout_s=0"], "receive.idle_timeout_s"),
         (["precision=fp16"], "precision"),
+        (["weights.fanout=0"], "weights.fanout"),
+        (["weights.relay_stall_s=0"], "weights.relay_stall_s"),
         (["bogus=1"], "bogus"),
         ([], "model"),
     ],
