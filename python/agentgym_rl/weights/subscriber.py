@@ -9,8 +9,11 @@ or whole-update blake2b mismatch), `out_of_order` (a chunk index other than the 
 `stale` (a version not newer than the last applied one), `apply_failed` (the callback raised).
 
 `WeightSubscriber` is the asyncio ZeroMQ DEALER around it: it connects to the learner's
-publisher, registers, and for each complete update awaits the callback (typically
-`engine.update_weights`) and acks with the outcome. The publisher answers each registration
+publisher, registers (with its relay endpoint, a bound ROUTER), takes the chunks of each
+version from one sender (the learner, or the server above it in the relay tree, as the
+version's `route` says), forwards each verified chunk to the servers below it
+(`relay.Fanout`), credits its sender, and for each complete update awaits the callback
+(typically `engine.update_weights`, in its own task) and acks to the learner with the outcome. The publisher answers each registration
 with the learner's version (`learner_version`); `current` is set once this server holds it, so
 a server that joins mid-run can wait for the learner's weights before it generates.
 """
@@ -103,6 +106,11 @@ class UpdateAssembler:
             f"version {p.version}: timed out after chunk {p.next_index}/{p.count}",
             p.version,
         )
+
+    def skip(self, version: int) -> None:
+        """Drop the chunks of `version` silently (it is not newer: a duplicate)."""
+        if version <= self.last_version:
+            self._dead_version = version
 
     def restart(self, version: int) -> None:
         """`version` is sent again from its first chunk (a new sender: the learner or another
@@ -323,14 +331,19 @@ class WeightSubscriber:
         if kind == "welcome" and source == _LEARNER:
             self._welcome(int(header.get("version", -1)))
         elif kind == "route":
-            self._route(header, source)
+            await self._route(header, source)
         else:
             await self._chunk(frames, header if kind == "chunk" else {}, source)
 
-    def _route(self, header: dict[str, Any], source: bytes) -> None:
+    async def _route(self, header: dict[str, Any], source: bytes) -> None:
         version = int(header.get("version", -1))
         if version <= self.assembler.last_version:
-            return  # already applied: a late duplicate
+            # already applied (a relay's late copy, or the learner re-sending what it had not
+            # seen acked yet): its chunks are skipped; the learner is told again
+            self.assembler.skip(version)
+            if source == _LEARNER and version in self.applied_versions:
+                await self._ack(version, True, "", 0.0)
+            return
         self._feed = (version, source)
         self.assembler.restart(version)
         children = header.get("children") or []
