@@ -148,18 +148,19 @@ def test_a_tree_of_eight_gets_identical_weights_from_one_copy_per_root(cluster: 
 
 
 def test_a_chunk_corrupted_at_a_relay_is_rejected_downstream_and_counted(cluster: Any) -> None:
-    # a chain s0 -> s1 -> s2; s0 damages the second chunk it relays
-    pub, (s0, s1, s2) = cluster(3, fanout=1, extra={0: ["--corrupt-forward", "1"]})
+    # a chain first -> mid -> last (registration order); first damages the second chunk it relays
+    pub, (first, mid, last) = cluster(3, fanout=1, extra={0: ["--corrupt-forward", "1"]})
+    assert first.id == "s0"
     tensors = _tensors(1)
     res = pub.publish(1, tensors, timeout_s=60)
-    # s1 rejected s0's copy; the learner sent s1 (and through it s2) the update itself
+    # mid rejected first's copy; the learner sent mid (and through it last) the update itself
     assert res.ok and sorted(res.acked) == ["s0", "s1", "s2"], res
-    assert res.retried == {"s1": "checksum"}
+    assert res.retried == {mid.id: "checksum"}
     assert res.bytes_sent == 2 * res.bytes_per_server
-    good = {s.id: s.ack(1) for s in (s0, s1, s2)}
-    bad = [a for a in s1.acks if a["version"] == 1 and not a["ok"]]
-    assert good["s1"]["rejections"] == {"checksum": 1}
-    assert not good["s2"]["rejections"]  # an unverified chunk is never relayed
+    good = {s.id: s.ack(1) for s in (first, mid, last)}
+    bad = [a for a in mid.acks if a["version"] == 1 and not a["ok"]]
+    assert good[mid.id]["rejections"] == {"checksum": 1}
+    assert not good[last.id]["rejections"]  # an unverified chunk is never relayed
     assert {a["digest"] for a in good.values()} == {_digest(tensors)}
     assert [a["reason"] for a in bad] == ["checksum"]
 
@@ -239,7 +240,7 @@ def test_relay_endpoints_bind_on_loopback_or_everywhere_and_are_advertised_as_se
 def test_servers_that_cannot_relay_are_fed_directly(cluster: Any) -> None:
     pub, servers = cluster(3, fanout=1, extra={0: ["--relay", "none"]})
     res = pub.publish(1, _tensors(1), timeout_s=60)
-    # s0 relays nothing: the learner feeds it and the chain s1 -> s2
-    assert res.ok and sorted(res.roots) == ["s0", "s1"] and res.depth == 2
+    # s0 relays nothing: the learner feeds it and the chain of the other two
+    assert res.ok and sorted(res.roots) == ["s0", servers[1].id] and res.depth == 2
     assert res.bytes_sent == 2 * res.bytes_per_server
     assert {s.ack(1)["digest"] for s in servers} == {_digest(_tensors(1))}
