@@ -73,7 +73,9 @@ async def run_service(
     stream = learner_stream(config)
     # weight updates wait while this is held; the evaluation holds it only with `hold_weights`
     weights_hold = asyncio.Lock()
-    receiver = WeightReceiver.start(config.weights_endpoint, engine, hold=weights_hold)
+    receiver = WeightReceiver.start(
+        config.weights_endpoint, engine, hold=weights_hold, relay_host=config.weights_relay_host
+    )
     if receiver is not None:
         await receiver.until_current()  # the gate: nothing below generates before this
     runner: Dispatcher | SyncLoop
