@@ -37,7 +37,8 @@ groups, async 16 groups in flight; 96 groups per mode at 40 ms, 48 at 500 ms:
 Async keeps the engine busy at 40 ms; at 500 ms its run is short (31 s) and its drain makes
 most of its idle share: the last episodes wait on long-tailed steps with nothing left to
 generate (in a diagnostic run the last one waited 13 s); until then the engine was mostly under
-25% idle. The sync loop waits for the slowest step of every batch turn.
+25% idle. The sync loop waits for the slowest step of every batch turn. A second run (load
+average 6.8 at the start, 3.1 at the end): 2.95x at 40 ms, 7.60x at 500 ms, 5.8 minutes.
 
     python benches/bench_rollout.py [--quick] [--model PATH] [--latency-ms 40 500]
         [--groups 96 48] [--group-size 4]
