@@ -51,7 +51,6 @@ import asyncio
 import json
 import os
 import random
-import re
 import socket
 import subprocess
 import sys
@@ -164,16 +163,16 @@ def policy_setup(tmp: Path, args: argparse.Namespace) -> Setup:
 
 def choose_policy(train: Any, args: argparse.Namespace) -> Path:
     """`--model`, else the run's final HF export, else its base policy, else a created one."""
+    from agentgym_rl.learner.checkpoint_dirs import complete_checkpoints
+
     if args.model is not None:
         print(f"policy: {args.model} (--model)", flush=True)
         return Path(args.model)
     run_dir = train.run_dir if train.run_dir.is_absolute() else ROOT / train.run_dir
     steps = [
-        (int(m.group(1)), p)
-        for p in (run_dir / "checkpoints").glob("step_*")
-        if (m := re.fullmatch(r"step_(\d+)", p.name))
-        and (p / "COMPLETE").is_file()  # the learner's mark of a finished save
-        and (p / "hf" / "config.json").is_file()
+        (step, p)
+        for step, p in complete_checkpoints(run_dir / "checkpoints")
+        if (p / "hf" / "config.json").is_file()
     ]
     if steps:
         step, path = max(steps)

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from trainer_fixtures import make_group
 
-from agentgym_rl.learner.checkpoint import complete_checkpoints
+from agentgym_rl.learner.checkpoint_dirs import complete_checkpoints
 from agentgym_rl.wire import GroupSender, encode_group
 from vllm_fixtures import tiny_corpus
 

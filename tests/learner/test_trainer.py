@@ -23,12 +23,8 @@ from trainer_fixtures import learn_config, make_group
 
 from agentgym_rl.learner import source as source_mod
 from agentgym_rl.learner import trainer as trainer_mod
-from agentgym_rl.learner.checkpoint import (
-    complete_checkpoints,
-    latest_checkpoint,
-    load_checkpoint,
-    save_checkpoint,
-)
+from agentgym_rl.learner.checkpoint import load_checkpoint, save_checkpoint
+from agentgym_rl.learner.checkpoint_dirs import complete_checkpoints, latest_checkpoint
 from agentgym_rl.learner.convert import export_hf_weights
 from agentgym_rl.learner.trainer import Trainer
 from agentgym_rl.wire import (

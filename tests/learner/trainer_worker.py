@@ -21,7 +21,8 @@ from typing import Any
 import torch
 from trainer_fixtures import learn_config, make_group
 
-from agentgym_rl.learner.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
+from agentgym_rl.learner.checkpoint import load_checkpoint, save_checkpoint
+from agentgym_rl.learner.checkpoint_dirs import latest_checkpoint
 from agentgym_rl.learner.convert import export_hf_grads, export_hf_weights
 from agentgym_rl.learner.trainer import IdleTimeout, Trainer
 from agentgym_rl.wire import encode_group

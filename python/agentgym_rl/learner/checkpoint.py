@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import os
 import random
-import re
 import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -35,32 +34,13 @@ from megatron.core.dist_checkpointing.optimizer import (
 from safetensors.torch import save_file
 
 from agentgym_rl.learner import cpu_support
+from agentgym_rl.learner.checkpoint_dirs import latest_checkpoint
 from agentgym_rl.learner.convert import export_hf_weights
 
 if TYPE_CHECKING:
     from agentgym_rl.learner.trainer import Trainer
 
-_STEP_DIR = re.compile(r"^step_(\d+)$")
 _WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".safetensors.index.json")
-
-
-def complete_checkpoints(root: str | Path) -> list[tuple[int, Path]]:
-    """`(step, dir)` of every complete checkpoint under `root`, oldest first."""
-    root = Path(root)
-    if not root.is_dir():
-        return []
-    found = []
-    for child in root.iterdir():
-        m = _STEP_DIR.match(child.name)
-        if m and child.is_dir() and (child / "COMPLETE").is_file():
-            found.append((int(m.group(1)), child))
-    return sorted(found)
-
-
-def latest_checkpoint(root: str | Path) -> Path | None:
-    """The newest complete checkpoint directory, or None."""
-    found = complete_checkpoints(root)
-    return found[-1][1] if found else None
 
 
 def _barrier() -> None:
