@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -107,12 +108,31 @@ def _train(config: dict[str, Any], path: Path) -> int:
     return subprocess.run(argv, check=False).returncode
 
 
+# Logs name this machine's folders (installed packages, temp files, the checkout); the copies
+# are meant to be committed, so those prefixes are replaced by what they stand for.
+_MACHINE_PATHS = (
+    (re.compile(r"/[^\s:'\"]*/site-packages/"), "<site-packages>/"),
+    (re.compile(r"/tmp/"), "<tmp>/"),
+)
+
+
+def scrub_paths(text: str, checkout: Path) -> str:
+    text = text.replace(f"{checkout.resolve()}/", "")
+    for pattern, stand_in in _MACHINE_PATHS:
+        text = pattern.sub(stand_in, text)
+    return text
+
+
 def copy_records(run_dir: Path, dest: Path) -> None:
     for rel in RECORDS:
         src = run_dir / rel
         if src.is_file():
             (dest / rel).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(src, dest / rel)
+            if src.suffix == ".log":
+                text = src.read_text(errors="replace")
+                (dest / rel).write_text(scrub_paths(text, Path.cwd()))
+            else:
+                shutil.copyfile(src, dest / rel)
 
 
 def write_comparison(names: list[str], out: Path, report: Path, latency: str) -> Path:

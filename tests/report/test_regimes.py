@@ -68,12 +68,22 @@ def test_figures_on_the_comparisons_clock(tmp_path: Path) -> None:
     assert figures["async_over_sync"]["minutes_to_target"] == pytest.approx(0.25)
     assert figures["async_over_sync"]["step_s"] == pytest.approx(0.5)
     assert a.minutes_to(0.9) is None
+    late = RegimeRun.load(
+        write_run(tmp_path, "sync-2", "sync", [(0, 0, 0.4), (2, 2, 0.5), (4, 4, 0.5)], 60.0)
+    )
+    figures = compare([a, s, late])
+    assert figures["target"] == pytest.approx(0.55)
+    assert (figures["modes"]["sync"]["reached"], figures["modes"]["async"]["reached"]) == (1, 1)
 
 
 def test_report_only_rebuilds_from_its_own_records(tmp_path: Path) -> None:
     out, report = tmp_path / "runs", tmp_path / "report"
     write_run(out, "async-1", "async", [(0, 0, 0.4), (1, 4, 0.8)], 30.0)
-    write_run(out, "sync-1", "sync", [(0, 0, 0.4), (3, 4, 0.6)], 60.0)
+    sync = write_run(out, "sync-1", "sync", [(0, 0, 0.4), (3, 4, 0.6)], 60.0)
+    (sync / "logs").mkdir()
+    (sync / "logs" / "learn.log").write_text(
+        f"{Path.cwd()}/runs/x.yaml /opt/py/lib/python3.11/site-packages/vllm/a.py:3: /tmp/vllm_1\n"
+    )
     argv = [sys.executable, "-m", "agentgym_rl.cli", "compare", "--report-only", "--runs", "1"]
     for source in (["--out", str(out)], ["--out", str(tmp_path / "gone")]):
         done = subprocess.run(
@@ -84,5 +94,9 @@ def test_report_only_rebuilds_from_its_own_records(tmp_path: Path) -> None:
         assert [r["run"] for r in figures["runs"]] == ["async-1", "sync-1"]
         assert figures["async_over_sync"]["minutes_to_target"] == pytest.approx(1 / 3)
         assert (report / "compare.png").stat().st_size > 0
-        assert "| mean sync | sync |" in (report / "compare.md").read_text()
+        markdown = (report / "compare.md").read_text()
+        assert "| mean sync | sync |" in markdown and "sync 1 of 1" in markdown
     assert (report / "runs" / "sync-1" / "rollout-0" / "eval.jsonl").is_file()
+    # Copied logs name no folder of this machine.
+    copied = (report / "runs" / "sync-1" / "logs" / "learn.log").read_text()
+    assert copied == "runs/x.yaml <site-packages>/vllm/a.py:3: <tmp>/vllm_1\n"

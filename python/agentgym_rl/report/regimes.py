@@ -122,7 +122,14 @@ def compare(runs: list[RegimeRun]) -> dict[str, Any]:
     keys += ("engine_idle", "learner_idle")
     modes = {
         m: {k: _mean([row[k] for row in rows if row["mode"] == m]) for k in keys}
-        | {"runs": sum(row["mode"] == m for row in rows)}
+        | {
+            "runs": sum(row["mode"] == m for row in rows),
+            # The mean minutes to target leave out runs that never reached it, which flatters
+            # that mode: the count says how many did.
+            "reached": sum(
+                row["mode"] == m and row["minutes_to_target"] is not None for row in rows
+            ),
+        }
         for m in MODES
     }
     a, s = modes["async"], modes["sync"]
@@ -200,7 +207,13 @@ def regimes_markdown(figures: dict[str, Any], latency: str) -> str:
             f"| {_fmt(r['learner_idle'], '.0%')} |"
         )
     ratios = figures["async_over_sync"]
+    reached = ", ".join(
+        f"{m} {v['reached']} of {v['runs']}" for m, v in figures["modes"].items() if v["runs"]
+    )
     lines += [
+        "",
+        f"Runs that reached the target: {reached}. The mean minutes to target leave out runs "
+        "that never reached it (which favours their mode).",
         "",
         "async / sync: minutes to target "
         f"{_fmt(ratios['minutes_to_target'], '.2f')}, seconds per step "
