@@ -15,7 +15,9 @@ every group is in a known place when the books are closed:
 - across processes: sum(groups_sent) - learner received = groups still un-acknowledged when the
   learner exited, at most `receive.window` per sender; when there are any, a rollout server
   logs that not every sent group was acknowledged;
-- weights: every published version was acked by both servers and both logged applying it.
+- weights: every published version was acked by both servers and both logged applying it, and
+  the learner sent one copy per update (fanout 1: the first server to register relays every
+  update to the other).
 """
 
 from __future__ import annotations
@@ -126,6 +128,7 @@ def learner_cmd(model: Path, recv: str, weights: str, tmp: Path) -> list[str]:
         f"weights.endpoint={weights}",
         "weights.every_steps=1",
         "weights.timeout_s=60",
+        "weights.fanout=1",  # a chain: one real rollout server relays every update to the other
         f"checkpoint.dir={tmp / 'ckpt'}",
         f"max_steps={STEPS}",
         "optimizer.warmup_steps=0",
@@ -209,6 +212,9 @@ def test_two_rollout_servers_and_a_dp2_learner_keep_consistent_books(
     # weights: every published version reached both servers
     for s in steps:
         assert s["publish_acked"] == len(rollouts) and s["publish_timed_out"] == 0, s
+        assert s["publish_rerouted"] == 0, s
+    weights_mb = sum(f.stat().st_size for f in model.glob("*.safetensors")) / 1e6
+    assert all(0.5 * weights_mb < s["publish_mb"] < 1.5 * weights_mb for s in steps), steps
     for proc in rollouts:
         log = proc.text()
         for version in range(1, STEPS + 1):
