@@ -55,7 +55,8 @@ def test_parse_action(action: str, expected: tuple[str, str] | None) -> None:
 
 def test_generator_is_deterministic(tmp_path: Path) -> None:
     make_data.write(tmp_path)
-    for name in ("corpus.jsonl", "questions.jsonl", "train.json", "test.json"):
+    shipped = ("corpus.jsonl", "questions.jsonl", "train.json", "test.json")
+    for name in (*shipped, "train_1hop.json", "test_1hop.json"):
         assert (tmp_path / name).read_bytes() == (DATA / name).read_bytes(), name
 
 
@@ -77,6 +78,9 @@ def test_shipped_data_sizes_and_splits() -> None:
     for row in test + train:
         n = int(row["item_id"].removeprefix("searchqa_"))
         assert row["category"] == questions[n]["category"]
+    for name, split in (("test_1hop.json", test), ("train_1hop.json", train)):
+        one_hop = [r for r in split if r["category"] == "1-hop"]
+        assert json.loads((DATA / name).read_text()) == one_hop, name
     # Every 1-hop question names its subject, and its answer is an entity name.
     for q in questions:
         assert q["golden_answers"][0] not in q["question"]

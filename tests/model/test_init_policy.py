@@ -185,3 +185,24 @@ def test_warmup_loss_is_the_weighted_token_mean(
         model_dir, transcripts, steps=1, batch_size=2, threads=1, observation_weight=weight
     )
     assert loss == pytest.approx(total / mass, rel=1e-5)
+
+
+def test_searchqa_transcripts_search_then_answer_in_tags() -> None:
+    """SearchQA plays its own random actions, written as bare tags (the format its turns stop
+    at): a search of the question's words first, answers only after passages were shown."""
+    split = ROOT / "envs/agentgym_envs/searchqa/data/train_1hop.json"
+    tasks = load_split(split, "searchqa")[:40]
+    options = {"prompt": "question", "topk": "2", "end_on_wrong": "true"}
+    played = random_transcripts("searchqa", tasks, max_turns=3, seed=0, env_options=options)
+    answered = 0
+    for t in played:
+        turns = [m["content"] for m in t.messages if m["role"] == "assistant"]
+        parsed = [parse_action(x, ActionFormat.TAGS) for x in turns]
+        assert all(
+            p.action is not None and p.action.replace(" ", "") == x.replace(" ", "")
+            for p, x in zip(parsed, turns, strict=True)
+        )
+        assert turns[0].startswith("<search> ")
+        answered += turns[-1].startswith("<answer> ")
+        assert all(m["content"].startswith("<information>") for m in t.messages[3::2])
+    assert 0 < answered < len(played)

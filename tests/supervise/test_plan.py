@@ -200,11 +200,13 @@ def test_missing_model_unless_init_model(train_data: dict[str, Any], tmp_path: P
         "env": "babyai",
         "warmup_steps": 10,
         "warmup_observation_weight": 0.1,
+        "env_option": ["topk=2", "end_on_wrong=true"],
         "force": False,
     }
     plan = plan_run(train_config(train_data))
     assert plan.init is not None
-    assert plan.init.argv[-10:] == [  # a switch is --flag or --no-flag
+    # a switch is --flag or --no-flag, a list a repeated flag
+    assert plan.init.argv[-14:] == [
         "init-model",
         "--out",
         str(tmp_path / "nope"),
@@ -214,6 +216,10 @@ def test_missing_model_unless_init_model(train_data: dict[str, Any], tmp_path: P
         "10",
         "--warmup-observation-weight",
         "0.1",
+        "--env-option",
+        "topk=2",
+        "--env-option",
+        "end_on_wrong=true",
         "--no-force",
     ]
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import random
 import re
 from collections.abc import Callable
 from typing import Any, ClassVar
@@ -126,6 +127,11 @@ class BabyAIEpisode(Episode):
 
     def available_actions(self) -> list[str]:
         return [*self._actions, CHECK]
+
+    def random_action(self, rng: random.Random) -> str | None:
+        # CHECK repeats what every observation already lists: a random turn spent on it teaches
+        # the format nothing.
+        return rng.choice(list(self._actions)) if self._actions else None
 
     def close(self) -> None:
         if self._env is not None:

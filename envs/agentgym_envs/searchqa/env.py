@@ -19,11 +19,14 @@ cache_dir=PATH (default $AGENTGYM_SEARCHQA_CACHE or ~/.cache/agentgym-envs/searc
 from __future__ import annotations
 
 import logging
+import random
 from collections import Counter
+from functools import cached_property
 from pathlib import Path
 from typing import Any, ClassVar
 
 from agentgym_envs.searchqa.datafiles import QA, Doc, load_corpus, load_questions
+from agentgym_envs.searchqa.entities import EntityIndex, random_answer, random_search
 from agentgym_envs.searchqa.retrieval import build_retriever
 from agentgym_envs.searchqa.scoring import exact_match, parse_action
 from agentgym_envs.server.base import Environment, Episode, StepResult
@@ -57,11 +60,13 @@ class SearchQAEpisode(Episode):
         self._qa: QA | None = None
         self._prompt = ""
         self._score = 0.0
+        self._retrieved: list[int] = []  # passages shown so far (for `random_action`)
 
     def reset(self, data_idx: int) -> StepResult:
         self._qa = self._env.questions[data_idx]
         self._prompt = self._env.prompt_for(self._qa)
         self._score = 0.0
+        self._retrieved = []
         return StepResult(self._prompt)
 
     def step(self, action: str) -> StepResult:
@@ -71,7 +76,9 @@ class SearchQAEpisode(Episode):
             return StepResult(HINT, 0.0, self._score, False, invalid=True)
         tag, content = parsed
         if tag == "search":
-            return StepResult(self._env.information(content), 0.0, self._score)
+            hits = self._env.search(content)
+            self._retrieved += hits
+            return StepResult(self._env.information(hits), 0.0, self._score)
         if exact_match(content, self._qa.golden_answers):
             self._score = 1.0
             return StepResult(CORRECT, 1.0, 1.0, True)
@@ -84,6 +91,15 @@ class SearchQAEpisode(Episode):
 
     def available_actions(self) -> list[str]:
         return list(ACTIONS)
+
+    def random_action(self, rng: random.Random) -> str | None:
+        """A search of 1-6 of the question's words; once passages were shown, as likely an
+        answer naming one of the entities they mention."""
+        assert self._qa is not None
+        seen = self._env.entities_in(self._retrieved)
+        if seen and rng.random() < 0.5:
+            return random_answer(seen, rng)
+        return random_search(self._qa.question, rng)
 
 
 class SearchQAEnvironment(Environment):
@@ -154,15 +170,31 @@ class SearchQAEnvironment(Environment):
         question = f"Question: {qa.question}"
         return question if self.prompt == "question" else f"{INSTRUCTION}\n\n{question}"
 
-    def information(self, query: str) -> str:
+    def search(self, query: str) -> list[int]:
+        """The top `topk` passages for `query` (from the batch's prefetch when there is one)."""
         hits = self._prefetched.get(query)
-        if hits is None:
-            hits = self.retriever.search(query, self.topk)
+        return list(hits) if hits is not None else list(self.retriever.search(query, self.topk))
+
+    def information(self, hits: list[int]) -> str:
         lines = [
             f"Doc {n}(Title: {self.docs[i].title}) {self._cut(self.docs[i].text)}"
             for n, i in enumerate(hits, 1)
         ]
         return "<information>" + "\n".join(lines) + "</information>"
+
+    @cached_property
+    def entity_index(self) -> EntityIndex:
+        """Every passage title as an entity name (built on first use: only random actions and
+        the tests need it)."""
+        return EntityIndex(d.title for d in self.docs)
+
+    def entities_in(self, hits: list[int]) -> list[str]:
+        """The entities the shown part of these passages mention (titles included), in order."""
+        names: dict[str, None] = {}
+        for i in hits:
+            text = f"{self.docs[i].title} {self._cut(self.docs[i].text)}"
+            names.update(dict.fromkeys(self.entity_index.mentions(text)))
+        return list(names)
 
     def _cut(self, text: str) -> str:
         if not self.passage_words:

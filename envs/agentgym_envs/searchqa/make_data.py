@@ -5,8 +5,9 @@
 corpus.jsonl is in wiki-18's format (`{"id", "contents": "\"Title\"\ntext"}`), questions.jsonl
 in Search-R1's (`{"id", "question", "golden_answers", "data_source"}` plus our `hops` and
 `category`); task id = line number in questions.jsonl. test.json takes a fixed number of
-questions per hop count (seeded), train.json the rest; rows are
-`{"item_id": "searchqa_<n>", "category": "<h>-hop"}`. Same seed, same bytes.
+questions per hop count (seeded), train.json the rest, and `*_1hop.json` their 1-hop questions
+alone (the Deep Search demo's splits); rows are `{"item_id": "searchqa_<n>", "category":
+"<h>-hop"}`. Same seed, same bytes.
 """
 
 from __future__ import annotations
@@ -57,11 +58,19 @@ def write(out: Path, seed: int = SEED) -> dict[str, int]:
     def rows(ids: list[int]) -> list[dict[str, str]]:
         return [{"item_id": f"searchqa_{i}", "category": f"{questions[i].hops}-hop"} for i in ids]
 
+    def one_hop(ids: list[int]) -> list[int]:
+        return [i for i in ids if questions[i].hops == 1]
+
+    splits = {
+        "test.json": sorted(test),
+        "train.json": train,
+        "test_1hop.json": one_hop(sorted(test)),
+        "train_1hop.json": one_hop(train),
+    }
     files = {
         "corpus.jsonl": _jsonl(corpus),  # type: ignore[arg-type]
         "questions.jsonl": _jsonl(qrows),  # type: ignore[arg-type]
-        "test.json": _split_json(rows(sorted(test))),
-        "train.json": _split_json(rows(train)),
+        **{name: _split_json(rows(ids)) for name, ids in splits.items()},
     }
     out.mkdir(parents=True, exist_ok=True)
     for name, text in files.items():
@@ -69,8 +78,7 @@ def write(out: Path, seed: int = SEED) -> dict[str, int]:
     return {
         "corpus.jsonl": len(corpus),
         "questions.jsonl": len(qrows),
-        "test.json": len(test),
-        "train.json": len(train),
+        **{name: len(ids) for name, ids in splits.items()},
     }
 
 

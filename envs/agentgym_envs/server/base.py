@@ -8,6 +8,7 @@ the id -> episode map, so an env implementation never sees ids, sockets or timeo
 from __future__ import annotations
 
 import enum
+import random
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -73,6 +74,13 @@ class Episode(ABC):
     @abstractmethod
     def available_actions(self) -> list[str]:
         """The actions valid right now (may be a template list for open-ended envs)."""
+
+    def random_action(self, rng: random.Random) -> str | None:
+        """A valid action drawn at random, knowing nothing of which one helps (what `init-model`'s
+        format transcripts play; None: no action is valid). Default: uniform over
+        `available_actions()`; open-ended envs fill their templates here instead."""
+        choices = self.available_actions()
+        return rng.choice(choices) if choices else None
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release resources. Called once when the episode is closed or reaped."""

@@ -151,6 +151,30 @@ def restore_stop_string(text: str, fmt: ActionFormat) -> str:
     return text + stop
 
 
+ENV_FORMATS: dict[str, ActionFormat] = {
+    "searchqa": ActionFormat.TAGS,
+    "webarena": ActionFormat.WEBARENA,
+    "miniwob": ActionFormat.WEBARENA,
+}
+"""The action format an env's own actions are written in (the rest: ReAct lines)."""
+
+
+def env_format(env: str) -> ActionFormat:
+    return ENV_FORMATS.get(env, ActionFormat.REACT)
+
+
+def render_action(action: str, fmt: ActionFormat, thought: str | None = None) -> str:
+    """The assistant turn that plays `action` in format `fmt`, as its parser reads it back (a
+    ReAct turn after a `Thought:` line when one is given)."""
+    if fmt is ActionFormat.TAGS:
+        return action
+    if fmt is ActionFormat.WEBARENA:
+        return f"```{action}```"
+    if thought is None:
+        return f"Action: {action}"
+    return f"Thought: {thought}\nAction: {action}"
+
+
 PARSERS: dict[ActionFormat, Callable[[str], ParsedAction]] = {
     ActionFormat.REACT: parse_react,
     ActionFormat.TAGS: parse_tags,

@@ -23,18 +23,17 @@ from typing import Any
 from pydantic import ValidationError
 
 from agentgym_rl import _core
-from agentgym_rl.config import ActionFormat
 from agentgym_rl.config.rollout import EngineConfig
 from agentgym_rl.config.startup import context_misfit, turn_misfit
+from agentgym_rl.episode.actions import env_format
 from agentgym_rl.episode.dataset import DatasetError, Task, load_split
 from agentgym_rl.episode.scoring import EvalRecord, EvalReport, summarize
 from agentgym_rl.episode.types import Engine, EnvSpec
 from agentgym_rl.evaluation.runner import EvalError, EvalSettings, Policy, run_episodes
 from agentgym_rl.evaluation.servers import LocalEnvServers
 
-# Envs whose servers speak another HTTP dialect or whose actions are not ReAct lines.
+# Envs whose servers speak another HTTP dialect.
 DIALECTS = {"searchqa": "searchqa", "webarena": "webarena"}
-FORMATS = {"searchqa": ActionFormat.TAGS, "webarena": ActionFormat.WEBARENA}
 
 
 @dataclass
@@ -129,7 +128,7 @@ class EvalOptions:
 
 
 def env_specs(envs: list[str], system_prompt: str | None = None) -> dict[str, EnvSpec]:
-    return {e: EnvSpec(FORMATS.get(e, ActionFormat.REACT), system_prompt) for e in envs}
+    return {e: EnvSpec(env_format(e), system_prompt) for e in envs}
 
 
 def env_pool(addresses: dict[str, list[str]]) -> _core.EnvPool:

@@ -1,12 +1,14 @@
 """Transcripts of random valid actions, played on the env code itself (no server, no expert).
 
-Contract: `random_transcripts(env, tasks, ...)` plays each task once in-process with actions drawn
-uniformly from the env's available actions, and returns the chat an agent would have had: the
-system prompt the rollout servers use (`episode/prompts.py`), the first observation, then
-`Action: <action>` assistant turns (after a `Thought:` line restating the goal, with
-`thought_line`) and observation user turns, exactly as the agent loop renders them. Nothing
-here knows how to solve a task: the transcripts carry the format only, which is what the
-tokenizer is trained on and what the format warm-up teaches.
+Contract: `random_transcripts(env, tasks, ...)` plays each task once in-process with the env's own
+random actions (`Episode.random_action`: uniform over the available actions, or for SearchQA a
+query of the question's words, then an entity of the passages shown), and returns the chat an
+agent would have had: the system prompt the rollout servers use (`episode/prompts.py`), the
+first observation, then assistant turns in the env's action format (`Action: <action>` after a
+`Thought:` line restating the goal with `thought_line`; the bare tag for SearchQA) and
+observation user turns, exactly as the agent loop renders them. Nothing here knows how to solve
+a task: the transcripts carry the format only, which is what the tokenizer is trained on and
+what the format warm-up teaches.
 """
 
 from __future__ import annotations
@@ -15,14 +17,10 @@ import random
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from agentgym_rl.config import ActionFormat
 from agentgym_rl.env_discovery import load_env
+from agentgym_rl.episode.actions import env_format, render_action
 from agentgym_rl.episode.dataset import Task
 from agentgym_rl.episode.prompts import episode_prefix, observation_message
-
-# "check available actions" repeats what every BabyAI observation already lists: a random
-# policy that picks it wastes turns, and it teaches the model nothing about the format.
-_SKIPPED_ACTIONS = frozenset({"check available actions"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,14 +30,6 @@ class Transcript:
     item_id: str
     messages: list[dict[str, str]]
     success: bool
-
-
-def assistant_turn(action: str, thought: str | None = None) -> str:
-    """The assistant message that plays `action` (the ReAct parser reads the `Action:` line),
-    after a `Thought:` line when one is given."""
-    if thought is None:
-        return f"Action: {action}"
-    return f"Thought: {thought}\nAction: {action}"
 
 
 def thought_from(observation: str, line_prefix: str | None) -> str | None:
@@ -64,7 +54,7 @@ def random_transcripts(
     env_options: dict[str, str] | None = None,
     thought_line: str | None = None,
 ) -> list[Transcript]:
-    """Play every task once with uniformly random valid actions, at most `max_turns` turns
+    """Play every task once with the env's random valid actions, at most `max_turns` turns
     (`env_options`: the env's own options, as `env serve --env-option` gives them).
 
     `thought_line`: each action follows a `Thought:` line restating the observation's line with
@@ -72,21 +62,22 @@ def random_transcripts(
     the actions stay uniformly random."""
     environment = load_env(env, **(env_options or {}))
     rng = random.Random(seed)
+    fmt = env_format(env)
     out: list[Transcript] = []
     episode = environment.new_episode()  # type: ignore[attr-defined]
     try:
         for task in tasks:
             first = episode.reset(task.data_idx)
             observation = first.observation
-            messages = episode_prefix(env, observation, ActionFormat.REACT, system_prompt)
+            messages = episode_prefix(env, observation, fmt, system_prompt)
             success = False
             for turn in range(max_turns):
-                choices = [a for a in episode.available_actions() if a not in _SKIPPED_ACTIONS]
-                if not choices:
+                action = episode.random_action(rng)
+                if action is None:
                     break
-                action = rng.choice(choices)
                 thought = thought_from(observation, thought_line)
-                messages.append({"role": "assistant", "content": assistant_turn(action, thought)})
+                turn_text = render_action(action, fmt, thought)
+                messages.append({"role": "assistant", "content": turn_text})
                 result = episode.step(action)
                 observation = result.observation
                 if result.done:
@@ -106,4 +97,4 @@ def corpus_text(transcripts: Iterable[Transcript]) -> list[str]:
     return [f"{m['role']}\n{m['content']}" for t in transcripts for m in t.messages]
 
 
-__all__ = ["Transcript", "assistant_turn", "corpus_text", "random_transcripts", "thought_from"]
+__all__ = ["Transcript", "corpus_text", "random_transcripts", "thought_from"]

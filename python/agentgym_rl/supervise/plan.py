@@ -371,6 +371,8 @@ def _assemble(
             flag = f"--{key.replace('_', '-')}"
             if isinstance(value, bool):  # a switch: --flag or --no-flag
                 args += [flag if value else f"--no-{key.replace('_', '-')}"]
+            elif isinstance(value, list):  # a repeatable flag (--env-option)
+                args += [a for v in value for a in (flag, str(v))]
             else:
                 args += [flag, str(value)]
         init = ChildSpec("init-model", "init", _cli(*args), " ".join(["agentgym-rl", *args]))
