@@ -20,7 +20,7 @@ def test_mentions_are_whole_names_longest_first_in_order() -> None:
     assert index.mentions("nothing here") == []
 
 
-def test_random_search_uses_the_questions_words_in_order() -> None:
+def test_random_search_is_a_run_of_the_questions_words() -> None:
     rng = random.Random(0)
     question = "In which city was Briazand Thigaer born?"
     words = question.rstrip("?").split()
@@ -29,7 +29,7 @@ def test_random_search_uses_the_questions_words_in_order() -> None:
         assert query is not None and query[0] == "search"
         picked = query[1].split()
         assert 1 <= len(picked) <= 6
-        assert [w for w in words if w in picked] == picked  # a subsequence of the question
+        assert " ".join(picked) in " ".join(words)  # a run of the question's words
 
 
 @pytest.fixture(scope="module")

@@ -2,8 +2,8 @@
 
 Contract: `EntityIndex(titles)` knows every passage title as an entity name (quotes dropped);
 `mentions(text)` lists the names that occur in `text` as whole words, longest match first at
-each position, in order of first occurrence. `random_search(question, rng)` is a query of 1-6
-of the question's words in their order; `random_answer(entities, rng)` one of the entities seen.
+each position, in order of first occurrence. `random_search(question, rng)` is a query of a run
+of 1-6 of the question's words; `random_answer(entities, rng)` one of the entities seen.
 These are what `init-model`'s format transcripts play: the right query or answer is among them
 (so chance is above zero), and nothing here knows which one it is.
 """
@@ -50,11 +50,12 @@ class EntityIndex:
 
 
 def random_search(question: str, rng: random.Random) -> str:
-    """1-6 of the question's words, in their order."""
+    """A run of 1-6 consecutive words of the question (a run keeps a name's words together, so
+    the query copies text as it stands, as an answer copies an entity from a passage)."""
     words = _WORD.findall(question) or ["?"]
     k = rng.randint(1, min(6, len(words)))
-    picked = sorted(rng.sample(range(len(words)), k))
-    return "<search> " + " ".join(words[i] for i in picked) + " </search>"
+    start = rng.randrange(len(words) - k + 1)
+    return "<search> " + " ".join(words[start : start + k]) + " </search>"
 
 
 def random_answer(entities: list[str], rng: random.Random) -> str:

@@ -93,8 +93,8 @@ class SearchQAEpisode(Episode):
         return list(ACTIONS)
 
     def random_action(self, rng: random.Random) -> str | None:
-        """A search of 1-6 of the question's words; once passages were shown, as likely an
-        answer naming one of the entities they mention."""
+        """A search for a run of 1-6 of the question's words; once passages were shown, as
+        likely an answer naming one of the entities they mention."""
         assert self._qa is not None
         seen = self._env.entities_in(self._retrieved)
         if seen and rng.random() < 0.5:
