@@ -25,7 +25,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="training split the random-action transcripts are played on "
         "(default: babyai GoTo family, textcraft train)",
     )
-    parser.add_argument("--transcripts", type=int, default=d.transcripts, help="tasks to play")
+    parser.add_argument(
+        "--transcripts",
+        type=int,
+        default=d.transcripts,
+        help="random-action episodes to play (the split is replayed when it has fewer tasks)",
+    )
     parser.add_argument("--max-turns", type=int, default=d.max_turns, help="turns per transcript")
     parser.add_argument(
         "--system-prompt",

@@ -12,7 +12,7 @@ from agentgym_rl.cli import main
 from agentgym_rl.config import ActionFormat
 from agentgym_rl.episode.actions import parse_action
 from agentgym_rl.episode.dataset import load_split
-from agentgym_rl.model.init_policy import INFO_FILE, InitOptions, init_policy
+from agentgym_rl.model.init_policy import INFO_FILE, InitOptions, init_policy, tasks_to_play
 from agentgym_rl.model.transcripts import (
     Transcript,
     corpus_text,
@@ -206,3 +206,52 @@ def test_searchqa_transcripts_search_then_answer_in_tags() -> None:
         answered += turns[-1].startswith("<answer> ")
         assert all(m["content"].startswith("<information>") for m in t.messages[3::2])
     assert 0 < answered < len(played)
+
+
+SEARCHQA_DATA = ROOT / "envs/agentgym_envs/searchqa/data"
+
+
+def test_a_short_split_is_replayed_with_fresh_random_actions(tmp_path: Path) -> None:
+    """More transcripts than tasks play each task several times, each time with other random
+    actions: the warm-up then cannot memorise one answer per question."""
+    split = load_split(SEARCHQA_DATA / "train_1hop.json", "searchqa")[:5]
+    tasks = tasks_to_play(split, InitOptions(out=tmp_path, env="searchqa", transcripts=40))
+    assert len(tasks) == 40 and {t.item_id for t in tasks} == {t.item_id for t in split}
+    options = {"prompt": "question", "topk": "1", "end_on_wrong": "true"}
+    played = random_transcripts("searchqa", tasks, max_turns=3, seed=0, env_options=options)
+    plays: dict[str, set[str]] = {}
+    for t in played:
+        plays.setdefault(t.item_id, set()).add(json.dumps(t.messages))
+    assert all(len(distinct) > 1 for distinct in plays.values())
+
+
+def test_searchqa_tokenizer_learns_the_corpus_names_the_warmup_never_met(tmp_path: Path) -> None:
+    """The tokenizer also reads the env's reference text (SearchQA: its passages), so the names
+    in held-out answers are whole tokens although four transcripts never showed them."""
+    from transformers import AutoTokenizer
+
+    out = tmp_path / "policy"
+    options = InitOptions(
+        out=out,
+        env="searchqa",
+        split=SEARCHQA_DATA / "train_1hop.json",
+        transcripts=4,
+        max_turns=3,
+        env_options=(("prompt", "question"), ("topk", "1"), ("end_on_wrong", "true")),
+        vocab_size=8000,
+        phrase_tokens=False,
+        hidden=64,
+        layers=1,
+        heads=1,
+        kv_heads=1,
+        intermediate=128,
+        warmup_steps=1,
+        warmup_batch=2,
+    )
+    init_policy(options, say=lambda _: None)
+    tok = AutoTokenizer.from_pretrained(str(out))
+    held_out = {t.item_id for t in load_split(SEARCHQA_DATA / "test_1hop.json", "searchqa")}
+    questions = [json.loads(line) for line in (SEARCHQA_DATA / "questions.jsonl").open()]
+    words = [w for q in questions if q["id"] in held_out for w in q["golden_answers"][0].split()]
+    whole = sum(len(tok.encode(" " + w, add_special_tokens=False)) == 1 for w in words)
+    assert whole / len(words) > 0.95

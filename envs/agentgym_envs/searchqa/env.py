@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 import random
 from collections import Counter
+from collections.abc import Iterable
 from functools import cached_property
 from pathlib import Path
 from typing import Any, ClassVar
@@ -153,6 +154,9 @@ class SearchQAEnvironment(Environment):
             if len(queries) > 1
             else {}
         )
+
+    def reference_text(self) -> Iterable[str]:
+        return (d.contents for d in self.docs)
 
     def info(self) -> dict[str, Any]:
         categories = Counter(q.category for q in self.questions)

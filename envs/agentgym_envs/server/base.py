@@ -10,6 +10,7 @@ from __future__ import annotations
 import enum
 import random
 from abc import ABC, abstractmethod
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -116,6 +117,12 @@ class Environment(ABC):
     def prefetch(self, actions: list[str]) -> None:  # noqa: B027 - optional hook
         """Called with the actions of a ZMQ batch's steps before they run, so an env can do
         their expensive part as one batched call (SearchQA: one retrieval for all searches)."""
+
+    def reference_text(self) -> Iterable[str]:
+        """Text the env shows its agents beyond what a few random episodes reveal (SearchQA: the
+        passages of its corpus). `init-model` trains the tokenizer on it as well, so that names
+        the warm-up never met are still whole tokens. Default: none."""
+        return ()
 
     def check_data_idx(self, data_idx: int) -> None:
         """Raise `EnvError(BAD_DATA_IDX)` when `data_idx` names no task."""

@@ -1,14 +1,16 @@
 """`init-model`: the embedded default policy, created here from nothing but the environments.
 
-Contract: `init_policy(options)` (1) plays `transcripts` training tasks of `env` with uniformly
-random valid actions (`transcripts.py`), (2) trains a byte-level BPE tokenizer on their text
-(with phrase tokens by default, so that frequent phrases such as an action become one token)
-and writes a randomly initialised Qwen2-architecture checkpoint sized for a CPU (`factory.py`;
-head dim 64 for vLLM's CPU attention), (3) runs the format warm-up (`warmup.py`: next-token
-training on the assistant turns of those random-action transcripts, no expert data) and (4)
-records what it did in `<out>/init_model.json`. The result is an ordinary HF checkpoint
-directory: any other HF checkpoint can stand in for it. It writes well-formed actions but picks
-them about as well as chance, so whatever the RL run gains on top is the RL run's.
+Contract: `init_policy(options)` (1) plays `transcripts` training tasks of `env` (cycling
+through the split when it is shorter) with uniformly random valid actions (`transcripts.py`),
+(2) trains a byte-level BPE tokenizer on their text and the env's reference text, if any
+(SearchQA's passages), (with phrase tokens by default, so that
+frequent phrases such as an action become one token) and writes a randomly initialised
+Qwen2-architecture checkpoint sized for a CPU (`factory.py`; head dim 64 for vLLM's CPU
+attention), (3) runs the format warm-up (`warmup.py`: next-token training on the assistant
+turns of those random-action transcripts, no expert data) and (4) records what it did in
+`<out>/init_model.json`. The result is an ordinary HF checkpoint directory: any other HF
+checkpoint can stand in for it. It writes well-formed actions but picks them about as well as
+chance, so whatever the RL run gains on top is the RL run's.
 """
 
 from __future__ import annotations
@@ -21,12 +23,21 @@ from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 
-from agentgym_rl.env_discovery import portable_path
-from agentgym_rl.episode.dataset import load_split
+from agentgym_rl.env_discovery import load_env, portable_path
+from agentgym_rl.episode.dataset import Task, load_split
 from agentgym_rl.model.factory import create_tiny_model
 from agentgym_rl.model.init_options import DEFAULT_SPLITS, INFO_FILE, InitOptions
 from agentgym_rl.model.transcripts import corpus_text, random_transcripts
 from agentgym_rl.model.warmup import format_warmup
+
+
+def tasks_to_play(split: list[Task], options: InitOptions) -> list[Task]:
+    """`options.transcripts` tasks of the shuffled split; a shorter split is replayed (the
+    random actions differ each time), so that the warm-up sees many answers per task rather than
+    memorising one."""
+    order = list(split)
+    random.Random(options.seed).shuffle(order)
+    return [order[i % len(order)] for i in range(options.transcripts)] if order else []
 
 
 def init_policy(
@@ -42,24 +53,27 @@ def init_policy(
             raise FileExistsError(f"{out} exists and is not empty (pass --force to replace it)")
         shutil.rmtree(out)
     t0 = time.perf_counter()
-    tasks = load_split(options.split_path(), options.env)
-    random.Random(options.seed).shuffle(tasks)
-    tasks = tasks[: options.transcripts]
+    tasks = tasks_to_play(load_split(options.split_path(), options.env), options)
     say(f"playing {len(tasks)} {options.env} tasks with random valid actions")
-    played = random_transcripts(
-        options.env,
-        tasks,
-        max_turns=options.max_turns,
-        seed=options.seed,
-        system_prompt=options.system_prompt,
-        env_options=dict(options.env_options),
-        thought_line=options.thought_line,
-    )
+    environment = load_env(options.env, **dict(options.env_options))
+    try:
+        played = random_transcripts(
+            options.env,
+            tasks,
+            max_turns=options.max_turns,
+            seed=options.seed,
+            system_prompt=options.system_prompt,
+            thought_line=options.thought_line,
+            environment=environment,
+        )
+        reference = list(environment.reference_text())
+    finally:
+        environment.close()
     random_success = sum(t.success for t in played) / len(played)
     say(f"random-action success {random_success:.3f}; training the tokenizer and the model")
     create_tiny_model(
         out,
-        corpus=corpus_text(played),
+        corpus=corpus_text(played) + reference,
         vocab_size=options.vocab_size,
         phrase_tokens=options.phrase_tokens,
         hidden=options.hidden,
@@ -93,4 +107,4 @@ def init_policy(
     return record
 
 
-__all__ = ["DEFAULT_SPLITS", "INFO_FILE", "InitOptions", "init_policy"]
+__all__ = ["DEFAULT_SPLITS", "INFO_FILE", "InitOptions", "init_policy", "tasks_to_play"]

@@ -16,6 +16,7 @@ from __future__ import annotations
 import random
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from agentgym_rl.env_discovery import load_env
 from agentgym_rl.episode.actions import env_format, render_action
@@ -53,14 +54,29 @@ def random_transcripts(
     system_prompt: str | None = None,
     env_options: dict[str, str] | None = None,
     thought_line: str | None = None,
+    environment: Any = None,
 ) -> list[Transcript]:
     """Play every task once with the env's random valid actions, at most `max_turns` turns
     (`env_options`: the env's own options, as `env serve --env-option` gives them).
 
     `thought_line`: each action follows a `Thought:` line restating the observation's line with
     this prefix (e.g. "Goal:"). It restates what the agent was told, never which action to pick:
-    the actions stay uniformly random."""
-    environment = load_env(env, **(env_options or {}))
+    the actions stay uniformly random. `environment`: an env already built from these options
+    (the caller's to close); by default one is built here."""
+    if environment is None:
+        built = load_env(env, **(env_options or {}))
+        try:
+            return random_transcripts(
+                env,
+                tasks,
+                max_turns=max_turns,
+                seed=seed,
+                system_prompt=system_prompt,
+                thought_line=thought_line,
+                environment=built,
+            )
+        finally:
+            built.close()
     rng = random.Random(seed)
     fmt = env_format(env)
     out: list[Transcript] = []
