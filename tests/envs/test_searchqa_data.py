@@ -12,6 +12,7 @@ import pytest
 from agentgym_envs import load_env
 from agentgym_envs.searchqa import make_data
 from agentgym_envs.searchqa.env import DATA, HINT, SearchQAEnvironment
+from agentgym_envs.searchqa.knowledge import EXTRA_ONE_HOP, QUESTIONS
 from agentgym_envs.searchqa.scoring import exact_match, normalize_answer, parse_action
 
 
@@ -84,6 +85,19 @@ def test_shipped_data_sizes_and_splits() -> None:
     # Every 1-hop question names its subject, and its answer is an entity name.
     for q in questions:
         assert q["golden_answers"][0] not in q["question"]
+
+
+def test_extra_one_hop_questions_train_only_on_new_subjects() -> None:
+    """The questions after the base set are 1-hop training questions about subjects that no
+    earlier question of their template asked about (none is a held-out question's twin)."""
+    questions = [json.loads(line) for line in (DATA / "questions.jsonl").read_text().splitlines()]
+    base = sum(QUESTIONS.values())
+    extra = questions[base:]
+    assert len(extra) == EXTRA_ONE_HOP and {q["category"] for q in extra} == {"1-hop"}
+    test_ids = {r["item_id"] for r in json.loads((DATA / "test.json").read_text())}
+    assert not test_ids & {q["id"] for q in extra}
+    asked = Counter((q["template"], q["question"]) for q in questions)
+    assert max(asked.values()) == 1
 
 
 def _write(path: Path, rows: list[object]) -> Path:

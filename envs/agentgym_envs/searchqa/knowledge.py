@@ -29,6 +29,10 @@ WORK_FORMS = ["Chronicle", "Ballad", "Atlas", "Sonata", "Codex", "Elegy", "Treat
 
 COUNTRIES, CITIES, PEOPLE, ORGS, WORKS = 40, 480, 1800, 320, 900
 QUESTIONS = {1: 1200, 2: 700, 3: 500}
+# 1-hop questions added after all of the above, on subjects no 1-hop question of their template
+# asked about: training questions only, so that RL on 1-hop questions meets each one about once
+# instead of learning the answers of a few hundred by heart.
+EXTRA_ONE_HOP = 3000
 
 
 @dataclass(slots=True)
@@ -254,26 +258,42 @@ def _relations(w: World) -> dict[str, tuple[list[int], str]]:
 
 def questions(w: World, rng: random.Random) -> list[Question]:
     """`QUESTIONS[h]` questions of each hop count, that hop count's templates in turn, a
-    template's subjects never repeated."""
+    template's subjects never repeated; then `EXTRA_ONE_HOP` more 1-hop questions."""
     names = {"person": w.people, "city": w.cities, "country": w.countries, "org": w.orgs}
     names["work"] = w.works
     relations = _relations(w)
     out: list[Question] = []
+    subjects: dict[str, list[int]] = {}  # template -> its subjects not asked about yet
     for hops, total in QUESTIONS.items():
         templates = [t for t in TEMPLATES if t[0] == hops]
-        orders = {t[1]: rng.sample(range(len(names[t[2]])), len(names[t[2]])) for t in templates}
-        made = 0
-        while made < total:
-            for _, name, kind, text, chain in templates:
-                if made == total or not orders[name]:
-                    continue
-                subject = index = orders[name].pop()
-                for rel in chain:
-                    mapping, kind_after = relations[rel]
-                    index = mapping[index]
-                answer = names[kind_after][index]
-                out.append(Question(text.format(names[kind][subject]), answer, hops, name))
-                made += 1
+        for t in templates:
+            subjects[t[1]] = rng.sample(range(len(names[t[2]])), len(names[t[2]]))
+        out += _ask(templates, subjects, total, names, relations)
+    return out + _ask(
+        [t for t in TEMPLATES if t[0] == 1], subjects, EXTRA_ONE_HOP, names, relations
+    )
+
+
+def _ask(
+    templates: list[tuple[int, str, str, str, tuple[str, ...]]],
+    subjects: dict[str, list[int]],
+    total: int,
+    names: dict[str, list[str]],
+    relations: dict[str, tuple[list[int], str]],
+) -> list[Question]:
+    """Up to `total` questions, the templates in turn, each on a subject popped from its list."""
+    out: list[Question] = []
+    while len(out) < total and any(subjects[t[1]] for t in templates):
+        for hops, name, kind, text, chain in templates:
+            if len(out) == total or not subjects[name]:
+                continue
+            subject = index = subjects[name].pop()
+            for rel in chain:
+                mapping, kind_after = relations[rel]
+                index = mapping[index]
+            out.append(
+                Question(text.format(names[kind][subject]), names[kind_after][index], hops, name)
+            )
     return out
 
 

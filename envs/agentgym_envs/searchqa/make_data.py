@@ -5,7 +5,7 @@
 corpus.jsonl is in wiki-18's format (`{"id", "contents": "\"Title\"\ntext"}`), questions.jsonl
 in Search-R1's (`{"id", "question", "golden_answers", "data_source"}` plus our `hops` and
 `category`); task id = line number in questions.jsonl. test.json takes a fixed number of
-questions per hop count (seeded), train.json the rest, and `*_1hop.json` their 1-hop questions
+questions per hop count (seeded) among all but the extra 1-hop questions, train.json the rest, and `*_1hop.json` their 1-hop questions
 alone (the Deep Search demo's splits); rows are `{"item_id": "searchqa_<n>", "category":
 "<h>-hop"}`. Same seed, same bytes.
 """
@@ -17,7 +17,7 @@ import json
 import random
 from pathlib import Path
 
-from agentgym_envs.searchqa.knowledge import generate
+from agentgym_envs.searchqa.knowledge import QUESTIONS, generate
 
 DATA = Path(__file__).parent / "data"
 SEED = 20
@@ -50,8 +50,9 @@ def write(out: Path, seed: int = SEED) -> dict[str, int]:
     ]
     rng = random.Random(f"searchqa-split-{seed}")
     test: list[int] = []
+    base = sum(QUESTIONS.values())  # the extra 1-hop questions after them only ever train
     for hops, n in TEST.items():
-        test += rng.sample([i for i, q in enumerate(questions) if q.hops == hops], n)
+        test += rng.sample([i for i, q in enumerate(questions[:base]) if q.hops == hops], n)
     chosen = set(test)
     train = [i for i in range(len(questions)) if i not in chosen]
 
