@@ -1,15 +1,26 @@
 """Ports of one run: free ones chosen automatically, pinned ones checked before anything starts.
 
-Contract: `PortBook.free()` returns a 127.0.0.1 port the OS just reported free and never hands
-the same port out twice; `PortBook.pinned(port, where, fix)` records a port the config fixes and,
+Contract: `PortBook.free()` returns a 127.0.0.1 port that is free now, below the OS's ephemeral
+range, and never hands the same port out twice; `PortBook.pinned(port, where, fix)` records a port the config fixes and,
 when something listens on it already, an error naming the key path and the fix. The check binds
 with SO_REUSEADDR, as ZeroMQ and uvicorn do, so sockets in TIME_WAIT from a previous run do not
 count as busy.
+
+Why below the ephemeral range: a port is chosen when the run is planned and bound seconds later
+by the child that serves on it. A port the OS picked (bind to 0) comes from the range outgoing
+connections draw their local ports from, so one of the run's own connections could take it in
+between ("Address already in use" at the learner's bind, seen once); ports below that range are
+never handed out to outgoing connections.
 """
 
 from __future__ import annotations
 
+import random
 import socket
+from pathlib import Path
+
+_EPHEMERAL = Path("/proc/sys/net/ipv4/ip_local_port_range")
+_LOWEST = 10000  # leave well-known and common service ports alone
 
 
 def port_is_busy(port: int, host: str = "127.0.0.1") -> bool:
@@ -23,6 +34,32 @@ def port_is_busy(port: int, host: str = "127.0.0.1") -> bool:
     return False
 
 
+def ephemeral_start() -> int:
+    """The first port of the OS's ephemeral range (Linux's default 32768 where it cannot be read)."""
+    try:
+        return int(_EPHEMERAL.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
+def free_port(taken: set[int] | frozenset[int] = frozenset(), tries: int = 200) -> int:
+    """A 127.0.0.1 port free now and not in `taken`: a random one between 10000 and the start of
+    the ephemeral range, or, when none of `tries` is free, one the OS picks."""
+    top = ephemeral_start()
+    if top - _LOWEST >= 1000:
+        rng = random.SystemRandom()
+        for _ in range(tries):
+            port = rng.randrange(_LOWEST, top)
+            if port not in taken and not port_is_busy(port):
+                return port
+    while True:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind(("127.0.0.1", 0))
+            port = int(s.getsockname()[1])
+        if port not in taken:
+            return port
+
+
 class PortBook:
     """The ports handed out for one run, and the problems with pinned ones."""
 
@@ -31,13 +68,9 @@ class PortBook:
         self.errors: list[str] = []
 
     def free(self) -> int:
-        while True:
-            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-                s.bind(("127.0.0.1", 0))
-                port = int(s.getsockname()[1])
-            if port not in self.used:
-                self.used.add(port)
-                return port
+        port = free_port(self.used)
+        self.used.add(port)
+        return port
 
     def pinned(self, port: int, where: str, fix: str, host: str = "127.0.0.1") -> int:
         """Record `port` set at key path `where`; `fix` says how to choose another."""
