@@ -10,6 +10,7 @@ server that exits or never gets ready raises `EvalError` with its last log lines
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
 import time
@@ -21,7 +22,12 @@ from types import TracebackType
 from typing import IO
 
 from agentgym_rl.evaluation.runner import EvalError
-from agentgym_rl.supervise.ports import PortBook
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
 
 
 @dataclass
@@ -64,10 +70,12 @@ class LocalEnvServers:
     ) -> LocalEnvServers:
         log_dir.mkdir(parents=True, exist_ok=True)
         servers = cls([])
-        ports = PortBook()
         try:
             for env in envs:
-                http_port, zmq_port = ports.free(), ports.free()
+                http_port = free_port()
+                zmq_port = free_port()
+                while zmq_port == http_port:
+                    zmq_port = free_port()
                 log_path = log_dir / f"env-{env}.log"
                 log_file = log_path.open("wb")
                 cmd = [sys.executable, "-m", "agentgym_rl.cli", "env", "serve", env]
