@@ -21,18 +21,28 @@ PACKAGE = "agentgym_rl"
 
 LAYERS: dict[str, set[str]] = {
     "__init__": {"_core"},
+    "auth": set(),
     "config": set(),
     "env_discovery": set(),
     "trajectory": {"_core"},
     "wire": {"_core"},
-    "weights": {"_core", "config"},
+    "weights": {"_core", "auth", "config"},
     "episode": {"_core", "config", "env_discovery", "trajectory", "wire"},
-    "rollout": {"_core", "config", "env_discovery", "episode", "trajectory", "weights", "wire"},
+    "rollout": {
+        "_core",
+        "auth",
+        "config",
+        "env_discovery",
+        "episode",
+        "trajectory",
+        "weights",
+        "wire",
+    },
     "evaluation": {"_core", "config", "episode", "trajectory", "wire", "rollout.engine"},
-    "learner": {"_core", "config", "weights", "wire"},
+    "learner": {"_core", "auth", "config", "weights", "wire"},
     "model": {"_core", "config", "env_discovery", "episode", "trajectory"},
     "report": {"_core", "config", "wire"},
-    "supervise": {"_core", "config", "env_discovery", "report", "wire"},
+    "supervise": {"_core", "auth", "config", "env_discovery", "report", "wire"},
 }
 """Unit -> the units (or `unit.module`s) it may import, besides itself."""
 

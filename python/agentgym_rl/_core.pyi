@@ -355,6 +355,9 @@ class TransportForkedError(TransportError):
 class TransportRuntimeError(TransportError):
     """The background runtime could not start."""
 
+class AuthenticationError(TransportError):
+    """The peer's messages are unsigned or signed with another secret."""
+
 @final
 class GroupSender:
     """Rollout side: streams encoded groups to a ``GroupReceiver`` under credit.
@@ -372,7 +375,11 @@ class GroupSender:
         peer_timeout_s: float = 3.0,
         handshake_timeout_s: float = 2.0,
         max_reconnect_interval_s: float = 1.0,
-    ) -> GroupSender: ...
+        secret: bytes | None = None,
+    ) -> GroupSender:
+        """With ``secret`` (16+ bytes) every message is signed (HMAC-SHA256) and only replies
+        signed with it are accepted; a receiver without it, or with another, stops the sender
+        with ``AuthenticationError``."""
     @property
     def endpoint(self) -> str: ...
     @property
@@ -383,7 +390,7 @@ class GroupSender:
         """Wait until every sent group is acknowledged."""
     def wait_connected(self, timeout_s: float = 60.0) -> None: ...
     def stats(self) -> dict[str, int | bool]:
-        """sent, acked, unacked, resent, handshakes, credit, connected."""
+        """sent, acked, unacked, resent, handshakes, credit, connected, unauthenticated."""
     def close(self) -> None: ...
     def __enter__(self) -> GroupSender: ...
     def __exit__(self, *exc: object) -> None: ...
@@ -393,7 +400,11 @@ class GroupReceiver:
     """Learner side: binds a ROUTER (127.0.0.1 with an OS-chosen port by default), grants each
     sender ``window`` credits and acknowledges a group when ``recv`` hands it out."""
 
-    def __new__(cls, bind: str = "tcp://127.0.0.1:0", *, window: int = 16) -> GroupReceiver: ...
+    def __new__(
+        cls, bind: str = "tcp://127.0.0.1:0", *, window: int = 16, secret: bytes | None = None
+    ) -> GroupReceiver:
+        """With ``secret`` (16+ bytes) only messages signed with it are accepted; the others
+        are refused, counted (``stats()["unauthenticated"]``) and listed by ``take_refusals``."""
     @property
     def endpoint(self) -> str:
         """The bound endpoint, with the actual port."""
@@ -402,7 +413,11 @@ class GroupReceiver:
     def recv_seq(self, timeout_s: float = 1.0) -> tuple[str, int, bytes] | None:
         """``(sender_id, seq, payload)``, or None on timeout."""
     def stats(self) -> dict[str, int]:
-        """received, delivered, duplicates, gaps, handshakes, rejected, senders."""
+        """received, delivered, duplicates, gaps, handshakes, rejected, unauthenticated,
+        senders."""
+    def take_refusals(self) -> list[tuple[str, str]]:
+        """``(peer address, reason)`` of each message refused for want of a valid signature
+        since the last call (at most 64)."""
     def close(self) -> None: ...
     def __enter__(self) -> GroupReceiver: ...
     def __exit__(self, *exc: object) -> None: ...

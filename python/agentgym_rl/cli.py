@@ -12,6 +12,7 @@ from agentgym_rl import (
     eval_cli,
     init_cli,
     plot_cli,
+    secret_cli,
     serve_rollouts,
     show_cli,
     train_cli,
@@ -158,6 +159,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     init_cli.add_arguments(init_model)
     init_model.set_defaults(func=init_cli.run)
+
+    secret = sub.add_parser(
+        "secret",
+        help="write a new secret that signs a split cluster's group and weight messages",
+        description="Writes 256 random bits as hex to PATH, readable by its owner only (0600). "
+        "Every learn and serve-rollouts process of the run names the file in its config "
+        "(auth.secret_file) or receives the secret in AGENTGYM_RL_SECRET; never on the command "
+        "line. `train` makes a new secret for each run by itself.",
+    )
+    secret_cli.add_arguments(secret)
+    secret.set_defaults(func=secret_cli.run)
 
     info = sub.add_parser("info", help="print the version")
     info.set_defaults(func=_info)

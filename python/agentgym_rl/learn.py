@@ -1,7 +1,8 @@
 """`agentgym-rl learn`: the learner process (one rank; run under torchrun for tp/dp > 1).
 
 Only argparse runs at parse time; pydantic loads the config, then torch/Megatron are imported.
-Exit codes: 0 done, 2 bad config, missing model directory or nothing to resume, 3 no groups
+Exit codes: 0 done, 2 bad config, missing model directory, nothing to resume, or no secret where
+one is required (`auth`), 3 no groups
 arrived for `receive.idle_timeout_s` (checkpointed first: `--resume` continues).
 """
 
@@ -35,6 +36,18 @@ def run(args: argparse.Namespace) -> int:
     config = load_checked("learn", load_learn_config, args.config, args.overrides)
     if config is None:
         return 2
+    from agentgym_rl.auth import SecretError, secret_for
+
+    try:
+        secret = secret_for(
+            config.auth.secret_file,
+            config.endpoints,
+            allow_unauthenticated=config.auth.allow_unauthenticated,
+            role="learn",
+        )
+    except SecretError as e:
+        print(f"learn: {e}", file=sys.stderr)
+        return 2
     misfit = parallel_misfit(config.model, config.parallel.tp, config.parallel.pp)
     if misfit is not None:
         print(f"learn: {misfit}", file=sys.stderr)
@@ -52,13 +65,15 @@ def run(args: argparse.Namespace) -> int:
     trainer = Trainer(config)
     if trainer.is_rank0:
         trainer.intake.ledger = GroupLedger(config.log_dir)
-        trainer.receiver = GroupReceiver(config.receive.bind, window=config.receive.window)
+        trainer.receiver = GroupReceiver(
+            config.receive.bind, window=config.receive.window, secret=secret
+        )
         if config.weights is not None:
             from agentgym_rl.weights.publisher import WeightPublisher
 
             w = config.weights
             trainer.publisher = WeightPublisher(
-                w.endpoint, fanout=w.fanout, relay_stall_s=w.relay_stall_s
+                w.endpoint, fanout=w.fanout, relay_stall_s=w.relay_stall_s, secret=secret
             )
     if args.resume:
         found = resume_latest(trainer, config.checkpoint.dir)

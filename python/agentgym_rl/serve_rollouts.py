@@ -2,8 +2,9 @@
 
 Only argparse runs at parse time; pydantic loads the config, then the heavy stack is imported.
 Exit codes: 0 done, 1 vLLM did not start (one line naming the model and the cause; the traceback
-is logged at debug level), 2 bad config (including a context longer than the model's, or turns
-of `engine.max_tokens_per_turn` that leave no room in it).
+is logged at debug level), 2 bad config (including a context longer than the model's, turns
+of `engine.max_tokens_per_turn` that leave no room in it, or no secret where one is required),
+3 authentication with the learner failed (the two hold different secrets, or one has none).
 """
 
 from __future__ import annotations
@@ -39,6 +40,18 @@ def run(args: argparse.Namespace) -> int:
     config = load_checked("serve-rollouts", load_rollout_config, args.config, args.overrides)
     if config is None:
         return 2
+    from agentgym_rl.auth import SecretError, secret_for
+
+    try:
+        secret_for(
+            config.auth.secret_file,
+            config.endpoints,
+            allow_unauthenticated=config.auth.allow_unauthenticated,
+            role="serve-rollouts",
+        )
+    except SecretError as e:
+        print(f"serve-rollouts: {e}", file=sys.stderr)
+        return 2
     e = config.engine
     misfit = context_misfit(config.model, e.max_model_len, "engine.max_model_len") or turn_misfit(
         config.model,
@@ -54,8 +67,10 @@ def run(args: argparse.Namespace) -> int:
 
     import uvloop
 
+    from agentgym_rl._core import AuthenticationError
     from agentgym_rl.rollout.engine import EngineStartError
     from agentgym_rl.rollout.service import serve
+    from agentgym_rl.weights.signing import Unauthenticated
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     try:
@@ -63,4 +78,7 @@ def run(args: argparse.Namespace) -> int:
     except EngineStartError as e:
         print(f"serve-rollouts: {e}", file=sys.stderr)
         return 1
+    except (AuthenticationError, Unauthenticated) as e:
+        print(f"serve-rollouts: authentication failed: {e}", file=sys.stderr)
+        return 3
     return 0

@@ -56,6 +56,11 @@ def test_every_recipe_validates_and_documents_itself(path: Path) -> None:
     for needed in ("Reproduces:", "Hardware:", "Launch", "serve-rollouts", "torchrun", "--config"):
         assert needed in header, f"{path}: the header comment lacks {needed!r}"
     assert all(line.startswith("#") for line in header.splitlines()), path
+    # The pair shares one secret file, made once with `agentgym-rl secret` (split clusters
+    # refuse to start unsigned on addresses beyond the host).
+    assert config.auth.secret_file == Path("runs/cluster-secret")
+    assert not config.auth.allow_unauthenticated
+    assert "agentgym-rl secret runs/cluster-secret" in header
 
 
 def test_every_environment_has_a_recipe() -> None:

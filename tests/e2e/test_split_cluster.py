@@ -17,7 +17,11 @@ every group is in a known place when the books are closed:
   logs that not every sent group was acknowledged;
 - weights: every published version was acked by both servers and both logged applying it, and
   the learner sent one copy per update (fanout 1: the first server to register relays every
-  update to the other).
+  update to the other);
+- authentication: every process reads the secret file `agentgym-rl secret` wrote
+  (`auth.secret_file`); two strangers that try to stream groups to the learner, one without the
+  secret and one with another, are refused (`AuthenticationError`), and the learner logs each
+  refusal with the stranger's address; nothing of theirs reaches the books above.
 """
 
 from __future__ import annotations
@@ -35,6 +39,9 @@ from typing import Any, TextIO
 
 import pytest
 
+from agentgym_rl import _core
+from agentgym_rl.auth import ENV_VAR
+from agentgym_rl.cli import main as cli_main
 from env_servers import EnvServerProc, pick_port
 from vllm_fixtures import tiny_corpus
 
@@ -90,10 +97,11 @@ def procs() -> Iterator[list[Proc]]:
 
 
 def rollout_cmd(
-    i: int, model: Path, env_server: str, recv: str, weights: str, log_dir: Path
+    i: int, model: Path, env_server: str, recv: str, weights: str, log_dir: Path, secret: Path
 ) -> list[str]:
     overrides = [
         f"model={model}",
+        f"auth.secret_file={secret}",
         f"envs.0.addresses=['{env_server}']",
         f"learner.endpoints=['{recv}']",
         f"learner.sender_id=rollout-{i}",
@@ -115,11 +123,12 @@ def rollout_cmd(
     return [*cli, "--config", "configs/rollout/babyai_tiny.yaml", *overrides]
 
 
-def learner_cmd(model: Path, recv: str, weights: str, tmp: Path) -> list[str]:
+def learner_cmd(model: Path, recv: str, weights: str, tmp: Path, secret: Path) -> list[str]:
     torchrun = [sys.executable, "-m", "torch.distributed.run", "--nnodes=1", "--nproc_per_node=2"]
     torchrun += ["--master_addr=127.0.0.1", f"--master_port={pick_port()}"]
     overrides = [
         f"model={model}",
+        f"auth.secret_file={secret}",
         "parallel.dp=2",
         f"receive.bind={recv}",
         f"receive.window={WINDOW}",
@@ -152,11 +161,14 @@ def test_two_rollout_servers_and_a_dp2_learner_keep_consistent_books(
     model = create_tiny_model(tmp_path / "model", corpus=tiny_corpus(), vocab_size=320, seed=0)
     babyai = spawn_server("babyai")
     recv, weights = (f"tcp://127.0.0.1:{pick_port()}" for _ in range(2))
+    secret = tmp_path / "cluster-secret"
+    assert cli_main(["secret", str(secret)]) == 0
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "VLLM_LOGGING_LEVEL": "WARNING"}
+    env.pop(ENV_VAR, None)
     rollouts = [
         spawn(
             f"rollout-{i}",
-            rollout_cmd(i, model, babyai.zmq, recv, weights, tmp_path / f"rollout-{i}"),
+            rollout_cmd(i, model, babyai.zmq, recv, weights, tmp_path / f"rollout-{i}", secret),
             tmp_path,
             env,
         )
@@ -165,11 +177,16 @@ def test_two_rollout_servers_and_a_dp2_learner_keep_consistent_books(
     procs.extend(rollouts)
     learner = spawn(
         "learner",
-        learner_cmd(model, recv, weights, tmp_path),
+        learner_cmd(model, recv, weights, tmp_path, secret),
         tmp_path,
         {**env, "OMP_NUM_THREADS": "1"},
     )
     procs.append(learner)
+    strangers = {"unsigned": None, "other secret": b"not-the-cluster-secret-0123456789"}
+    for name, key in strangers.items():
+        with _core.GroupSender(recv, f"stranger-{name}", secret=key) as stranger:
+            with pytest.raises(_core.AuthenticationError):
+                stranger.wait_connected(120)
     try:
         rc = learner.popen.wait(timeout=270)
     except subprocess.TimeoutExpired:
@@ -219,4 +236,7 @@ def test_two_rollout_servers_and_a_dp2_learner_keep_consistent_books(
         log = proc.text()
         for version in range(1, STEPS + 1):
             assert f"weights: version {version} applied" in log, proc.tail()
+    # the strangers: refused, and logged with their address by the learner
+    refusals = [line for line in learner.text().splitlines() if "refused a message from" in line]
+    assert len(refusals) >= 2 and all("tcp://127.0.0.1:" in r for r in refusals), refusals
     assert elapsed < 300, f"took {elapsed:.0f} s"

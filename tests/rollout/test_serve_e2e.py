@@ -7,6 +7,9 @@ the staleness budget counts from the version a server starts at), then nothing u
 version moves. The test receives that group, publishes
 `v0 + 1`, and the service's subscriber applies it; the next group is admitted at `v0 + 1`, in
 the next ScalingInter stage (`versions_per_stage=1`, caps 2 up to `v0`, then 3).
+
+Both streams are signed with a secret handed over as `train` does (AGENTGYM_RL_SECRET); a
+learner holding another secret stops the service with the reason.
 """
 
 from __future__ import annotations
@@ -22,10 +25,12 @@ import pytest
 from harness import EnvServerProc, receive_groups
 
 from agentgym_rl import _core
-from agentgym_rl.config import load_rollout_config
+from agentgym_rl.auth import ENV_VAR
+from agentgym_rl.config import RolloutConfig, load_rollout_config
 from agentgym_rl.rollout.schedule import TurnSchedule
 from agentgym_rl.rollout.service import run_service
 from agentgym_rl.weights.publisher import WeightPublisher
+from agentgym_rl.weights.signing import Unauthenticated
 from vllm_fixtures import EngineHandle
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -52,27 +57,25 @@ def check_sample(sample: _core.Sample, schedule: TurnSchedule) -> None:
     assert sample.status in {"done", "turn_cap", "truncated"}
 
 
-def test_service_applies_published_weights_mid_run(
-    vllm_engine: EngineHandle,
-    babyai_server: EnvServerProc,
-    free_port: int,
-    tmp_path: Path,
-    caplog: pytest.LogCaptureFixture,
-) -> None:
-    handle, eng = vllm_engine, vllm_engine.engine
-    v0 = eng.version
-    stages = [2] * (v0 + 1) + [3]
-    schedule = TurnSchedule(stages, versions_per_stage=1)
-    endpoint = f"tcp://127.0.0.1:{free_port}"
-    publisher = WeightPublisher("tcp://127.0.0.1:0", chunk_bytes=256 << 10)
-    config = load_rollout_config(
+SECRET = b"serve-e2e-secret-0123456789abcdef"
+
+
+def service_config(
+    handle: EngineHandle,
+    env_server: str,
+    endpoint: str,
+    weights: str,
+    log_dir: Path,
+    stages: list[int],
+) -> RolloutConfig:
+    return load_rollout_config(
         ROOT / "configs" / "rollout" / "babyai_tiny.yaml",
         [
             f"model={handle.model_dir}",
-            f"envs.0.addresses=['{babyai_server.zmq}']",
+            f"envs.0.addresses=['{env_server}']",
             f"learner.endpoints=['{endpoint}']",
-            f"weights_endpoint={publisher.endpoint}",
-            f"log_dir={tmp_path}",
+            f"weights_endpoint={weights}",
+            f"log_dir={log_dir}",
             f"dataset.split={ROOT / 'envs/agentgym_envs/babyai/data/train.json'}",
             "dataset.group_size=2",
             "engine.max_model_len=1024",
@@ -85,12 +88,32 @@ def test_service_applies_published_weights_mid_run(
             "status_interval_s=0.5",
         ],
     )
+
+
+def test_service_applies_published_weights_mid_run(
+    vllm_engine: EngineHandle,
+    babyai_server: EnvServerProc,
+    free_port: int,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    handle, eng = vllm_engine, vllm_engine.engine
+    v0 = eng.version
+    stages = [2] * (v0 + 1) + [3]
+    schedule = TurnSchedule(stages, versions_per_stage=1)
+    endpoint = f"tcp://127.0.0.1:{free_port}"
+    monkeypatch.setenv(ENV_VAR, SECRET.decode())
+    publisher = WeightPublisher("tcp://127.0.0.1:0", chunk_bytes=256 << 10, secret=SECRET)
+    config = service_config(
+        handle, babyai_server.zmq, endpoint, publisher.endpoint, tmp_path, stages
+    )
     before = 1  # the budget of the version the service started at, whatever v0 is
     new_weights = handle.perturbed(seed=41, scale=0.05)
     t0 = time.monotonic()
     caplog.set_level(logging.INFO, logger="agentgym_rl.rollout.service")
     try:
-        with _core.GroupReceiver(endpoint) as receiver:
+        with _core.GroupReceiver(endpoint, secret=SECRET) as receiver:
             service = asyncio.run_coroutine_threadsafe(
                 run_service(config, eng, quiet=True, max_groups=before + 1), handle.loop
             )
@@ -128,3 +151,32 @@ def test_service_applies_published_weights_mid_run(
     (exit_stats,) = [r.args for r in caplog.records if "at exit" in r.getMessage()]
     assert isinstance(exit_stats, tuple) and exit_stats[0] == 0
     assert exit_stats[1]["sent"] == exit_stats[1]["acked"] == before + 1
+    assert exit_stats[1]["unauthenticated"] == 0
+    assert receiver.stats()["unauthenticated"] == 0 and publisher.refusals.total == 0
+
+
+def test_a_learner_holding_another_secret_stops_the_service(
+    vllm_engine: EngineHandle,
+    babyai_server: EnvServerProc,
+    free_port: int,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    handle, eng = vllm_engine, vllm_engine.engine
+    monkeypatch.setenv(ENV_VAR, SECRET.decode())
+    publisher = WeightPublisher("tcp://127.0.0.1:0", secret=SECRET[::-1])
+    endpoint = f"tcp://127.0.0.1:{free_port}"
+    config = service_config(handle, babyai_server.zmq, endpoint, publisher.endpoint, tmp_path, [2])
+    try:
+        service = asyncio.run_coroutine_threadsafe(
+            run_service(config, eng, quiet=True, max_groups=1), handle.loop
+        )
+        deadline = time.monotonic() + 30
+        while not service.done():
+            assert time.monotonic() < deadline, "the service kept waiting"
+            publisher.serve(0.05)
+        with pytest.raises(Unauthenticated, match="same secret"):
+            service.result(0)
+        assert publisher.refusals.total >= 1 and not publisher.servers
+    finally:
+        publisher.close()

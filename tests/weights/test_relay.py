@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 import torch
 
+from agentgym_rl.auth import ENV_VAR
 from agentgym_rl.weights.publisher import WeightPublisher, plan_tree
 from agentgym_rl.weights.standin import StandInModule
 from agentgym_rl.weights.subscriber import WeightSubscriber, relay_bind_host
@@ -43,11 +44,16 @@ def _digest(tensors: dict[str, torch.Tensor]) -> str:
 class StandIn:
     """One stand-in rollout server process; its JSON lines are collected by a thread."""
 
-    def __init__(self, endpoint: str, server_id: str, *extra: str) -> None:
+    def __init__(
+        self, endpoint: str, server_id: str, *extra: str, secret: bytes | None = None
+    ) -> None:
         self.id = server_id
         cmd = [sys.executable, "-m", "agentgym_rl.weights.standin"]
         cmd += ["--endpoint", endpoint, "--id", server_id, *extra]
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+        env = {k: v for k, v in os.environ.items() if k != ENV_VAR}
+        if secret is not None:
+            env[ENV_VAR] = secret.decode()  # as `train` hands it over
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, env=env)
         self.lines: queue.Queue[dict[str, Any]] = queue.Queue()
         self.acks: list[dict[str, Any]] = []
         threading.Thread(target=self._read, daemon=True).start()
@@ -89,15 +95,25 @@ def cluster() -> Iterator[Any]:
     made: list[Any] = []
 
     def make(
-        n: int, fanout: int, *, stall_s: float = 5.0, extra: dict[int, list[str]] | None = None
+        n: int,
+        fanout: int,
+        *,
+        stall_s: float = 5.0,
+        extra: dict[int, list[str]] | None = None,
+        secret: bytes | None = None,
     ) -> tuple[WeightPublisher, list[StandIn]]:
         pub = WeightPublisher(
-            "tcp://127.0.0.1:0", chunk_bytes=4096, fanout=fanout, relay_stall_s=stall_s
+            "tcp://127.0.0.1:0",
+            chunk_bytes=4096,
+            fanout=fanout,
+            relay_stall_s=stall_s,
+            secret=secret,
         )
         made.append(pub)
         servers = []
         for i in range(n):  # started together; `extra` ones register first, in order
-            servers.append(StandIn(pub.endpoint, f"s{i}", *(extra or {}).get(i, [])))
+            more = (extra or {}).get(i, [])
+            servers.append(StandIn(pub.endpoint, f"s{i}", *more, secret=secret))
             made.append(servers[-1])
             if extra and i in extra:
                 assert pub.wait_for_servers(i + 1, timeout_s=60) == i + 1
@@ -147,22 +163,31 @@ def test_a_tree_of_eight_gets_identical_weights_from_one_copy_per_root(cluster: 
     assert [a["forwarded_bytes"] for a in acks] == [4 * copy] * 3 + [0] * 5
 
 
-def test_a_chunk_corrupted_at_a_relay_is_rejected_downstream_and_counted(cluster: Any) -> None:
-    # a chain first -> mid -> last (registration order); first damages the second chunk it relays
-    pub, (first, mid, last) = cluster(3, fanout=1, extra={0: ["--corrupt-forward", "1"]})
+@pytest.mark.parametrize(
+    ("secret", "caught_by"),
+    [(None, "checksum"), (b"relay-test-secret-0123456789abcdef", "unauthenticated")],
+)
+def test_a_chunk_corrupted_at_a_relay_is_rejected_downstream_and_counted(
+    cluster: Any, secret: bytes | None, caught_by: str
+) -> None:
+    # a chain first -> mid -> last (registration order); first damages the second chunk it
+    # relays. Signed, mid finds the learner's signature broken before it reads the chunk.
+    pub, (first, mid, last) = cluster(
+        3, fanout=1, extra={0: ["--corrupt-forward", "1"]}, secret=secret
+    )
     assert first.id == "s0"
     tensors = _tensors(1)
     res = pub.publish(1, tensors, timeout_s=60)
     # mid rejected first's copy; the learner sent mid (and through it last) the update itself
     assert res.ok and sorted(res.acked) == ["s0", "s1", "s2"], res
-    assert res.retried == {mid.id: "checksum"}
+    assert res.retried == {mid.id: caught_by}
     assert res.bytes_sent == 2 * res.bytes_per_server
     good = {s.id: s.ack(1) for s in (first, mid, last)}
     bad = [a for a in mid.acks if a["version"] == 1 and not a["ok"]]
-    assert good[mid.id]["rejections"] == {"checksum": 1}
+    assert good[mid.id]["rejections"] == {caught_by: 1}
     assert not good[last.id]["rejections"]  # an unverified chunk is never relayed
     assert {a["digest"] for a in good.values()} == {_digest(tensors)}
-    assert [a["reason"] for a in bad] == ["checksum"]
+    assert [a["reason"] for a in bad] == [caught_by]
 
 
 def test_a_killed_relay_is_bypassed_and_its_children_still_get_the_update(cluster: Any) -> None:

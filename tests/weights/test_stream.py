@@ -11,9 +11,11 @@ from typing import Any
 import msgpack
 import pytest
 import torch
+import zmq
 
 from agentgym_rl.weights import schema
 from agentgym_rl.weights.publisher import WeightPublisher
+from agentgym_rl.weights.signing import MAGIC_SIGNED, Signer, Unauthenticated
 from agentgym_rl.weights.subscriber import UpdateAssembler, UpdateRejected, WeightSubscriber
 
 
@@ -144,14 +146,17 @@ def loop() -> Iterator[LoopThread]:
 class Server:
     """A subscriber with a recording apply callback (optionally slow or failing)."""
 
-    def __init__(self, loop: LoopThread, endpoint: str, name: str) -> None:
+    def __init__(
+        self, loop: LoopThread, endpoint: str, name: str, secret: bytes | None = None
+    ) -> None:
         self.loop = loop
         self.applied: dict[int, dict[str, torch.Tensor]] = {}
         self.delay_s = 0.0
         self.fail = False
 
         async def make() -> tuple[WeightSubscriber, asyncio.Event]:
-            return WeightSubscriber(endpoint, server_id=name), asyncio.Event()
+            sub = WeightSubscriber(endpoint, server_id=name, secret=secret)
+            return sub, asyncio.Event()
 
         self.sub, self.stop = loop.run(make())
         self.task = loop.spawn(self.sub.serve(self.apply, self.stop))
@@ -323,3 +328,65 @@ def test_a_fresh_learner_welcomes_servers_at_version_0(loop: LoopThread) -> None
 
 async def _is_set(event: asyncio.Event) -> bool:
     return event.is_set()
+
+
+SECRET = b"weights-test-secret-0123456789abc"
+
+
+def test_signed_messages_open_only_under_the_same_secret() -> None:
+    signer, other, plain = Signer(SECRET), Signer(SECRET[::-1]), Signer(None)
+    data = [memoryview(b"abc"), b"defg"]
+    frames = signer.pack({"kind": "chunk", "version": 1}, data)
+    assert frames[0] == MAGIC_SIGNED and len(frames[-1]) == 32
+    opened = signer.open(frames)
+    assert schema.unpack(opened)[0]["version"] == 1
+    assert [bytes(f) for f in schema.unpack(opened)[1]] == [b"abc", b"defg"]
+    assert signer.data_bytes(frames) == plain.data_bytes(plain.pack({}, data)) == 7
+    with pytest.raises(Unauthenticated, match="another secret"):
+        other.open(frames)
+    with pytest.raises(Unauthenticated, match="not signed"):
+        signer.open(plain.pack({"kind": "chunk"}, data))
+    with pytest.raises(Unauthenticated, match="this side has no secret"):
+        plain.open(frames)
+    tampered = [*frames[:2], b"abd", *frames[3:]]
+    with pytest.raises(Unauthenticated):
+        signer.open(tampered)
+
+
+def test_a_signed_stream_refuses_strangers_and_names_them(loop: LoopThread) -> None:
+    pub = WeightPublisher("tcp://127.0.0.1:0", chunk_bytes=4096, secret=SECRET)
+    good = Server(loop, pub.endpoint, "good", secret=SECRET)
+    # A process without the secret registers, then one with another secret.
+    rogue = zmq.Context.instance().socket(zmq.DEALER)
+    rogue.setsockopt(zmq.LINGER, 0)
+    rogue.setsockopt(zmq.IDENTITY, b"rogue")
+    rogue.connect(pub.endpoint)
+    try:
+        rogue.send_multipart(Signer(None).pack({"kind": "register", "server_id": "rogue"}))
+        rogue.send_multipart(Signer(b"x" * 32).pack({"kind": "register", "server_id": "rogue"}))
+        assert pub.wait_for_servers(2, timeout_s=3) == 1  # the rogue never registers
+        assert pub.refusals.total == 2
+        res = pub.publish(1, _tensors(1), timeout_s=20)
+        assert res.ok and res.acked == ["good"]
+        assert torch.equal(good.applied[1]["model.norm.weight"], _tensors(1)["model.norm.weight"])
+        assert good.sub.refusals.total == 0
+    finally:
+        rogue.close()
+        good.close()
+        pub.close()
+
+
+def test_a_server_holding_another_secret_stops_with_the_reason(loop: LoopThread) -> None:
+    pub = WeightPublisher("tcp://127.0.0.1:0", secret=SECRET)
+    stray = Server(loop, pub.endpoint, "stray", secret=SECRET[::-1])
+    try:
+        deadline = time.monotonic() + 10
+        while not stray.task.done():
+            assert time.monotonic() < deadline, "the subscriber kept waiting"
+            pub.serve(0.05)  # answers the register with a welcome the server cannot verify
+        with pytest.raises(Unauthenticated, match="same secret"):
+            stray.task.result(0)
+        assert pub.refusals.total >= 1 and not pub.servers
+    finally:
+        stray.sub.close()
+        pub.close()

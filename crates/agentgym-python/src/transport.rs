@@ -2,7 +2,7 @@
 //! arguments, release the GIL around every blocking call and map `TransportError` variants onto
 //! Python exceptions.
 use agentgym_transport::{
-    Bytes, GroupReceiver as RustReceiver, GroupSender as RustSender, ReceiverOptions,
+    Bytes, GroupReceiver as RustReceiver, GroupSender as RustSender, ReceiverOptions, Secret,
     SenderOptions, TransportError as RustError,
 };
 use pyo3::create_exception;
@@ -39,6 +39,12 @@ create_exception!(
 );
 create_exception!(
     _core,
+    AuthenticationError,
+    TransportError,
+    "The peer's messages are unsigned or signed with another secret."
+);
+create_exception!(
+    _core,
     TransportSocketError,
     TransportError,
     "The socket layer failed (address in use, ...)."
@@ -68,6 +74,8 @@ pub(crate) fn transport_error(e: RustError) -> PyErr {
         RustError::Timeout { .. } => TransportTimeout::new_err(msg),
         RustError::Closed => TransportClosed::new_err(msg),
         RustError::Protocol { .. } => ProtocolError::new_err(msg),
+        RustError::Unauthenticated { .. } => AuthenticationError::new_err(msg),
+        RustError::WeakSecret { .. } => pyo3::exceptions::PyValueError::new_err(msg),
         RustError::Socket { .. } => TransportSocketError::new_err(msg),
         RustError::InvalidEndpoint { .. } => InvalidEndpointError::new_err(msg),
         RustError::Forked { .. } => TransportForkedError::new_err(msg),
@@ -85,7 +93,7 @@ struct GroupSender {
 #[pymethods]
 impl GroupSender {
     #[new]
-    #[pyo3(signature = (endpoint, sender_id=None, *, heartbeat_s=0.5, peer_timeout_s=3.0, handshake_timeout_s=2.0, max_reconnect_interval_s=1.0))]
+    #[pyo3(signature = (endpoint, sender_id=None, *, heartbeat_s=0.5, peer_timeout_s=3.0, handshake_timeout_s=2.0, max_reconnect_interval_s=1.0, secret=None))]
     fn new(
         endpoint: &str,
         sender_id: Option<String>,
@@ -93,6 +101,7 @@ impl GroupSender {
         peer_timeout_s: f64,
         handshake_timeout_s: f64,
         max_reconnect_interval_s: f64,
+        secret: Option<PyBackedBytes>,
     ) -> PyResult<Self> {
         let options = SenderOptions {
             sender_id,
@@ -100,6 +109,7 @@ impl GroupSender {
             peer_timeout: duration(peer_timeout_s)?,
             handshake_timeout: duration(handshake_timeout_s)?,
             max_reconnect_interval: duration(max_reconnect_interval_s)?,
+            secret: secret_of(secret)?,
         };
         let inner = RustSender::connect(endpoint, options).map_err(transport_error)?;
         Ok(GroupSender { inner })
@@ -148,6 +158,7 @@ impl GroupSender {
         d.set_item("handshakes", s.handshakes)?;
         d.set_item("credit", s.credit)?;
         d.set_item("connected", s.connected)?;
+        d.set_item("unauthenticated", s.unauthenticated)?;
         Ok(d)
     }
 
@@ -194,10 +205,19 @@ impl GroupReceiver {
 #[pymethods]
 impl GroupReceiver {
     #[new]
-    #[pyo3(signature = (bind="tcp://127.0.0.1:0", *, window=16))]
-    fn new(py: Python<'_>, bind: &str, window: u32) -> PyResult<Self> {
+    #[pyo3(signature = (bind="tcp://127.0.0.1:0", *, window=16, secret=None))]
+    fn new(
+        py: Python<'_>,
+        bind: &str,
+        window: u32,
+        secret: Option<PyBackedBytes>,
+    ) -> PyResult<Self> {
+        let options = ReceiverOptions {
+            window,
+            secret: secret_of(secret)?,
+        };
         let inner = py
-            .detach(|| RustReceiver::bind(bind, ReceiverOptions { window }))
+            .detach(|| RustReceiver::bind(bind, options))
             .map_err(transport_error)?;
         Ok(GroupReceiver { inner })
     }
@@ -240,8 +260,19 @@ impl GroupReceiver {
         d.set_item("gaps", s.gaps)?;
         d.set_item("handshakes", s.handshakes)?;
         d.set_item("rejected", s.rejected)?;
+        d.set_item("unauthenticated", s.unauthenticated)?;
         d.set_item("senders", s.senders)?;
         Ok(d)
+    }
+
+    /// `(peer address, reason)` of each message refused for want of a valid signature since
+    /// the last call (the first 64; `stats()["unauthenticated"]` counts them all).
+    fn take_refusals(&self) -> Vec<(String, String)> {
+        self.inner
+            .take_refusals()
+            .into_iter()
+            .map(|r| (r.peer, r.reason.to_string()))
+            .collect()
     }
 
     fn close(&self, py: Python<'_>) {
@@ -262,6 +293,13 @@ impl GroupReceiver {
     }
 }
 
+fn secret_of(bytes: Option<PyBackedBytes>) -> PyResult<Option<Secret>> {
+    bytes
+        .map(|b| Secret::new(&b))
+        .transpose()
+        .map_err(transport_error)
+}
+
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
     m.add(
@@ -272,6 +310,7 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("TransportTimeout", py.get_type::<TransportTimeout>())?;
     m.add("TransportClosed", py.get_type::<TransportClosed>())?;
     m.add("ProtocolError", py.get_type::<ProtocolError>())?;
+    m.add("AuthenticationError", py.get_type::<AuthenticationError>())?;
     m.add(
         "TransportSocketError",
         py.get_type::<TransportSocketError>(),

@@ -1,11 +1,12 @@
 //! Rust-only stream throughput over tcp loopback (no Python in the loop).
 //!
 //! `cargo run --release -p agentgym-transport --example throughput -- [groups] [bytes] [window]`
+//! (set `AGENTGYM_RL_SECRET` to any 16+ characters to sign every message).
 #![allow(clippy::print_stdout)]
 use std::time::{Duration, Instant};
 
 use agentgym_transport::{
-    Bytes, GroupReceiver, GroupSender, ReceiverOptions, Result, SenderOptions, DEFAULT_BIND,
+    Bytes, GroupReceiver, GroupSender, ReceiverOptions, Result, Secret, SenderOptions, DEFAULT_BIND,
 };
 
 fn main() -> Result<()> {
@@ -13,8 +14,24 @@ fn main() -> Result<()> {
     let n = args.next().flatten().unwrap_or(2000);
     let size = args.next().flatten().unwrap_or(850_000);
     let window = args.next().flatten().unwrap_or(16) as u32;
-    let rx = GroupReceiver::bind(DEFAULT_BIND, ReceiverOptions { window })?;
-    let tx = GroupSender::connect(rx.endpoint(), SenderOptions::default())?;
+    let secret = match std::env::var("AGENTGYM_RL_SECRET") {
+        Ok(s) => Some(Secret::new(s.as_bytes())?),
+        Err(_) => None,
+    };
+    let rx = GroupReceiver::bind(
+        DEFAULT_BIND,
+        ReceiverOptions {
+            window,
+            secret: secret.clone(),
+        },
+    )?;
+    let tx = GroupSender::connect(
+        rx.endpoint(),
+        SenderOptions {
+            secret,
+            ..SenderOptions::default()
+        },
+    )?;
     let payload = Bytes::from(vec![7u8; size]);
     let wait = Duration::from_secs(30);
     tx.wait_connected(wait)?;

@@ -40,6 +40,14 @@ pub enum TransportError {
     )]
     Forked { created: u32, current: u32 },
 
+    /// The shared secret is too short to authenticate anything.
+    #[error("the secret has {len} bytes; at least {min} are needed", min = crate::auth::MIN_SECRET_LEN)]
+    WeakSecret { len: usize },
+
+    /// The peer's messages do not carry a valid signature (see [`crate::auth`]).
+    #[error("authentication failed: {detail}")]
+    Unauthenticated { detail: String },
+
     /// The background tokio runtime could not be started.
     #[error("cannot start the transport runtime: {0}")]
     Runtime(#[source] std::io::Error),

@@ -10,12 +10,16 @@
 //!
 //! Delivery is exactly-once per receiver lifetime (de-duplicated by sender id, session and
 //! sequence number) and at-least-once across a receiver crash (a group consumed just before the
-//! crash, whose acknowledgement was lost, is sent again). The message layout is in [`protocol`].
+//! crash, whose acknowledgement was lost, is sent again). The message layout is in [`protocol`];
+//! with a [`Secret`], every message in both directions is signed ([`auth`]).
 //!
 //! The blocking API is driven by a lazily created background tokio runtime ([`runtime`]), which
 //! is recreated in a forked child. Call it from plain threads, not from inside async code.
+mod address_book;
+pub mod auth;
 pub mod endpoint;
 pub mod error;
+mod handshake;
 pub mod protocol;
 mod receiver;
 mod receiver_task;
@@ -23,9 +27,10 @@ mod runtime;
 mod sender;
 mod sender_task;
 
+pub use auth::{AuthFailure, Secret};
 pub use bytes::Bytes;
 pub use endpoint::DEFAULT_BIND;
 pub use error::{Result, TransportError};
 pub use protocol::PROTOCOL_VERSION;
-pub use receiver::{Delivery, GroupReceiver, ReceiverOptions, ReceiverStats};
+pub use receiver::{Delivery, GroupReceiver, ReceiverOptions, ReceiverStats, Refusal};
 pub use sender::{GroupSender, SenderOptions, SenderStats};

@@ -16,7 +16,11 @@
 //!   {"t": "pong", "session": u64, "hs": u64}
 //!   {"t": "hello_required"}
 //!   {"t": "reject", "reason": str}
+//!   {"t": "unauthenticated", "reason": str}
 //! ```
+//!
+//! With a shared secret every message also ends with a tag frame ([`crate::auth`]); a HELLO
+//! that fails authentication is answered with `unauthenticated` and the sender stops.
 //!
 //! * `session` is random per sender object: a new session (a restarted sender) resets the
 //!   receiver's state for that sender id. `hs` counts handshakes within a session; credit is only
@@ -79,6 +83,9 @@ pub(crate) enum ToSender {
     },
     HelloRequired {},
     Reject {
+        reason: String,
+    },
+    Unauthenticated {
         reason: String,
     },
 }

@@ -1,10 +1,12 @@
 //! The learner side: a ROUTER that grants credit, de-duplicates and acknowledges on consumption.
+use std::collections::VecDeque;
 use std::sync::{mpsc, Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use bytes::Bytes;
 use tokio::sync::mpsc as tokio_mpsc;
 
+use crate::auth::{AuthFailure, Secret};
 use crate::endpoint;
 use crate::error::{Result, TransportError};
 use crate::receiver_task::{ReceiverTask, RxCmd};
@@ -16,13 +18,31 @@ pub struct ReceiverOptions {
     /// Credit window per sender: at most this many groups of one sender wait in the receiver
     /// (sent but not yet taken by `recv`).
     pub window: u32,
+    /// With a secret, only messages signed with it are accepted and every reply is signed
+    /// ([`crate::auth`]).
+    pub secret: Option<Secret>,
 }
 
 impl Default for ReceiverOptions {
     fn default() -> Self {
-        ReceiverOptions { window: 16 }
+        ReceiverOptions {
+            window: 16,
+            secret: None,
+        }
     }
 }
+
+/// A message refused because it was not signed with the receiver's secret.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    /// The sending peer's address (`tcp://IP:PORT`; `unknown` when the socket did not say).
+    pub peer: String,
+    pub reason: AuthFailure,
+}
+
+/// Refusals kept for [`GroupReceiver::take_refusals`]; beyond this they are only counted, so a
+/// flood of forged messages cannot grow memory.
+pub(crate) const MAX_KEPT_REFUSALS: usize = 64;
 
 /// One group taken from the stream.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -49,6 +69,8 @@ pub struct ReceiverStats {
     pub handshakes: u64,
     /// Messages that were not valid protocol messages, or were refused.
     pub rejected: u64,
+    /// Messages refused because they were unsigned or wrongly signed (also in `rejected`).
+    pub unauthenticated: u64,
     /// Distinct sender ids seen.
     pub senders: u64,
 }
@@ -58,6 +80,7 @@ pub struct GroupReceiver {
     endpoint: String,
     pid: u32,
     stats: Arc<Mutex<ReceiverStats>>,
+    refusals: Arc<Mutex<VecDeque<Refusal>>>,
     deliveries: Mutex<mpsc::Receiver<Delivery>>,
     cmds: tokio_mpsc::UnboundedSender<RxCmd>,
     task_done: Mutex<Option<mpsc::Receiver<()>>>,
@@ -86,11 +109,12 @@ impl GroupReceiver {
         endpoint::remove_stale_ipc(endpoint);
         let handle = runtime::handle()?;
         let stats = Arc::new(Mutex::new(ReceiverStats::default()));
+        let refusals = Arc::new(Mutex::new(VecDeque::new()));
         let (cmds, cmd_rx) = tokio_mpsc::unbounded_channel();
         let (deliver_tx, deliver_rx) = mpsc::channel();
         let (bound_tx, bound_rx) = mpsc::channel();
         let (done_tx, done_rx) = mpsc::channel::<()>();
-        let task = ReceiverTask::new(options, stats.clone(), cmd_rx, deliver_tx);
+        let task = ReceiverTask::new(options, stats.clone(), refusals.clone(), cmd_rx, deliver_tx);
         let requested = endpoint.to_owned();
         handle.spawn(async move {
             task.run(requested, bound_tx).await;
@@ -101,6 +125,7 @@ impl GroupReceiver {
             endpoint: resolved,
             pid: std::process::id(),
             stats,
+            refusals,
             deliveries: Mutex::new(deliver_rx),
             cmds,
             task_done: Mutex::new(Some(done_rx)),
@@ -145,6 +170,16 @@ impl GroupReceiver {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clone()
+    }
+
+    /// The messages refused for want of a valid signature since the last call (at most
+    /// the first 64 of them; `stats().unauthenticated` counts them all).
+    pub fn take_refusals(&self) -> Vec<Refusal> {
+        self.refusals
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .drain(..)
+            .collect()
     }
 
     /// Unbind and close (waits up to one second). Groups not yet taken are not acknowledged, so

@@ -1,5 +1,5 @@
 //! The receiver's background task: handshakes, credit accounting, de-duplication, acks.
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::{mpsc, Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -7,13 +7,14 @@ use bytes::Bytes;
 use tokio::sync::mpsc::UnboundedReceiver;
 use zeromq::{RouterSocket, Socket, SocketRecv, SocketSend, ZmqMessage};
 
+use crate::address_book::AddressBook;
+use crate::auth::{self, AuthFailure, Secret};
 use crate::error::{Result, TransportError};
 use crate::protocol::{self, ToReceiver, ToSender, PROTOCOL_VERSION};
-use crate::receiver::{Delivery, ReceiverOptions, ReceiverStats};
+use crate::receiver::{Delivery, ReceiverOptions, ReceiverStats, Refusal, MAX_KEPT_REFUSALS};
 
 /// Longest wait for one control reply to be written.
 const REPLY_TIMEOUT: Duration = Duration::from_millis(200);
-
 pub(crate) enum RxCmd {
     /// The application took this group.
     Consumed {
@@ -46,7 +47,11 @@ struct Peer {
 
 pub(crate) struct ReceiverTask {
     window: u64,
+    secret: Option<Secret>,
     stats: Arc<Mutex<ReceiverStats>>,
+    refusals: Arc<Mutex<VecDeque<Refusal>>>,
+    /// Filled in `run` (the monitor must be taken from the socket before binding).
+    addresses: Option<AddressBook>,
     cmds: UnboundedReceiver<RxCmd>,
     deliveries: mpsc::Sender<Delivery>,
     peers: HashMap<String, Peer>,
@@ -56,12 +61,16 @@ impl ReceiverTask {
     pub(crate) fn new(
         options: ReceiverOptions,
         stats: Arc<Mutex<ReceiverStats>>,
+        refusals: Arc<Mutex<VecDeque<Refusal>>>,
         cmds: UnboundedReceiver<RxCmd>,
         deliveries: mpsc::Sender<Delivery>,
     ) -> Self {
         ReceiverTask {
             window: options.window.into(),
+            secret: options.secret,
             stats,
+            refusals,
+            addresses: None,
             cmds,
             deliveries,
             peers: HashMap::new(),
@@ -74,6 +83,7 @@ impl ReceiverTask {
 
     pub(crate) async fn run(mut self, endpoint: String, bound: mpsc::Sender<Result<String>>) {
         let mut socket = RouterSocket::new();
+        self.addresses = Some(AddressBook::new(socket.monitor()));
         match socket.bind(&endpoint).await {
             Ok(resolved) => {
                 let _ = bound.send(Ok(resolved.to_string()));
@@ -89,6 +99,12 @@ impl ReceiverTask {
                     Ok(msg) => self.on_message(&mut socket, msg).await,
                     Err(_) => self.count(|s| s.rejected += 1),
                 },
+                () = async {
+                    match self.addresses.as_mut() {
+                        Some(book) => book.update().await,
+                        None => std::future::pending().await,
+                    }
+                } => {}
                 cmd = self.cmds.recv() => {
                     let mut next = cmd;
                     // Coalesce everything queued into one ack per sender.
@@ -113,8 +129,12 @@ impl ReceiverTask {
         }
     }
 
-    async fn reply(socket: &mut RouterSocket, routing_id: &Bytes, msg: &ToSender) {
-        let frames = vec![routing_id.clone(), protocol::encode(msg)];
+    async fn reply(&mut self, socket: &mut RouterSocket, routing_id: &Bytes, msg: &ToSender) {
+        let mut frames = vec![routing_id.clone()];
+        frames.extend(auth::seal(
+            self.secret.as_ref(),
+            vec![protocol::encode(msg)],
+        ));
         if let Ok(m) = ZmqMessage::try_from(frames) {
             // A peer that vanished will handshake again; nothing to do on failure. The bound
             // keeps a dying connection from stalling every other sender.
@@ -124,7 +144,18 @@ impl ReceiverTask {
 
     async fn on_message(&mut self, socket: &mut RouterSocket, msg: ZmqMessage) {
         let mut frames = msg.into_vecdeque();
-        let (Some(routing_id), Some(header)) = (frames.pop_front(), frames.pop_front()) else {
+        let Some(routing_id) = frames.pop_front() else {
+            self.count(|s| s.rejected += 1);
+            return;
+        };
+        if let Err(reason) = auth::open(self.secret.as_ref(), &mut frames) {
+            let hello = frames
+                .front()
+                .and_then(|f| protocol::decode::<ToReceiver>(f))
+                .is_some_and(|m| matches!(m, ToReceiver::Hello { .. }));
+            return self.refuse(socket, &routing_id, hello, reason).await;
+        }
+        let Some(header) = frames.pop_front() else {
             self.count(|s| s.rejected += 1);
             return;
         };
@@ -140,11 +171,12 @@ impl ReceiverTask {
                     self.count(|s| s.rejected += 1);
                     let reason =
                         format!("sender speaks protocol {v}, this receiver {PROTOCOL_VERSION}");
-                    Self::reply(socket, &routing_id, &ToSender::Reject { reason }).await;
+                    self.reply(socket, &routing_id, &ToSender::Reject { reason })
+                        .await;
                     return;
                 }
                 let ready = self.on_hello(routing_id.clone(), sender, session, hs, first_unacked);
-                Self::reply(socket, &routing_id, &ready).await;
+                self.reply(socket, &routing_id, &ready).await;
             }
             Some(ToReceiver::Data {
                 sender,
@@ -163,9 +195,42 @@ impl ReceiverTask {
                     Some(p) if p.session == session => ToSender::Pong { session, hs: p.hs },
                     _ => ToSender::HelloRequired {},
                 };
-                Self::reply(socket, &routing_id, &reply).await;
+                self.reply(socket, &routing_id, &reply).await;
             }
             None => self.count(|s| s.rejected += 1),
+        }
+    }
+
+    /// Count and record a message that failed authentication. A refused HELLO is answered
+    /// with UNAUTHENTICATED (signed), so a sender without the secret stops with the reason.
+    async fn refuse(
+        &mut self,
+        socket: &mut RouterSocket,
+        routing_id: &Bytes,
+        hello: bool,
+        reason: AuthFailure,
+    ) {
+        self.count(|s| {
+            s.rejected += 1;
+            s.unauthenticated += 1;
+        });
+        let peer = self
+            .addresses
+            .as_mut()
+            .map_or_else(|| "unknown".to_owned(), |book| book.of(routing_id));
+        {
+            let mut kept = self.refusals.lock().unwrap_or_else(PoisonError::into_inner);
+            if kept.len() < MAX_KEPT_REFUSALS {
+                kept.push_back(Refusal { peer, reason });
+            }
+        }
+        if hello {
+            let reason = format!(
+                "the receiver refused the handshake: {reason}; it accepts only messages \
+                 signed with the run's secret"
+            );
+            self.reply(socket, routing_id, &ToSender::Unauthenticated { reason })
+                .await;
         }
     }
 
@@ -233,7 +298,8 @@ impl ReceiverTask {
     ) {
         let Some(peer) = self.peers.get_mut(&sender).filter(|p| p.session == session) else {
             self.count(|s| s.rejected += 1);
-            Self::reply(socket, routing_id, &ToSender::HelloRequired {}).await;
+            self.reply(socket, routing_id, &ToSender::HelloRequired {})
+                .await;
             return;
         };
         if seq < peer.expected {
@@ -245,7 +311,8 @@ impl ReceiverTask {
             peer.gap_notified_hs = peer.hs;
             self.count(|s| s.gaps += 1);
             if notify {
-                Self::reply(socket, routing_id, &ToSender::HelloRequired {}).await;
+                self.reply(socket, routing_id, &ToSender::HelloRequired {})
+                    .await;
             }
             return;
         }
@@ -293,7 +360,7 @@ impl ReceiverTask {
             acks.push((peer.routing_id.clone(), ack));
         }
         for (routing_id, ack) in acks {
-            Self::reply(socket, &routing_id, &ack).await;
+            self.reply(socket, &routing_id, &ack).await;
         }
     }
 }

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use tokio::sync::mpsc as tokio_mpsc;
 
+use crate::auth::Secret;
 use crate::endpoint;
 use crate::error::{Result, TransportError};
 use crate::runtime;
@@ -31,6 +32,9 @@ pub struct SenderOptions {
     pub handshake_timeout: Duration,
     /// Longest pause between reconnection attempts (the pause doubles from 50 ms).
     pub max_reconnect_interval: Duration,
+    /// With a secret, every message is signed and only replies signed with it are accepted
+    /// ([`crate::auth`]); the receiver must hold the same secret.
+    pub secret: Option<Secret>,
 }
 
 impl Default for SenderOptions {
@@ -41,6 +45,7 @@ impl Default for SenderOptions {
             peer_timeout: Duration::from_secs(3),
             handshake_timeout: Duration::from_secs(2),
             max_reconnect_interval: Duration::from_secs(1),
+            secret: None,
         }
     }
 }
@@ -60,6 +65,8 @@ pub struct SenderStats {
     pub credit: u64,
     /// Whether a handshake is in force.
     pub connected: bool,
+    /// Replies ignored because they were unsigned or wrongly signed.
+    pub unauthenticated: u64,
 }
 
 impl SenderStats {
@@ -73,7 +80,7 @@ impl SenderStats {
 pub(crate) struct State {
     pub(crate) stats: SenderStats,
     pub(crate) closed: bool,
-    pub(crate) fatal: Option<String>,
+    pub(crate) fatal: Option<Fatal>,
 }
 
 /// State shared by the API side and the background task.
@@ -123,10 +130,20 @@ impl Shared {
     }
 }
 
+/// Why a sender stopped for good.
+#[derive(Debug, Clone)]
+pub(crate) enum Fatal {
+    /// The receiver refused us, or speaks another protocol version.
+    Protocol(String),
+    /// The receiver and this sender disagree about the secret.
+    Unauthenticated(String),
+}
+
 fn terminal(st: &State) -> Option<TransportError> {
-    if let Some(detail) = &st.fatal {
-        Some(TransportError::Protocol {
-            detail: detail.clone(),
+    if let Some(fatal) = &st.fatal {
+        Some(match fatal.clone() {
+            Fatal::Protocol(detail) => TransportError::Protocol { detail },
+            Fatal::Unauthenticated(detail) => TransportError::Unauthenticated { detail },
         })
     } else if st.closed {
         Some(TransportError::Closed)

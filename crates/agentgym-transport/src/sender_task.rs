@@ -5,10 +5,12 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use tokio::sync::mpsc::UnboundedReceiver;
-use zeromq::{DealerSocket, Socket, SocketOptions, SocketRecv, SocketSend, ZmqMessage};
+use zeromq::{DealerSocket, SocketRecv, SocketSend, ZmqMessage};
 
+use crate::auth;
+use crate::handshake::{handshake, HandshakeError, Ready};
 use crate::protocol::{self, ToReceiver, ToSender, PROTOCOL_VERSION};
-use crate::sender::{SenderOptions, Shared};
+use crate::sender::{Fatal, SenderOptions, Shared};
 
 const FIRST_RECONNECT_INTERVAL: Duration = Duration::from_millis(50);
 
@@ -18,25 +20,11 @@ pub(crate) enum Cmd {
     Close,
 }
 
-/// What a READY told us.
-struct Ready {
-    next: u64,
-    acked: u64,
-    credit: u64,
-}
-
-enum HandshakeError {
-    /// Worth retrying (peer absent, timed out).
-    Retry,
-    /// The receiver refused us; retrying cannot help.
-    Fatal(String),
-}
-
 /// Why the connected phase ended.
 enum LinkEnd {
     Lost,
     Closing,
-    Fatal(String),
+    Fatal(Fatal),
 }
 
 pub(crate) struct SenderTask {
@@ -90,20 +78,27 @@ impl SenderTask {
         while !self.closing {
             self.hs += 1;
             let (self_endpoint, hs) = (self.endpoint.clone(), self.hs);
-            let hello = protocol::encode(&ToReceiver::Hello {
-                v: PROTOCOL_VERSION,
-                sender: self.sender_id.clone(),
-                session: self.session,
-                hs: self.hs,
-                first_unacked: self.acked,
-            });
+            let hello = self.sealed(
+                &ToReceiver::Hello {
+                    v: PROTOCOL_VERSION,
+                    sender: self.sender_id.clone(),
+                    session: self.session,
+                    hs: self.hs,
+                    first_unacked: self.acked,
+                },
+                None,
+            );
+            let secret = self.options.secret.clone();
             // Every step of an attempt (connect, send, wait) is bounded as a whole: a send into a
             // half-dead connection must not hang the task.
             let limit = self.options.handshake_timeout;
             let attempt = async move {
-                tokio::time::timeout(limit * 2, handshake(self_endpoint, hello, hs, limit))
-                    .await
-                    .unwrap_or(Err(HandshakeError::Retry))
+                tokio::time::timeout(
+                    limit * 2,
+                    handshake(self_endpoint, hello, hs, limit, secret),
+                )
+                .await
+                .unwrap_or(Err(HandshakeError::Retry))
             };
             tokio::pin!(attempt);
             let outcome = loop {
@@ -181,16 +176,23 @@ impl SenderTask {
         self.cursor = self.cursor.max(self.acked);
     }
 
+    /// A message of `header` (and `payload`), signed when there is a secret.
+    fn sealed(&self, header: &ToReceiver, payload: Option<&Bytes>) -> Option<ZmqMessage> {
+        let mut frames = vec![protocol::encode(header)];
+        frames.extend(payload.cloned());
+        ZmqMessage::try_from(auth::seal(self.options.secret.as_ref(), frames)).ok()
+    }
+
     async fn transmit(&self, socket: &mut DealerSocket, seq: u64, payload: &Bytes) -> bool {
-        let header = protocol::encode(&ToReceiver::Data {
+        let data = ToReceiver::Data {
             sender: self.sender_id.clone(),
             session: self.session,
             hs: self.hs,
             seq,
-        });
-        match ZmqMessage::try_from(vec![header, payload.clone()]) {
-            Ok(msg) => self.bounded_send(socket, msg).await,
-            Err(_) => false,
+        };
+        match self.sealed(&data, Some(payload)) {
+            Some(msg) => self.bounded_send(socket, msg).await,
+            None => false,
         }
     }
 
@@ -261,8 +263,13 @@ impl SenderTask {
             tokio::select! {
                 msg = socket.recv() => {
                     let Ok(msg) = msg else { return LinkEnd::Lost };
+                    let mut frames = msg.into_vecdeque();
+                    if auth::open(self.options.secret.as_ref(), &mut frames).is_err() {
+                        self.shared.update(|st| st.stats.unauthenticated += 1);
+                        continue;
+                    }
                     last_heard = Instant::now();
-                    let Some(header) = msg.get(0).and_then(|f| protocol::decode(f)) else {
+                    let Some(header) = frames.front().and_then(|f| protocol::decode(f)) else {
                         continue;
                     };
                     match header {
@@ -278,7 +285,12 @@ impl SenderTask {
                             }
                         }
                         ToSender::HelloRequired {} => return LinkEnd::Lost,
-                        ToSender::Reject { reason } => return LinkEnd::Fatal(reason),
+                        ToSender::Reject { reason } => {
+                            return LinkEnd::Fatal(Fatal::Protocol(reason))
+                        }
+                        ToSender::Unauthenticated { reason } => {
+                            return LinkEnd::Fatal(Fatal::Unauthenticated(reason))
+                        }
                         _ => {}
                     }
                 }
@@ -304,67 +316,17 @@ impl SenderTask {
                     if last_heard.elapsed() > self.options.peer_timeout {
                         return LinkEnd::Lost;
                     }
-                    let ping = protocol::encode(&ToReceiver::Ping {
+                    let ping = self.sealed(&ToReceiver::Ping {
                         sender: self.sender_id.clone(),
                         session: self.session,
                         hs: self.hs,
-                    });
-                    if !self.bounded_send(socket, ZmqMessage::from(ping)).await {
+                    }, None);
+                    let Some(ping) = ping else { return LinkEnd::Lost };
+                    if !self.bounded_send(socket, ping).await {
                         return LinkEnd::Lost;
                     }
                 }
             }
         }
     }
-}
-
-/// Connect a fresh DEALER, send HELLO and wait for the matching READY.
-async fn handshake(
-    endpoint: String,
-    hello: Bytes,
-    hs: u64,
-    limit: Duration,
-) -> Result<(DealerSocket, Ready), HandshakeError> {
-    let mut options = SocketOptions::default();
-    options.connect_timeout(limit);
-    let mut socket = DealerSocket::with_options(options);
-    socket
-        .connect(&endpoint)
-        .await
-        .map_err(|_| HandshakeError::Retry)?;
-    socket
-        .send(ZmqMessage::from(hello))
-        .await
-        .map_err(|_| HandshakeError::Retry)?;
-    let wait = async {
-        loop {
-            let msg = socket.recv().await.map_err(|_| HandshakeError::Retry)?;
-            match msg.get(0).and_then(|f| protocol::decode(f)) {
-                Some(ToSender::Ready { v, .. }) if v != PROTOCOL_VERSION => {
-                    return Err(HandshakeError::Fatal(format!(
-                        "receiver speaks protocol {v}, this sender {PROTOCOL_VERSION}"
-                    )));
-                }
-                Some(ToSender::Ready {
-                    hs: h,
-                    next,
-                    acked,
-                    credit,
-                    ..
-                }) if h == hs => {
-                    return Ok(Ready {
-                        next,
-                        acked,
-                        credit,
-                    })
-                }
-                Some(ToSender::Reject { reason }) => return Err(HandshakeError::Fatal(reason)),
-                _ => {}
-            }
-        }
-    };
-    let ready = tokio::time::timeout(limit, wait)
-        .await
-        .map_err(|_| HandshakeError::Retry)??;
-    Ok((socket, ready))
 }

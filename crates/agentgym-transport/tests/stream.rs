@@ -17,11 +17,19 @@ fn fast_options(id: &str) -> SenderOptions {
         peer_timeout: Duration::from_millis(500),
         handshake_timeout: Duration::from_millis(500),
         max_reconnect_interval: Duration::from_millis(100),
+        secret: None,
     }
 }
 
 fn receiver(endpoint: &str, window: u32) -> GroupReceiver {
-    GroupReceiver::bind(endpoint, ReceiverOptions { window }).unwrap()
+    GroupReceiver::bind(
+        endpoint,
+        ReceiverOptions {
+            window,
+            secret: None,
+        },
+    )
+    .unwrap()
 }
 
 fn payload(tag: &str, i: u64) -> Bytes {

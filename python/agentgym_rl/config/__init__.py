@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from agentgym_rl.config.auth import AuthConfig
 from agentgym_rl.config.learn import LearnConfig
 from agentgym_rl.config.loader import ConfigError, load_config
 from agentgym_rl.config.rollout import (
@@ -23,6 +24,7 @@ from agentgym_rl.config.rollout import (
 
 __all__ = [
     "ActionFormat",
+    "AuthConfig",
     "BufferConfig",
     "ConfigError",
     "DatasetConfig",

@@ -17,6 +17,7 @@ from typing import Literal, get_args
 
 from pydantic import Field, field_validator, model_validator
 
+from agentgym_rl.config.auth import AuthConfig
 from agentgym_rl.config.base import ConfigModel
 
 _BIND_ENDPOINT = re.compile(r"^(tcp://(\*|[^\s:/]+):\d{1,5}|ipc://\S+)$")
@@ -209,6 +210,8 @@ class LearnConfig(ConfigModel):
     checking that)."""
     weights: WeightsConfig | None = WeightsConfig()
     """Weight publishing (None: never publish, e.g. offline training)."""
+    auth: AuthConfig = AuthConfig()
+    """The secret that signs every group and weight message."""
     checkpoint: CheckpointConfig = CheckpointConfig()
     """Checkpoints."""
     max_steps: int = Field(default=1000, ge=1)
@@ -238,6 +241,11 @@ class LearnConfig(ConfigModel):
         if self.weights is not None and self.weights.endpoint == self.receive.bind:
             raise ValueError("weights.endpoint and receive.bind must differ")
         return self
+
+    @property
+    def endpoints(self) -> list[str]:
+        """Every endpoint this process binds (what `auth` protects)."""
+        return [self.receive.bind] + ([self.weights.endpoint] if self.weights else [])
 
 
 __all__ = [

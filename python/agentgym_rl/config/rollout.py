@@ -16,6 +16,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from agentgym_rl.config.auth import AuthConfig
 from agentgym_rl.config.base import ConfigModel
 
 _ZMQ_ENDPOINT = re.compile(r"^(tcp://[^\s:/]+:\d{1,5}|ipc://\S+)$")
@@ -244,6 +245,8 @@ class RolloutConfig(ConfigModel):
     updates to it, see docs/weights.md). "auto": the loopback when `weights_endpoint` is on
     the loopback, else every interface, advertised as the address the learner sees this
     server at. None: relay nothing (the learner sends this server every update itself)."""
+    auth: AuthConfig = AuthConfig()
+    """The secret that signs every group and weight message."""
     log_dir: Path = Path("runs/rollout")
     """Metrics JSONL and logs go here."""
     status_interval_s: float = Field(default=5.0, gt=0.0)
@@ -255,6 +258,20 @@ class RolloutConfig(ConfigModel):
     episode_log_every: int = Field(default=1, ge=0)
     """Append every N-th finished episode to `<log_dir>/episodes.jsonl` (read by
     `agentgym-rl show`); 0 turns episode logs off."""
+
+    @property
+    def endpoints(self) -> list[str]:
+        """Every stream endpoint this process connects to (what `auth` protects); the weight
+        relay endpoint it binds follows `weights_endpoint` (see `weights_relay_host`)."""
+        relay = self.weights_relay_host
+        relays = (
+            [f"tcp://{relay}:0"] if self.weights_endpoint and relay not in (None, "auto") else []
+        )
+        return [
+            *self.learner.endpoints,
+            *([self.weights_endpoint] if self.weights_endpoint else []),
+            *relays,
+        ]
 
     @field_validator("weights_endpoint")
     @classmethod

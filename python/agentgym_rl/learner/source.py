@@ -29,6 +29,7 @@ from typing import Any
 
 import torch
 
+from agentgym_rl.auth import RefusalLog
 from agentgym_rl.config.learn import LearnConfig
 from agentgym_rl.learner.intake import GroupIntake
 from agentgym_rl.learner.model import ParallelLayout
@@ -54,6 +55,8 @@ class GroupSource:
         """Ledger keys of the groups taken for the next step (rank 0)."""
         self.idle_s: float | None = None
         """Set when the last receive ended on `receive.idle_timeout_s`."""
+        self.refusals = RefusalLog("groups (learner)")
+        """Group messages refused for want of a valid signature."""
 
     def next_groups(
         self, receiver: Any, publisher: Any, version: int, stop: threading.Event | None = None
@@ -105,6 +108,7 @@ class GroupSource:
                 return None
             busy = publisher is not None and publisher.serve(0.05)
             got = receiver.recv(0.01 if busy else self.config.receive.poll_s)
+            self._log_refusals(receiver)
             now = time.monotonic()
             group = None if got is None else self.intake.admit(got[1], version)
             if group is not None:
@@ -129,6 +133,11 @@ class GroupSource:
                     self.idle_summary(),
                 )
         return out
+
+    def _log_refusals(self, receiver: Any) -> None:
+        """Log the messages the receiver refused for want of a valid signature."""
+        for peer, reason in getattr(receiver, "take_refusals", list)():
+            self.refusals.note(peer, reason)
 
     def _note_waiting(self, step: int, seconds: float, reason: str) -> None:
         record = {"time": time.time(), "step": step, "waiting_s": seconds, "reason": reason}

@@ -32,6 +32,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from agentgym_rl import _core
+from agentgym_rl.auth import read_secret
 from agentgym_rl.config import RolloutConfig
 from agentgym_rl.episode.agent import AgentLoop
 from agentgym_rl.episode.dataset import Cursor, TaskSource, load_split
@@ -70,11 +71,16 @@ async def run_service(
     schedule = TurnSchedule.from_config(config.scaling_inter)
     metrics = RolloutMetrics()
     status = StatusSink(config.log_dir, quiet=quiet)
-    stream = learner_stream(config)
+    secret = read_secret(config.auth.secret_file)
+    stream = learner_stream(config, secret)
     # weight updates wait while this is held; the evaluation holds it only with `hold_weights`
     weights_hold = asyncio.Lock()
     receiver = WeightReceiver.start(
-        config.weights_endpoint, engine, hold=weights_hold, relay_host=config.weights_relay_host
+        config.weights_endpoint,
+        engine,
+        hold=weights_hold,
+        relay_host=config.weights_relay_host,
+        secret=secret,
     )
     if receiver is not None:
         await receiver.until_current()  # the gate: nothing below generates before this
@@ -124,10 +130,13 @@ def save_cursor(log_dir: Path, cursor: Cursor) -> None:
     (log_dir / CURSOR_FILE).write_text(json.dumps({"epoch": cursor.epoch, "index": cursor.index}))
 
 
-def learner_stream(config: RolloutConfig) -> LearnerStream:
+def learner_stream(config: RolloutConfig, secret: bytes | None = None) -> LearnerStream:
     learner = config.learner
     return LearnerStream(
-        learner.endpoints, sender_id=learner.sender_id, timeout_s=learner.send_timeout_s
+        learner.endpoints,
+        sender_id=learner.sender_id,
+        timeout_s=learner.send_timeout_s,
+        secret=secret,
     )
 
 

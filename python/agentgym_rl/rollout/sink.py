@@ -28,13 +28,16 @@ class LearnerStream:
         *,
         sender_id: str | None = None,
         timeout_s: float = 1.0,
+        secret: bytes | None = None,
         **sender_options: float,
     ) -> None:
         if not endpoints:
             raise ValueError("at least one learner endpoint is needed")
         sid = sender_id or default_sender_id()
         self.senders = [
-            _core.GroupSender(ep, f"{sid}/{i}" if len(endpoints) > 1 else sid, **sender_options)
+            _core.GroupSender(
+                ep, f"{sid}/{i}" if len(endpoints) > 1 else sid, secret=secret, **sender_options
+            )
             for i, ep in enumerate(endpoints)
         ]
         self.timeout_s = timeout_s

@@ -16,7 +16,9 @@ until one of:
 Shutdown is always the same order: rollout servers (SIGTERM: they stop admission and drain),
 then the learner (SIGTERM: it stops after the step in hand), then env servers; a child still
 running after `stop_grace_s` is SIGKILLed with its whole process group, so nothing outlives the
-run. A second Ctrl-C skips the grace period. Each invocation appends `{"start", "end",
+run. A second Ctrl-C skips the grace period. The learner and the rollout servers share a secret
+made for this invocation (`AGENTGYM_RL_SECRET` in their environment), which signs every group
+and weight message between them. Each invocation appends `{"start", "end",
 "outcome", "exit_code", "resume"}` to `run_dir/run.jsonl` (summaries add up wall time), and
 every child start and exit seen goes to `run_dir/children.jsonl` (`{"time", "child", "event":
 "start" | "exit", "pid", "code"}`: which process was which, for operators and the chaos runner).
@@ -35,6 +37,8 @@ from functools import partial
 from pathlib import Path
 from types import FrameType
 
+from agentgym_rl.auth import ENV_VAR as SECRET_ENV_VAR
+from agentgym_rl.auth import new_secret
 from agentgym_rl.supervise.plan import RunPlan
 from agentgym_rl.supervise.process import Child
 from agentgym_rl.supervise.progress import ProgressView, RunWatcher
@@ -77,9 +81,12 @@ class Supervisor:
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         self.init = Child(plan.init, self.log_dir, env) if plan.init else None
         self.envs = [Child(s, self.log_dir, env) for s in plan.envs]
+        # A new secret for each run signs the group and weight streams; it reaches the learner
+        # and the rollout servers through their environment, never a command line.
+        signed = {**env, SECRET_ENV_VAR: new_secret()}
         threads = str(train.threads_per_learner_rank())
-        self.learn = Child(plan.learn, self.log_dir, {**env, "OMP_NUM_THREADS": threads})
-        self.rollouts = [Child(s, self.log_dir, env) for s in plan.rollouts]
+        self.learn = Child(plan.learn, self.log_dir, {**signed, "OMP_NUM_THREADS": threads})
+        self.rollouts = [Child(s, self.log_dir, signed) for s in plan.rollouts]
         self.view = view or ProgressView(plan.learn_config.max_steps)
         self.watcher = RunWatcher(train.run_dir, plan.learn_config.max_steps)
         self.poll_s = 0.5

@@ -24,6 +24,7 @@ rejects the update, keeping its old weights).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections import deque
@@ -34,7 +35,9 @@ from typing import Any
 import torch
 import zmq
 
+from agentgym_rl.auth import RefusalLog
 from agentgym_rl.weights import schema
+from agentgym_rl.weights.signing import Signer, Unauthenticated, peer_address
 
 log = logging.getLogger(__name__)
 
@@ -123,7 +126,9 @@ class WeightPublisher:
 
     `fanout`: servers the learner sends each update to, and servers each of them relays it to
     (a tree; at least the number of servers: every server is sent the update by the learner).
-    `relay_stall_s`: a relay reports a child that takes no chunk for this long."""
+    `relay_stall_s`: a relay reports a child that takes no chunk for this long.
+    `secret`: sign every message and accept only messages signed with it (`signing.py`);
+    refused ones are counted and logged with the peer's address (`refusals`)."""
 
     def __init__(
         self,
@@ -133,12 +138,16 @@ class WeightPublisher:
         sndhwm: int = 4,
         fanout: int = 2,
         relay_stall_s: float = 5.0,
+        secret: bytes | None = None,
     ) -> None:
         if fanout < 1:
             raise ValueError("fanout must be at least 1")
         self.chunk_bytes = chunk_bytes
         self.fanout = fanout
         self.relay_stall_s = relay_stall_s
+        self._signer = Signer(secret)
+        self.refusals = RefusalLog("weights (learner)")
+        """Messages refused for want of a valid signature (`refusals.total`)."""
         self._sock: zmq.Socket[bytes] = zmq.Context.instance().socket(zmq.ROUTER)
         self._sock.setsockopt(zmq.LINGER, 0)
         self._sock.setsockopt(zmq.ROUTER_MANDATORY, 1)
@@ -206,7 +215,7 @@ class WeightPublisher:
         result = PublishResult(version=version, chunks=len(chunks))
         self._drain(None)  # acks of the previous version count there
         self.version = version
-        self._latest = [schema.pack(c.header, c.frames) for c in chunks]
+        self._latest = [self._signer.pack(c.header, c.frames) for c in chunks]
         self._result = result
         result.bytes_per_server = sum(len(f) for c in chunks for f in c.frames)
         # Servers that relay and acked their last update form the tree; the others (no relay
@@ -266,7 +275,7 @@ class WeightPublisher:
         if server is None:
             return
         route = {"kind": "route", "version": self.version, "stall_s": self.relay_stall_s}
-        route_msg = schema.pack({**route, "children": self._subtree(ident)})
+        route_msg = self._signer.pack({**route, "children": self._subtree(ident)})
         server.outbox, server.next_chunk, server.done = [route_msg, *self._latest], 0, False
 
     def _adopt(self, ident: bytes, why: str) -> None:
@@ -298,7 +307,7 @@ class WeightPublisher:
                         self._adopt(child, f"its relay {server.server_id} is unreachable")
                     return sent
                 raise
-            data = sum(len(f) for f in message[2:])
+            data = self._signer.data_bytes(message)
             self.bytes_sent += data
             if self._result is not None and self._result.version == self.version:
                 self._result.bytes_sent += data
@@ -311,7 +320,17 @@ class WeightPublisher:
             self._handle(self._sock.recv_multipart(copy=False), result)
 
     def _handle(self, frames: list[Any], result: PublishResult | None) -> None:
-        ident, rest = frames[0].bytes, frames[1:]
+        ident = frames[0].bytes
+        try:
+            rest = self._signer.open(frames[1:])
+        except Unauthenticated as exc:
+            self.refusals.note(peer_address(frames[0]), str(exc))
+            # Answered, signed: a server without this secret cannot verify the answer and
+            # stops with the reason, instead of waiting for weights forever.
+            refused = self._signer.pack({"kind": "refused", "reason": str(exc)})
+            with contextlib.suppress(zmq.ZMQError):
+                self._sock.send_multipart([ident, *refused], flags=zmq.NOBLOCK)
+            return
         try:
             header, _ = schema.unpack(rest)
             kind = header["kind"]
@@ -369,7 +388,7 @@ class WeightPublisher:
         elif server.done:
             server.version = version
         server.relay = relay
-        welcome = schema.pack({"kind": "welcome", "version": self.version})
+        welcome = self._signer.pack({"kind": "welcome", "version": self.version})
         try:
             self._sock.send_multipart([ident, *welcome], flags=zmq.NOBLOCK)
         except zmq.ZMQError:
@@ -383,7 +402,7 @@ class WeightPublisher:
             )
             self._children.pop(ident, None)  # a catch-up relays to nobody
             route = {"kind": "route", "version": self.version, "stall_s": self.relay_stall_s}
-            server.outbox = [schema.pack({**route, "children": []}), *self._latest]
+            server.outbox = [self._signer.pack({**route, "children": []}), *self._latest]
             server.next_chunk, server.done = 0, False
             self.catch_ups += 1
 
@@ -391,4 +410,4 @@ class WeightPublisher:
         self._sock.close(linger=0)
 
 
-_TRANSPORT = ("malformed", "checksum", "out_of_order", "incomplete")
+_TRANSPORT = ("malformed", "checksum", "out_of_order", "incomplete", "unauthenticated")

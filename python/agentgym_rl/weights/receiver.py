@@ -47,10 +47,12 @@ class WeightReceiver:
         *,
         hold: asyncio.Lock,
         relay_host: str | None = "auto",
+        secret: bytes | None = None,
     ) -> WeightReceiver | None:
         """Connect to the learner's publisher at `endpoint` (None: no receiver); each update
         takes `hold` first (a held-out evaluation holds it with `hold_weights`). The subscriber
-        binds its relay endpoint on `relay_host` (see `relay_bind_host`; None: no relaying)."""
+        binds its relay endpoint on `relay_host` (see `relay_bind_host`; None: no relaying);
+        with `secret` every weight message is signed and verified."""
         if endpoint is None:
             return None
         update = getattr(engine, "update_weights", None)
@@ -60,7 +62,9 @@ class WeightReceiver:
             )
         from agentgym_rl.weights.subscriber import WeightSubscriber
 
-        subscriber = WeightSubscriber(endpoint, last_version=int(engine.version), relay=relay_host)
+        subscriber = WeightSubscriber(
+            endpoint, last_version=int(engine.version), relay=relay_host, secret=secret
+        )
 
         async def apply(version: int, tensors: dict[str, Any]) -> None:
             if hold.locked():
@@ -80,13 +84,21 @@ class WeightReceiver:
         server that joins a run mid-way generates nothing with outdated weights."""
         sub = self.subscriber
         t0 = time.monotonic()
-        while True:
-            try:
-                await asyncio.wait_for(sub.current.wait(), timeout=report_every_s)
-                break
-            except TimeoutError:
+        current = asyncio.ensure_future(sub.current.wait())
+        try:
+            while not current.done():
+                await asyncio.wait(
+                    {current, self.task},
+                    timeout=report_every_s,
+                    return_when=asyncio.FIRST_COMPLETED,
+                )
+                if current.done():
+                    break
                 if self.task.done():
-                    raise RuntimeError("weights: the subscriber stopped while waiting") from None
+                    failure = None if self.task.cancelled() else self.task.exception()
+                    if failure is not None:
+                        raise failure  # e.g. the learner holds another secret
+                    raise RuntimeError("weights: the subscriber stopped while waiting")
                 learner = (
                     "has not answered"
                     if sub.learner_version is None
@@ -100,6 +112,8 @@ class WeightReceiver:
                     learner,
                     sub.assembler.last_version,
                 )
+        finally:
+            current.cancel()
         if sub.assembler.last_version > 0:
             log.info("weights: joined the run at version %d", sub.assembler.last_version)
 

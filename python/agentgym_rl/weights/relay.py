@@ -25,7 +25,9 @@ from typing import Any
 
 import zmq
 
+from agentgym_rl.auth import RefusalLog
 from agentgym_rl.weights import schema
+from agentgym_rl.weights.signing import Signer, Unauthenticated
 
 log = logging.getLogger(__name__)
 
@@ -45,8 +47,10 @@ class _Child:
 class Fanout:
     """The children this server relays one version to."""
 
-    def __init__(self, sender_id: str, *, sndhwm: int = 4) -> None:
+    def __init__(self, sender_id: str, *, sndhwm: int = 4, signer: Signer | None = None) -> None:
         self.sender_id = sender_id
+        self.signer = signer or Signer(None)
+        self.refusals = RefusalLog(f"weights (relay {sender_id})")
         self.sndhwm = sndhwm
         self.version: int | None = None
         self.stall_s = 5.0
@@ -81,7 +85,7 @@ class Fanout:
             server_id, endpoint, subtree = str(entry[0]), str(entry[1]), list(entry[2])
             child = _Child(server_id, endpoint, self._sock(endpoint))
             route = {"kind": "route", "version": version, "stall_s": stall_s}
-            child.queue.append(schema.pack({**route, "children": subtree}))
+            child.queue.append(self.signer.pack({**route, "children": subtree}))
             self.children.append(child)
         wanted = {c.endpoint for c in self.children}
         for endpoint in [e for e in self._socks if e not in wanted]:
@@ -104,8 +108,7 @@ class Fanout:
             child.chunks_sent += 1
         if taking:
             self.chunks_forwarded += len(taking)
-            nbytes = sum(len(memoryview(_buf(f))) for f in frames[2:])
-            self.bytes_forwarded += nbytes * len(taking)
+            self.bytes_forwarded += self.signer.data_bytes(frames) * len(taking)
 
     def pump(self, now: float | None = None) -> list[str]:
         """Send what the pipes take, read credits; returns children that stalled just now."""
@@ -138,7 +141,10 @@ class Fanout:
     def _read_credits(self, child: _Child, now: float) -> None:
         while child.sock.poll(0, zmq.POLLIN):
             try:
-                header, _ = schema.unpack(child.sock.recv_multipart())
+                header, _ = schema.unpack(self.signer.open(child.sock.recv_multipart()))
+            except Unauthenticated as exc:
+                self.refusals.note(child.endpoint, str(exc))
+                continue
             except schema.MalformedMessage:
                 continue
             if header.get("kind") == "credit" and header.get("version") == self.version:
@@ -150,7 +156,3 @@ class Fanout:
             sock.close(linger=0)
         self._socks.clear()
         self.children = []
-
-
-def _buf(frame: Any) -> Any:
-    return frame.buffer if hasattr(frame, "buffer") else frame

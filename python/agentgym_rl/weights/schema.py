@@ -28,8 +28,11 @@ map with `schema` and `kind`:
 * `welcome` (publisher -> subscriber, the answer to every `register`): `{version}`, the newest
   version the learner holds (-1: not announced yet). A subscriber behind it is sent that
   version's chunks right after (a server that joins or restarts mid-run catches up).
+* `refused` (publisher -> a peer whose message failed authentication): `{reason}`, signed; the
+  peer cannot verify it either, and stops with its own reason (`signing.py`).
 
-Data frames travel as raw bytes, zero-copy on the sending side (views of the tensors).
+Data frames travel as raw bytes, zero-copy on the sending side (views of the tensors). With the
+run's secret every message is signed (`signing.py`: magic `AGS1` and a trailing tag frame).
 """
 
 from __future__ import annotations
@@ -77,18 +80,19 @@ def pack(header: dict[str, Any], data: Sequence[Any] = ()) -> list[Any]:
 
 def unpack(frames: Sequence[Any]) -> tuple[dict[str, Any], list[memoryview]]:
     """Header and data frames of one message; raises `MalformedMessage`."""
-    if len(frames) < 2 or bytes(_buf(frames[0])) != MAGIC:
+    if len(frames) < 2 or bytes(frame_buffer(frames[0])) != MAGIC:
         raise MalformedMessage("missing magic or header frame")
     try:
-        header = msgpack.unpackb(_buf(frames[1]), raw=False)
+        header = msgpack.unpackb(frame_buffer(frames[1]), raw=False)
     except Exception as exc:
         raise MalformedMessage(f"header is not msgpack: {exc}") from None
     if not isinstance(header, dict) or header.get("schema") != SCHEMA_VERSION:
         raise MalformedMessage(f"unsupported schema in {str(header)[:80]}")
-    return header, [_buf(f) for f in frames[2:]]
+    return header, [frame_buffer(f) for f in frames[2:]]
 
 
-def _buf(frame: Any) -> memoryview:
+def frame_buffer(frame: Any) -> memoryview:
+    """The bytes of a frame: a zmq.Frame (received with copy=False) or any buffer."""
     return memoryview(frame.buffer if hasattr(frame, "buffer") else frame)
 
 

@@ -25,6 +25,7 @@ from typing import Any
 
 import torch
 
+from agentgym_rl.auth import read_secret
 from agentgym_rl.weights.subscriber import WeightSubscriber
 
 
@@ -83,7 +84,11 @@ class _CorruptingSubscriber(WeightSubscriber):
 
 async def run(args: argparse.Namespace) -> None:
     sub = _CorruptingSubscriber(
-        args.endpoint, server_id=args.id, relay=args.relay, chunk_timeout_s=args.chunk_timeout_s
+        args.endpoint,
+        server_id=args.id,
+        relay=args.relay,
+        chunk_timeout_s=args.chunk_timeout_s,
+        secret=read_secret(None),  # AGENTGYM_RL_SECRET, as `train` hands it to its servers
     )
     sub.corrupt = args.corrupt_forward
     module: StandInModule | None = None

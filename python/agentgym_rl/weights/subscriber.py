@@ -6,7 +6,8 @@ reason; every rejection is counted in `rejections` and nothing is applied, so th
 its old weights. Reasons: `malformed` (bad framing, header, piece layout), `checksum` (chunk crc32
 or whole-update blake2b mismatch), `out_of_order` (a chunk index other than the next one),
 `incomplete` (a newer version started, or no chunk arrived for `chunk_timeout_s` mid-update),
-`stale` (a version not newer than the last applied one), `apply_failed` (the callback raised).
+`stale` (a version not newer than the last applied one), `apply_failed` (the callback raised),
+`unauthenticated` (a relayed chunk whose signature did not verify, see `signing.py`).
 
 `WeightSubscriber` is the asyncio ZeroMQ DEALER around it: it connects to the learner's
 publisher, registers (with its relay endpoint, a bound ROUTER), takes the chunks of each
@@ -36,8 +37,10 @@ import torch
 import zmq
 import zmq.asyncio
 
+from agentgym_rl.auth import RefusalLog
 from agentgym_rl.weights import schema
 from agentgym_rl.weights.relay import Fanout
+from agentgym_rl.weights.signing import Signer, Unauthenticated, peer_address
 
 log = logging.getLogger(__name__)
 
@@ -218,7 +221,7 @@ class UpdateAssembler:
 
 
 _LEARNER = b""  # the source of messages read from the learner's socket
-_TRANSPORT_REASONS = ("malformed", "checksum", "out_of_order", "incomplete")
+_TRANSPORT_REASONS = ("malformed", "checksum", "out_of_order", "incomplete", "unauthenticated")
 
 
 def relay_bind_host(learner_endpoint: str, relay: str | None) -> str | None:
@@ -249,8 +252,12 @@ class WeightSubscriber:
         last_version: int = -1,
         chunk_timeout_s: float = 10.0,
         relay: str | None = "auto",
+        secret: bytes | None = None,
     ) -> None:
         self.endpoint = endpoint
+        self._signer = Signer(secret)
+        self.refusals = RefusalLog("weights (rollout server)")
+        """Messages refused for want of a valid signature (`refusals.total`)."""
         self.server_id = server_id or f"{socket.gethostname()}-{os.getpid()}-{os.urandom(3).hex()}"
         self.chunk_timeout_s = chunk_timeout_s
         self.assembler = UpdateAssembler(last_version)
@@ -259,7 +266,7 @@ class WeightSubscriber:
         """The learner's version as of its last welcome (None: it has not answered yet)."""
         self.current = asyncio.Event()
         """Set once the learner answered and this server holds its version."""
-        self.fanout = Fanout(self.server_id)
+        self.fanout = Fanout(self.server_id, signer=self._signer)
         self.relay_endpoint: str | None = None
         """Advertised relay endpoint (`tcp://:PORT`: the learner fills in the host it sees)."""
         self._ctx = zmq.asyncio.Context.instance()
@@ -291,13 +298,13 @@ class WeightSubscriber:
         """Announce this server (done again after each reconnect by the caller)."""
         header = {"kind": "register", "server_id": self.server_id, "relay": self.relay_endpoint}
         await self._sock.send_multipart(
-            schema.pack({**header, "version": self.assembler.last_version})
+            self._signer.pack({**header, "version": self.assembler.last_version})
         )
 
     async def _ack(self, version: int, ok: bool, reason: str, seconds: float) -> None:
         header = {"kind": "ack", "server_id": self.server_id, "version": version, "ok": ok}
         await self._sock.send_multipart(
-            schema.pack({**header, "reason": reason, "seconds": seconds})
+            self._signer.pack({**header, "reason": reason, "seconds": seconds})
         )
 
     async def step(self, timeout_s: float) -> None:
@@ -310,21 +317,42 @@ class WeightSubscriber:
             for _ in range(64):
                 if not await self._sock.poll(0):
                     break
-                await self._on_message(await self._sock.recv_multipart(copy=False), _LEARNER)
+                frames = await self._sock.recv_multipart(copy=False)
+                await self._on_message(frames, _LEARNER, self.endpoint)
         if self._relay_in is not None and self._relay_in in events:
             for _ in range(64):
                 if not await self._relay_in.poll(0):
                     break
                 frames = await self._relay_in.recv_multipart(copy=False)
-                await self._on_message(frames[1:], frames[0].bytes)
+                await self._on_message(frames[1:], frames[0].bytes, peer_address(frames[0]))
         for child in self.fanout.pump():
             header = {"kind": "relay_failed", "version": self.fanout.version, "child": child}
-            await self._sock.send_multipart(schema.pack({**header, "server_id": self.server_id}))
+            await self._sock.send_multipart(
+                self._signer.pack({**header, "server_id": self.server_id})
+            )
         self.assembler.expire(time.monotonic(), self.chunk_timeout_s)
 
-    async def _on_message(self, frames: Sequence[Any], source: bytes) -> None:
+    async def _on_message(self, frames: Sequence[Any], source: bytes, peer: str) -> None:
+        """One message from the learner or a relay; `frames` as received (forwarded as they
+        are when they are a chunk, signature included)."""
         try:
-            header, _ = schema.unpack(frames)
+            body = self._signer.open(frames)
+        except Unauthenticated as exc:
+            self.refusals.note(peer, str(exc))
+            if source == _LEARNER:
+                # Only the learner's publisher writes to this socket: the two processes hold
+                # different secrets, which waiting cannot mend.
+                raise Unauthenticated(
+                    f"the learner's messages at {self.endpoint} fail authentication: {exc}; "
+                    "give the learner and every rollout server the same secret"
+                ) from None
+            if self._feed is not None and self._feed[1] == source:
+                # from the relay feeding this server: its copy of the version is unusable
+                version = self._feed[0]
+                await self._rejected(self.assembler.reject("unauthenticated", str(exc), version))
+            return
+        try:
+            header, _ = schema.unpack(body)
             kind = header.get("kind")
         except schema.MalformedMessage:
             kind = None  # the assembler counts it
@@ -333,7 +361,7 @@ class WeightSubscriber:
         elif kind == "route":
             await self._route(header, source)
         else:
-            await self._chunk(frames, header if kind == "chunk" else {}, source)
+            await self._chunk(frames, body, header if kind == "chunk" else {}, source)
 
     async def _route(self, header: dict[str, Any], source: bytes) -> None:
         version = int(header.get("version", -1))
@@ -349,7 +377,9 @@ class WeightSubscriber:
         children = header.get("children") or []
         self.fanout.start(version, children, float(header.get("stall_s", 5.0)))
 
-    async def _chunk(self, frames: Sequence[Any], header: dict[str, Any], source: bytes) -> None:
+    async def _chunk(
+        self, frames: Sequence[Any], body: list[Any], header: dict[str, Any], source: bytes
+    ) -> None:
         version = header.get("version")
         if isinstance(version, int):
             if self._feed is not None and self._feed[0] == version:
@@ -362,21 +392,26 @@ class WeightSubscriber:
         def verified(index: int) -> None:
             self.fanout.forward(frames)
             if source != _LEARNER and self._relay_in is not None:
-                credit = schema.pack({"kind": "credit", "version": version, "index": index})
+                credit = self._signer.pack({"kind": "credit", "version": version, "index": index})
                 with contextlib.suppress(zmq.Again):
                     self._relay_in.send_multipart([source, *credit], flags=zmq.NOBLOCK)
 
         try:
-            update = self.assembler.feed(frames, verified)
+            update = self.assembler.feed(body, verified)
         except UpdateRejected as rej:
-            if rej.reason in _TRANSPORT_REASONS and rej.version == self.fanout.version:
-                self.fanout.stop()  # nothing unverified goes on; the learner re-routes
-            if rej.version is not None:
-                await self._ack(rej.version, False, rej.reason, 0.0)
+            await self._rejected(rej)
             return
         if update is not None:
             self._ready = update  # a newer update replaces one not yet applied
             self._wake.set()
+
+    async def _rejected(self, rej: UpdateRejected) -> None:
+        """Stop relaying a version whose copy failed in transit, and tell the learner (which
+        sends this server the version itself)."""
+        if rej.reason in _TRANSPORT_REASONS and rej.version == self.fanout.version:
+            self.fanout.stop()  # nothing unverified goes on; the learner re-routes
+        if rej.version is not None:
+            await self._ack(rej.version, False, rej.reason, 0.0)
 
     async def _applier(self, apply: ApplyFn) -> None:
         while True:
