@@ -1,7 +1,10 @@
-"""Transport throughput over tcp loopback: the Rust group stream vs raw pyzmq PUSH/PULL.
+"""Transport throughput over tcp loopback: the Rust group stream vs raw pyzmq PUSH/PULL, and
+the group stream signed (HMAC-SHA256 under a run secret, as `train` runs it) vs unsigned.
 
-Both move the same encoded groups (8 samples x 8k tokens by default) from a sending thread to a
-receiving thread of this process. Prints groups/s, MB/s and the ratio Rust/raw (target >= 0.7).
+All move the same encoded groups (8 samples x 8k tokens by default) from a sending thread to a
+receiving thread of this process. Prints groups/s, MB/s, the ratio Rust/raw (target >= 0.7),
+the ratio signed/unsigned and what signing adds to one learner step (`--groups-per-step`
+groups, signed by the rollout server and verified by the learner) beside a measured step time.
 The Rust stream adds credit, acks and de-duplication; raw PUSH/PULL has none of these.
 
     python benches/bench_transport.py [--quick] [--tokens 8192] [--window 16]
@@ -26,9 +29,14 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def bench_rust(payload: bytes, n: int, window: int) -> float:
-    with GroupReceiver("tcp://127.0.0.1:0", window=window) as rx:
-        with GroupSender(rx.endpoint, "bench") as tx:
+SECRET = b"bench-secret-0123456789abcdef0123"
+STEP_S = 14.4
+"""Wall time of one learner step in the README's BabyAI run (docs/results): the yardstick."""
+
+
+def bench_rust(payload: bytes, n: int, window: int, secret: bytes | None = None) -> float:
+    with GroupReceiver("tcp://127.0.0.1:0", window=window, secret=secret) as rx:
+        with GroupSender(rx.endpoint, "bench", secret=secret) as tx:
             tx.wait_connected(30)
 
             def produce() -> None:
@@ -79,19 +87,36 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="short run for CI")
     ap.add_argument("--tokens", type=int, default=8192)
     ap.add_argument("--window", type=int, default=16)
+    ap.add_argument("--groups-per-step", type=int, default=16)
     args = ap.parse_args()
     payload = encode_group(make_group(8, args.tokens).to_dict())
     mb = len(payload) / 1e6
     n = 200 if args.quick else 2000
     rounds = 1 if args.quick else 3
     bench_rust(payload, 20, args.window)  # warm-up (runtime start, connections)
-    best_rust = min(bench_rust(payload, n, args.window) for _ in range(rounds))
+    best_rust, best_signed = float("inf"), float("inf")
+    for _ in range(rounds):  # interleaved, so both see the same machine
+        best_rust = min(best_rust, bench_rust(payload, n, args.window))
+        best_signed = min(best_signed, bench_rust(payload, n, args.window, SECRET))
     best_raw = min(bench_pyzmq(payload, n) for _ in range(rounds))
     print(f"payload {mb:.2f} MB x {n} groups, best of {rounds}")
-    print(f"{'transport':<26} {'groups/s':>10} {'MB/s':>10}")
-    for name, secs in [("rust GroupSender/Receiver", best_rust), ("raw pyzmq PUSH/PULL", best_raw)]:
-        print(f"{name:<26} {n / secs:>10.1f} {n * mb / secs:>10.1f}")
+    print(f"{'transport':<30} {'groups/s':>10} {'MB/s':>10}")
+    rows = [
+        ("rust GroupSender/Receiver", best_rust),
+        ("rust, signed (HMAC-SHA256)", best_signed),
+        ("raw pyzmq PUSH/PULL", best_raw),
+    ]
+    for name, secs in rows:
+        print(f"{name:<30} {n / secs:>10.1f} {n * mb / secs:>10.1f}")
     print(f"ratio rust/raw pyzmq: {best_raw / best_rust:.2f} (target >= 0.70)")
+    print(f"ratio signed/unsigned: {best_rust / best_signed:.2f}")
+    # Per group: the sender's sign and the receiver's verify, each one pass over the payload.
+    per_group_ms = max(best_signed - best_rust, 0.0) / n * 1e3
+    step_ms = per_group_ms * args.groups_per_step
+    print(
+        f"signing per learner step ({args.groups_per_step} groups): {step_ms:.1f} ms on the "
+        f"stream, {100 * step_ms / 1e3 / STEP_S:.3f}% of a {STEP_S} s step"
+    )
 
 
 if __name__ == "__main__":

@@ -11,8 +11,9 @@ fp32) and "100M" (hidden 768, 12 layers, vocab 32000, bf16).
 For each receiver count, model and topology: one warm-up update (allocations), then the
 fastest of `--repeats` updates: update seconds (publish until every receiver acked), the
 learner's bytes sent, the tree's roots and depth (hops to the deepest receiver). Star is
-`fanout >= receivers` (every receiver fed by the learner); tree is fanout 2. All receivers
-must ack with identical digests, or the bench fails.
+`fanout >= receivers` (every receiver fed by the learner); tree is fanout 2; "tree, signed" is
+the tree with every message signed under a run secret (HMAC-SHA256, verified at every hop), as
+`train` runs it. All receivers must ack with identical digests, or the bench fails.
 
     python benches/bench_weights.py [--quick] [--receivers 1 2 4 8] [--models 2M 100M]
 """
@@ -32,6 +33,7 @@ from typing import Any
 
 import torch
 
+from agentgym_rl.auth import ENV_VAR
 from agentgym_rl.weights import schema
 from agentgym_rl.weights.publisher import PublishResult, WeightPublisher
 
@@ -56,6 +58,8 @@ MODELS: dict[str, dict[str, Any]] = {
     },
 }
 TREE_FANOUT = 2
+SECRET = b"bench-weights-secret-0123456789ab"
+TOPOLOGIES = (("star (old)", False), ("tree", False), ("tree, signed", True))
 
 
 def qwen2_weights(name: str, seed: int) -> dict[str, torch.Tensor]:
@@ -74,13 +78,19 @@ def qwen2_weights(name: str, seed: int) -> dict[str, torch.Tensor]:
 class StandIns:
     """`n` stand-in receiver processes; their ack lines are collected by threads."""
 
-    def __init__(self, endpoint: str, n: int) -> None:
+    def __init__(self, endpoint: str, n: int, secret: bytes | None = None) -> None:
         self.procs = []
         self.acks: queue.Queue[dict[str, Any]] = queue.Queue()
+        env = {k: v for k, v in os.environ.items() if k != ENV_VAR}
+        if secret is not None:
+            env[ENV_VAR] = secret.decode()  # as `train` hands the secret to its servers
         for i in range(n):
             cmd = [sys.executable, "-m", "agentgym_rl.weights.standin"]
             proc = subprocess.Popen(
-                [*cmd, "--endpoint", endpoint, "--id", f"r{i}"], stdout=subprocess.PIPE, text=True
+                [*cmd, "--endpoint", endpoint, "--id", f"r{i}"],
+                stdout=subprocess.PIPE,
+                text=True,
+                env=env,
             )
             threading.Thread(target=self._read, args=(proc,), daemon=True).start()
             self.procs.append(proc)
@@ -147,39 +157,50 @@ def main() -> None:
     )
     chunk_mb = schema.DEFAULT_CHUNK_BYTES >> 20
     print(f"loopback, {os.cpu_count()} cores, chunks of {chunk_mb} MB, tree fanout {TREE_FANOUT}")
-    header = f"{'model':<6} {'params':>7} {'dtype':<9} {'receivers':>9} {'topology':<11} "
+    header = f"{'model':<6} {'params':>7} {'dtype':<9} {'receivers':>9} {'topology':<12} "
     print(header + f"{'update_s':>9} {'learner_MB':>11} {'roots':>5} {'depth':>5}")
     rows: dict[tuple[str, int, str], PublishResult] = {}
     for n in args.receivers:
-        pub = WeightPublisher("tcp://127.0.0.1:0")
-        procs = StandIns(pub.endpoint, n)
-        try:
-            if pub.wait_for_servers(n, timeout_s=120) != n:
-                raise RuntimeError(f"only {len(pub.servers)} of {n} receivers registered")
-            for model in args.models:
-                w = weights[model]
-                params = sum(t.numel() for t in w.values())
-                dtype = str(next(iter(w.values())).dtype).removeprefix("torch.")
-                for topology, fanout in (("star (old)", max(n, 1)), ("tree", TREE_FANOUT)):
-                    pub.fanout = fanout
-                    res = measure(pub, procs, n, w, args.repeats)
-                    rows[(model, n, topology)] = res
-                    print(
-                        f"{model:<6} {params / 1e6:>6.1f}M {dtype:<9} {n:>9} {topology:<11} "
-                        f"{res.seconds:>9.3f} {res.bytes_sent / 1e6:>11.1f} "
-                        f"{len(res.roots):>5} {res.depth:>5}",
-                        flush=True,
-                    )
-        finally:
-            procs.close()
-            pub.close()
+        for signed in (False, True):
+            pub = WeightPublisher("tcp://127.0.0.1:0", secret=SECRET if signed else None)
+            procs = StandIns(pub.endpoint, n, SECRET if signed else None)
+            try:
+                if pub.wait_for_servers(n, timeout_s=120) != n:
+                    raise RuntimeError(f"only {len(pub.servers)} of {n} receivers registered")
+                for model in args.models:
+                    for topology, with_secret in TOPOLOGIES:
+                        if with_secret == signed:
+                            pub.fanout = max(n, 1) if topology.startswith("star") else TREE_FANOUT
+                            res = measure(pub, procs, n, weights[model], args.repeats)
+                            rows[(model, n, topology)] = res
+                            print_row(model, weights[model], n, topology, res)
+            finally:
+                procs.close()
+                pub.close()
     n = max(args.receivers)
     for model in args.models:
         star, tree = rows[(model, n, "star (old)")], rows[(model, n, "tree")]
+        signed_tree = rows[(model, n, "tree, signed")]
         print(
             f"tree/star ({model}, {n} receivers): {tree.bytes_sent / star.bytes_sent:.2f}x "
             f"learner bytes, {tree.seconds / star.seconds:.2f}x update time"
         )
+        print(
+            f"signed/unsigned tree ({model}, {n} receivers): "
+            f"{signed_tree.seconds / tree.seconds:.2f}x update time"
+        )
+
+
+def print_row(
+    model: str, w: dict[str, torch.Tensor], n: int, topology: str, res: PublishResult
+) -> None:
+    params = sum(t.numel() for t in w.values())
+    dtype = str(next(iter(w.values())).dtype).removeprefix("torch.")
+    print(
+        f"{model:<6} {params / 1e6:>6.1f}M {dtype:<9} {n:>9} {topology:<12} "
+        f"{res.seconds:>9.3f} {res.bytes_sent / 1e6:>11.1f} {len(res.roots):>5} {res.depth:>5}",
+        flush=True,
+    )
 
 
 if __name__ == "__main__":

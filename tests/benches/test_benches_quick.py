@@ -30,7 +30,11 @@ FIGURES = {
         rf"^8x8192\s+python \(msgpack\+frombuffer\)\s+{NUMBER}\s+{NUMBER}$",
         rf"^rust codec, realistic size, slower direction: {NUMBER} GB/s",
     ],
-    "transport": [rf"^ratio rust/raw pyzmq: {NUMBER} "],
+    "transport": [
+        rf"^ratio rust/raw pyzmq: {NUMBER} ",
+        rf"^ratio signed/unsigned: {NUMBER}$",
+        rf"^signing per learner step \(16 groups\): {NUMBER} ms on the stream, {NUMBER}% ",
+    ],
     "envpool": [
         rf"^\s+\(a\) Rust pool, ZeroMQ\s+{NUMBER} steps/s\s+\(\s*{NUMBER}x c\)$",
         rf"^\s+\(c\) AgentGym-style requests \+ threads\s+{NUMBER} steps/s",
@@ -60,6 +64,8 @@ FIGURES = {
         r"^receivers are stand-ins: processes running the real WeightSubscriber",
         rf"^2M\s+{NUMBER}M\s+float32\s+4\s+tree\s+{NUMBER}\s+{NUMBER}\s+2\s+2$",
         rf"^tree/star \(2M, 4 receivers\): 0\.50x learner bytes, {NUMBER}x update time$",
+        rf"^2M\s+{NUMBER}M\s+float32\s+4\s+tree, signed\s+{NUMBER}\s+{NUMBER}\s+2\s+2$",
+        rf"^signed/unsigned tree \(2M, 4 receivers\): {NUMBER}x update time$",
     ],
 }
 TIMEOUT_S = {"rollout": 600}
