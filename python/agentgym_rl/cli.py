@@ -15,6 +15,7 @@ from agentgym_rl import (
     secret_cli,
     serve_rollouts,
     show_cli,
+    soak_cli,
     train_cli,
 )
 from agentgym_rl import learn as learn_cli
@@ -170,6 +171,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     secret_cli.add_arguments(secret)
     secret.set_defaults(func=secret_cli.run)
+
+    soak = sub.add_parser(
+        "soak",
+        help="run many episodes per env and check that memory, descriptors and tasks stay flat",
+        description="For each env: one env server and one serve-rollouts process (real vLLM, a "
+        "small model) whose groups are taken and dropped (no learner). Every --every episodes it "
+        "samples resident memory and open file descriptors of each process tree, and the live "
+        "episodes and asyncio tasks each process reports; prints the table and fails if a figure "
+        "grew by more than 10%% after the first --every episodes.",
+    )
+    soak_cli.add_arguments(soak)
+    soak.set_defaults(func=soak_cli.run)
 
     info = sub.add_parser("info", help="print the version")
     info.set_defaults(func=_info)

@@ -89,6 +89,7 @@ def test_health_and_info(babyai: ServerProc, textcraft: ServerProc) -> None:
     health = babyai.get("/health")
     assert health["status"] == "ok" and health["env"] == "babyai"
     assert health["rss_bytes"] > 10**6
+    assert health["open_fds"] >= 3 and health["asyncio_tasks"] >= 1
     assert babyai.get("/info")["num_tasks"] is None
     assert textcraft.get("/info")["num_tasks"] == 551
     eid = textcraft.post("/create")["id"]

@@ -348,9 +348,15 @@ def test_signed_messages_open_only_under_the_same_secret() -> None:
         signer.open(plain.pack({"kind": "chunk"}, data))
     with pytest.raises(Unauthenticated, match="this side has no secret"):
         plain.open(frames)
-    tampered = [*frames[:2], b"abd", *frames[3:]]
+    # The header is covered byte for byte, the data frames by their lengths (their bytes by
+    # the header's checksums, which the assembler checks).
+    forged_header = [frames[0], msgpack.packb({"schema": 1, "kind": "chunk", "version": 2})]
     with pytest.raises(Unauthenticated):
-        signer.open(tampered)
+        signer.open([*forged_header, *frames[2:]])
+    with pytest.raises(Unauthenticated):
+        signer.open([*frames[:2], b"abcd", *frames[3:]])
+    same_length = signer.open([*frames[:2], b"abd", *frames[3:]])
+    assert bytes(same_length[2]) == b"abd"  # caught by the chunk's crc32, see above
 
 
 def test_a_signed_stream_refuses_strangers_and_names_them(loop: LoopThread) -> None:

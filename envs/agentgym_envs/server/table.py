@@ -36,6 +36,22 @@ def rss_bytes() -> int:
         return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
 
 
+def open_fds() -> int | None:
+    """File descriptors this process holds open (None where /proc is missing)."""
+    try:
+        return len(os.listdir("/proc/self/fd"))
+    except OSError:
+        return None
+
+
+def asyncio_tasks() -> int | None:
+    """Tasks of the running event loop (None outside one)."""
+    try:
+        return len(asyncio.all_tasks())
+    except RuntimeError:
+        return None
+
+
 @dataclass(slots=True)
 class _Slot:
     episode: Episode
@@ -139,6 +155,8 @@ class EpisodeTable:
             "created_total": self._next_id,
             "reaped_total": self.reaped_total,
             "rss_bytes": rss_bytes(),
+            "open_fds": open_fds(),
+            "asyncio_tasks": asyncio_tasks(),
             "uptime_s": round(self._clock() - self._started, 3),
         }
 

@@ -214,7 +214,11 @@ class Dispatcher:
     def _report(self) -> None:
         if self.status is not None:
             counters = self.buffer.counters()
-            self.status.write(self.metrics.snapshot(counters, version=int(self.version_source())))
+            record = self.metrics.snapshot(counters, version=int(self.version_source()))
+            # what must stay flat over a long run (`agentgym-rl soak` reads these)
+            record["live_episodes"] = sum(not t.done() for g in self.groups.values() for t in g)
+            record["asyncio_tasks"] = len(asyncio.all_tasks())
+            self.status.write(record)
 
     def _idle(self) -> bool:
         c = self.buffer.counters()

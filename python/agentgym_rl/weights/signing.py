@@ -1,15 +1,18 @@
 """Signing of weight-stream messages under the run's secret (HMAC-SHA256).
 
 A signed message is `[MAGIC_SIGNED, header, *data, tag]`: `tag` is the HMAC-SHA256, under the
-secret, of a context label and every frame before it, each prefixed with its length (u64
-little-endian), the same construction as the group stream's (`agentgym-transport`'s `auth`)
-with its own label. Relays forward chunk messages byte for byte, tag included, so every server
-verifies the learner's own signature on every chunk; the messages a relay writes itself
-(`route`, `credit`) it signs with the same secret. A message is verified (constant time) before
-anything in it is decoded.
+secret, of a context label, the magic, the header and the length of every data frame, each
+prefixed with its length (u64 little-endian). The data bytes themselves are bound through the
+header: a chunk's header carries the crc32 of its data and the blake2b digest of the whole
+update, and a server checks both before it relays a chunk (crc32) and before it applies an
+update (digest), so forged bytes under a genuine header are rejected as `checksum` and never
+applied. Signing costs one HMAC over a small header per message, not a pass over the weights.
 
-Without a secret messages are plain (`MAGIC`) and a signed one is refused: the two sides of
-the stream must agree, and each side says which one lacks the secret.
+Relays forward chunk messages byte for byte, tag included, so every server verifies the
+learner's own signature on every chunk; the messages a relay writes itself (`route`, `credit`)
+it signs with the same secret. A message is verified (constant time) before anything in it is
+decoded. Without a secret messages are plain (`MAGIC`) and a signed one is refused: the two
+sides of the stream must agree, and each side says which one lacks the secret.
 """
 
 from __future__ import annotations
@@ -51,12 +54,14 @@ class Signer:
         return self._secret is not None
 
     def _tag(self, frames: Sequence[Any]) -> bytes:
+        """The tag of a message's magic and header, and of its data frames' lengths."""
         assert self._secret is not None
         mac = hmac.new(self._secret, _CONTEXT, hashlib.sha256)
-        for frame in frames:
+        for i, frame in enumerate(frames):
             buf = schema.frame_buffer(frame)
             mac.update(len(buf).to_bytes(8, "little"))
-            mac.update(buf)
+            if i < 2:
+                mac.update(buf)
         return mac.digest()
 
     def pack(self, header: dict[str, Any], data: Sequence[Any] = ()) -> list[Any]:

@@ -1,0 +1,85 @@
+"""`agentgym-rl soak`: episodes through a rollout server and its env server, per env, printing
+what must stay flat (memory, file descriptors, live episodes, asyncio tasks) every N episodes.
+Exit 0 when every figure stayed within 10% of its value after the first N episodes, 1 when one
+grew (named), 2 when an env cannot run here."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+DEFAULT_ENVS = ("babyai", "textcraft", "searchqa", "sciworld", "webarena", "miniwob")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--env",
+        action="append",
+        dest="envs",
+        metavar="ENV",
+        help="env to soak (repeatable; default: every env that can run here, one after another)",
+    )
+    parser.add_argument("--episodes", type=int, default=10_000, help="episodes per env")
+    parser.add_argument("--every", type=int, default=1_000, help="sample every N episodes")
+    parser.add_argument(
+        "--model", type=Path, help="HF checkpoint directory (default: a small one made here)"
+    )
+    parser.add_argument("--out", type=Path, default=Path("runs/soak"), help="logs and results")
+
+
+def run(args: argparse.Namespace) -> int:
+    from rich.progress import Progress, TaskID
+
+    from agentgym_rl.supervise.preflight import env_problems
+    from agentgym_rl.supervise.soak import (
+        ENVS,
+        SoakOptions,
+        corpus,
+        flat,
+        soak_env,
+        table,
+        write_result,
+    )
+
+    if args.episodes < args.every or args.every < 1:
+        print("soak: --episodes must be at least --every (>= 1)", file=sys.stderr)
+        return 2
+    wanted = args.envs or [e for e in DEFAULT_ENVS if not env_problems([e])]
+    unknown = [e for e in wanted if e not in ENVS]
+    problems = env_problems(wanted) if not unknown else [f"unknown env {e!r}" for e in unknown]
+    if problems:
+        print("soak: " + "; ".join(problems), file=sys.stderr)
+        return 2
+    model = args.model
+    if model is None:
+        from agentgym_rl.model import create_tiny_model
+
+        model = create_tiny_model(args.out / "model", corpus=corpus(wanted), vocab_size=400)
+    opts = SoakOptions(model=model, out=args.out, episodes=args.episodes, every=args.every)
+    results = []
+    with Progress(transient=True) as bar:
+        for env in wanted:
+            task = bar.add_task(f"soak {env}", total=args.episodes)
+
+            def advance(done: int, _total: int, task: TaskID = task) -> None:
+                bar.update(task, completed=max(done, 0))
+
+            result = soak_env(env, opts, advance)
+            write_result(result, args.out)
+            results.append(result)
+            rate = result.episodes / max(result.seconds, 1e-9)
+            print(
+                f"{env}: {result.episodes:,} episodes in {result.seconds / 60:.1f} min "
+                f"({rate:.1f}/s), {result.groups_received:,} groups received"
+            )
+    print(table(results))
+    grew = [f"{r.env} {x}" for r in results for x in flat(r.samples, opts.capacity)]
+    for line in grew:
+        print(f"grew: {line}")
+    print("flat: every figure within 10% after the first sample" if not grew else "NOT flat")
+    print(
+        f"settings: {opts.group_size} episodes per group, {opts.max_in_flight} groups in flight, "
+        f"{opts.turn_cap} turns, {opts.max_tokens_per_turn} tokens per turn, model {model}"
+    )
+    return 1 if grew else 0

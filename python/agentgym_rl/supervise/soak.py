@@ -1,0 +1,373 @@
+"""`agentgym-rl soak`: many episodes through one rollout server and its env server, watching
+that nothing grows.
+
+Contract: `soak_env(env, options)` starts one env server (`agentgym-rl env serve`) and one
+`serve-rollouts` process (real vLLM, the small model) on it, takes the groups they stream in a
+`GroupReceiver` of its own (signed, as under `train`; the groups are counted and dropped: no
+learner, no weight updates, an unbounded staleness budget), and every `every` finished
+episodes (and once at the start) samples each process: resident memory and open file descriptors of its process tree
+(read from /proc, vLLM's engine core included), and its live episodes and asyncio tasks (the
+rollout server's `metrics.jsonl`, the env server's `/health`). After `episodes` it stops both
+and returns the samples. `flat(samples, capacity)` names what grew after warm-up.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+import urllib.request
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agentgym_rl import _core
+from agentgym_rl.auth import ENV_VAR, new_secret
+from agentgym_rl.supervise.plan import ChildSpec
+from agentgym_rl.supervise.ports import PortBook
+from agentgym_rl.supervise.process import Child
+
+GROWTH = 0.10
+"""Largest growth allowed after the first sample (10%)."""
+ROLLOUT = "rollout server"
+REPO = Path(__file__).resolve().parents[3]
+
+
+@dataclass(frozen=True)
+class SoakEnv:
+    """How one env is driven in a soak (the settings of its `configs/train/*` runs)."""
+
+    action_format: str
+    split: str
+    server_args: tuple[str, ...] = ()
+
+
+ENVS: dict[str, SoakEnv] = {
+    "babyai": SoakEnv("react", "envs/agentgym_envs/babyai/data/train.json"),
+    "textcraft": SoakEnv("react", "envs/agentgym_envs/textcraft/data/train.json"),
+    "searchqa": SoakEnv(
+        "tags", "envs/agentgym_envs/searchqa/data/train.json", ("--env-option", "retriever=bm25")
+    ),
+    "sciworld": SoakEnv("react", "envs/agentgym_envs/sciworld/data/train.json"),
+    "webarena": SoakEnv(
+        "webarena",
+        "envs/agentgym_envs/web/data/webarena_train.json",
+        ("--env-option", "max_obs_chars=2000"),
+    ),
+    "miniwob": SoakEnv("webarena", "envs/agentgym_envs/web/data/miniwob_train.json"),
+}
+
+
+@dataclass
+class SoakOptions:
+    """One soak's settings; `capacity` episodes run at once at most."""
+
+    model: Path
+    out: Path
+    episodes: int = 10_000
+    every: int = 1_000
+    group_size: int = 4
+    max_in_flight: int = 8
+    turn_cap: int = 3
+    max_tokens_per_turn: int = 16
+    timeout_s: float = 4 * 3600.0
+
+    @property
+    def capacity(self) -> int:
+        return self.group_size * self.max_in_flight
+
+
+@dataclass
+class Sample:
+    """One process at one point of the soak."""
+
+    episodes: int
+    process: str
+    rss_mb: float
+    open_fds: int
+    live_episodes: int
+    asyncio_tasks: int
+
+
+@dataclass
+class SoakResult:
+    env: str
+    episodes: int
+    seconds: float
+    groups_received: int
+    samples: list[Sample] = field(default_factory=list)
+
+
+def tree_figures(pid: int) -> tuple[float, int]:
+    """Resident MB and open descriptors of `pid` and all its descendants."""
+    rss_kb, fds = 0, 0
+    for p in [pid, *_descendants(pid)]:
+        try:
+            status = Path(f"/proc/{p}/status").read_text()
+            rss_kb += next(
+                int(ln.split()[1]) for ln in status.splitlines() if ln.startswith("VmRSS")
+            )
+            fds += len(os.listdir(f"/proc/{p}/fd"))
+        except (OSError, StopIteration):
+            continue  # exited between the listing and the read
+    return rss_kb / 1024, fds
+
+
+def _descendants(pid: int) -> list[int]:
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        for task in Path(f"/proc/{p}/task").glob("*/children"):
+            try:
+                kids = [int(k) for k in task.read_text().split()]
+            except OSError:
+                continue
+            out += kids
+            todo += kids
+    return out
+
+
+def flat(samples: list[Sample], capacity: int) -> list[str]:
+    """What did not stay flat, in words (empty: everything did). Per process, from its first
+    sample after warm-up (the second; the first is taken at the start) to its last: resident
+    memory and open descriptors grew by at most `GROWTH` (descriptors: plus a few), asyncio tasks
+    beside the live episodes by at most `GROWTH` plus two; live episodes never exceeded
+    `capacity` (episodes in flight at most: each one that ended was closed)."""
+    grew = []
+    for process in dict.fromkeys(s.process for s in samples):
+        mine = [s for s in samples if s.process == process][1:]
+        if len(mine) < 2:
+            continue
+        first, last = mine[0], mine[-1]
+        tasks = [s.asyncio_tasks - (s.live_episodes if process == ROLLOUT else 0) for s in mine]
+        figures = [
+            ("RSS MB", first.rss_mb, last.rss_mb, 0.0),
+            ("open fds", first.open_fds, last.open_fds, 4),
+            ("asyncio tasks besides episodes", tasks[0], tasks[-1], 2),
+        ]
+        for what, a, b, slack in figures:
+            if b > a * (1 + GROWTH) + slack:
+                span = f"{a:g} at {first.episodes} -> {b:g} at {last.episodes}"
+                grew.append(f"{process} {what}: {span}")
+        most = max(s.live_episodes for s in mine)
+        if most > capacity:
+            grew.append(f"{process} live episodes: {most} > {capacity} in flight at most")
+    return grew
+
+
+class _Drain:
+    """Takes every group the rollout server sends (a learner that keeps nothing)."""
+
+    def __init__(self, secret: bytes) -> None:
+        self.receiver = _core.GroupReceiver(window=64, secret=secret)
+        self.groups = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            if self.receiver.recv(0.2) is not None:
+                self.groups += 1
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
+        self.receiver.close()
+
+
+def _rollout_argv(
+    env: str, spec: SoakEnv, opts: SoakOptions, address: str, learner: str
+) -> list[str]:
+    overrides = [
+        f"model={opts.model}",
+        f"envs=[{{env: {env}, addresses: ['{address}'], action_format: {spec.action_format}}}]",
+        f"dataset.env={env}",
+        f"dataset.split={REPO / spec.split}",
+        f"dataset.group_size={opts.group_size}",
+        f"learner.endpoints=['{learner}']",
+        f"scaling_inter.stages=[{opts.turn_cap}]",
+        "buffer.groups_per_step=1",
+        "buffer.max_staleness=1000000000",  # no learner moves the version: never stale
+        f"buffer.max_in_flight={opts.max_in_flight}",
+        "buffer.max_ready=64",
+        "engine.max_model_len=2048",
+        f"engine.max_tokens_per_turn={opts.max_tokens_per_turn}",
+        "engine.gpu_memory_utilization=0.3",
+        "weights_endpoint=null",
+        "eval=null",
+        "episode_log_every=0",
+        "check_drift=false",
+        "status_interval_s=1.0",
+        f"log_dir={opts.out / env / 'rollout'}",
+    ]
+    return [
+        *_cli("serve-rollouts"),
+        "--config",
+        str(REPO / "configs/rollout/babyai_tiny.yaml"),
+        *overrides,
+    ]
+
+
+def _cli(*args: str) -> list[str]:
+    import sys
+
+    return [sys.executable, "-m", "agentgym_rl.cli", *args]
+
+
+def _last_record(path: Path) -> dict[str, Any] | None:
+    try:
+        with path.open("rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - 65536))
+            lines = f.read().decode(errors="replace").splitlines()
+    except OSError:
+        return None
+    for line in reversed(lines):
+        try:
+            return dict(json.loads(line))
+        except ValueError:
+            continue  # a line still being written
+    return None
+
+
+def _health(port: int) -> dict[str, Any]:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=5) as r:
+        return dict(json.loads(r.read()))
+
+
+def soak_env(
+    env: str, opts: SoakOptions, progress: Callable[[int, int], None] | None = None
+) -> SoakResult:
+    """Run one env's soak (see the module docstring); raises RuntimeError if a process dies."""
+    spec = ENVS[env]
+    ports = PortBook()
+    http, zmq = ports.free(), ports.free()
+    secret = new_secret()
+    logs = opts.out / env / "logs"
+    base = {**os.environ, "PYTHONUNBUFFERED": "1", ENV_VAR: secret}
+    serve = _cli(
+        "env", "serve", env, "--port", str(http), "--zmq-port", str(zmq), *spec.server_args
+    )
+    server = Child(ChildSpec(f"{env}-server", "env", serve, " ".join(serve)), logs, base).start()
+    drain = _Drain(secret.encode())
+    rollout: Child | None = None
+    try:
+        _wait_healthy(server, http)
+        argv = _rollout_argv(env, spec, opts, f"tcp://127.0.0.1:{zmq}", drain.receiver.endpoint)
+        rollout = Child(ChildSpec("rollout", "rollout", argv, " ".join(argv)), logs, base).start()
+        metrics = opts.out / env / "rollout" / "metrics.jsonl"
+        result = SoakResult(env, 0, 0.0, 0)
+        t0, mark = time.monotonic(), 0  # a sample at the start, then every `every` episodes
+        while mark <= opts.episodes:
+            for child in (server, rollout):
+                if not child.running():
+                    tail = "\n".join(child.tail(20))
+                    raise RuntimeError(f"{child.name} exited with {child.poll()}:\n{tail}")
+            record = _last_record(metrics)
+            done = -1 if record is None else int(record.get("episodes", 0))
+            if progress is not None:
+                progress(done, opts.episodes)
+            if time.monotonic() - t0 > opts.timeout_s:
+                raise RuntimeError(f"{env}: {done} episodes in {opts.timeout_s:.0f} s, stopping")
+            if done < mark:
+                time.sleep(0.5)
+                continue
+            assert record is not None
+            result.samples += _sample(done, record, rollout, server, http)
+            mark += opts.every
+        result.episodes = done
+        result.seconds = time.monotonic() - t0
+        result.groups_received = drain.groups
+        return result
+    finally:
+        if rollout is not None:
+            rollout.stop(30.0)
+        server.stop(10.0)
+        drain.close()
+
+
+def _wait_healthy(server: Child, port: int, timeout_s: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if not server.running():
+            raise RuntimeError(f"{server.name} exited:\n" + "\n".join(server.tail(20)))
+        try:
+            _health(port)
+            return
+        except OSError:
+            time.sleep(0.2)
+    raise RuntimeError(f"{server.name}: /health did not answer in {timeout_s:.0f} s")
+
+
+def _sample(
+    done: int, record: dict[str, Any], rollout: Child, server: Child, port: int
+) -> list[Sample]:
+    assert rollout.pid is not None and server.pid is not None
+    rss, fds = tree_figures(rollout.pid)
+    out = [
+        Sample(
+            done,
+            "rollout server",
+            round(rss, 1),
+            fds,
+            int(record.get("live_episodes", 0)),
+            int(record.get("asyncio_tasks", 0)),
+        )
+    ]
+    health = _health(port)
+    rss, fds = tree_figures(server.pid)
+    out.append(
+        Sample(
+            done,
+            "env server",
+            round(rss, 1),
+            fds,
+            int(health.get("live_episodes", 0)),
+            int(health.get("asyncio_tasks") or 0),
+        )
+    )
+    return out
+
+
+def write_result(result: SoakResult, out: Path) -> Path:
+    path = out / result.env / "soak.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(asdict(result), indent=1))
+    return path
+
+
+def table(results: list[SoakResult]) -> str:
+    """A markdown table: every sample of every process, and whether it stayed flat."""
+    lines = [
+        "| env | process | episodes | RSS MB | open fds | live episodes | asyncio tasks |",
+        "|---|---|---:|---:|---:|---:|---:|",
+    ]
+    for r in results:
+        for s in r.samples:
+            lines.append(
+                f"| {r.env} | {s.process} | {s.episodes:,} | {s.rss_mb:.0f} | {s.open_fds} | "
+                f"{s.live_episodes} | {s.asyncio_tasks} |"
+            )
+    return "\n".join(lines)
+
+
+def corpus(envs: list[str]) -> list[str]:
+    """Text for the soak model's tokenizer: every string in the envs' training splits."""
+    lines: list[str] = []
+
+    def walk(value: Any) -> None:
+        if isinstance(value, str):
+            lines.append(value)
+        elif isinstance(value, dict):
+            for v in value.values():
+                walk(v)
+        elif isinstance(value, list):
+            for v in value:
+                walk(v)
+
+    for env in envs:
+        walk(json.loads((REPO / ENVS[env].split).read_text()))
+    return lines[:20_000] or ["go to the red ball"]

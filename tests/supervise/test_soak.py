@@ -1,0 +1,65 @@
+"""`agentgym-rl soak`: the flatness rule on made-up samples, and a short soak of real processes
+(env server, `serve-rollouts` with vLLM) that samples each of them and finds them flat."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from agentgym_rl.supervise.soak import ROLLOUT, Sample, flat
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def series(process: str, rss: list[float], fds: list[int], live: list[int], tasks: list[int]):  # type: ignore[no-untyped-def]
+    return [
+        Sample(1000 * i, process, r, f, e, t)
+        for i, (r, f, e, t) in enumerate(zip(rss, fds, live, tasks, strict=True))
+    ]
+
+
+def test_flat_judges_growth_after_warm_up() -> None:
+    steady = series(
+        ROLLOUT, [900, 1000, 1050, 1090], [180, 181, 183, 184], [32, 30, 32, 28], [36, 34, 36, 32]
+    )
+    assert flat(steady, capacity=32) == []
+    # warm-up growth (the first sample, at the start) does not count; later growth does
+    leaking = series("env server", [50, 80, 85, 95], [20, 22, 30, 40], [0, 8, 8, 8], [6, 6, 6, 6])
+    grew = flat(leaking, capacity=32)
+    assert any("RSS MB: 80 at 1000 -> 95 at 3000" in g for g in grew)
+    assert any("open fds" in g for g in grew)
+    # episodes never closed pile up past what can be in flight; a task per episode is fine,
+    # tasks beside them are not
+    stuck = series(ROLLOUT, [1000] * 3, [100] * 3, [8, 20, 40], [12, 24, 44])
+    assert flat(stuck, capacity=32) == [f"{ROLLOUT} live episodes: 40 > 32 in flight at most"]
+    tasks = series(ROLLOUT, [1000] * 3, [100] * 3, [8, 8, 8], [12, 20, 30])
+    assert [g.split(":")[0] for g in flat(tasks, capacity=32)] == [
+        f"{ROLLOUT} asyncio tasks besides episodes"
+    ]
+
+
+@pytest.mark.slow
+def test_a_short_soak_of_real_processes_samples_each_and_is_flat(tmp_path: Path) -> None:
+    soak = [sys.executable, "-m", "agentgym_rl.cli", "soak", "--env", "babyai"]
+    out = subprocess.run(
+        [*soak, "--episodes", "80", "--every", "40", "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=400,
+        cwd=ROOT,
+    )
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    result = json.loads((tmp_path / "babyai" / "soak.json").read_text())
+    assert result["episodes"] >= 80 and result["groups_received"] >= 80 // 4 - 8
+    samples = result["samples"]
+    assert {s["process"] for s in samples} == {ROLLOUT, "env server"}
+    assert len(samples) == 2 * 3  # at the start, after 40 and after 80 episodes
+    for s in samples:
+        assert s["rss_mb"] > 10 and s["open_fds"] > 3 and s["asyncio_tasks"] >= 1
+    rollout = [s for s in samples if s["process"] == ROLLOUT]
+    assert rollout[-1]["rss_mb"] > 500  # the tree: vLLM's engine core is counted too
+    assert "| babyai | rollout server |" in out.stdout and "flat: every figure" in out.stdout
