@@ -23,7 +23,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--episodes", type=int, default=10_000, help="episodes per env")
     parser.add_argument("--every", type=int, default=1_000, help="sample every N episodes")
     parser.add_argument(
-        "--model", type=Path, help="HF checkpoint directory (default: a small one made here)"
+        "--model",
+        type=Path,
+        help="HF checkpoint directory (default: a small policy made per env by init-model)",
     )
     parser.add_argument("--out", type=Path, default=Path("runs/soak"), help="logs and results")
 
@@ -35,7 +37,6 @@ def run(args: argparse.Namespace) -> int:
     from agentgym_rl.supervise.soak import (
         ENVS,
         SoakOptions,
-        corpus,
         flat,
         soak_env,
         table,
@@ -51,12 +52,7 @@ def run(args: argparse.Namespace) -> int:
     if problems:
         print("soak: " + "; ".join(problems), file=sys.stderr)
         return 2
-    model = args.model
-    if model is None:
-        from agentgym_rl.model import create_tiny_model
-
-        model = create_tiny_model(args.out / "model", corpus=corpus(wanted), vocab_size=400)
-    opts = SoakOptions(model=model, out=args.out, episodes=args.episodes, every=args.every)
+    opts = SoakOptions(model=args.model, out=args.out, episodes=args.episodes, every=args.every)
     results = []
     with Progress(transient=True) as bar:
         for env in wanted:
@@ -71,7 +67,8 @@ def run(args: argparse.Namespace) -> int:
             rate = result.episodes / max(result.seconds, 1e-9)
             print(
                 f"{env}: {result.episodes:,} episodes in {result.seconds / 60:.1f} min "
-                f"({rate:.1f}/s), {result.groups_received:,} groups received"
+                f"({rate:.1f}/s), {result.env_steps:,} env steps, "
+                f"{result.groups_received:,} groups received"
             )
     print(table(results))
     grew = [f"{r.env} {x}" for r in results for x in flat(r.samples, opts.capacity)]
@@ -80,6 +77,7 @@ def run(args: argparse.Namespace) -> int:
     print("flat: every figure within 10% after the first sample" if not grew else "NOT flat")
     print(
         f"settings: {opts.group_size} episodes per group, {opts.max_in_flight} groups in flight, "
-        f"{opts.turn_cap} turns, {opts.max_tokens_per_turn} tokens per turn, model {model}"
+        f"{opts.turn_cap} turns, {opts.max_tokens_per_turn} tokens per turn, "
+        f"model: {args.model or 'a small init-model policy per env'}"
     )
     return 1 if grew else 0

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 import threading
 import time
 import urllib.request
@@ -62,16 +64,17 @@ ENVS: dict[str, SoakEnv] = {
 
 @dataclass
 class SoakOptions:
-    """One soak's settings; `capacity` episodes run at once at most."""
+    """One soak's settings; `capacity` episodes run at once at most. Without `model`, each env
+    gets a small policy of its own (`make_policy`)."""
 
-    model: Path
+    model: Path | None
     out: Path
     episodes: int = 10_000
     every: int = 1_000
     group_size: int = 4
     max_in_flight: int = 8
     turn_cap: int = 3
-    max_tokens_per_turn: int = 16
+    max_tokens_per_turn: int = 24
     timeout_s: float = 4 * 3600.0
 
     @property
@@ -97,6 +100,7 @@ class SoakResult:
     episodes: int
     seconds: float
     groups_received: int
+    env_steps: int = 0
     samples: list[Sample] = field(default_factory=list)
 
 
@@ -179,10 +183,10 @@ class _Drain:
 
 
 def _rollout_argv(
-    env: str, spec: SoakEnv, opts: SoakOptions, address: str, learner: str
+    env: str, spec: SoakEnv, opts: SoakOptions, model: Path, address: str, learner: str
 ) -> list[str]:
     overrides = [
-        f"model={opts.model}",
+        f"model={model}",
         f"envs=[{{env: {env}, addresses: ['{address}'], action_format: {spec.action_format}}}]",
         f"dataset.env={env}",
         f"dataset.split={REPO / spec.split}",
@@ -212,8 +216,6 @@ def _rollout_argv(
 
 
 def _cli(*args: str) -> list[str]:
-    import sys
-
     return [sys.executable, "-m", "agentgym_rl.cli", *args]
 
 
@@ -243,6 +245,7 @@ def soak_env(
 ) -> SoakResult:
     """Run one env's soak (see the module docstring); raises RuntimeError if a process dies."""
     spec = ENVS[env]
+    model = opts.model or make_policy(env, opts.out)
     ports = PortBook()
     http, zmq = ports.free(), ports.free()
     secret = new_secret()
@@ -256,7 +259,8 @@ def soak_env(
     rollout: Child | None = None
     try:
         _wait_healthy(server, http)
-        argv = _rollout_argv(env, spec, opts, f"tcp://127.0.0.1:{zmq}", drain.receiver.endpoint)
+        address = f"tcp://127.0.0.1:{zmq}"
+        argv = _rollout_argv(env, spec, opts, model, address, drain.receiver.endpoint)
         rollout = Child(ChildSpec("rollout", "rollout", argv, " ".join(argv)), logs, base).start()
         metrics = opts.out / env / "rollout" / "metrics.jsonl"
         result = SoakResult(env, 0, 0.0, 0)
@@ -277,8 +281,9 @@ def soak_env(
                 continue
             assert record is not None
             result.samples += _sample(done, record, rollout, server, http)
-            mark += opts.every
+            mark = (done // opts.every + 1) * opts.every  # one sample even after a long jump
         result.episodes = done
+        result.env_steps = int(record.get("env_steps", 0)) if record else 0
         result.seconds = time.monotonic() - t0
         result.groups_received = drain.groups
         return result
@@ -354,20 +359,42 @@ def table(results: list[SoakResult]) -> str:
     return "\n".join(lines)
 
 
-def corpus(envs: list[str]) -> list[str]:
-    """Text for the soak model's tokenizer: every string in the envs' training splits."""
-    lines: list[str] = []
+POLICY_FLAGS = (
+    "--transcripts",
+    "48",
+    "--max-turns",
+    "3",
+    "--vocab-size",
+    "800",
+    "--hidden",
+    "64",
+    "--layers",
+    "2",
+    "--heads",
+    "2",
+    "--kv-heads",
+    "2",
+    "--intermediate",
+    "128",
+    "--warmup-steps",
+    "100",
+    "--warmup-batch",
+    "4",
+    "--warmup-lr",
+    "5e-3",
+    "--threads",
+    "2",
+)
+"""A policy as small as the `configs/train/*_tiny.yaml` runs make: it answers in the env's
+action format often enough that episodes step the env (a random model never does)."""
 
-    def walk(value: Any) -> None:
-        if isinstance(value, str):
-            lines.append(value)
-        elif isinstance(value, dict):
-            for v in value.values():
-                walk(v)
-        elif isinstance(value, list):
-            for v in value:
-                walk(v)
 
-    for env in envs:
-        walk(json.loads((REPO / ENVS[env].split).read_text()))
-    return lines[:20_000] or ["go to the red ball"]
+def make_policy(env: str, out: Path) -> Path:
+    """`init-model` for `env` into `out/<env>/model` (about 10 s); returns the folder."""
+    folder = out / env / "model"
+    options = [a for a in ENVS[env].server_args]  # the same --env-option flags as its server
+    argv = [*_cli("init-model", "--out", str(folder), "--env", env), *POLICY_FLAGS, *options]
+    done = subprocess.run(argv, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"init-model for {env} failed:\n{done.stderr[-2000:]}")
+    return folder
