@@ -34,7 +34,6 @@ from agentgym_rl.supervise.process import Child
 GROWTH = 0.10
 """Largest growth allowed after the first sample (10%)."""
 ROLLOUT = "rollout server"
-REPO = Path(__file__).resolve().parents[3]
 
 
 @dataclass(frozen=True)
@@ -189,7 +188,7 @@ def _rollout_argv(
         f"model={model}",
         f"envs=[{{env: {env}, addresses: ['{address}'], action_format: {spec.action_format}}}]",
         f"dataset.env={env}",
-        f"dataset.split={REPO / spec.split}",
+        f"dataset.split={spec.split}",  # found in the installed agentgym_envs outside a checkout
         f"dataset.group_size={opts.group_size}",
         f"learner.endpoints=['{learner}']",
         f"scaling_inter.stages=[{opts.turn_cap}]",
@@ -198,6 +197,7 @@ def _rollout_argv(
         f"buffer.max_in_flight={opts.max_in_flight}",
         "buffer.max_ready=64",
         "engine.max_model_len=2048",
+        "engine.dtype=float32",
         f"engine.max_tokens_per_turn={opts.max_tokens_per_turn}",
         "engine.gpu_memory_utilization=0.3",
         "weights_endpoint=null",
@@ -209,8 +209,6 @@ def _rollout_argv(
     ]
     return [
         *_cli("serve-rollouts"),
-        "--config",
-        str(REPO / "configs/rollout/babyai_tiny.yaml"),
         *overrides,
     ]
 
