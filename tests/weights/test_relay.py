@@ -163,15 +163,24 @@ def test_a_tree_of_eight_gets_identical_weights_from_one_copy_per_root(cluster: 
     assert [a["forwarded_bytes"] for a in acks] == [4 * copy] * 3 + [0] * 5
 
 
-@pytest.mark.parametrize("secret", [None, b"relay-test-secret-0123456789abcdef"])
+SECRET = b"relay-test-secret-0123456789abcdef"
+
+
+@pytest.mark.parametrize(
+    ("secret", "damage", "caught_by"),
+    [
+        (None, [], "checksum"),  # a data byte: the chunk's crc32 no longer matches
+        (SECRET, [], "checksum"),  # the same under the learner's signed header
+        (SECRET, ["--corrupt-header"], "unauthenticated"),  # the header: its tag fails
+    ],
+)
 def test_a_chunk_corrupted_at_a_relay_is_rejected_downstream_and_counted(
-    cluster: Any, secret: bytes | None
+    cluster: Any, secret: bytes | None, damage: list[str], caught_by: str
 ) -> None:
     # a chain first -> mid -> last (registration order); first damages the second chunk it
-    # relays. Signed or not, mid's crc32 check of the learner's (signed) header catches it.
-    caught_by = "checksum"
+    # relays; mid rejects it before relaying or placing anything of it
     pub, (first, mid, last) = cluster(
-        3, fanout=1, extra={0: ["--corrupt-forward", "1"]}, secret=secret
+        3, fanout=1, extra={0: ["--corrupt-forward", "1", *damage]}, secret=secret
     )
     assert first.id == "s0"
     tensors = _tensors(1)

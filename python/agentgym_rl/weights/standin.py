@@ -62,9 +62,11 @@ class StandInModule(torch.nn.Module):
 
 
 class _CorruptingSubscriber(WeightSubscriber):
-    """Flips a byte of the `corrupt`-th chunk it relays (after verifying it itself)."""
+    """Flips a byte of the `corrupt`-th chunk it relays (after verifying it itself): of its
+    first data frame, or with `corrupt_frame=1` of its (signed) header."""
 
     corrupt: int = -1
+    corrupt_frame: int = 2
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -72,10 +74,11 @@ class _CorruptingSubscriber(WeightSubscriber):
         count = [0]
 
         def corrupting(frames: Sequence[Any]) -> None:
+            i = self.corrupt_frame
             if count[0] == self.corrupt and len(frames) > 2:
-                raw = bytearray(frames[2].bytes if hasattr(frames[2], "bytes") else frames[2])
-                raw[0] ^= 0xFF
-                frames = [*frames[:2], bytes(raw), *frames[3:]]
+                raw = bytearray(frames[i].bytes if hasattr(frames[i], "bytes") else frames[i])
+                raw[-1] ^= 0x01
+                frames = [*frames[:i], bytes(raw), *frames[i + 1 :]]
             count[0] += 1
             forward(frames)
 
@@ -91,6 +94,7 @@ async def run(args: argparse.Namespace) -> None:
         secret=read_secret(None),  # AGENTGYM_RL_SECRET, as `train` hands it to its servers
     )
     sub.corrupt = args.corrupt_forward
+    sub.corrupt_frame = 1 if args.corrupt_header else 2
     module: StandInModule | None = None
     last: dict[str, Any] = {}
 
@@ -141,6 +145,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--relay", default="auto", help="relay bind host ('none': no relay)")
     ap.add_argument("--chunk-timeout-s", type=float, default=10.0)
     ap.add_argument("--corrupt-forward", type=int, default=-1, help=argparse.SUPPRESS)
+    ap.add_argument("--corrupt-header", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.relay == "none":
         args.relay = None
