@@ -2,13 +2,14 @@
 that nothing grows.
 
 Contract: `soak_env(env, options)` starts one env server (`agentgym-rl env serve`) and one
-`serve-rollouts` process (real vLLM, the small model) on it, takes the groups they stream in a
-`GroupReceiver` of its own (signed, as under `train`; the groups are counted and dropped: no
-learner, no weight updates, an unbounded staleness budget), and every `every` finished
-episodes (and once at the start) samples each process: resident memory and open file descriptors of its process tree
-(read from /proc, vLLM's engine core included), and its live episodes and asyncio tasks (the
-rollout server's `metrics.jsonl`, the env server's `/health`). After `episodes` it stops both
-and returns the samples. `flat(samples, capacity)` names what grew after warm-up.
+`serve-rollouts` process (real vLLM; a small init-model policy of the env's own unless a model
+is given) on it, takes the groups they stream in a `GroupReceiver` of its own (signed, as under
+`train`; the groups are counted and dropped: no learner, no weight updates, an unbounded
+staleness budget), and at the start and every `every` finished episodes samples each process:
+resident memory and open file descriptors of its process tree (read from /proc; vLLM's engine
+core, JVMs and browsers included), and its live episodes and asyncio tasks (the rollout
+server's `metrics.jsonl`, the env server's `/health`). After `episodes` it stops both and
+returns the samples. `flat(samples, capacity)` names what grew after warm-up.
 """
 
 from __future__ import annotations
