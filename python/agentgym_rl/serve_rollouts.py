@@ -4,7 +4,9 @@ Only argparse runs at parse time; pydantic loads the config, then the heavy stac
 Exit codes: 0 done, 1 vLLM did not start (one line naming the model and the cause; the traceback
 is logged at debug level), 2 bad config (including a context longer than the model's, turns
 of `engine.max_tokens_per_turn` that leave no room in it, or no secret where one is required),
-3 authentication with the learner failed (the two hold different secrets, or one has none).
+3 authentication with the learner failed (the two hold different secrets, or one has none),
+143 SIGTERM before the loop ran (vLLM's engine processes are stopped first; once the loop runs,
+SIGTERM drains it and the exit is 0).
 """
 
 from __future__ import annotations
@@ -73,6 +75,7 @@ def run(args: argparse.Namespace) -> int:
     from agentgym_rl.weights.signing import Unauthenticated
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    _exit_on_sigterm()
     try:
         uvloop.run(serve(config, sync=args.sync))
     except EngineStartError as e:
@@ -82,3 +85,13 @@ def run(args: argparse.Namespace) -> int:
         print(f"serve-rollouts: authentication failed: {e}", file=sys.stderr)
         return 3
     return 0
+
+
+def _exit_on_sigterm() -> None:
+    """SIGTERM unwinds like Ctrl-C until the running loop's own handlers take over (they drain):
+    while vLLM starts, the default action would kill this process alone and orphan the engine
+    core and its worker; unwinding lets vLLM stop them."""
+    import signal
+    import sys
+
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import os
+import re
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -132,3 +136,42 @@ def test_serve_hands_run_service_the_engines_context(
     assert served == [2048] and engine.shut_down
     [options] = started
     assert options.max_model_len is None and options.dtype == config.engine.dtype == "float32"
+
+
+def _group(pgid: int) -> list[int]:
+    out = subprocess.run(["pgrep", "-g", str(pgid)], capture_output=True, text=True)
+    return [int(pid) for pid in out.stdout.split()]
+
+
+@pytest.mark.slow
+def test_sigterm_while_vllm_starts_stops_its_engine_processes_too(tmp_path: Path) -> None:
+    """The default SIGTERM action would kill the command alone, leaving vLLM's engine core and
+    worker running with nobody to stop them."""
+    from agentgym_rl.model import create_tiny_model
+    from vllm_fixtures import tiny_corpus
+
+    model = create_tiny_model(tmp_path / "model", corpus=tiny_corpus(), vocab_size=320, seed=0)
+    log = tmp_path / "serve.log"
+    argv = ["serve-rollouts", "--config", str(TINY), f"model={model}", f"log_dir={tmp_path}"]
+    with log.open("w") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "agentgym_rl.cli", *argv],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    try:
+        deadline, core = time.monotonic() + 240, None
+        while core is None and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+            core = re.search(r"EngineCore pid=(\d+)", log.read_text(errors="replace"))
+        assert core is not None, log.read_text(errors="replace")[-2000:]
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=120) == 128 + signal.SIGTERM
+        deadline = time.monotonic() + 30
+        while _group(proc.pid) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert _group(proc.pid) == [], f"left running: {_group(proc.pid)}"
+    finally:
+        for pid in _group(proc.pid):
+            os.kill(pid, signal.SIGKILL)
