@@ -175,11 +175,12 @@ def build_parser() -> argparse.ArgumentParser:
     soak = sub.add_parser(
         "soak",
         help="run many episodes per env and check that memory, descriptors and tasks stay flat",
-        description="For each env: one env server and one serve-rollouts process (real vLLM, a "
-        "small model) whose groups are taken and dropped (no learner). Every --every episodes it "
+        description="For each env: its env servers (--env-servers) and one serve-rollouts "
+        "process (real vLLM, a small model) whose groups are taken and dropped (no learner). "
+        "Every --every episodes it "
         "samples resident memory and open file descriptors of each process tree, and the live "
         "episodes and asyncio tasks each process reports; prints the table and fails if a figure "
-        "grew by more than 10%% after the first --every episodes.",
+        "grew by more than 10% after the first --every episodes.",
     )
     soak_cli.add_arguments(soak)
     soak.set_defaults(func=soak_cli.run)

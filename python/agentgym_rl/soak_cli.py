@@ -1,4 +1,4 @@
-"""`agentgym-rl soak`: episodes through a rollout server and its env server, per env, printing
+"""`agentgym-rl soak`: episodes through a rollout server and its env servers, per env, printing
 what must stay flat (memory, file descriptors, live episodes, asyncio tasks) every N episodes.
 Exit 0 when every figure stayed within 10% of its value after the first N episodes, 1 when one
 grew (named), 2 when an env cannot run here."""
@@ -27,6 +27,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=Path,
         help="HF checkpoint directory (default: a small policy made per env by init-model)",
     )
+    parser.add_argument(
+        "--env-servers",
+        type=int,
+        metavar="N",
+        help="env servers per env (default: 2 for webarena and miniwob, whose servers each drive "
+        "their browser from one thread, else 1)",
+    )
     parser.add_argument("--out", type=Path, default=Path("runs/soak"), help="logs and results")
 
 
@@ -46,13 +53,22 @@ def run(args: argparse.Namespace) -> int:
     if args.episodes < args.every or args.every < 1:
         print("soak: --episodes must be at least --every (>= 1)", file=sys.stderr)
         return 2
+    if args.env_servers is not None and args.env_servers < 1:
+        print("soak: --env-servers must be at least 1", file=sys.stderr)
+        return 2
     wanted = args.envs or [e for e in DEFAULT_ENVS if not env_problems([e])]
     unknown = [e for e in wanted if e not in ENVS]
     problems = env_problems(wanted) if not unknown else [f"unknown env {e!r}" for e in unknown]
     if problems:
         print("soak: " + "; ".join(problems), file=sys.stderr)
         return 2
-    opts = SoakOptions(model=args.model, out=args.out, episodes=args.episodes, every=args.every)
+    opts = SoakOptions(
+        model=args.model,
+        out=args.out,
+        episodes=args.episodes,
+        every=args.every,
+        env_servers=args.env_servers,
+    )
     results = []
     with Progress(transient=True) as bar:
         for env in wanted:

@@ -44,9 +44,18 @@ def test_flat_judges_growth_after_warm_up() -> None:
 
 @pytest.mark.slow
 def test_a_short_soak_of_real_processes_samples_each_and_is_flat(tmp_path: Path) -> None:
-    soak = [sys.executable, "-m", "agentgym_rl.cli", "soak", "--env", "babyai"]
+    soak = [
+        sys.executable,
+        "-m",
+        "agentgym_rl.cli",
+        "soak",
+        "--env",
+        "babyai",
+        "--env-servers",
+        "2",
+    ]
     out = subprocess.run(
-        [*soak, "--episodes", "80", "--every", "40", "--out", str(tmp_path)],
+        [*soak, "--episodes", "120", "--every", "60", "--out", str(tmp_path)],
         capture_output=True,
         text=True,
         timeout=400,
@@ -54,10 +63,15 @@ def test_a_short_soak_of_real_processes_samples_each_and_is_flat(tmp_path: Path)
     )
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     result = json.loads((tmp_path / "babyai" / "soak.json").read_text())
-    assert result["episodes"] >= 80 and result["groups_received"] >= 80 // 4 - 8
+    assert result["episodes"] >= 120 and result["groups_received"] >= 120 // 4 - 8
     samples = result["samples"]
-    assert {s["process"] for s in samples} == {ROLLOUT, "env server"}
-    assert len(samples) == 2 * 3  # at the start, after 40 and after 80 episodes
+    servers = ["env server 0", "env server 1"]
+    assert {s["process"] for s in samples} == {ROLLOUT, *servers}
+    # at the start, after 60 and after 120 episodes: the first count after start-up can jump
+    # by ~70 at once, later ones by ~10, so marks 60 apart are not jumped over
+    assert len(samples) == 3 * 3
+    for server in servers:  # the rollout server's pool spreads its episodes over both
+        assert max(s["live_episodes"] for s in samples[3:] if s["process"] == server) > 0
     for s in samples:
         assert s["rss_mb"] > 10 and s["open_fds"] > 3 and s["asyncio_tasks"] >= 1
     rollout = [s for s in samples if s["process"] == ROLLOUT]

@@ -1,14 +1,15 @@
-"""`agentgym-rl soak`: many episodes through one rollout server and its env server, watching
+"""`agentgym-rl soak`: many episodes through one rollout server and its env servers, watching
 that nothing grows.
 
-Contract: `soak_env(env, options)` starts one env server (`agentgym-rl env serve`) and one
+Contract: `soak_env(env, options)` starts the env's servers (`agentgym-rl env serve`; two for
+the web envs, whose one Playwright thread per server bounds a server's episode rate) and one
 `serve-rollouts` process (real vLLM; a small init-model policy of the env's own unless a model
 is given) on it, takes the groups they stream in a `GroupReceiver` of its own (signed, as under
 `train`; the groups are counted and dropped: no learner, no weight updates, an unbounded
 staleness budget), and at the start and every `every` finished episodes samples each process:
 resident memory and open file descriptors of its process tree (read from /proc; vLLM's engine
 core, JVMs and browsers included), and its live episodes and asyncio tasks (the rollout
-server's `metrics.jsonl`, the env server's `/health`). After `episodes` it stops both and
+server's `metrics.jsonl`, each env server's `/health`). After `episodes` it stops them all and
 returns the samples. `flat(samples, capacity)` names what grew after warm-up.
 """
 
@@ -44,6 +45,7 @@ class SoakEnv:
     action_format: str
     split: str
     server_args: tuple[str, ...] = ()
+    servers: int = 1
 
 
 ENVS: dict[str, SoakEnv] = {
@@ -57,15 +59,16 @@ ENVS: dict[str, SoakEnv] = {
         "webarena",
         "envs/agentgym_envs/web/data/webarena_train.json",
         ("--env-option", "max_obs_chars=2000"),
+        servers=2,
     ),
-    "miniwob": SoakEnv("webarena", "envs/agentgym_envs/web/data/miniwob_train.json"),
+    "miniwob": SoakEnv("webarena", "envs/agentgym_envs/web/data/miniwob_train.json", servers=2),
 }
 
 
 @dataclass
 class SoakOptions:
     """One soak's settings; `capacity` episodes run at once at most. Without `model`, each env
-    gets a small policy of its own (`make_policy`)."""
+    gets a small policy of its own (`make_policy`); without `env_servers`, its `SoakEnv.servers`."""
 
     model: Path | None
     out: Path
@@ -76,6 +79,7 @@ class SoakOptions:
     turn_cap: int = 3
     max_tokens_per_turn: int = 24
     timeout_s: float = 4 * 3600.0
+    env_servers: int | None = None
 
     @property
     def capacity(self) -> int:
@@ -183,11 +187,12 @@ class _Drain:
 
 
 def _rollout_argv(
-    env: str, spec: SoakEnv, opts: SoakOptions, model: Path, address: str, learner: str
+    env: str, spec: SoakEnv, opts: SoakOptions, model: Path, addresses: list[str], learner: str
 ) -> list[str]:
+    listed = ", ".join(f"'{a}'" for a in addresses)
     overrides = [
         f"model={model}",
-        f"envs=[{{env: {env}, addresses: ['{address}'], action_format: {spec.action_format}}}]",
+        f"envs=[{{env: {env}, addresses: [{listed}], action_format: {spec.action_format}}}]",
         f"dataset.env={env}",
         f"dataset.split={spec.split}",  # found in the installed agentgym_envs outside a checkout
         f"dataset.group_size={opts.group_size}",
@@ -245,27 +250,21 @@ def soak_env(
     """Run one env's soak (see the module docstring); raises RuntimeError if a process dies."""
     spec = ENVS[env]
     model = opts.model or make_policy(env, opts.out)
-    ports = PortBook()
-    http, zmq = ports.free(), ports.free()
     secret = new_secret()
     logs = opts.out / env / "logs"
     base = {**os.environ, "PYTHONUNBUFFERED": "1", ENV_VAR: secret}
-    serve = _cli(
-        "env", "serve", env, "--port", str(http), "--zmq-port", str(zmq), *spec.server_args
-    )
-    server = Child(ChildSpec(f"{env}-server", "env", serve, " ".join(serve)), logs, base).start()
+    servers = _EnvServers(env, spec, opts.env_servers or spec.servers, logs, base)
     drain = _Drain(secret.encode())
     rollout: Child | None = None
     try:
-        _wait_healthy(server, http)
-        address = f"tcp://127.0.0.1:{zmq}"
-        argv = _rollout_argv(env, spec, opts, model, address, drain.receiver.endpoint)
+        servers.wait_healthy()
+        argv = _rollout_argv(env, spec, opts, model, servers.addresses, drain.receiver.endpoint)
         rollout = Child(ChildSpec("rollout", "rollout", argv, " ".join(argv)), logs, base).start()
         metrics = opts.out / env / "rollout" / "metrics.jsonl"
         result = SoakResult(env, 0, 0.0, 0)
         t0, mark = time.monotonic(), 0  # a sample at the start, then every `every` episodes
         while mark <= opts.episodes:
-            for child in (server, rollout):
+            for child in (*servers.children, rollout):
                 if not child.running():
                     tail = "\n".join(child.tail(20))
                     raise RuntimeError(f"{child.name} exited with {child.poll()}:\n{tail}")
@@ -279,7 +278,7 @@ def soak_env(
                 time.sleep(0.5)
                 continue
             assert record is not None
-            result.samples += _sample(done, record, rollout, server, http)
+            result.samples += _sample(done, record, rollout, servers)
             mark = (done // opts.every + 1) * opts.every  # one sample even after a long jump
         result.episodes = done
         result.env_steps = int(record.get("env_steps", 0)) if record else 0
@@ -289,27 +288,59 @@ def soak_env(
     finally:
         if rollout is not None:
             rollout.stop(30.0)
-        server.stop(10.0)
+        servers.stop()
         drain.close()
 
 
-def _wait_healthy(server: Child, port: int, timeout_s: float = 120.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if not server.running():
-            raise RuntimeError(f"{server.name} exited:\n" + "\n".join(server.tail(20)))
-        try:
-            _health(port)
-            return
-        except OSError:
-            time.sleep(0.2)
-    raise RuntimeError(f"{server.name}: /health did not answer in {timeout_s:.0f} s")
+class _EnvServers:
+    """`count` servers of the env: their HTTP ports (health) and ZeroMQ addresses."""
+
+    def __init__(
+        self, env: str, spec: SoakEnv, count: int, logs: Path, base: dict[str, str]
+    ) -> None:
+        ports = PortBook()
+        self.children: list[Child] = []
+        self.http: list[int] = []
+        self.addresses: list[str] = []
+        for i in range(count):
+            http, zmq = ports.free(), ports.free()
+            argv = _cli("env", "serve", env, "--port", str(http), "--zmq-port", str(zmq))
+            argv += spec.server_args
+            name = f"{env}-server" if count == 1 else f"{env}-server-{i}"
+            child = Child(ChildSpec(name, "env", argv, " ".join(argv)), logs, base).start()
+            self.children.append(child)
+            self.http.append(http)
+            self.addresses.append(f"tcp://127.0.0.1:{zmq}")
+
+    def process(self, i: int) -> str:
+        """The name a server's samples carry."""
+        return "env server" if len(self.children) == 1 else f"env server {i}"
+
+    def wait_healthy(self, timeout_s: float = 120.0) -> None:
+        deadline = time.monotonic() + timeout_s
+        for server, port in zip(self.children, self.http, strict=True):
+            while True:
+                if not server.running():
+                    raise RuntimeError(f"{server.name} exited:\n" + "\n".join(server.tail(20)))
+                try:
+                    _health(port)
+                    break
+                except OSError:
+                    if time.monotonic() > deadline:
+                        raise RuntimeError(
+                            f"{server.name}: /health did not answer in {timeout_s:.0f} s"
+                        ) from None
+                    time.sleep(0.2)
+
+    def stop(self) -> None:
+        for server in self.children:
+            server.stop(10.0)
 
 
 def _sample(
-    done: int, record: dict[str, Any], rollout: Child, server: Child, port: int
+    done: int, record: dict[str, Any], rollout: Child, servers: _EnvServers
 ) -> list[Sample]:
-    assert rollout.pid is not None and server.pid is not None
+    assert rollout.pid is not None
     rss, fds = tree_figures(rollout.pid)
     out = [
         Sample(
@@ -321,18 +352,20 @@ def _sample(
             int(record.get("asyncio_tasks", 0)),
         )
     ]
-    health = _health(port)
-    rss, fds = tree_figures(server.pid)
-    out.append(
-        Sample(
-            done,
-            "env server",
-            round(rss, 1),
-            fds,
-            int(health.get("live_episodes", 0)),
-            int(health.get("asyncio_tasks") or 0),
+    for i, (server, port) in enumerate(zip(servers.children, servers.http, strict=True)):
+        assert server.pid is not None
+        health = _health(port)
+        rss, fds = tree_figures(server.pid)
+        out.append(
+            Sample(
+                done,
+                servers.process(i),
+                round(rss, 1),
+                fds,
+                int(health.get("live_episodes", 0)),
+                int(health.get("asyncio_tasks") or 0),
+            )
         )
-    )
     return out
 
 
@@ -389,7 +422,8 @@ action format often enough that episodes step the env (a random model never does
 
 
 def make_policy(env: str, out: Path) -> Path:
-    """`init-model` for `env` into `out/<env>/model` (about 10 s); returns the folder."""
+    """`init-model` for `env` into `out/<env>/model` (on 2 cores seconds, a web env's about
+    1.5 min: its transcripts are played in the browser); returns the folder."""
     folder = out / env / "model"
     options = [a for a in ENVS[env].server_args]  # the same --env-option flags as its server
     argv = [*_cli("init-model", "--out", str(folder), "--env", env), *POLICY_FLAGS, *options]
