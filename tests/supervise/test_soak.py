@@ -1,11 +1,16 @@
-"""`agentgym-rl soak`: the flatness rule on made-up samples, and a short soak of real processes
-(env server, `serve-rollouts` with vLLM) that samples each of them and finds them flat."""
+"""`agentgym-rl soak`: the flatness rule on made-up samples, a killed soak leaving no init-model
+behind, and a short soak of real processes (env servers, `serve-rollouts` with vLLM) that
+samples each of them and finds them flat."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -40,6 +45,52 @@ def test_flat_judges_growth_after_warm_up() -> None:
     assert [g.split(":")[0] for g in flat(tasks, capacity=32)] == [
         f"{ROLLOUT} asyncio tasks besides episodes"
     ]
+
+
+def _init_model_child(pid: int) -> int | None:
+    out = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout
+    for kid in map(int, out.split()):
+        with contextlib.suppress(OSError):
+            if b"init-model" in Path(f"/proc/{kid}/cmdline").read_bytes():
+                return kid
+    return None
+
+
+def _running(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+    except OSError:
+        return False
+
+
+def test_a_killed_soak_takes_the_init_model_it_started_with_it(tmp_path: Path) -> None:
+    argv = [sys.executable, "-m", "agentgym_rl.cli", "soak", "--env", "babyai"]
+    soak = subprocess.Popen(
+        [*argv, "--out", str(tmp_path)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    kid = None
+    try:
+        deadline = time.monotonic() + 60
+        while kid is None and soak.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+            kid = _init_model_child(soak.pid)
+        assert kid is not None, "soak never started init-model"
+        time.sleep(4)  # past its imports (their output to a closed pipe would end it anyway)
+        soak.kill()  # no clean-up in soak: only the kernel's parent-death signal is left
+        soak.wait()
+        deadline = time.monotonic() + 3  # init-model alone runs on for seconds more
+        while _running(kid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not _running(kid), "init-model outlived the soak that started it"
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(soak.pid, signal.SIGKILL)
+        if kid is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(kid, signal.SIGKILL)
 
 
 @pytest.mark.slow

@@ -26,8 +26,9 @@ from agentgym_rl.supervise.plan import ChildSpec
 _PR_SET_PDEATHSIG = 1
 
 
-def _die_with_parent() -> None:
-    """Runs in the child before exec: ask the kernel for SIGTERM when the supervisor exits."""
+def die_with_parent() -> None:
+    """Runs in the child before exec (`preexec_fn`): ask the kernel for SIGTERM when the
+    supervisor exits."""
     with contextlib.suppress(Exception):
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
 
@@ -64,7 +65,7 @@ class Child:
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
                 env=self.env,
-                preexec_fn=_die_with_parent if sys.platform == "linux" else None,
+                preexec_fn=die_with_parent if sys.platform == "linux" else None,
             )
         self.started_at = time.monotonic()
         return self

@@ -31,7 +31,7 @@ from agentgym_rl import _core
 from agentgym_rl.auth import ENV_VAR, new_secret
 from agentgym_rl.supervise.plan import ChildSpec
 from agentgym_rl.supervise.ports import PortBook
-from agentgym_rl.supervise.process import Child
+from agentgym_rl.supervise.process import Child, die_with_parent
 
 GROWTH = 0.10
 """Largest growth allowed after the first sample (10%)."""
@@ -427,7 +427,10 @@ def make_policy(env: str, out: Path) -> Path:
     folder = out / env / "model"
     options = [a for a in ENVS[env].server_args]  # the same --env-option flags as its server
     argv = [*_cli("init-model", "--out", str(folder), "--env", env), *POLICY_FLAGS, *options]
-    done = subprocess.run(argv, capture_output=True, text=True)
+    linux = sys.platform == "linux"  # a soak killed meanwhile takes init-model with it
+    done = subprocess.run(
+        argv, capture_output=True, text=True, preexec_fn=die_with_parent if linux else None
+    )
     if done.returncode != 0:
         raise RuntimeError(f"init-model for {env} failed:\n{done.stderr[-2000:]}")
     return folder
