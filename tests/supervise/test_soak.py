@@ -47,6 +47,34 @@ def test_flat_judges_growth_after_warm_up() -> None:
     ]
 
 
+def test_flat_judges_peaks_where_they_were_read() -> None:
+    # an env server whose memory follows its open pages: the instants swing (load), the highest
+    # figure of each stretch does not (no leak)
+    swings = [
+        Sample(1000 * i, "env server", rss, fds, live, 20, peak, 730, 16)
+        for i, (rss, fds, live, peak) in enumerate(
+            [(900, 340, 16, 900), (1760, 560, 8, 2400), (1170, 400, 4, 2390), (2340, 726, 13, 2410)]
+        )
+    ]
+    assert flat(swings, capacity=32) == []
+    # the same instants without peaks (results from before they were read) are judged as such
+    bare = [
+        Sample(s.episodes, s.process, s.rss_mb, s.open_fds, s.live_episodes, 20) for s in swings
+    ]
+    assert [g.split(":")[0] for g in flat(bare, capacity=32)] == [
+        "env server RSS MB",
+        "env server open fds",
+    ]
+    # a leak lifts the peaks too; and pages never closed show in the most live episodes read
+    leaking = [
+        Sample(1000 * i, "env server", 1000, 400, 8, 20, peak, 700, live)
+        for i, (peak, live) in enumerate([(1000, 8), (2400, 16), (2600, 16), (2700, 40)])
+    ]
+    grew = flat(leaking, capacity=32)
+    assert any("RSS MB: 2400 at 1000 -> 2700 at 3000" in g for g in grew)
+    assert "env server live episodes: 40 > 32 in flight at most" in grew
+
+
 def _init_model_child(pid: int) -> int | None:
     out = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout
     for kid in map(int, out.split()):
@@ -122,9 +150,12 @@ def test_a_short_soak_of_real_processes_samples_each_and_is_flat(tmp_path: Path)
     # by ~70 at once, later ones by ~10, so marks 60 apart are not jumped over
     assert len(samples) == 3 * 3
     for server in servers:  # the rollout server's pool spreads its episodes over both
-        assert max(s["live_episodes"] for s in samples[3:] if s["process"] == server) > 0
+        assert max(s["peak_live_episodes"] for s in samples if s["process"] == server) > 0
     for s in samples:
         assert s["rss_mb"] > 10 and s["open_fds"] > 3 and s["asyncio_tasks"] >= 1
+        # the highest read since the sample before includes the sample itself
+        assert s["peak_rss_mb"] >= s["rss_mb"] and s["peak_open_fds"] >= s["open_fds"]
+        assert s["peak_live_episodes"] >= s["live_episodes"]
     rollout = [s for s in samples if s["process"] == ROLLOUT]
     assert rollout[-1]["rss_mb"] > 500  # the tree: vLLM's engine core is counted too
     assert "| babyai | rollout server |" in out.stdout and "flat: every figure" in out.stdout

@@ -7,6 +7,7 @@ also gets SIGTERM if the supervisor dies (no orphans even after a SIGKILL of `tr
 `terminate()` sends SIGTERM to the child only (it then drains or checkpoints and stops its own
 children); `kill_group()` sends SIGKILL to the whole group. `stop(grace_s)` does both in order
 and always reaps the leftovers of the group. `tail(n)` returns the last lines of the log.
+`health_ok(port)` is how a server child says it is ready: its `/health` answers 200.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from collections import deque
 from pathlib import Path
 
@@ -31,6 +33,15 @@ def die_with_parent() -> None:
     supervisor exits."""
     with contextlib.suppress(Exception):
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+def health_ok(port: int) -> bool:
+    """True when `http://127.0.0.1:port/health` answers 200 within a second."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1.0) as r:
+            return bool(r.status == 200)
+    except OSError:
+        return False
 
 
 class Child:

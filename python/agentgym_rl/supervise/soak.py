@@ -9,8 +9,15 @@ is given) on it, takes the groups they stream in a `GroupReceiver` of its own (s
 staleness budget), and at the start and every `every` finished episodes samples each process:
 resident memory and open file descriptors of its process tree (read from /proc; vLLM's engine
 core, JVMs and browsers included), and its live episodes and asyncio tasks (the rollout
-server's `metrics.jsonl`, each env server's `/health`). After `episodes` it stops them all and
+server's `metrics.jsonl`, each env server's `/health`). Between samples it reads the same figures
+about twice a second and keeps their highest (`peak_*`). After `episodes` it stops them all and
 returns the samples. `flat(samples, capacity)` names what grew after warm-up.
+
+Why the peaks: a web env server's tree holds a Chromium renderer per live page (100-300 MB each)
+and, while a browser is replaced, two browsers. Its memory at one instant says how many pages
+were open then (miniwob's swung 1.1-2.3 GB between samples with no trend), so comparing two
+instants judges the load, not a leak. The highest figure of each 1,000 episodes has seen the
+full load every time; a leak raises it as it raises everything else.
 """
 
 from __future__ import annotations
@@ -31,7 +38,7 @@ from agentgym_rl import _core
 from agentgym_rl.auth import ENV_VAR, new_secret
 from agentgym_rl.supervise.plan import ChildSpec
 from agentgym_rl.supervise.ports import PortBook
-from agentgym_rl.supervise.process import Child, die_with_parent
+from agentgym_rl.supervise.process import Child, die_with_parent, health_ok
 
 GROWTH = 0.10
 """Largest growth allowed after the first sample (10%)."""
@@ -88,7 +95,8 @@ class SoakOptions:
 
 @dataclass
 class Sample:
-    """One process at one point of the soak."""
+    """One process at one point of the soak; `peak_*`: the highest figure read since the
+    previous sample, this one included (None in results from before peaks were read)."""
 
     episodes: int
     process: str
@@ -96,6 +104,21 @@ class Sample:
     open_fds: int
     live_episodes: int
     asyncio_tasks: int
+    peak_rss_mb: float | None = None
+    peak_open_fds: int | None = None
+    peak_live_episodes: int | None = None
+
+    @property
+    def high_rss_mb(self) -> float:
+        return self.rss_mb if self.peak_rss_mb is None else self.peak_rss_mb
+
+    @property
+    def high_open_fds(self) -> int:
+        return self.open_fds if self.peak_open_fds is None else self.peak_open_fds
+
+    @property
+    def high_live_episodes(self) -> int:
+        return self.live_episodes if self.peak_live_episodes is None else self.peak_live_episodes
 
 
 @dataclass
@@ -140,9 +163,10 @@ def _descendants(pid: int) -> list[int]:
 def flat(samples: list[Sample], capacity: int) -> list[str]:
     """What did not stay flat, in words (empty: everything did). Per process, from its first
     sample after warm-up (the second; the first is taken at the start) to its last: resident
-    memory and open descriptors grew by at most `GROWTH` (descriptors: plus a few), asyncio tasks
-    beside the live episodes by at most `GROWTH` plus two; live episodes never exceeded
-    `capacity` (episodes in flight at most: each one that ended was closed)."""
+    memory and open descriptors (their peaks since the sample before, where read) grew by at
+    most `GROWTH` (descriptors: plus a few), asyncio tasks beside the live episodes by at most
+    `GROWTH` plus two; live episodes never exceeded `capacity` (episodes in flight at most: each
+    one that ended was closed)."""
     grew = []
     for process in dict.fromkeys(s.process for s in samples):
         mine = [s for s in samples if s.process == process][1:]
@@ -151,15 +175,15 @@ def flat(samples: list[Sample], capacity: int) -> list[str]:
         first, last = mine[0], mine[-1]
         tasks = [s.asyncio_tasks - (s.live_episodes if process == ROLLOUT else 0) for s in mine]
         figures = [
-            ("RSS MB", first.rss_mb, last.rss_mb, 0.0),
-            ("open fds", first.open_fds, last.open_fds, 4),
+            ("RSS MB", first.high_rss_mb, last.high_rss_mb, 0.0),
+            ("open fds", first.high_open_fds, last.high_open_fds, 4),
             ("asyncio tasks besides episodes", tasks[0], tasks[-1], 2),
         ]
         for what, a, b, slack in figures:
             if b > a * (1 + GROWTH) + slack:
                 span = f"{a:g} at {first.episodes} -> {b:g} at {last.episodes}"
                 grew.append(f"{process} {what}: {span}")
-        most = max(s.live_episodes for s in mine)
+        most = max(s.high_live_episodes for s in mine)
         if most > capacity:
             grew.append(f"{process} live episodes: {most} > {capacity} in flight at most")
     return grew
@@ -253,18 +277,21 @@ def soak_env(
     secret = new_secret()
     logs = opts.out / env / "logs"
     base = {**os.environ, "PYTHONUNBUFFERED": "1", ENV_VAR: secret}
-    servers = _EnvServers(env, spec, opts.env_servers or spec.servers, logs, base)
+    servers = _start_env_servers(env, spec, opts.env_servers or spec.servers, logs, base)
     drain = _Drain(secret.encode())
     rollout: Child | None = None
     try:
-        servers.wait_healthy()
-        argv = _rollout_argv(env, spec, opts, model, servers.addresses, drain.receiver.endpoint)
+        for server in servers:
+            server.wait_healthy()
+        addresses = [s.address for s in servers]
+        argv = _rollout_argv(env, spec, opts, model, addresses, drain.receiver.endpoint)
         rollout = Child(ChildSpec("rollout", "rollout", argv, " ".join(argv)), logs, base).start()
         metrics = opts.out / env / "rollout" / "metrics.jsonl"
         result = SoakResult(env, 0, 0.0, 0)
+        peaks: dict[str, _Reading] = {}
         t0, mark = time.monotonic(), 0  # a sample at the start, then every `every` episodes
         while mark <= opts.episodes:
-            for child in (*servers.children, rollout):
+            for child in (*(s.child for s in servers), rollout):
                 if not child.running():
                     tail = "\n".join(child.tail(20))
                     raise RuntimeError(f"{child.name} exited with {child.poll()}:\n{tail}")
@@ -274,11 +301,22 @@ def soak_env(
                 progress(done, opts.episodes)
             if time.monotonic() - t0 > opts.timeout_s:
                 raise RuntimeError(f"{env}: {done} episodes in {opts.timeout_s:.0f} s, stopping")
+            if record is None:
+                time.sleep(0.5)
+                continue
+            try:
+                readings = _read(record, rollout, servers)
+            except OSError:  # a /health that did not answer in time: only a sample needs it
+                if done >= mark:
+                    raise
+                time.sleep(0.5)
+                continue
+            for process, reading in readings.items():
+                peaks[process] = reading.highest(peaks.get(process))
             if done < mark:
                 time.sleep(0.5)
                 continue
-            assert record is not None
-            result.samples += _sample(done, record, rollout, servers)
+            result.samples += [r.sample(done, p, peaks.pop(p)) for p, r in readings.items()]
             mark = (done // opts.every + 1) * opts.every  # one sample even after a long jump
         result.episodes = done
         result.env_steps = int(record.get("env_steps", 0)) if record else 0
@@ -288,84 +326,98 @@ def soak_env(
     finally:
         if rollout is not None:
             rollout.stop(30.0)
-        servers.stop()
+        for server in servers:
+            server.child.stop(10.0)
         drain.close()
 
 
-class _EnvServers:
-    """`count` servers of the env: their HTTP ports (health) and ZeroMQ addresses."""
+@dataclass
+class _EnvServer:
+    """One env server of the soak: its child, HTTP port (health) and ZeroMQ address."""
 
-    def __init__(
-        self, env: str, spec: SoakEnv, count: int, logs: Path, base: dict[str, str]
-    ) -> None:
-        ports = PortBook()
-        self.children: list[Child] = []
-        self.http: list[int] = []
-        self.addresses: list[str] = []
-        for i in range(count):
-            http, zmq = ports.free(), ports.free()
-            argv = _cli("env", "serve", env, "--port", str(http), "--zmq-port", str(zmq))
-            argv += spec.server_args
-            name = f"{env}-server" if count == 1 else f"{env}-server-{i}"
-            child = Child(ChildSpec(name, "env", argv, " ".join(argv)), logs, base).start()
-            self.children.append(child)
-            self.http.append(http)
-            self.addresses.append(f"tcp://127.0.0.1:{zmq}")
-
-    def process(self, i: int) -> str:
-        """The name a server's samples carry."""
-        return "env server" if len(self.children) == 1 else f"env server {i}"
+    child: Child
+    http: int
+    address: str
+    process: str  # the name its samples carry
 
     def wait_healthy(self, timeout_s: float = 120.0) -> None:
         deadline = time.monotonic() + timeout_s
-        for server, port in zip(self.children, self.http, strict=True):
-            while True:
-                if not server.running():
-                    raise RuntimeError(f"{server.name} exited:\n" + "\n".join(server.tail(20)))
-                try:
-                    _health(port)
-                    break
-                except OSError:
-                    if time.monotonic() > deadline:
-                        raise RuntimeError(
-                            f"{server.name}: /health did not answer in {timeout_s:.0f} s"
-                        ) from None
-                    time.sleep(0.2)
-
-    def stop(self) -> None:
-        for server in self.children:
-            server.stop(10.0)
+        while not health_ok(self.http):
+            if not self.child.running():
+                raise RuntimeError(f"{self.child.name} exited:\n" + "\n".join(self.child.tail(20)))
+            if time.monotonic() > deadline:
+                raise RuntimeError(
+                    f"{self.child.name}: /health did not answer in {timeout_s:.0f} s"
+                )
+            time.sleep(0.2)
 
 
-def _sample(
-    done: int, record: dict[str, Any], rollout: Child, servers: _EnvServers
-) -> list[Sample]:
-    assert rollout.pid is not None
-    rss, fds = tree_figures(rollout.pid)
-    out = [
-        Sample(
-            done,
-            "rollout server",
-            round(rss, 1),
-            fds,
-            int(record.get("live_episodes", 0)),
-            int(record.get("asyncio_tasks", 0)),
-        )
-    ]
-    for i, (server, port) in enumerate(zip(servers.children, servers.http, strict=True)):
-        assert server.pid is not None
-        health = _health(port)
-        rss, fds = tree_figures(server.pid)
-        out.append(
-            Sample(
-                done,
-                servers.process(i),
-                round(rss, 1),
-                fds,
-                int(health.get("live_episodes", 0)),
-                int(health.get("asyncio_tasks") or 0),
+def _start_env_servers(
+    env: str, spec: SoakEnv, count: int, logs: Path, base: dict[str, str]
+) -> list[_EnvServer]:
+    ports, out = PortBook(), []
+    for i in range(count):
+        http, zmq = ports.free(), ports.free()
+        argv = _cli("env", "serve", env, "--port", str(http), "--zmq-port", str(zmq))
+        argv += spec.server_args
+        name, process = (
+            (f"{env}-server", "env server")
+            if count == 1
+            else (
+                f"{env}-server-{i}",
+                f"env server {i}",
             )
         )
+        child = Child(ChildSpec(name, "env", argv, " ".join(argv)), logs, base).start()
+        out.append(_EnvServer(child, http, f"tcp://127.0.0.1:{zmq}", process))
+    return out
+
+
+@dataclass(frozen=True)
+class _Reading:
+    """One process's figures at one instant."""
+
+    rss_mb: float
+    open_fds: int
+    live_episodes: int
+    asyncio_tasks: int
+
+    def highest(self, other: _Reading | None) -> _Reading:
+        if other is None:
+            return self
+        return _Reading(
+            max(self.rss_mb, other.rss_mb),
+            max(self.open_fds, other.open_fds),
+            max(self.live_episodes, other.live_episodes),
+            max(self.asyncio_tasks, other.asyncio_tasks),
+        )
+
+    def sample(self, episodes: int, process: str, peak: _Reading) -> Sample:
+        return Sample(
+            episodes,
+            process,
+            round(self.rss_mb, 1),
+            self.open_fds,
+            self.live_episodes,
+            self.asyncio_tasks,
+            round(peak.rss_mb, 1),
+            peak.open_fds,
+            peak.live_episodes,
+        )
+
+
+def _read(record: dict[str, Any], rollout: Child, servers: list[_EnvServer]) -> dict[str, _Reading]:
+    """Every process's figures now: the rollout server's from its last metrics record."""
+    assert rollout.pid is not None
+    rss, fds = tree_figures(rollout.pid)
+    live, tasks = int(record.get("live_episodes", 0)), int(record.get("asyncio_tasks", 0))
+    out = {ROLLOUT: _Reading(rss, fds, live, tasks)}
+    for server in servers:
+        assert server.child.pid is not None
+        health = _health(server.http)
+        rss, fds = tree_figures(server.child.pid)
+        live, tasks = int(health.get("live_episodes", 0)), int(health.get("asyncio_tasks") or 0)
+        out[server.process] = _Reading(rss, fds, live, tasks)
     return out
 
 
@@ -377,16 +429,19 @@ def write_result(result: SoakResult, out: Path) -> Path:
 
 
 def table(results: list[SoakResult]) -> str:
-    """A markdown table: every sample of every process, and whether it stayed flat."""
+    """A markdown table: every sample of every process (peaks since the sample before in
+    brackets)."""
     lines = [
-        "| env | process | episodes | RSS MB | open fds | live episodes | asyncio tasks |",
+        "| env | process | episodes | RSS MB (peak) | open fds (peak) | live episodes (peak) "
+        "| asyncio tasks |",
         "|---|---|---:|---:|---:|---:|---:|",
     ]
     for r in results:
         for s in r.samples:
             lines.append(
-                f"| {r.env} | {s.process} | {s.episodes:,} | {s.rss_mb:.0f} | {s.open_fds} | "
-                f"{s.live_episodes} | {s.asyncio_tasks} |"
+                f"| {r.env} | {s.process} | {s.episodes:,} | {s.rss_mb:.0f} ({s.high_rss_mb:.0f}) "
+                f"| {s.open_fds} ({s.high_open_fds}) "
+                f"| {s.live_episodes} ({s.high_live_episodes}) | {s.asyncio_tasks} |"
             )
     return "\n".join(lines)
 

@@ -31,7 +31,6 @@ import os
 import signal
 import socket
 import time
-import urllib.request
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
@@ -40,7 +39,7 @@ from types import FrameType
 from agentgym_rl.auth import ENV_VAR as SECRET_ENV_VAR
 from agentgym_rl.auth import new_secret
 from agentgym_rl.supervise.plan import RunPlan
-from agentgym_rl.supervise.process import Child
+from agentgym_rl.supervise.process import Child, health_ok
 from agentgym_rl.supervise.progress import ProgressView, RunWatcher
 
 EXIT = {"finished": 0, "crashed": 1, "SIGINT": 130, "SIGTERM": 143}
@@ -52,14 +51,6 @@ class _Stop(Exception):
     def __init__(self, outcome: str) -> None:
         super().__init__(outcome)
         self.outcome = outcome
-
-
-def _health_ok(port: int) -> bool:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1.0) as r:
-            return bool(r.status == 200)
-    except OSError:
-        return False
 
 
 def _listening(port: int) -> bool:
@@ -144,7 +135,7 @@ class Supervisor:
         for child in self.envs:
             port = child.spec.health_port
             if port is not None:
-                self._wait_until(child, partial(_health_ok, port), f"/health on port {port}")
+                self._wait_until(child, partial(health_ok, port), f"/health on port {port}")
         self.view.message(f"train: {len(self.envs)} env server(s) ready")
         self._launch(self.learn)
         ports = self.learn.spec.listen_ports
