@@ -1,13 +1,20 @@
 """`agentgym-rl soak`: episodes through a rollout server and its env servers, per env, printing
 what must stay flat (memory, file descriptors, live episodes, asyncio tasks) every N episodes.
 Exit 0 when every figure stayed within 10% of its value after the first N episodes, 1 when one
-grew (named), 2 when an env cannot run here."""
+grew (named), 2 when an env cannot run here, 130 / 143 when stopped by Ctrl-C / SIGTERM (the
+processes are stopped and the env in hand keeps its samples so far in its soak.json)."""
 
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 from pathlib import Path
+from types import FrameType
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from agentgym_rl.supervise.soak_figures import SoakResult
 
 DEFAULT_ENVS = ("babyai", "textcraft", "searchqa", "sciworld", "webarena", "miniwob")
 
@@ -41,14 +48,8 @@ def run(args: argparse.Namespace) -> int:
     from rich.progress import Progress, TaskID
 
     from agentgym_rl.supervise.preflight import env_problems
-    from agentgym_rl.supervise.soak import (
-        ENVS,
-        SoakOptions,
-        flat,
-        soak_env,
-        table,
-        write_result,
-    )
+    from agentgym_rl.supervise.soak import ENVS, SoakOptions, soak_env
+    from agentgym_rl.supervise.soak_figures import flat, table, write_result
 
     if args.episodes < args.every or args.every < 1:
         print("soak: --episodes must be at least --every (>= 1)", file=sys.stderr)
@@ -69,23 +70,25 @@ def run(args: argparse.Namespace) -> int:
         every=args.every,
         env_servers=args.env_servers,
     )
+    signals: list[int] = []
+    signal.signal(signal.SIGTERM, lambda signum, frame: _interrupt(signals, signum, frame))
     results = []
-    with Progress(transient=True) as bar:
-        for env in wanted:
-            task = bar.add_task(f"soak {env}", total=args.episodes)
+    try:
+        with Progress(transient=True) as bar:
+            for env in wanted:
+                task = bar.add_task(f"soak {env}", total=args.episodes)
 
-            def advance(done: int, _total: int, task: TaskID = task) -> None:
-                bar.update(task, completed=max(done, 0))
+                def advance(done: int, _total: int, task: TaskID = task) -> None:
+                    bar.update(task, completed=max(done, 0))
 
-            result = soak_env(env, opts, advance)
-            write_result(result, args.out)
-            results.append(result)
-            rate = result.episodes / max(result.seconds, 1e-9)
-            print(
-                f"{env}: {result.episodes:,} episodes in {result.seconds / 60:.1f} min "
-                f"({rate:.1f}/s), {result.env_steps:,} env steps, "
-                f"{result.groups_received:,} groups received"
-            )
+                result = soak_env(env, opts, advance)
+                write_result(result, args.out)
+                results.append(result)
+                _report(result)
+                if result.stopped:
+                    break
+    except KeyboardInterrupt:  # before an env's first sample: nothing to keep
+        print("soak: stopped before the first sample", file=sys.stderr)
     print(table(results))
     grew = [f"{r.env} {x}" for r in results for x in flat(r.samples, opts.capacity)]
     for line in grew:
@@ -96,4 +99,22 @@ def run(args: argparse.Namespace) -> int:
         f"{opts.turn_cap} turns, {opts.max_tokens_per_turn} tokens per turn, "
         f"model: {args.model or 'a small init-model policy per env'}"
     )
+    if signals or not results or results[-1].stopped:
+        return 128 + (signals[0] if signals else signal.SIGINT)
     return 1 if grew else 0
+
+
+def _interrupt(signals: list[int], signum: int, _frame: FrameType | None) -> None:
+    """SIGTERM unwinds like Ctrl-C: the soak stops its processes and keeps its samples."""
+    signals.append(signum)
+    raise KeyboardInterrupt
+
+
+def _report(result: SoakResult) -> None:
+    rate = result.episodes / max(result.seconds, 1e-9)
+    stopped = " (stopped early)" if result.stopped else ""
+    print(
+        f"{result.env}: {result.episodes:,} episodes in {result.seconds / 60:.1f} min "
+        f"({rate:.1f}/s), {result.env_steps:,} env steps, "
+        f"{result.groups_received:,} groups received{stopped}"
+    )

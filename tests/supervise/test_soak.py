@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from agentgym_rl.supervise.soak import ROLLOUT, Sample, flat
+from agentgym_rl.supervise.soak_figures import ROLLOUT, Sample, descendants, flat
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -159,3 +159,53 @@ def test_a_short_soak_of_real_processes_samples_each_and_is_flat(tmp_path: Path)
     rollout = [s for s in samples if s["process"] == ROLLOUT]
     assert rollout[-1]["rss_mb"] > 500  # the tree: vLLM's engine core is counted too
     assert "| babyai | rollout server |" in out.stdout and "flat: every figure" in out.stdout
+
+
+def _episodes(metrics: Path) -> int:
+    try:
+        lines = metrics.read_text().splitlines()
+    except OSError:
+        return -1
+    for line in reversed(lines):
+        with contextlib.suppress(ValueError):
+            return int(json.loads(line).get("episodes", 0))
+    return -1
+
+
+@pytest.mark.slow
+def test_a_soak_stopped_by_sigterm_keeps_its_samples_and_leaves_nothing_running(
+    tmp_path: Path,
+) -> None:
+    argv = [sys.executable, "-m", "agentgym_rl.cli", "soak", "--env", "babyai"]
+    soak = subprocess.Popen(
+        [*argv, "--episodes", "100000", "--every", "60", "--out", str(tmp_path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        cwd=ROOT,
+        start_new_session=True,
+    )
+    metrics = tmp_path / "babyai" / "rollout" / "metrics.jsonl"
+    try:
+        deadline = time.monotonic() + 300
+        while _episodes(metrics) < 75 and soak.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert soak.poll() is None and _episodes(metrics) >= 75, "the soak never got going"
+        time.sleep(1.0)  # the sample at 60 is taken within half a second of the count
+        family = descendants(soak.pid)
+        assert len(family) >= 3  # env server, rollout server, vLLM's engine core
+        soak.send_signal(signal.SIGTERM)
+        out, _ = soak.communicate(timeout=90)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(soak.pid, signal.SIGKILL)
+    assert soak.returncode == 143, out[-3000:]
+    assert "(stopped early)" in out and "| babyai | rollout server |" in out
+    result = json.loads((tmp_path / "babyai" / "soak.json").read_text())
+    assert result["stopped"] is True and result["episodes"] >= 75
+    assert [s["episodes"] for s in result["samples"] if s["process"] == ROLLOUT][:1] == [0]
+    assert len(result["samples"]) >= 2 * 2  # the start and 60 episodes, both processes
+    deadline = time.monotonic() + 10
+    while any(_running(p) for p in family) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not [p for p in family if _running(p)], "a process of the soak outlived it"

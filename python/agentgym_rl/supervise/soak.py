@@ -10,14 +10,8 @@ staleness budget), and at the start and every `every` finished episodes samples 
 resident memory and open file descriptors of its process tree (read from /proc; vLLM's engine
 core, JVMs and browsers included), and its live episodes and asyncio tasks (the rollout
 server's `metrics.jsonl`, each env server's `/health`). Between samples it reads the same figures
-about twice a second and keeps their highest (`peak_*`). After `episodes` it stops them all and
-returns the samples. `flat(samples, capacity)` names what grew after warm-up.
-
-Why the peaks: a web env server's tree holds a Chromium renderer per live page (100-300 MB each)
-and, while a browser is replaced, two browsers. Its memory at one instant says how many pages
-were open then (miniwob's swung 1.1-2.3 GB between samples with no trend), so comparing two
-instants judges the load, not a leak. The highest figure of each 1,000 episodes has seen the
-full load every time; a leak raises it as it raises everything else.
+about twice a second and keeps their highest (`peak_*`). After `episodes`, or at Ctrl-C, it
+stops them all and returns the samples; `soak_figures.flat` judges them.
 """
 
 from __future__ import annotations
@@ -30,7 +24,7 @@ import threading
 import time
 import urllib.request
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -39,10 +33,7 @@ from agentgym_rl.auth import ENV_VAR, new_secret
 from agentgym_rl.supervise.plan import ChildSpec
 from agentgym_rl.supervise.ports import PortBook
 from agentgym_rl.supervise.process import Child, die_with_parent, health_ok
-
-GROWTH = 0.10
-"""Largest growth allowed after the first sample (10%)."""
-ROLLOUT = "rollout server"
+from agentgym_rl.supervise.soak_figures import ROLLOUT, Reading, SoakResult, tree_figures
 
 
 @dataclass(frozen=True)
@@ -91,102 +82,6 @@ class SoakOptions:
     @property
     def capacity(self) -> int:
         return self.group_size * self.max_in_flight
-
-
-@dataclass
-class Sample:
-    """One process at one point of the soak; `peak_*`: the highest figure read since the
-    previous sample, this one included (None in results from before peaks were read)."""
-
-    episodes: int
-    process: str
-    rss_mb: float
-    open_fds: int
-    live_episodes: int
-    asyncio_tasks: int
-    peak_rss_mb: float | None = None
-    peak_open_fds: int | None = None
-    peak_live_episodes: int | None = None
-
-    @property
-    def high_rss_mb(self) -> float:
-        return self.rss_mb if self.peak_rss_mb is None else self.peak_rss_mb
-
-    @property
-    def high_open_fds(self) -> int:
-        return self.open_fds if self.peak_open_fds is None else self.peak_open_fds
-
-    @property
-    def high_live_episodes(self) -> int:
-        return self.live_episodes if self.peak_live_episodes is None else self.peak_live_episodes
-
-
-@dataclass
-class SoakResult:
-    env: str
-    episodes: int
-    seconds: float
-    groups_received: int
-    env_steps: int = 0
-    samples: list[Sample] = field(default_factory=list)
-
-
-def tree_figures(pid: int) -> tuple[float, int]:
-    """Resident MB and open descriptors of `pid` and all its descendants."""
-    rss_kb, fds = 0, 0
-    for p in [pid, *_descendants(pid)]:
-        try:
-            status = Path(f"/proc/{p}/status").read_text()
-            rss_kb += next(
-                int(ln.split()[1]) for ln in status.splitlines() if ln.startswith("VmRSS")
-            )
-            fds += len(os.listdir(f"/proc/{p}/fd"))
-        except (OSError, StopIteration):
-            continue  # exited between the listing and the read
-    return rss_kb / 1024, fds
-
-
-def _descendants(pid: int) -> list[int]:
-    out, todo = [], [pid]
-    while todo:
-        p = todo.pop()
-        for task in Path(f"/proc/{p}/task").glob("*/children"):
-            try:
-                kids = [int(k) for k in task.read_text().split()]
-            except OSError:
-                continue
-            out += kids
-            todo += kids
-    return out
-
-
-def flat(samples: list[Sample], capacity: int) -> list[str]:
-    """What did not stay flat, in words (empty: everything did). Per process, from its first
-    sample after warm-up (the second; the first is taken at the start) to its last: resident
-    memory and open descriptors (their peaks since the sample before, where read) grew by at
-    most `GROWTH` (descriptors: plus a few), asyncio tasks beside the live episodes by at most
-    `GROWTH` plus two; live episodes never exceeded `capacity` (episodes in flight at most: each
-    one that ended was closed)."""
-    grew = []
-    for process in dict.fromkeys(s.process for s in samples):
-        mine = [s for s in samples if s.process == process][1:]
-        if len(mine) < 2:
-            continue
-        first, last = mine[0], mine[-1]
-        tasks = [s.asyncio_tasks - (s.live_episodes if process == ROLLOUT else 0) for s in mine]
-        figures = [
-            ("RSS MB", first.high_rss_mb, last.high_rss_mb, 0.0),
-            ("open fds", first.high_open_fds, last.high_open_fds, 4),
-            ("asyncio tasks besides episodes", tasks[0], tasks[-1], 2),
-        ]
-        for what, a, b, slack in figures:
-            if b > a * (1 + GROWTH) + slack:
-                span = f"{a:g} at {first.episodes} -> {b:g} at {last.episodes}"
-                grew.append(f"{process} {what}: {span}")
-        most = max(s.high_live_episodes for s in mine)
-        if most > capacity:
-            grew.append(f"{process} live episodes: {most} > {capacity} in flight at most")
-    return grew
 
 
 class _Drain:
@@ -271,7 +166,9 @@ def _health(port: int) -> dict[str, Any]:
 def soak_env(
     env: str, opts: SoakOptions, progress: Callable[[int, int], None] | None = None
 ) -> SoakResult:
-    """Run one env's soak (see the module docstring); raises RuntimeError if a process dies."""
+    """Run one env's soak (see the module docstring); raises RuntimeError if a process dies.
+    Ctrl-C (KeyboardInterrupt) after the rollout server started ends it early: the processes
+    are stopped and the result holds the samples so far (`stopped`)."""
     spec = ENVS[env]
     model = opts.model or make_policy(env, opts.out)
     secret = new_secret()
@@ -286,49 +183,86 @@ def soak_env(
         addresses = [s.address for s in servers]
         argv = _rollout_argv(env, spec, opts, model, addresses, drain.receiver.endpoint)
         rollout = Child(ChildSpec("rollout", "rollout", argv, " ".join(argv)), logs, base).start()
-        metrics = opts.out / env / "rollout" / "metrics.jsonl"
-        result = SoakResult(env, 0, 0.0, 0)
-        peaks: dict[str, _Reading] = {}
-        t0, mark = time.monotonic(), 0  # a sample at the start, then every `every` episodes
-        while mark <= opts.episodes:
-            for child in (*(s.child for s in servers), rollout):
-                if not child.running():
-                    tail = "\n".join(child.tail(20))
-                    raise RuntimeError(f"{child.name} exited with {child.poll()}:\n{tail}")
-            record = _last_record(metrics)
-            done = -1 if record is None else int(record.get("episodes", 0))
-            if progress is not None:
-                progress(done, opts.episodes)
-            if time.monotonic() - t0 > opts.timeout_s:
-                raise RuntimeError(f"{env}: {done} episodes in {opts.timeout_s:.0f} s, stopping")
-            if record is None:
-                time.sleep(0.5)
-                continue
-            try:
-                readings = _read(record, rollout, servers)
-            except OSError:  # a /health that did not answer in time: only a sample needs it
-                if done >= mark:
-                    raise
-                time.sleep(0.5)
-                continue
-            for process, reading in readings.items():
-                peaks[process] = reading.highest(peaks.get(process))
-            if done < mark:
-                time.sleep(0.5)
-                continue
-            result.samples += [r.sample(done, p, peaks.pop(p)) for p, r in readings.items()]
-            mark = (done // opts.every + 1) * opts.every  # one sample even after a long jump
-        result.episodes = done
-        result.env_steps = int(record.get("env_steps", 0)) if record else 0
-        result.seconds = time.monotonic() - t0
-        result.groups_received = drain.groups
-        return result
+        watch = _Watch(env, opts, rollout, servers, progress)
+        try:
+            watch.run()
+        except KeyboardInterrupt:  # Ctrl-C, or SIGTERM turned into one by the CLI
+            watch.result.stopped = True
+        watch.result.groups_received = drain.groups
+        return watch.result
     finally:
         if rollout is not None:
             rollout.stop(30.0)
         for server in servers:
             server.child.stop(10.0)
         drain.close()
+
+
+class _Watch:
+    """Reads every process about twice a second, keeps the highest figures, and samples them at
+    the start and every `opts.every` episodes up to `opts.episodes` (into `result`)."""
+
+    def __init__(
+        self,
+        env: str,
+        opts: SoakOptions,
+        rollout: Child,
+        servers: list[_EnvServer],
+        progress: Callable[[int, int], None] | None,
+    ) -> None:
+        self.opts, self.rollout, self.servers, self.progress = opts, rollout, servers, progress
+        self.metrics = opts.out / env / "rollout" / "metrics.jsonl"
+        self.result = SoakResult(env, 0, 0.0, 0)
+        self.peaks: dict[str, Reading] = {}
+        self.t0 = time.monotonic()
+
+    def run(self) -> None:
+        mark = 0  # the next sample's episode count
+        while mark <= self.opts.episodes:
+            self._check_alive()
+            record = _last_record(self.metrics)
+            done = -1 if record is None else int(record.get("episodes", 0))
+            self._note(done, record)
+            readings = self._read(record, must=done >= mark)
+            if readings is None or done < mark:
+                time.sleep(0.5)
+                continue
+            self.result.samples += [
+                r.sample(done, p, self.peaks.pop(p)) for p, r in readings.items()
+            ]
+            mark = (done // self.opts.every + 1) * self.opts.every  # one even after a long jump
+
+    def _check_alive(self) -> None:
+        for child in (*(s.child for s in self.servers), self.rollout):
+            if not child.running():
+                tail = "\n".join(child.tail(20))
+                raise RuntimeError(f"{child.name} exited with {child.poll()}:\n{tail}")
+
+    def _note(self, done: int, record: dict[str, Any] | None) -> None:
+        self.result.seconds = time.monotonic() - self.t0
+        if record is not None:
+            self.result.episodes = done
+            self.result.env_steps = int(record.get("env_steps", 0))
+        if self.progress is not None:
+            self.progress(done, self.opts.episodes)
+        if self.result.seconds > self.opts.timeout_s:
+            env, limit = self.result.env, self.opts.timeout_s
+            raise RuntimeError(f"{env}: {done} episodes in {limit:.0f} s, stopping")
+
+    def _read(self, record: dict[str, Any] | None, must: bool) -> dict[str, Reading] | None:
+        """Every process's figures now (peaks updated), or None before the first record and
+        when a /health did not answer in time (an error when `must`: a sample needs it)."""
+        if record is None:
+            return None
+        try:
+            readings = _read(record, self.rollout, self.servers)
+        except OSError:
+            if must:
+                raise
+            return None
+        for process, reading in readings.items():
+            self.peaks[process] = reading.highest(self.peaks.get(process))
+        return readings
 
 
 @dataclass
@@ -373,77 +307,19 @@ def _start_env_servers(
     return out
 
 
-@dataclass(frozen=True)
-class _Reading:
-    """One process's figures at one instant."""
-
-    rss_mb: float
-    open_fds: int
-    live_episodes: int
-    asyncio_tasks: int
-
-    def highest(self, other: _Reading | None) -> _Reading:
-        if other is None:
-            return self
-        return _Reading(
-            max(self.rss_mb, other.rss_mb),
-            max(self.open_fds, other.open_fds),
-            max(self.live_episodes, other.live_episodes),
-            max(self.asyncio_tasks, other.asyncio_tasks),
-        )
-
-    def sample(self, episodes: int, process: str, peak: _Reading) -> Sample:
-        return Sample(
-            episodes,
-            process,
-            round(self.rss_mb, 1),
-            self.open_fds,
-            self.live_episodes,
-            self.asyncio_tasks,
-            round(peak.rss_mb, 1),
-            peak.open_fds,
-            peak.live_episodes,
-        )
-
-
-def _read(record: dict[str, Any], rollout: Child, servers: list[_EnvServer]) -> dict[str, _Reading]:
+def _read(record: dict[str, Any], rollout: Child, servers: list[_EnvServer]) -> dict[str, Reading]:
     """Every process's figures now: the rollout server's from its last metrics record."""
     assert rollout.pid is not None
     rss, fds = tree_figures(rollout.pid)
     live, tasks = int(record.get("live_episodes", 0)), int(record.get("asyncio_tasks", 0))
-    out = {ROLLOUT: _Reading(rss, fds, live, tasks)}
+    out = {ROLLOUT: Reading(rss, fds, live, tasks)}
     for server in servers:
         assert server.child.pid is not None
         health = _health(server.http)
         rss, fds = tree_figures(server.child.pid)
         live, tasks = int(health.get("live_episodes", 0)), int(health.get("asyncio_tasks") or 0)
-        out[server.process] = _Reading(rss, fds, live, tasks)
+        out[server.process] = Reading(rss, fds, live, tasks)
     return out
-
-
-def write_result(result: SoakResult, out: Path) -> Path:
-    path = out / result.env / "soak.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(asdict(result), indent=1))
-    return path
-
-
-def table(results: list[SoakResult]) -> str:
-    """A markdown table: every sample of every process (peaks since the sample before in
-    brackets)."""
-    lines = [
-        "| env | process | episodes | RSS MB (peak) | open fds (peak) | live episodes (peak) "
-        "| asyncio tasks |",
-        "|---|---|---:|---:|---:|---:|---:|",
-    ]
-    for r in results:
-        for s in r.samples:
-            lines.append(
-                f"| {r.env} | {s.process} | {s.episodes:,} | {s.rss_mb:.0f} ({s.high_rss_mb:.0f}) "
-                f"| {s.open_fds} ({s.high_open_fds}) "
-                f"| {s.live_episodes} ({s.high_live_episodes}) | {s.asyncio_tasks} |"
-            )
-    return "\n".join(lines)
 
 
 POLICY_FLAGS = (
