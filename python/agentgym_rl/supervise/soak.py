@@ -255,7 +255,9 @@ class _Watch:
         if record is None:
             return None
         try:
-            readings = _read(record, self.rollout, self.servers)
+            readings = {ROLLOUT: self._figures(self.rollout, record)}
+            for server in self.servers:
+                readings[server.process] = self._figures(server.child, _health(server.http))
         except OSError:
             if must:
                 raise
@@ -263,6 +265,15 @@ class _Watch:
         for process, reading in readings.items():
             self.peaks[process] = reading.highest(self.peaks.get(process))
         return readings
+
+    @staticmethod
+    def _figures(child: Child, report: dict[str, Any]) -> Reading:
+        """A process's tree from /proc, its live episodes and tasks from its own report (the
+        rollout server's metrics record, an env server's /health)."""
+        assert child.pid is not None
+        rss, fds = tree_figures(child.pid)
+        live, tasks = int(report.get("live_episodes", 0)), int(report.get("asyncio_tasks") or 0)
+        return Reading(rss, fds, live, tasks)
 
 
 @dataclass
@@ -294,31 +305,10 @@ def _start_env_servers(
         http, zmq = ports.free(), ports.free()
         argv = _cli("env", "serve", env, "--port", str(http), "--zmq-port", str(zmq))
         argv += spec.server_args
-        name, process = (
-            (f"{env}-server", "env server")
-            if count == 1
-            else (
-                f"{env}-server-{i}",
-                f"env server {i}",
-            )
-        )
+        name = f"{env}-server" if count == 1 else f"{env}-server-{i}"
+        process = "env server" if count == 1 else f"env server {i}"
         child = Child(ChildSpec(name, "env", argv, " ".join(argv)), logs, base).start()
         out.append(_EnvServer(child, http, f"tcp://127.0.0.1:{zmq}", process))
-    return out
-
-
-def _read(record: dict[str, Any], rollout: Child, servers: list[_EnvServer]) -> dict[str, Reading]:
-    """Every process's figures now: the rollout server's from its last metrics record."""
-    assert rollout.pid is not None
-    rss, fds = tree_figures(rollout.pid)
-    live, tasks = int(record.get("live_episodes", 0)), int(record.get("asyncio_tasks", 0))
-    out = {ROLLOUT: Reading(rss, fds, live, tasks)}
-    for server in servers:
-        assert server.child.pid is not None
-        health = _health(server.http)
-        rss, fds = tree_figures(server.child.pid)
-        live, tasks = int(health.get("live_episodes", 0)), int(health.get("asyncio_tasks") or 0)
-        out[server.process] = Reading(rss, fds, live, tasks)
     return out
 
 
