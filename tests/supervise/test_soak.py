@@ -15,7 +15,14 @@ from pathlib import Path
 
 import pytest
 
-from agentgym_rl.supervise.soak_figures import ROLLOUT, Sample, descendants, flat
+from agentgym_rl.supervise.soak_figures import (
+    ROLLOUT,
+    Reading,
+    Sample,
+    Stretch,
+    descendants,
+    flat,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -47,31 +54,46 @@ def test_flat_judges_growth_after_warm_up() -> None:
     ]
 
 
-def test_flat_judges_peaks_where_they_were_read() -> None:
-    # an env server whose memory follows its open pages: the instants swing (load), the highest
-    # figure of each stretch does not (no leak)
-    swings = [
-        Sample(1000 * i, "env server", rss, fds, live, 20, peak, 730, 16)
-        for i, (rss, fds, live, peak) in enumerate(
-            [(900, 340, 16, 900), (1760, 560, 8, 2400), (1170, 400, 4, 2390), (2340, 726, 13, 2410)]
-        )
+def test_flat_judges_the_means_of_the_readings_where_they_were_read() -> None:
+    # an env server whose memory follows its open pages: the instants swing with the load, and
+    # so do the peaks (the stretch's worst moment), the mean of a stretch's readings does not
+    def stretch(*rss: float) -> Stretch:
+        out = Stretch()
+        for r in rss:
+            out.add(Reading(r, int(r / 3), int(r / 150), 20))
+        return out
+
+    swinging = [
+        stretch(900),
+        stretch(1200, 2000, 3100, 1400),
+        stretch(2300, 1100, 1500, 2200),
+        stretch(1000, 1900, 1700, 1500),
     ]
-    assert flat(swings, capacity=32) == []
-    # the same instants without peaks (results from before they were read) are judged as such
+    now = [900, 1555, 1170, 2340]
+    samples = [
+        s.sample(1000 * i, "env server", Reading(r, int(r / 3), int(r / 150), 20))
+        for i, (s, r) in enumerate(zip(swinging, now, strict=True))
+    ]
+    assert [s.peak_rss_mb for s in samples] == [900, 3100, 2300, 2340]
+    assert samples[1].mean_rss_mb == 1851.0 and samples[1].mean_live_episodes == 12.0
+    assert flat(samples, capacity=32) == []
+    # the same instants without means (results from before they were read) are judged as such
     bare = [
-        Sample(s.episodes, s.process, s.rss_mb, s.open_fds, s.live_episodes, 20) for s in swings
+        Sample(s.episodes, s.process, s.rss_mb, s.open_fds, s.live_episodes, 20) for s in samples
     ]
     assert [g.split(":")[0] for g in flat(bare, capacity=32)] == [
         "env server RSS MB",
         "env server open fds",
     ]
-    # a leak lifts the peaks too; and pages never closed show in the most live episodes read
+    # a leak lifts the mean; pages never closed show in the most live episodes read
     leaking = [
-        Sample(1000 * i, "env server", 1000, 400, 8, 20, peak, 700, live)
-        for i, (peak, live) in enumerate([(1000, 8), (2400, 16), (2600, 16), (2700, 40)])
+        stretch(900).sample(0, "env server", Reading(900, 300, 6, 20)),
+        stretch(1500, 1700).sample(1000, "env server", Reading(1600, 500, 10, 20)),
+        stretch(1700, 1900).sample(2000, "env server", Reading(1800, 560, 12, 20)),
+        stretch(1900, 2100).sample(3000, "env server", Reading(2000, 640, 40, 20)),
     ]
     grew = flat(leaking, capacity=32)
-    assert any("RSS MB: 2400 at 1000 -> 2700 at 3000" in g for g in grew)
+    assert any("RSS MB: 1600 at 1000 -> 2000 at 3000" in g for g in grew)
     assert "env server live episodes: 40 > 32 in flight at most" in grew
 
 
@@ -153,9 +175,10 @@ def test_a_short_soak_of_real_processes_samples_each_and_is_flat(tmp_path: Path)
         assert max(s["peak_live_episodes"] for s in samples if s["process"] == server) > 0
     for s in samples:
         assert s["rss_mb"] > 10 and s["open_fds"] > 3 and s["asyncio_tasks"] >= 1
-        # the highest read since the sample before includes the sample itself
-        assert s["peak_rss_mb"] >= s["rss_mb"] and s["peak_open_fds"] >= s["open_fds"]
-        assert s["peak_live_episodes"] >= s["live_episodes"]
+        # the readings since the sample before include the sample itself
+        assert s["peak_rss_mb"] >= s["mean_rss_mb"] >= 0 and s["peak_rss_mb"] >= s["rss_mb"]
+        assert s["peak_open_fds"] >= s["mean_open_fds"] and s["peak_open_fds"] >= s["open_fds"]
+        assert s["peak_live_episodes"] >= s["mean_live_episodes"] >= 0
     rollout = [s for s in samples if s["process"] == ROLLOUT]
     assert rollout[-1]["rss_mb"] > 500  # the tree: vLLM's engine core is counted too
     assert "| babyai | rollout server |" in out.stdout and "flat: every figure" in out.stdout

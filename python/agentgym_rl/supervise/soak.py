@@ -10,8 +10,9 @@ staleness budget), and at the start and every `every` finished episodes samples 
 resident memory and open file descriptors of its process tree (read from /proc; vLLM's engine
 core, JVMs and browsers included), and its live episodes and asyncio tasks (the rollout
 server's `metrics.jsonl`, each env server's `/health`). Between samples it reads the same figures
-about twice a second and keeps their highest (`peak_*`). After `episodes`, or at Ctrl-C, it
-stops them all and returns the samples; `soak_figures.flat` judges them.
+about twice a second; each sample also carries their mean and highest since the sample before.
+After `episodes`, or at Ctrl-C, it stops them all and returns the samples;
+`soak_figures.flat` judges them.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from agentgym_rl.auth import ENV_VAR, new_secret
 from agentgym_rl.supervise.plan import ChildSpec
 from agentgym_rl.supervise.ports import PortBook
 from agentgym_rl.supervise.process import Child, die_with_parent, health_ok
-from agentgym_rl.supervise.soak_figures import ROLLOUT, Reading, SoakResult, tree_figures
+from agentgym_rl.supervise.soak_figures import ROLLOUT, Reading, SoakResult, Stretch, tree_figures
 
 
 @dataclass(frozen=True)
@@ -199,8 +200,8 @@ def soak_env(
 
 
 class _Watch:
-    """Reads every process about twice a second, keeps the highest figures, and samples them at
-    the start and every `opts.every` episodes up to `opts.episodes` (into `result`)."""
+    """Reads every process about twice a second into its `Stretch`, and samples them at the
+    start and every `opts.every` episodes up to `opts.episodes` (into `result`)."""
 
     def __init__(
         self,
@@ -213,7 +214,7 @@ class _Watch:
         self.opts, self.rollout, self.servers, self.progress = opts, rollout, servers, progress
         self.metrics = opts.out / env / "rollout" / "metrics.jsonl"
         self.result = SoakResult(env, 0, 0.0, 0)
-        self.peaks: dict[str, Reading] = {}
+        self.stretches: dict[str, Stretch] = {}
         self.t0 = time.monotonic()
 
     def run(self) -> None:
@@ -225,10 +226,12 @@ class _Watch:
             self._note(done, record)
             readings = self._read(record, must=done >= mark)
             if readings is None or done < mark:
+                for process, reading in (readings or {}).items():
+                    self.stretches.setdefault(process, Stretch()).add(reading)
                 time.sleep(0.5)
                 continue
             self.result.samples += [
-                r.sample(done, p, self.peaks.pop(p)) for p, r in readings.items()
+                self.stretches.pop(p, Stretch()).sample(done, p, r) for p, r in readings.items()
             ]
             mark = (done // self.opts.every + 1) * self.opts.every  # one even after a long jump
 
@@ -250,8 +253,8 @@ class _Watch:
             raise RuntimeError(f"{env}: {done} episodes in {limit:.0f} s, stopping")
 
     def _read(self, record: dict[str, Any] | None, must: bool) -> dict[str, Reading] | None:
-        """Every process's figures now (peaks updated), or None before the first record and
-        when a /health did not answer in time (an error when `must`: a sample needs it)."""
+        """Every process's figures now, or None before the first record and when a /health did
+        not answer in time (an error when `must`: a sample needs it)."""
         if record is None:
             return None
         try:
@@ -262,8 +265,6 @@ class _Watch:
             if must:
                 raise
             return None
-        for process, reading in readings.items():
-            self.peaks[process] = reading.highest(self.peaks.get(process))
         return readings
 
     @staticmethod

@@ -2,16 +2,19 @@
 the rule that says they stayed flat, and the table they are reported in.
 
 Contract: `tree_figures(pid)` reads resident MB and open descriptors of a process and all its
-`descendants` from /proc. A `Reading` is one process's figures at one instant; `Reading.highest`
-keeps the larger of each, and `Reading.sample` turns one into a `Sample` with the highest figures
-since the sample before. `flat(samples, capacity)` names what grew after warm-up; `table`
-renders samples as markdown; `write_result` stores a `SoakResult` as JSON.
+`descendants` from /proc. A `Reading` is one process's figures at one instant; a `Stretch`
+gathers the readings between two samples and `Stretch.sample` turns the last one into a
+`Sample` that also carries the stretch's means and highest. `flat(samples, capacity)` names
+what grew after warm-up; `table` renders samples as markdown; `write_result` stores a
+`SoakResult` as JSON.
 
-Why the peaks: a web env server's tree holds a Chromium renderer per live page (100-300 MB each)
+Why means: a web env server's tree holds a Chromium renderer per live page (100-300 MB each)
 and, while a browser is replaced, two browsers. Its memory at one instant says how many pages
-were open then (miniwob's swung 1.1-2.3 GB between samples with no trend), so comparing two
-instants judges the load, not a leak. The highest figure of each 1,000 episodes has seen the
-full load every time; a leak raises it as it raises everything else.
+were open then (miniwob's swung 1.0-2.3 GB between samples with no trend), so comparing two
+instants judges the load, not a leak. The highest reading of a stretch is no steadier: it is
+the stretch's one worst moment (miniwob's descriptors peaked at 892-1,103 per 1,000 episodes, in
+no order). The mean of a stretch's readings, about two a second, averages the load over
+thousands of episodes; a leak raises it as it raises everything else.
 """
 
 from __future__ import annotations
@@ -28,8 +31,9 @@ ROLLOUT = "rollout server"
 
 @dataclass
 class Sample:
-    """One process at one point of the soak; `peak_*`: the highest figure read since the
-    previous sample, this one included (None in results from before peaks were read)."""
+    """One process at one point of the soak. Besides the figures at that instant, over the
+    readings since the sample before (this one included): `peak_*`, the highest, and `mean_*`,
+    the mean (None in results from before they were read)."""
 
     episodes: int
     process: str
@@ -40,14 +44,18 @@ class Sample:
     peak_rss_mb: float | None = None
     peak_open_fds: int | None = None
     peak_live_episodes: int | None = None
+    mean_rss_mb: float | None = None
+    mean_open_fds: float | None = None
+    mean_live_episodes: float | None = None
 
     @property
-    def high_rss_mb(self) -> float:
-        return self.rss_mb if self.peak_rss_mb is None else self.peak_rss_mb
+    def level_rss_mb(self) -> float:
+        """What the flatness rule compares: the stretch's mean where read, else the instant."""
+        return self.rss_mb if self.mean_rss_mb is None else self.mean_rss_mb
 
     @property
-    def high_open_fds(self) -> int:
-        return self.open_fds if self.peak_open_fds is None else self.peak_open_fds
+    def level_open_fds(self) -> float:
+        return self.open_fds if self.mean_open_fds is None else self.mean_open_fds
 
     @property
     def high_live_episodes(self) -> int:
@@ -100,10 +108,10 @@ def descendants(pid: int) -> list[int]:
 def flat(samples: list[Sample], capacity: int) -> list[str]:
     """What did not stay flat, in words (empty: everything did). Per process, from its first
     sample after warm-up (the second; the first is taken at the start) to its last: resident
-    memory and open descriptors (their peaks since the sample before, where read) grew by at
-    most `GROWTH` (descriptors: plus a few), asyncio tasks beside the live episodes by at most
-    `GROWTH` plus two; live episodes never exceeded `capacity` (episodes in flight at most: each
-    one that ended was closed)."""
+    memory and open descriptors (the means of the readings since the sample before, where read;
+    else the instants) grew by at most `GROWTH` (descriptors: plus a few), asyncio tasks beside
+    the live episodes by at most `GROWTH` plus two; live episodes never exceeded `capacity`
+    (episodes in flight at most: each one that ended was closed)."""
     grew = []
     for process in dict.fromkeys(s.process for s in samples):
         mine = [s for s in samples if s.process == process][1:]
@@ -112,8 +120,8 @@ def flat(samples: list[Sample], capacity: int) -> list[str]:
         first, last = mine[0], mine[-1]
         tasks = [s.asyncio_tasks - (s.live_episodes if process == ROLLOUT else 0) for s in mine]
         figures = [
-            ("RSS MB", first.high_rss_mb, last.high_rss_mb, 0.0),
-            ("open fds", first.high_open_fds, last.high_open_fds, 4),
+            ("RSS MB", first.level_rss_mb, last.level_rss_mb, 0.0),
+            ("open fds", first.level_open_fds, last.level_open_fds, 4),
             ("asyncio tasks besides episodes", tasks[0], tasks[-1], 2),
         ]
         for what, a, b, slack in figures:
@@ -135,27 +143,48 @@ class Reading:
     live_episodes: int
     asyncio_tasks: int
 
-    def highest(self, other: Reading | None) -> Reading:
-        if other is None:
-            return self
-        return Reading(
-            max(self.rss_mb, other.rss_mb),
-            max(self.open_fds, other.open_fds),
-            max(self.live_episodes, other.live_episodes),
-            max(self.asyncio_tasks, other.asyncio_tasks),
+
+@dataclass
+class Stretch:
+    """The readings of one process since its last sample: how many, their sums and highest."""
+
+    readings: int = 0
+    rss_mb: float = 0.0
+    open_fds: int = 0
+    live_episodes: int = 0
+    peak: Reading | None = None
+
+    def add(self, r: Reading) -> None:
+        self.readings += 1
+        self.rss_mb += r.rss_mb
+        self.open_fds += r.open_fds
+        self.live_episodes += r.live_episodes
+        p = self.peak or r
+        self.peak = Reading(
+            max(p.rss_mb, r.rss_mb),
+            max(p.open_fds, r.open_fds),
+            max(p.live_episodes, r.live_episodes),
+            max(p.asyncio_tasks, r.asyncio_tasks),
         )
 
-    def sample(self, episodes: int, process: str, peak: Reading) -> Sample:
+    def sample(self, episodes: int, process: str, now: Reading) -> Sample:
+        """A sample of `now`, with this stretch's means and highest (`now` among them)."""
+        self.add(now)
+        assert self.peak is not None
+        n = self.readings
         return Sample(
             episodes,
             process,
-            round(self.rss_mb, 1),
-            self.open_fds,
-            self.live_episodes,
-            self.asyncio_tasks,
-            round(peak.rss_mb, 1),
-            peak.open_fds,
-            peak.live_episodes,
+            round(now.rss_mb, 1),
+            now.open_fds,
+            now.live_episodes,
+            now.asyncio_tasks,
+            round(self.peak.rss_mb, 1),
+            self.peak.open_fds,
+            self.peak.live_episodes,
+            round(self.rss_mb / n, 1),
+            round(self.open_fds / n, 1),
+            round(self.live_episodes / n, 2),
         )
 
 
@@ -167,18 +196,24 @@ def write_result(result: SoakResult, out: Path) -> Path:
 
 
 def table(results: list[SoakResult]) -> str:
-    """A markdown table: every sample of every process (peaks since the sample before in
-    brackets)."""
+    """A markdown table: every sample of every process, its figures at that instant and, where
+    read, the mean and highest of the readings since the sample before."""
     lines = [
-        "| env | process | episodes | RSS MB (peak) | open fds (peak) | live episodes (peak) "
-        "| asyncio tasks |",
+        "| env | process | episodes | RSS MB: now, mean, peak | open fds: now, mean, peak "
+        "| live episodes: now, mean, peak | asyncio tasks |",
         "|---|---|---:|---:|---:|---:|---:|",
     ]
     for r in results:
         for s in r.samples:
-            lines.append(
-                f"| {r.env} | {s.process} | {s.episodes:,} | {s.rss_mb:.0f} ({s.high_rss_mb:.0f}) "
-                f"| {s.open_fds} ({s.high_open_fds}) "
-                f"| {s.live_episodes} ({s.high_live_episodes}) | {s.asyncio_tasks} |"
-            )
+            rss = _figures(s.rss_mb, s.mean_rss_mb, s.peak_rss_mb, ".0f")
+            fds = _figures(s.open_fds, s.mean_open_fds, s.peak_open_fds, ".0f")
+            live = _figures(s.live_episodes, s.mean_live_episodes, s.peak_live_episodes, ".1f")
+            head = f"| {r.env} | {s.process} | {s.episodes:,} "
+            lines.append(f"{head}| {rss} | {fds} | {live} | {s.asyncio_tasks} |")
     return "\n".join(lines)
+
+
+def _figures(now: float, mean: float | None, peak: float | None, fmt: str) -> str:
+    if mean is None or peak is None:
+        return f"{now:.0f}"
+    return f"{now:.0f}, {mean:{fmt}}, {peak:.0f}"
