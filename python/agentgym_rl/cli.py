@@ -179,8 +179,10 @@ def build_parser() -> argparse.ArgumentParser:
         "process (real vLLM, a small model) whose groups are taken and dropped (no learner). "
         "Every --every episodes it "
         "samples resident memory and open file descriptors of each process tree, and the live "
-        "episodes and asyncio tasks each process reports; prints the table and fails if a figure "
-        "grew by more than 10% after the first --every episodes.",
+        "episodes and asyncio tasks each process reports (with the mean and highest of readings "
+        "twice a second between samples); prints the table and fails if a figure grew by more "
+        "than 10% after the first --every episodes (memory and descriptors: the mean of each "
+        "stretch). Ctrl-C or SIGTERM stops it and keeps the samples so far.",
     )
     soak_cli.add_arguments(soak)
     soak.set_defaults(func=soak_cli.run)

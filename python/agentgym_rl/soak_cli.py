@@ -93,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
     grew = [f"{r.env} {x}" for r in results for x in flat(r.samples, opts.capacity)]
     for line in grew:
         print(f"grew: {line}")
-    print("flat: every figure within 10% after the first sample" if not grew else "NOT flat")
+    print("flat: every figure within 10% of its level after warm-up" if not grew else "NOT flat")
     print(
         f"settings: {opts.group_size} episodes per group, {opts.max_in_flight} groups in flight, "
         f"{opts.turn_cap} turns, {opts.max_tokens_per_turn} tokens per turn, "

@@ -106,15 +106,21 @@ def descendants(pid: int) -> list[int]:
 
 
 def flat(samples: list[Sample], capacity: int) -> list[str]:
-    """What did not stay flat, in words (empty: everything did). Per process, from its first
-    sample after warm-up (the second; the first is taken at the start) to its last: resident
-    memory and open descriptors (the means of the readings since the sample before, where read;
-    else the instants) grew by at most `GROWTH` (descriptors: plus a few), asyncio tasks beside
-    the live episodes by at most `GROWTH` plus two; live episodes never exceeded `capacity`
-    (episodes in flight at most: each one that ended was closed)."""
+    """What did not stay flat, in words (empty: everything did). Per process, from its level
+    after warm-up to its last: resident memory and open descriptors grew by at most `GROWTH`
+    (descriptors: plus a few), asyncio tasks beside the live episodes by at most `GROWTH` plus
+    two; live episodes never exceeded `capacity` (episodes in flight at most: each one that
+    ended was closed). The level after warm-up is the mean of the first stretch that starts
+    after it (the third sample's; the first is taken at the start) where means were read, else
+    the instant of the second sample."""
     grew = []
     for process in dict.fromkeys(s.process for s in samples):
         mine = [s for s in samples if s.process == process][1:]
+        most = max((s.high_live_episodes for s in mine), default=0)
+        if most > capacity:
+            grew.append(f"{process} live episodes: {most} > {capacity} in flight at most")
+        if mine and mine[0].mean_rss_mb is not None:
+            mine = mine[1:]  # the second sample's means cover the warm-up
         if len(mine) < 2:
             continue
         first, last = mine[0], mine[-1]
@@ -128,9 +134,6 @@ def flat(samples: list[Sample], capacity: int) -> list[str]:
             if b > a * (1 + GROWTH) + slack:
                 span = f"{a:g} at {first.episodes} -> {b:g} at {last.episodes}"
                 grew.append(f"{process} {what}: {span}")
-        most = max(s.high_live_episodes for s in mine)
-        if most > capacity:
-            grew.append(f"{process} live episodes: {most} > {capacity} in flight at most")
     return grew
 
 
