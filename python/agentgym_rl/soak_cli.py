@@ -72,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
     )
     signals: list[int] = []
     signal.signal(signal.SIGTERM, lambda signum, frame: _interrupt(signals, signum, frame))
-    results = []
+    results, interrupted = [], False
     try:
         with Progress(transient=True) as bar:
             for env in wanted:
@@ -88,6 +88,7 @@ def run(args: argparse.Namespace) -> int:
                 if result.stopped:
                     break
     except KeyboardInterrupt:  # before an env's first sample: nothing to keep
+        interrupted = True
         print("soak: stopped before the first sample", file=sys.stderr)
     print(table(results))
     grew = [f"{r.env} {x}" for r in results for x in flat(r.samples, opts.capacity)]
@@ -99,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
         f"{opts.turn_cap} turns, {opts.max_tokens_per_turn} tokens per turn, "
         f"model: {args.model or 'a small init-model policy per env'}"
     )
-    if signals or not results or results[-1].stopped:
+    if signals or interrupted or (results and results[-1].stopped):
         return 128 + (signals[0] if signals else signal.SIGINT)
     return 1 if grew else 0
 
