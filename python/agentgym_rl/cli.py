@@ -181,8 +181,8 @@ def build_parser() -> argparse.ArgumentParser:
         "samples resident memory and open file descriptors of each process tree, and the live "
         "episodes and asyncio tasks each process reports (with the mean and highest of readings "
         "twice a second between samples); prints the table and fails if a figure grew by more "
-        "than 10% after the first --every episodes (memory and descriptors: the mean of each "
-        "stretch). Ctrl-C or SIGTERM stops it and keeps the samples so far.",
+        "than 10% after the first --every episodes (memory, descriptors and asyncio tasks: "
+        "the mean of each stretch). Ctrl-C or SIGTERM stops it and keeps the samples so far.",
     )
     soak_cli.add_arguments(soak)
     soak.set_defaults(func=soak_cli.run)

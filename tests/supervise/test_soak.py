@@ -56,11 +56,15 @@ def test_flat_judges_growth_after_warm_up() -> None:
 
 def test_flat_judges_the_means_of_the_readings_where_they_were_read() -> None:
     # an env server whose memory follows its open pages: the instants swing with the load, and
-    # so do the peaks (the stretch's worst moment), the mean of a stretch's readings does not
+    # so do the peaks (the stretch's worst moment), the mean of a stretch's readings does not;
+    # its asyncio tasks follow the requests in flight (here six plus one per live page)
+    def reading(rss: float) -> Reading:
+        return Reading(rss, int(rss / 3), int(rss / 150), int(rss / 150) + 6)
+
     def stretch(*rss: float) -> Stretch:
         out = Stretch()
         for r in rss:
-            out.add(Reading(r, int(r / 3), int(r / 150), 20))
+            out.add(reading(r))
         return out
 
     swinging = [
@@ -71,19 +75,22 @@ def test_flat_judges_the_means_of_the_readings_where_they_were_read() -> None:
     ]
     now = [900, 1555, 1170, 2340]
     samples = [
-        s.sample(1000 * i, "env server", Reading(r, int(r / 3), int(r / 150), 20))
+        s.sample(1000 * i, "env server", reading(r))
         for i, (s, r) in enumerate(zip(swinging, now, strict=True))
     ]
     assert [s.peak_rss_mb for s in samples] == [900, 3100, 2300, 2340]
     assert samples[1].mean_rss_mb == 1851.0 and samples[1].mean_live_episodes == 12.0
+    assert samples[1].mean_asyncio_tasks == 18.0
     assert flat(samples, capacity=32) == []
     # the same instants without means (results from before they were read) are judged as such
     bare = [
-        Sample(s.episodes, s.process, s.rss_mb, s.open_fds, s.live_episodes, 20) for s in samples
+        Sample(s.episodes, s.process, s.rss_mb, s.open_fds, s.live_episodes, s.asyncio_tasks)
+        for s in samples
     ]
     assert [g.split(":")[0] for g in flat(bare, capacity=32)] == [
         "env server RSS MB",
         "env server open fds",
+        "env server asyncio tasks besides episodes",
     ]
     # a leak lifts the mean (measured from the first stretch after warm-up: the second
     # sample's, 1,100 here, covers it); pages never closed show in the most live episodes read
@@ -181,6 +188,7 @@ def test_a_short_soak_of_real_processes_samples_each_and_is_flat(tmp_path: Path)
         assert s["peak_rss_mb"] >= s["mean_rss_mb"] >= 0 and s["peak_rss_mb"] >= s["rss_mb"]
         assert s["peak_open_fds"] >= s["mean_open_fds"] and s["peak_open_fds"] >= s["open_fds"]
         assert s["peak_live_episodes"] >= s["mean_live_episodes"] >= 0
+        assert s["mean_asyncio_tasks"] >= 1
     rollout = [s for s in samples if s["process"] == ROLLOUT]
     assert rollout[-1]["rss_mb"] > 500  # the tree: vLLM's engine core is counted too
     assert "| babyai | rollout server |" in out.stdout and "flat: every figure" in out.stdout

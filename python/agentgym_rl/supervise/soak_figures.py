@@ -47,6 +47,7 @@ class Sample:
     mean_rss_mb: float | None = None
     mean_open_fds: float | None = None
     mean_live_episodes: float | None = None
+    mean_asyncio_tasks: float | None = None
 
     @property
     def level_rss_mb(self) -> float:
@@ -56,6 +57,16 @@ class Sample:
     @property
     def level_open_fds(self) -> float:
         return self.open_fds if self.mean_open_fds is None else self.mean_open_fds
+
+    @property
+    def level_tasks(self) -> float:
+        """Asyncio tasks the flatness rule compares: the stretch's mean where read, else the
+        instant; for the rollout server less its live episodes (one task each)."""
+        if self.mean_asyncio_tasks is None or self.mean_live_episodes is None:
+            tasks, live = float(self.asyncio_tasks), float(self.live_episodes)
+        else:
+            tasks, live = self.mean_asyncio_tasks, self.mean_live_episodes
+        return tasks - live if self.process == ROLLOUT else tasks
 
     @property
     def high_live_episodes(self) -> int:
@@ -124,11 +135,10 @@ def flat(samples: list[Sample], capacity: int) -> list[str]:
         if len(mine) < 2:
             continue
         first, last = mine[0], mine[-1]
-        tasks = [s.asyncio_tasks - (s.live_episodes if process == ROLLOUT else 0) for s in mine]
         figures = [
             ("RSS MB", first.level_rss_mb, last.level_rss_mb, 0.0),
             ("open fds", first.level_open_fds, last.level_open_fds, 4),
-            ("asyncio tasks besides episodes", tasks[0], tasks[-1], 2),
+            ("asyncio tasks besides episodes", first.level_tasks, last.level_tasks, 2),
         ]
         for what, a, b, slack in figures:
             if b > a * (1 + GROWTH) + slack:
@@ -155,6 +165,7 @@ class Stretch:
     rss_mb: float = 0.0
     open_fds: int = 0
     live_episodes: int = 0
+    asyncio_tasks: int = 0
     peak: Reading | None = None
 
     def add(self, r: Reading) -> None:
@@ -162,6 +173,7 @@ class Stretch:
         self.rss_mb += r.rss_mb
         self.open_fds += r.open_fds
         self.live_episodes += r.live_episodes
+        self.asyncio_tasks += r.asyncio_tasks
         p = self.peak or r
         self.peak = Reading(
             max(p.rss_mb, r.rss_mb),
@@ -188,6 +200,7 @@ class Stretch:
             round(self.rss_mb / n, 1),
             round(self.open_fds / n, 1),
             round(self.live_episodes / n, 2),
+            round(self.asyncio_tasks / n, 2),
         )
 
 
@@ -203,7 +216,7 @@ def table(results: list[SoakResult]) -> str:
     read, the mean and highest of the readings since the sample before."""
     lines = [
         "| env | process | episodes | RSS MB: now, mean, peak | open fds: now, mean, peak "
-        "| live episodes: now, mean, peak | asyncio tasks |",
+        "| live episodes: now, mean, peak | asyncio tasks: now, mean |",
         "|---|---|---:|---:|---:|---:|---:|",
     ]
     for r in results:
@@ -212,11 +225,14 @@ def table(results: list[SoakResult]) -> str:
             fds = _figures(s.open_fds, s.mean_open_fds, s.peak_open_fds, ".0f")
             live = _figures(s.live_episodes, s.mean_live_episodes, s.peak_live_episodes, ".1f")
             head = f"| {r.env} | {s.process} | {s.episodes:,} "
-            lines.append(f"{head}| {rss} | {fds} | {live} | {s.asyncio_tasks} |")
+            tasks = _figures(s.asyncio_tasks, s.mean_asyncio_tasks, None, ".1f")
+            lines.append(f"{head}| {rss} | {fds} | {live} | {tasks} |")
     return "\n".join(lines)
 
 
 def _figures(now: float, mean: float | None, peak: float | None, fmt: str) -> str:
-    if mean is None or peak is None:
+    if mean is None:
         return f"{now:.0f}"
+    if peak is None:
+        return f"{now:.0f}, {mean:{fmt}}"
     return f"{now:.0f}, {mean:{fmt}}, {peak:.0f}"
