@@ -58,6 +58,10 @@ def run(args: argparse.Namespace) -> int:
         print("soak: --env-servers must be at least 1", file=sys.stderr)
         return 2
     wanted = args.envs or [e for e in DEFAULT_ENVS if not env_problems([e])]
+    if not wanted:  # nothing soaked must not read as a flat soak
+        why = "; ".join(p for e in DEFAULT_ENVS for p in env_problems([e]))
+        print(f"soak: no env can run here: {why}", file=sys.stderr)
+        return 2
     unknown = [e for e in wanted if e not in ENVS]
     problems = env_problems(wanted) if not unknown else [f"unknown env {e!r}" for e in unknown]
     if problems:

@@ -121,6 +121,18 @@ def _running(pid: int) -> bool:
         return False
 
 
+def test_a_soak_with_no_env_that_can_run_here_fails_and_says_why(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from agentgym_rl import cli
+    from agentgym_rl.supervise import preflight
+
+    monkeypatch.setattr(preflight, "env_problems", lambda names: [f"{names[0]}: missing"])
+    assert cli.main(["soak", "--episodes", "10", "--every", "5"]) == 2
+    err = capsys.readouterr().err
+    assert "no env can run here" in err and "babyai: missing" in err and "miniwob: missing" in err
+
+
 def test_a_killed_soak_takes_the_init_model_it_started_with_it(tmp_path: Path) -> None:
     argv = [sys.executable, "-m", "agentgym_rl.cli", "soak", "--env", "babyai"]
     soak = subprocess.Popen(
