@@ -57,9 +57,10 @@ def run(args: argparse.Namespace) -> int:
     if args.env_servers is not None and args.env_servers < 1:
         print("soak: --env-servers must be at least 1", file=sys.stderr)
         return 2
-    wanted = args.envs or [e for e in DEFAULT_ENVS if not env_problems([e])]
+    missing = {} if args.envs else {e: env_problems([e]) for e in DEFAULT_ENVS}
+    wanted = args.envs or [e for e, why in missing.items() if not why]
     if not wanted:  # nothing soaked must not read as a flat soak
-        why = "; ".join(p for e in DEFAULT_ENVS for p in env_problems([e]))
+        why = "; ".join(p for problems in missing.values() for p in problems)
         print(f"soak: no env can run here: {why}", file=sys.stderr)
         return 2
     unknown = [e for e in wanted if e not in ENVS]
