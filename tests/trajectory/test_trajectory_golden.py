@@ -1,5 +1,5 @@
 """The builder against transformers' apply_chat_template: committed golden fixtures for the
-ChatML, Llama-3, Llama-2, Mistral and newline-before-eos style templates, their expectations
+ChatML, Llama-3, Llama-2 (trimming and not), Mistral and newline-before-eos style templates, their expectations
 recomputed live, and a live comparison with Mistral's tekken tokenizer."""
 
 from __future__ import annotations
@@ -15,11 +15,15 @@ from agentgym_rl.trajectory import ChatTokenizer
 from conftest import TEMPLATES, load_golden, replay_case
 
 # Fixtures whose expectations come from transformers' rendered text (`expected_from_text`).
-TEXT_FIXTURES = ["llama2", "newline_eos", "mistral"]
+TEXT_FIXTURES = ["llama2", "llama2_raw", "newline_eos", "mistral"]
 # Built text and transformers' render around the first reply's end: the template's text before
 # `</s>` is never sampled, and the glue is what the template puts after `</s>`, once.
 SNIPPETS = {
     "llama2": ("turn left</s><s>[INST] You turn left.", "turn left </s><s>[INST] You turn left."),
+    "llama2_raw": (
+        "turn left</s><s>[INST] You turn left.",
+        "turn left </s><s>[INST] You turn left.",
+    ),
     "newline_eos": ("turn left</s>\n\n### User:\nYou", "turn left\n</s>\n\n### User:\nYou"),
     "mistral": ("turn left</s>[INST]You turn left.", "turn left</s>[INST]You turn left."),
 }
@@ -48,7 +52,7 @@ def test_golden_fixtures(name: str) -> None:
 
 def _source_cases(golden_lib: ModuleType) -> dict[str, dict[str, Any]]:
     """The fixture conversations by name, with their `_stop` marks (golden.json drops them)."""
-    cases = [*golden_lib.CASES, golden_lib.TOOLS_CASE, golden_lib.ACTION_CASE]
+    cases = [*golden_lib.CASES, golden_lib.TOOLS_CASE, *golden_lib.PRE_EOS_CASES]
     return {c["name"]: c for c in cases}
 
 

@@ -12,7 +12,6 @@ use std::sync::Arc;
 use agentgym_wire::TokenArrays;
 
 use crate::chat::ChatTokenizer;
-use crate::drift::{self, DriftReport, Gap};
 use crate::error::{Error, Result};
 use crate::prompt::Prompt;
 use crate::Message;
@@ -293,60 +292,6 @@ impl TrajectoryBuilder {
         Ok(Appended::Appended)
     }
 
-    /// The conversation these ids stand for: prefix, assistant turns with their decoded content
-    /// (stop token excluded), observations.
-    pub fn conversation(&self) -> Result<Vec<Message>> {
-        let mut messages = self.prompt.messages().to_vec();
-        for seg in &self.segments {
-            match seg {
-                Segment::Generated {
-                    start,
-                    end,
-                    stopped,
-                    ..
-                } => {
-                    let content_end = if *stopped { end - 1 } else { *end };
-                    let content = self
-                        .chat
-                        .decode(&self.arrays.input_ids[*start..content_end])?;
-                    messages.push(serde_json::json!({"role": "assistant", "content": content}));
-                }
-                Segment::Observation(obs) => messages.extend(obs.iter().cloned()),
-            }
-        }
-        Ok(messages)
-    }
-
-    /// Compare the decoded ids (plus the closing still owed after a final generated turn) with
-    /// one full render of [`Self::conversation`], allowing each stopped turn's `gap` to be absent
-    /// before its stop token.
-    pub fn check_drift(&self) -> Result<DriftReport> {
-        let messages = self.conversation()?;
-        let generation_prompt = self.expects_generation();
-        let tools = self.prompt.tools_value();
-        let expected = self.chat.render_values(
-            minijinja::Value::from_serialize(&messages),
-            tools,
-            generation_prompt,
-        )?;
-        let gaps: Vec<Gap<'_>> = self
-            .segments
-            .iter()
-            .filter_map(|seg| match seg {
-                Segment::Generated { end, gap, .. } if !gap.is_empty() => Some(Gap {
-                    at: end - 1,
-                    text: gap,
-                }),
-                _ => None,
-            })
-            .collect();
-        let owed = match self.segments.last() {
-            Some(Segment::Generated { tail, .. }) => tail.as_str(),
-            _ => "",
-        };
-        drift::check(&self.chat, &expected, &self.arrays.input_ids, &gaps, owed)
-    }
-
     /// Finish: run the drift check (when configured) and hand over the arrays.
     pub fn finish(self) -> Result<Trajectory> {
         let drift = if self.config.check_drift {
@@ -375,6 +320,9 @@ impl TrajectoryBuilder {
         })
     }
 }
+
+#[path = "builder_drift.rs"]
+mod drift_check;
 
 #[cfg(test)]
 #[path = "builder_tests.rs"]

@@ -216,7 +216,16 @@ fn llama2_episode(
     replies: &[&str],
     config: BuilderConfig,
 ) -> (Arc<ChatTokenizer>, TrajectoryBuilder) {
-    let chat = Arc::new(ChatTokenizer::from_dir(fixture("llama2")).unwrap());
+    llama2_shaped_episode("llama2", replies, config)
+}
+
+/// The same on a fixture of the Llama 2 shape: `llama2` trims a reply, `llama2_raw` does not.
+fn llama2_shaped_episode(
+    name: &str,
+    replies: &[&str],
+    config: BuilderConfig,
+) -> (Arc<ChatTokenizer>, TrajectoryBuilder) {
+    let chat = Arc::new(ChatTokenizer::from_dir(fixture(name)).unwrap());
     let msgs = vec![json!({"role": "user", "content": "You are in a maze."})];
     let mut b = TrajectoryBuilder::from_messages(chat.clone(), msgs, None, config).unwrap();
     for (i, reply) in replies.iter().enumerate() {
@@ -272,6 +281,41 @@ fn llama2_space_before_eos_is_the_only_difference_allowed() {
         assert!(matches!(b.finish(), Err(Error::Drift { .. })));
         assert_eq!(chat.drift_count(), 1);
     }
+}
+
+#[test]
+fn untrimmed_llama2_spaces_sampled_by_the_model_are_the_templates() {
+    let strict = BuilderConfig {
+        strict: true,
+        ..BuilderConfig::default()
+    };
+    // `' ' + content + ' ' + eos`, no trim: the model samples the template's spaces (both turns),
+    // or the leading one only (the gap before `</s>` is then the template's), or mixes them
+    for replies in [
+        [" Action: turn left ", " Action: go on "],
+        [" Action: turn left", " Action: go on"],
+        [" Action: turn left ", " Action: go on"],
+        [" Action: turn left", " Action: go on "],
+    ] {
+        let (chat, b) = llama2_shaped_episode("llama2_raw", &replies, strict.clone());
+        assert_eq!(b.prompt.opening(), " ");
+        // the sampled text as content renders the spaces doubled ...
+        let render = chat
+            .render(&b.conversation().unwrap(), None, false)
+            .unwrap();
+        assert!(render.contains("[/INST]  Action: turn left"), "{render}");
+        // ... yet the ids are the template's render of the reply without them
+        assert!(b.check_drift().unwrap().is_clean(), "{replies:?}");
+        assert!(!b.finish().unwrap().drift);
+        assert_eq!(chat.drift_count(), 0);
+    }
+    // a reply whose text the template would render otherwise is still drift: here the model
+    // wrote no leading space, which the template writes before any content
+    let (chat, b) = llama2_shaped_episode("llama2_raw", &["Action: turn left"], strict);
+    let report = b.check_drift().unwrap();
+    assert!(!report.is_clean());
+    assert!(matches!(b.finish(), Err(Error::Drift { .. })));
+    assert_eq!(chat.drift_count(), 1);
 }
 
 #[test]

@@ -8,14 +8,22 @@
 //! are the decoded generated ids (stop token excluded). Text, not ids, because the engine's ids
 //! need not be the canonical encoding of their text.
 //!
+//! A turn is clean when some content reproduces its sampled ids exactly through the template:
+//! first the sampled text as it is, then that text less what the template itself writes around
+//! a reply (its opening, Llama 2's leading `' '`, and the gap below). A template that writes
+//! `' ' + content + ' ' + eos` without trimming renders a model's own sampled spaces doubled
+//! when given the sampled text as content, yet the ids are exactly its render of the reply
+//! without them; the builder tries both (`TrajectoryBuilder::check_drift`).
+//!
 //! One difference is allowed. A template may write text between a reply and its end token:
 //! Llama 2 renders `' ' + content.strip() + ' ' + eos_token`. The model stops at the end token and
 //! never samples that text (the gap), so a well-behaved turn's ids read `turn left</s>` where the
 //! render reads `turn left </s>`. Right before the special stop token that ends a turn, the check
 //! takes the gap as the template's and compares as if it were there; with the gap present (the
 //! model wrote the space itself) the texts match as they are. Anything else is drift: a reply the
-//! template trims (`turn left  ` renders as `turn left `), text changed anywhere else, a plain-text
-//! stop (then no gap is allowed, since the model never wrote the end token).
+//! template changes (a trimming template given `turn left  ` renders `turn left `, whichever
+//! content is tried), text changed anywhere else, a plain-text stop (then no gap is allowed,
+//! since the model never wrote the end token).
 
 use crate::chat::ChatTokenizer;
 use crate::error::Result;

@@ -6,7 +6,8 @@
 //! is, and it is what the template would emit after *any* assistant turn, provided the template
 //! is append-only. The base render also tells where the assistant closing lies: the text after
 //! the placeholder content (`<|im_end|>\n` for ChatML, `' </s>'` for Llama 2, whose space comes
-//! before the end token). A `Prompt` is immutable and can be shared by all samples of a GRPO
+//! before the end token), and the opening: the text between the generation prompt and the
+//! content (Llama 2's `' '`; empty for ChatML, whose generation prompt ends the header). A `Prompt` is immutable and can be shared by all samples of a GRPO
 //! group.
 use minijinja::Value;
 
@@ -26,6 +27,7 @@ pub struct Prompt {
     tools_value: Option<Value>,
     base_values: Vec<Value>,
     base_text: String,
+    opening: String,
     closing: String,
     ids: Vec<u32>,
 }
@@ -38,11 +40,9 @@ impl Prompt {
         tools: Option<Message>,
     ) -> Result<Self> {
         let tools_value = tools.as_ref().map(Value::from_serialize);
-        let ids = chat.encode(&chat.render_values(
-            Value::from_serialize(&messages),
-            tools_value.as_ref(),
-            true,
-        )?)?;
+        let text =
+            chat.render_values(Value::from_serialize(&messages), tools_value.as_ref(), true)?;
+        let ids = chat.encode(&text)?;
         let mut base_values: Vec<Value> = messages.iter().map(Value::from_serialize).collect();
         base_values.push(Value::from_serialize(serde_json::json!({
             "role": "assistant",
@@ -57,12 +57,19 @@ impl Prompt {
             .rfind(PLACEHOLDER)
             .ok_or(Error::PlaceholderNotFound)?;
         let closing = base_text[at + PLACEHOLDER.len()..].to_string();
+        // A template whose generation prompt is not where the base render's turn starts (one
+        // that opens a `<think>` block, say) has no opening we can tell: none is assumed.
+        let opening = base_text[..at]
+            .strip_prefix(text.as_str())
+            .unwrap_or_default()
+            .to_string();
         Ok(Prompt {
             messages,
             tools,
             tools_value,
             base_values,
             base_text,
+            opening,
             closing,
             ids,
         })
@@ -84,6 +91,12 @@ impl Prompt {
 
     pub(crate) fn tools_value(&self) -> Option<&Value> {
         self.tools_value.as_ref()
+    }
+
+    /// What the template writes between the generation prompt and an assistant turn's content
+    /// (Llama 2's `' '`); empty for most templates.
+    pub fn opening(&self) -> &str {
+        &self.opening
     }
 
     /// What the template writes after an assistant turn's content (e.g. `<|im_end|>\n`).

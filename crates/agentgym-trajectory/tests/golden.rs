@@ -147,6 +147,21 @@ fn llama2_space_before_eos_matches_transformers() {
 }
 
 #[test]
+fn untrimmed_llama2_spaces_match_transformers_either_way_a_model_samples_them() {
+    // `' ' + content + ' ' + eos`: every case twice, the engine stopping before the template's
+    // space and sampling it (`*_sampling_pre_eos`); no drift either way
+    let (_, golden) = load("llama2_raw");
+    let names: Vec<&str> = golden["cases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert!(names.iter().any(|n| n.ends_with("_sampling_pre_eos")));
+    check_template("llama2_raw");
+}
+
+#[test]
 fn newline_before_eos_matches_transformers() {
     check_template("newline_eos");
 }
