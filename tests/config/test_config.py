@@ -101,6 +101,25 @@ def test_minimal_config_gets_recipe_defaults() -> None:
     assert config.env_servers("babyai").dialect == "agentgym"
 
 
+def test_an_envs_http_dialect_is_its_servers_unless_stated() -> None:
+    # every client of ours that reaches a web env server over HTTP speaks its dialect
+    names = ["babyai", "searchqa", "webarena", "miniwob", "sciworld"]
+    listed = ", ".join(
+        f"{{env: {e}, addresses: ['http://h:{9000 + i}']}}" for i, e in enumerate(names)
+    )
+    config = load_rollout_config(None, [*MINIMAL, f"envs=[{listed}]"])
+    dialects = {e.env: e.dialect for e in config.envs}
+    assert dialects == {
+        "babyai": "agentgym",
+        "searchqa": "searchqa",
+        "webarena": "webarena",
+        "miniwob": "webarena",
+        "sciworld": "agentgym",
+    }
+    stated = load_rollout_config(None, [*MINIMAL, "envs.0.dialect=searchqa"])
+    assert stated.env_servers("babyai").dialect == "searchqa"
+
+
 def test_overrides_apply_in_order_with_yaml_values() -> None:
     config = load_rollout_config(
         ROOT / "configs" / "rollout" / "babyai_tiny.yaml",

@@ -38,11 +38,22 @@ def server() -> Iterator[ServerProc]:
 
 
 def _call(server: ServerProc, protocol: str) -> Callable[..., dict[str, Any]]:
+    """`call(op, id=..., data_idx=..., action=...)` in the native op/field names; over HTTP in
+    the web envs' dialect (AgentGym's WebArena one: `env_idx`, `idx`, `terminated`)."""
+
     def call(op: str, **fields: Any) -> dict[str, Any]:
-        if protocol == "http":
-            return dict(server.post(f"/{op}", fields))
-        reply = server.zmq({"op": op, **fields})
-        return reply if reply.get("ok") else {"error": reply["error"]}
+        if protocol == "zmq":
+            reply = server.zmq({"op": op, **fields})
+            return reply if reply.get("ok") else {"error": reply["error"]}
+        body = {"env_idx": fields.pop("id")} if "id" in fields else {}
+        if "data_idx" in fields:
+            body |= {"seed": 0, "idx": fields.pop("data_idx")}
+        reply = dict(server.post(f"/{op}", {**body, **fields}))
+        if "env_idx" in reply:
+            reply["id"] = reply["env_idx"]
+        if "terminated" in reply:
+            reply["done"] = reply["terminated"]
+        return reply
 
     return call
 
@@ -106,6 +117,7 @@ def test_known_good_sequences_solve_tasks(server: ServerProc, protocol: str, tas
         step = call("step", id=eid, action=action)
         assert "error" not in step, step
         assert step["invalid"] is False and step["done"] is (i == len(actions) - 1), step
+    # paid when the episode ends, over both wires (HTTP pays nothing before)
     assert step["score"] == pytest.approx(score, abs=1e-3) and step["reward"] == step["score"]
     assert step["observation"].startswith("NOTE: the episode is over; MiniWoB reward ")
     assert "error" in call("step", id=eid, action=actions[-1])  # done: refused

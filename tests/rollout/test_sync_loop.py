@@ -6,18 +6,22 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
+import pytest
 from harness import FAST_SENDER, receive_groups
 
 from agentgym_rl import _core
+from agentgym_rl.config.rollout import http_dialect
 from agentgym_rl.episode.agent import AgentLoop
 from agentgym_rl.episode.dataset import Task, TaskSource
+from agentgym_rl.episode.turn import EnvStepError
 from agentgym_rl.episode.types import EnvSpec, EpisodePlan
 from agentgym_rl.rollout.schedule import TurnSchedule
 from agentgym_rl.rollout.sink import LearnerStream
-from agentgym_rl.rollout.sync_loop import SyncLoop
+from agentgym_rl.rollout.sync_loop import HttpEnvClient, SyncLoop
 from agentgym_rl.trajectory import ChatTokenizer
 from agentgym_rl.wire.ledger import GroupLedger
 from env_servers import EnvServerProc
@@ -188,3 +192,35 @@ def test_on_policy_waits_for_the_next_weights(
         for g in groups:
             for s in g.samples:
                 assert s.dispatch_version == version and set(s.versions.tolist()) == {version}
+
+
+@pytest.mark.parametrize(
+    ("env", "action"),
+    [
+        ("babyai", "turn left"),
+        ("searchqa", "<search>capital</search>"),
+        ("sciworld", "look around"),
+        ("webarena", "scroll [down]"),
+    ],
+)
+def test_the_sync_client_speaks_each_env_servers_dialect(env: str, action: str) -> None:
+    """The reference-style client of the sync loop against our real servers, in the dialect
+    `http_dialect` names: an episode starts, steps and closes; SciWorld's first observation
+    carries its task as the pool's does."""
+    needs = {"sciworld": "java", "webarena": "chromium"}.get(env)
+    if needs is not None and shutil.which(needs) is None:
+        pytest.skip(f"{needs} is not installed")
+    server = EnvServerProc(env).start(deadline_s=60)
+    try:
+        client = HttpEnvClient(server.http, http_dialect(env))
+        first = client.reset(0)
+        assert isinstance(first, str) and first
+        if env == "sciworld":
+            assert first.startswith("Your task is")
+        out = client.step(action)
+        assert out.observation and not out.done
+        client.close()
+        with pytest.raises(EnvStepError):  # closed: refused, and said so
+            client.step(action)
+    finally:
+        server.stop()

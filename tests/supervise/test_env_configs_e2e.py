@@ -1,8 +1,10 @@
 """The shipped small CPU configs of the science, search and web envs, end to end through `train`:
 the policy created by `init-model` from the env's own text, a real env server (SciWorld: its
 simulator JVMs; SearchQA: BM25 over the generated knowledge base; WebArena and MiniWoB: Chromium
-and the served pages), one rollout server (vLLM) and the learner, for 2 steps. Learning is not asserted (the policies are tiny and barely warmed up):
-steps complete, groups are used, nothing fails in the env, held-out records are written."""
+and the served pages), one rollout server (vLLM) and the learner, for 2 steps; WebArena's env
+server is reached over HTTP (its AgentGym WebArena dialect), the others over ZeroMQ. Learning is
+not asserted (the policies are tiny and barely warmed up): steps complete, groups are used,
+nothing fails in the env, held-out records are written."""
 
 from __future__ import annotations
 
@@ -30,6 +32,7 @@ def test_tiny_env_config_trains_end_to_end(env: str, tmp_path: Path) -> None:
             f"run_dir={run}",
             f"model={tmp_path / 'model'}",
             "init_model.warmup_steps=10",  # the format barely matters here; CI time does
+            *(["env_servers.0.transport=http"] if env == "webarena" else []),
         ],
         capture_output=True,
         text=True,

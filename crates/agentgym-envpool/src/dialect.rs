@@ -62,8 +62,8 @@ pub(crate) fn request(dialect: Dialect, op: &Op) -> HttpRequest {
 pub(crate) fn health_paths(dialect: Dialect) -> &'static [&'static str] {
     match dialect {
         // Our servers: `/health` (live episodes, uptime); AgentGym's own: only `/`.
-        Dialect::AgentGym => &["/health", "/"],
-        Dialect::SearchQa | Dialect::WebArena => &["/"],
+        Dialect::AgentGym | Dialect::WebArena => &["/health", "/"],
+        Dialect::SearchQa => &["/"],
     }
 }
 
@@ -71,8 +71,10 @@ pub(crate) fn health_paths(dialect: Dialect) -> &'static [&'static str] {
 pub(crate) fn decode(dialect: Dialect, op: &Op, body: &[u8]) -> Result<Reply, DecodeError> {
     let value: Value = match serde_json::from_slice(body) {
         Ok(value) => value,
-        // A 200 to a health probe is an answer whatever its body (WebArena: plain text `ok`).
+        // A 200 to a health probe or a close is an answer whatever its body (AgentGym's WebArena
+        // server answers them with the plain text `ok` and `closed`).
         Err(_) if *op == Op::Health => return Ok(Reply::Health(Health::default())),
+        Err(_) if matches!(op, Op::Close { .. }) => return Ok(Reply::Closed),
         Err(e) => {
             return Err(DecodeError::Malformed(format!(
                 "not JSON ({e}): {}",

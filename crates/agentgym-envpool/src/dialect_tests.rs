@@ -36,7 +36,7 @@ fn requests_use_the_dialect_field_names() {
     assert_eq!(obs.path, "/observation?env_idx=5");
     assert!(obs.body.is_none());
     assert_eq!(request(Dialect::AgentGym, &Op::Health).path, "/health");
-    assert_eq!(request(Dialect::WebArena, &Op::Health).path, "/");
+    assert_eq!(request(Dialect::WebArena, &Op::Health).path, "/health");
 }
 
 #[test]
@@ -243,8 +243,9 @@ mod reference_3ef9235 {
     fn health_falls_back_to_root_which_every_server_answers() {
         assert_eq!(health_paths(Dialect::AgentGym), ["/health", "/"]);
         assert_eq!(health_paths(Dialect::SearchQa), ["/"]);
-        assert_eq!(health_paths(Dialect::WebArena), ["/"]);
-        // FastAPI's `GET /`: a JSON string; WebArena's Quart: the plain text `ok`.
+        // ours answer `/health` in the WebArena dialect too; AgentGym's WebArena server only `/`
+        assert_eq!(health_paths(Dialect::WebArena), ["/health", "/"]);
+        // FastAPI's `GET /`: a JSON string; WebArena's Flask: the plain text `ok`.
         for (dialect, raw) in [
             (Dialect::AgentGym, &br#""This is environment BabyAI.""#[..]),
             (Dialect::AgentGym, br#""This is environment ScienceWorld.""#),
@@ -257,6 +258,25 @@ mod reference_3ef9235 {
                 "{raw:?}"
             );
         }
+    }
+
+    #[test]
+    fn a_close_is_acknowledged_whatever_its_body() {
+        // AgentGym's WebArena server answers `/close` with the plain text `closed`
+        let close = Op::Close { id: 3 };
+        for raw in [&b"closed"[..], b"true", br#"{"id": 3, "closed": true}"#] {
+            assert_eq!(decode(Dialect::WebArena, &close, raw), Ok(Reply::Closed));
+        }
+        // a refusal is still one
+        let refused = decode(
+            Dialect::WebArena,
+            &close,
+            br#"{"error": "unknown env_idx 3"}"#,
+        );
+        assert!(
+            matches!(refused, Err(DecodeError::Refused { .. })),
+            "{refused:?}"
+        );
     }
 
     #[test]

@@ -6,8 +6,11 @@ unchanged: request bodies are JSON objects, every refused request is HTTP 200 wi
 `http_dialect`: "agentgym" (BabyAI, TextCraft: `id`/`data_idx`, object replies), "sciworld"
 (the same, plus AgentGym's SciWorld `/reset` fields) and "searchqa" (AgentGym's SearchQA
 server: `env_idx`, `/create {"id": item}` answered by a bare int, `/reset` by the bare prompt,
-`/close` by true/false); all translate to the same table ops, and all keep `/health`, `/info`
-and `GET /`. See PROTOCOL.md for the schemas.
+`/close` by true/false) and "webarena" (AgentGym's WebArena server, for `webarena` and
+`miniwob`: `env_idx`, `/create` answered by `{"env_idx"}`, `/reset {"env_idx", "seed", "idx"}`,
+`/step` answered with `terminated`/`truncated` and the reward paid when the episode ends); all
+translate to the same table ops, and all keep `/health`, `/info` and `GET /`. See PROTOCOL.md for
+the schemas.
 """
 
 from __future__ import annotations
@@ -122,10 +125,40 @@ def sciworld_dispatch(table: EpisodeTable, op: str, fields: dict[str, Any]) -> A
     return {**result, **table.episode(int_field(fields, "id")).reference_reset_fields()}  # type: ignore[attr-defined]
 
 
+def webarena_dispatch(table: EpisodeTable, op: str, fields: dict[str, Any]) -> Any:
+    """AgentGym's WebArena server: ids travel as `env_idx`; `/reset` names the task `idx` (and a
+    `seed`, unused) and answers `{"observation"}` alone; `/step` takes the model's whole reply
+    (the env reads the fenced command in it) and answers `{observation, reward, terminated,
+    truncated, info}`, where `reward` is 0 until the step that ends the episode, which pays the
+    final score (that server's evaluator runs only then); `score` and `invalid` ride along.
+    `GET /observation` answers the text."""
+    if op == "create":
+        return {"env_idx": int(table.create()["id"])}
+    if op in ("health", "info"):
+        return dispatch(table, op, fields)
+    eid = int_field(fields, "env_idx")
+    if op == "reset":
+        return {"observation": table.reset(eid, int_field(fields, "idx"))["observation"]}
+    if op == "step":
+        out = table.step(eid, str_field(fields, "action"))
+        done = bool(out["done"])
+        return {
+            "observation": out["observation"],
+            "reward": out["score"] if done else 0.0,
+            "terminated": done,
+            "truncated": False,
+            "info": None,
+            "score": out["score"],
+            "invalid": out["invalid"],
+        }
+    return dispatch(table, op, {"id": eid})
+
+
 DIALECTS: dict[str, Callable[[EpisodeTable, str, dict[str, Any]], Any]] = {
     "agentgym": dispatch,
     "searchqa": searchqa_dispatch,
     "sciworld": sciworld_dispatch,
+    "webarena": webarena_dispatch,
 }
 
 

@@ -1,6 +1,8 @@
 """The web env's actions, in WebArena's command syntax, and the browser state they act on.
 
-`parse(text)` reads exactly one command (the rollout side sends the bare command):
+`parse(text)` reads exactly one command: the bare command (what the rollout side sends), or the
+first block fenced in ``` of a whole reply (what AgentGym's WebArena client sends, its prompt
+asking for "... the next action I will perform is ```click [1234]```"):
 `click [id]`, `hover [id]`, `type [id] [text] [0|1]` (1, the default, presses Enter after),
 `press [keys]` (Playwright key names: `Enter`, `Control+a`, ...), `scroll [up|down]`,
 `goto [url]`, `new_tab`, `go_back`, `go_forward`, `tab_focus [n]`, `close_tab`,
@@ -61,8 +63,12 @@ class Command:
     text: str  # the command as given (stripped)
 
 
+_FENCED = re.compile(r"```(.*?)```", re.DOTALL)
+
+
 def parse(text: str) -> Command:
-    line = text.strip()
+    fenced = _FENCED.search(text)
+    line = (fenced.group(1) if fenced else text).strip()
     name = line.split(" ", 1)[0] if line else ""
     pattern = _PATTERNS.get(name)
     if pattern is None:

@@ -7,7 +7,8 @@ WebArena's observation (`observation.py`, layout documented there) and actions (
 
 Episode: `reset(data_idx)` leases a context, lets the task set prepare it, opens the task's
 `start_url`, lets the task set start it, and returns the first observation. `step(command)`
-parses the command (an unknown command or id: an observation with a `NOTE:` saying so,
+parses the command (from the first block fenced in ``` when a whole reply is sent, as AgentGym's
+WebArena server reads it; an unknown command or id: an observation with a `NOTE:` saying so,
 `invalid=True`, nothing else changes), executes it, then asks `taskset.judge`; `stop [answer]`
 ends the episode with the judge's final verdict, as does the judge saying done or the
 `max_steps`-th action. `score` is the verdict's score, `reward` its change this step. When the
@@ -218,6 +219,9 @@ class WebEnvironment(Environment):
     """The browser core over one task set (see the module docs)."""
 
     blocking: ClassVar[bool] = True  # Playwright's sync API lives on the env's worker thread
+    # AgentGym's WebArena server's HTTP shape (server/http.py), for miniwob too: one web env class,
+    # one wire, so AgentGym's WebArena client drives either
+    http_dialect: ClassVar[str] = "webarena"
 
     def __init__(self, taskset_factory: Any, options: dict[str, str]) -> None:
         opts = dict(options)

@@ -12,7 +12,7 @@ import enum
 import itertools
 import re
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -34,6 +34,24 @@ class ActionFormat(str, enum.Enum):
     WEBARENA = "webarena"
     """A WebArena command (`click [id]`, `type [id] [text] [0|1]`, `stop [answer]`, ...),
     preferably inside a ``` fence."""
+
+
+HttpDialect = Literal["agentgym", "searchqa", "webarena"]
+"""The AgentGym HTTP variants the env pool speaks (the envpool crate's `Dialect`)."""
+
+HTTP_DIALECTS: dict[str, HttpDialect] = {
+    "searchqa": "searchqa",
+    "webarena": "webarena",
+    "miniwob": "webarena",
+}
+"""Envs whose servers, ours and AgentGym's alike, speak a variant other than the common
+`id`/`data_idx` one (the envs' `server/PROTOCOL.md`). Every client of ours that reaches an env
+server over HTTP takes its dialect from here."""
+
+
+def http_dialect(env: str) -> HttpDialect:
+    """The HTTP dialect of `env`'s servers."""
+    return HTTP_DIALECTS.get(env, "agentgym")
 
 
 def check_zmq_endpoint(value: str) -> str:
@@ -83,8 +101,9 @@ class EnvServersConfig(ConfigModel):
     """Environment name (the `item_id` prefix of its tasks, e.g. `babyai`)."""
     addresses: list[str] = Field(min_length=1)
     """`http://HOST:PORT` (AgentGym HTTP protocol) or `tcp://HOST:PORT` (native ZeroMQ)."""
-    dialect: Literal["agentgym", "searchqa", "webarena"] = "agentgym"
-    """HTTP dialect of the servers (ignored for tcp:// addresses)."""
+    dialect: HttpDialect = "agentgym"
+    """HTTP dialect of the servers (ignored for tcp:// addresses). Left out: the env's own
+    (`http_dialect`: `webarena` for the web envs, `searchqa` for Deep Search)."""
     max_inflight: int = Field(default=64, ge=1)
     """Concurrent requests per server."""
     action_format: ActionFormat = ActionFormat.REACT
@@ -95,6 +114,17 @@ class EnvServersConfig(ConfigModel):
     """Training reward of a failed episode: `-invalid_penalty x` its share of invalid turns
     (no action in the text, or an action the env refused) instead of the env's score. Successes
     keep their score, so success is still `reward > 0`; held-out evaluation reports raw scores."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def dialect_of_the_env(cls, data: Any) -> Any:
+        if (
+            isinstance(data, dict)
+            and data.get("dialect") is None
+            and isinstance(data.get("env"), str)
+        ):
+            return {**data, "dialect": http_dialect(data["env"])}
+        return data
 
     @field_validator("addresses")
     @classmethod

@@ -23,7 +23,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from agentgym_rl import _core
-from agentgym_rl.config.rollout import EngineConfig
+from agentgym_rl.config.rollout import EngineConfig, http_dialect
 from agentgym_rl.config.startup import context_misfit, turn_misfit
 from agentgym_rl.episode.actions import env_format
 from agentgym_rl.episode.dataset import DatasetError, Task, load_split
@@ -31,9 +31,6 @@ from agentgym_rl.episode.scoring import EvalRecord, EvalReport, summarize
 from agentgym_rl.episode.types import Engine, EnvSpec
 from agentgym_rl.evaluation.runner import EvalError, EvalSettings, Policy, run_episodes
 from agentgym_rl.evaluation.servers import LocalEnvServers
-
-# Envs whose servers speak another HTTP dialect.
-DIALECTS = {"searchqa": "searchqa", "webarena": "webarena"}
 
 
 @dataclass
@@ -133,7 +130,7 @@ def env_specs(envs: list[str], system_prompt: str | None = None) -> dict[str, En
 
 def env_pool(addresses: dict[str, list[str]]) -> _core.EnvPool:
     servers = [
-        _core.EnvServer(env, a, dialect=DIALECTS.get(env, "agentgym"))
+        _core.EnvServer(env, a, dialect=http_dialect(env))
         for env, addrs in addresses.items()
         for a in addrs
     ]

@@ -275,6 +275,7 @@ def sync_loop(
         trajectory_buffer(config, int(engine.version)),
         addresses={e.env: e.addresses for e in config.envs},
         envs=env_specs(config),
+        dialects={e.env: e.dialect for e in config.envs},
         max_model_len=context_length(config, engine),
         max_tokens_per_turn=config.engine.max_tokens_per_turn,
         version_source=lambda: engine.version,
