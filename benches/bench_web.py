@@ -100,23 +100,24 @@ def run_level(port: int, pid: int, n: int, seconds: float) -> dict[str, float]:
 
     def episode(i: int) -> None:
         with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=120) as http:
-            eid = http.post("/create").json()["id"]
+            # the web envs' HTTP dialect: AgentGym's WebArena one (env_idx, idx, terminated)
+            eid = http.post("/create").json()["env_idx"]
             task = i
-            http.post("/reset", json={"id": eid, "data_idx": task})
+            http.post("/reset", json={"env_idx": eid, "seed": 0, "idx": task})
             ready.wait()
             mine: list[float] = []
             ends: list[float] = []
             k = 0
             while not stop.is_set():
                 t0 = time.perf_counter()
-                step = http.post("/step", json={"id": eid, "action": ACTIONS[k % 2]}).json()
+                step = http.post("/step", json={"env_idx": eid, "action": ACTIONS[k % 2]}).json()
                 ends.append(time.perf_counter())
                 mine.append(ends[-1] - t0)
                 k += 1
-                if k % STEPS_PER_RESET == 0 or step.get("done") or "error" in step:
+                if k % STEPS_PER_RESET == 0 or step.get("terminated") or "error" in step:
                     task += TASK_SPREAD
-                    http.post("/reset", json={"id": eid, "data_idx": task % 58_000})
-            http.post("/close", json={"id": eid})
+                    http.post("/reset", json={"env_idx": eid, "seed": 0, "idx": task % 58_000})
+            http.post("/close", json={"env_idx": eid})
         with lock:
             latencies.extend(mine)
             finished.extend(ends)
