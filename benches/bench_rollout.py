@@ -386,7 +386,7 @@ def print_table(rows: list[tuple[float, dict[str, Any], dict[str, Any]]]) -> Non
 
 
 async def main_async(args: argparse.Namespace) -> int:
-    from agentgym_rl.rollout.engine import EngineOptions, VllmEngine
+    from agentgym_rl.inference.engine import EngineOptions, VllmEngine
 
     t_start = time.perf_counter()
     print(f"load average at start: {os.getloadavg()[0]:.2f} (1 min)", flush=True)

@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import socket
 from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
 
 import pytest
 
 from agentgym_rl.trajectory import ChatTokenizer
 from env_servers import EnvServerProc
 from scripted_engine import CHATML
+
+if TYPE_CHECKING:
+    from vllm_fixtures import EngineHandle
 
 
 @pytest.fixture
@@ -54,3 +58,15 @@ def noop_server() -> Iterator[EnvServerProc]:
 def chat() -> ChatTokenizer:
     """The ChatML fixture tokenizer (the scripted engine's)."""
     return ChatTokenizer.from_dir(CHATML)
+
+
+@pytest.fixture(scope="session")
+def vllm_engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EngineHandle]:
+    """The session's one vLLM engine over a tiny Qwen2 made here (`vllm_fixtures`), started by
+    the first test that asks for it and shut down, with its engine-core and worker processes,
+    when the session ends."""
+    import vllm_fixtures  # torch and vLLM only for the sessions that use an engine
+
+    handle = vllm_fixtures.start(tmp_path_factory)
+    yield handle
+    handle.close()

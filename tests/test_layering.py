@@ -3,8 +3,7 @@
 Every module under python/agentgym_rl is parsed with `ast`; each `agentgym_rl.*` import it makes
 (at the top, inside a function or under TYPE_CHECKING alike) must be allowed by `LAYERS` for
 the unit it lives in (a subpackage, or a top-level module). An entry is a unit (`episode`) or
-one module of a unit (`rollout.engine`: evaluation may start a vLLM engine, nothing else of the
-rollout server). Command modules (`COMMANDS`: the `agentgym-rl` subcommands) may import any
+one module of a unit (`unit.module`), for a narrow exception; there are none today. Command modules (`COMMANDS`: the `agentgym-rl` subcommands) may import any
 library unit; no library unit imports a command. A new unit must be placed in the table.
 """
 
@@ -28,17 +27,19 @@ LAYERS: dict[str, set[str]] = {
     "wire": {"_core"},
     "weights": {"_core", "auth", "config"},
     "episode": {"_core", "config", "env_discovery", "trajectory", "wire"},
+    "inference": {"config", "episode"},
     "rollout": {
         "_core",
         "auth",
         "config",
         "env_discovery",
         "episode",
+        "inference",
         "trajectory",
         "weights",
         "wire",
     },
-    "evaluation": {"_core", "config", "episode", "trajectory", "wire", "rollout.engine"},
+    "evaluation": {"_core", "config", "episode", "inference", "trajectory", "wire"},
     "learner": {"_core", "auth", "config", "weights", "wire"},
     "model": {"_core", "config", "env_discovery", "episode", "trajectory"},
     "report": {"_core", "config", "wire"},
@@ -92,7 +93,7 @@ def imported(tree: ast.AST, module: str, is_package: bool) -> Iterator[tuple[int
 
 
 def target_units(dotted: str) -> tuple[str, str]:
-    """`agentgym_rl.rollout.engine.X` -> (`rollout`, `rollout.engine`)."""
+    """`agentgym_rl.inference.engine.X` -> (`inference`, `inference.engine`)."""
     parts = dotted.split(".")[1:]
     unit = parts[0] if parts else "__init__"
     return unit, ".".join(parts[:2])
@@ -164,7 +165,7 @@ def test_a_violation_names_the_file_and_the_import(file: str, source: str, expec
 def test_allowed_imports_pass() -> None:
     allowed = (
         "from agentgym_rl import _core\n"
-        "from agentgym_rl.rollout.engine import VllmEngine\n"
+        "from agentgym_rl.inference.engine import VllmEngine\n"
         "from agentgym_rl.episode.agent import AgentLoop\n"
         "from . import runner\n"
     )

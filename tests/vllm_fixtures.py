@@ -1,10 +1,7 @@
-"""One tiny model and ONE vLLM engine for the whole test session (engine start costs ~30 s).
-
-The conftests of tests/rollout and tests/weights both expose `vllm_engine`; they share the
-process-wide `EngineHandle` created on first use here (two session fixtures in sibling
-directories would otherwise start two engines). The engine lives on its own event loop in a
-background thread, so sync tests drive it with `handle.run(coro)`. The last fixture teardown
-shuts the engine (and its spawned engine-core and worker processes) down.
+"""One tiny model and ONE vLLM engine for the whole test session (engine start costs ~30 s),
+behind the `vllm_engine` fixture of tests/conftest.py. The engine lives on its own event loop in
+a background thread, so sync tests drive it with `handle.run(coro)`; `close()` shuts it (and its
+spawned engine-core and worker processes) down.
 """
 
 from __future__ import annotations
@@ -40,7 +37,7 @@ class EngineHandle:
     def __init__(self, model_dir: Path) -> None:
         from safetensors.torch import load_file
 
-        from agentgym_rl.rollout.engine import EngineOptions, VllmEngine
+        from agentgym_rl.inference.engine import EngineOptions, VllmEngine
 
         self.model_dir = model_dir
         self.loop = asyncio.new_event_loop()
@@ -51,7 +48,6 @@ class EngineHandle:
         )
         self.engine: VllmEngine = self.run(VllmEngine.start(model_dir, opts), timeout=300)
         self.weights: dict[str, torch.Tensor] = load_file(str(model_dir / "model.safetensors"))
-        self.users = 0
         self._reference: Any = None
         self._reference_version = -1
 
@@ -96,31 +92,10 @@ class EngineHandle:
         self._thread.join(timeout=10)
 
 
-_HANDLE: EngineHandle | None = None
-_LOCK = threading.Lock()
+def start(tmp_path_factory: pytest.TempPathFactory) -> EngineHandle:
+    """A tiny model made here and an engine over it."""
+    from agentgym_rl.model import create_tiny_model
 
-
-def acquire(tmp_path_factory: pytest.TempPathFactory) -> EngineHandle:
-    """The session's engine handle (created on first call)."""
-    global _HANDLE
-    with _LOCK:
-        if _HANDLE is None:
-            from agentgym_rl.model import create_tiny_model
-
-            out = tmp_path_factory.mktemp("tiny-qwen2")
-            create_tiny_model(out, corpus=tiny_corpus(), vocab_size=320, seed=0)
-            _HANDLE = EngineHandle(out)
-        _HANDLE.users += 1
-        return _HANDLE
-
-
-def release() -> None:
-    """Drop one user; the last one shuts the engine down."""
-    global _HANDLE
-    with _LOCK:
-        if _HANDLE is None:
-            return
-        _HANDLE.users -= 1
-        if _HANDLE.users == 0:
-            _HANDLE.close()
-            _HANDLE = None
+    out = tmp_path_factory.mktemp("tiny-qwen2")
+    create_tiny_model(out, corpus=tiny_corpus(), vocab_size=320, seed=0)
+    return EngineHandle(out)

@@ -90,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
 
     from agentgym_rl.evaluation.job import EvalOptions, evaluate
     from agentgym_rl.evaluation.runner import EvalError
-    from agentgym_rl.rollout.engine import EngineStartError
+    from agentgym_rl.inference.engine import EngineStartError
 
     if args.verbose:
         logging.basicConfig(level=logging.DEBUG, format="%(asctime)s %(name)s %(message)s")

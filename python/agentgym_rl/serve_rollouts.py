@@ -70,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
     import uvloop
 
     from agentgym_rl._core import AuthenticationError
-    from agentgym_rl.rollout.engine import EngineStartError
+    from agentgym_rl.inference.engine import EngineStartError
     from agentgym_rl.rollout.service import serve
     from agentgym_rl.weights.signing import Unauthenticated
 

@@ -1,24 +1,14 @@
-"""Learner test fixtures: the session-wide vLLM engine (shared with the other engine folders)
-and the tiny HF models of `learner_fixtures`, for tests that take them as fixtures."""
+"""Learner test fixtures: the tiny HF models of `learner_fixtures`, for tests that take them as
+fixtures (the session's vLLM engine is tests/conftest.py's `vllm_engine`)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import learner_fixtures
 import pytest
 import torch
 from transformers import PreTrainedModel
-
-import vllm_fixtures
-
-
-@pytest.fixture(scope="session")
-def vllm_engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[vllm_fixtures.EngineHandle]:
-    """The one engine of the session; shut down after the last test that uses it."""
-    handle = vllm_fixtures.acquire(tmp_path_factory)
-    yield handle
-    vllm_fixtures.release()
 
 
 @pytest.fixture(params=learner_fixtures.FAMILIES)

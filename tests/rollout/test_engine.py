@@ -8,7 +8,7 @@ import math
 import pytest
 
 from agentgym_rl.config.rollout import EngineConfig
-from agentgym_rl.rollout.engine import EngineOptions, StaleVersionError, VllmEngine
+from agentgym_rl.inference.engine import EngineOptions, StaleVersionError, VllmEngine
 from vllm_fixtures import EngineHandle
 
 PROMPT = [1, 20, 31, 42, 53, 64]

@@ -106,7 +106,7 @@ def test_serve_hands_run_service_the_engines_context(
     import asyncio
 
     from agentgym_rl.config import load_rollout_config
-    from agentgym_rl.rollout import engine as engine_mod
+    from agentgym_rl.inference import engine as engine_mod
     from agentgym_rl.rollout import service
 
     started: list[engine_mod.EngineOptions] = []

@@ -12,11 +12,11 @@ alone (the Deep Search demo's splits); rows are `{"item_id": "searchqa_<n>", "ca
 
 from __future__ import annotations
 
-import argparse
 import json
 import random
 from pathlib import Path
 
+from agentgym_envs.generated_data import run_main, split_json, write_files
 from agentgym_envs.searchqa.knowledge import QUESTIONS, generate
 
 DATA = Path(__file__).parent / "data"
@@ -26,10 +26,6 @@ TEST = {1: 250, 2: 100, 3: 50}
 
 def _jsonl(rows: list[dict[str, object]]) -> str:
     return "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
-
-
-def _split_json(rows: list[dict[str, str]]) -> str:
-    return "[\n" + ",\n".join(json.dumps(r) for r in rows) + "\n]\n"
 
 
 def write(out: Path, seed: int = SEED) -> dict[str, int]:
@@ -71,11 +67,9 @@ def write(out: Path, seed: int = SEED) -> dict[str, int]:
     files = {
         "corpus.jsonl": _jsonl(corpus),  # type: ignore[arg-type]
         "questions.jsonl": _jsonl(qrows),  # type: ignore[arg-type]
-        **{name: _split_json(rows(ids)) for name, ids in splits.items()},
+        **{name: split_json(rows(ids)) for name, ids in splits.items()},
     }
-    out.mkdir(parents=True, exist_ok=True)
-    for name, text in files.items():
-        (out / name).write_text(text, encoding="utf-8")
+    write_files(out, files)
     return {
         "corpus.jsonl": len(corpus),
         "questions.jsonl": len(qrows),
@@ -84,12 +78,7 @@ def write(out: Path, seed: int = SEED) -> dict[str, int]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(prog="python -m agentgym_envs.searchqa.make_data")
-    parser.add_argument("--out", type=Path, default=DATA)
-    parser.add_argument("--seed", type=int, default=SEED)
-    args = parser.parse_args()
-    for name, n in write(args.out, args.seed).items():
-        print(f"{name}: {n} rows")
+    run_main("python -m agentgym_envs.searchqa.make_data", DATA, SEED, write)
 
 
 if __name__ == "__main__":

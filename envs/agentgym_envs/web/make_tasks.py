@@ -17,12 +17,12 @@ need a judge and are in neither split. webarena_test.json takes a fixed number p
 
 from __future__ import annotations
 
-import argparse
 import json
 import random
 from pathlib import Path
 from typing import Any
 
+from agentgym_envs.generated_data import run_main, split_json, write_files
 from agentgym_envs.web.sites.data import SEED, generate
 from agentgym_envs.web.sites.forum_tasks import forum_tasks
 from agentgym_envs.web.sites.shop_tasks import shop_tasks
@@ -31,10 +31,6 @@ DATA = Path(__file__).parent / "data"
 TEST = {"shop/info": 10, "shop/nav": 6, "shop/action": 8}
 TEST |= {"forum/info": 10, "forum/nav": 8, "forum/action": 8}
 Task = dict[str, Any]
-
-
-def _split_json(rows: list[dict[str, str]]) -> str:
-    return "[\n" + ",\n".join(json.dumps(r) for r in rows) + "\n]\n"
 
 
 def build(seed: int = SEED) -> list[Task]:
@@ -66,12 +62,10 @@ def write(out: Path, seed: int = SEED) -> dict[str, int]:
 
     files = {
         "webarena_tasks.json": json.dumps(tasks, indent=1, ensure_ascii=False) + "\n",
-        "webarena_test.json": _split_json(rows(sorted(test))),
-        "webarena_train.json": _split_json(rows(train)),
+        "webarena_test.json": split_json(rows(sorted(test))),
+        "webarena_train.json": split_json(rows(train)),
     }
-    out.mkdir(parents=True, exist_ok=True)
-    for name, text in files.items():
-        (out / name).write_text(text, encoding="utf-8")
+    write_files(out, files)
     return {
         "webarena_tasks.json": len(tasks),
         "webarena_test.json": len(test),
@@ -80,12 +74,7 @@ def write(out: Path, seed: int = SEED) -> dict[str, int]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(prog="python -m agentgym_envs.web.make_tasks")
-    parser.add_argument("--out", type=Path, default=DATA)
-    parser.add_argument("--seed", type=int, default=SEED)
-    args = parser.parse_args()
-    for name, n in write(args.out, args.seed).items():
-        print(f"{name}: {n} rows")
+    run_main("python -m agentgym_envs.web.make_tasks", DATA, SEED, write)
 
 
 if __name__ == "__main__":

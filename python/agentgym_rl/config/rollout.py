@@ -62,7 +62,7 @@ def check_zmq_endpoint(value: str) -> str:
 
 class EngineConfig(ConfigModel):
     """Sampling and context options of the inference engine: the one definition of these
-    settings and their defaults (`rollout.engine.EngineOptions.from_config` makes the engine's
+    settings and their defaults (`inference.engine.EngineOptions.from_config` makes the engine's
     options from one; `agentgym-rl eval` builds one from its flags)."""
 
     temperature: float = Field(default=1.0, ge=0.0, le=10.0)

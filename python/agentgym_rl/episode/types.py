@@ -2,7 +2,7 @@
 an episode is told before it starts.
 
 `Engine` is the contract between the agent loops (`agent.py`, the rollout server's `--sync`
-baseline) and the inference engine (`rollout/engine.py`, vLLM). The episode layer never
+baseline) and the inference engine (`inference/engine.py`, vLLM). The episode layer never
 imports vLLM; anything that satisfies `Engine` can drive it. `EpisodePlan` is what
 a dispatcher (training) or an evaluation decided for one episode: the task, the policy version
 it runs under, its turn budget (`TurnBudget`, from `rollout/schedule.py` for training) and the

@@ -232,7 +232,7 @@ async def _api_policy(options: EvalOptions, pool: _core.EnvPool, tasks: list[Tas
 
 
 async def _start_engine(options: EvalOptions) -> Engine:
-    from agentgym_rl.rollout.engine import EngineOptions, VllmEngine
+    from agentgym_rl.inference.engine import EngineOptions, VllmEngine
 
     assert options.model is not None
     opts = EngineOptions.from_config(

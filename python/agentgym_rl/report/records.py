@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import bisect
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,11 +21,15 @@ from typing import Any
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
     """The JSON objects of a JSONL file ([] when it does not exist)."""
     try:
-        text = path.read_text()
+        return json_objects(path.read_bytes().splitlines())
     except OSError:
         return []
+
+
+def json_objects(lines: Iterable[bytes | str]) -> list[dict[str, Any]]:
+    """The lines that are JSON objects, parsed; the others (a torn or foreign line) skipped."""
     out = []
-    for line in text.splitlines():
+    for line in lines:
         try:
             record = json.loads(line)
         except ValueError:

@@ -1,1 +1,2 @@
-"""The rollout side: engine, agent loop, dispatcher and the `serve-rollouts` process."""
+"""The rollout side: dispatcher, turn schedule, sync loop, learner stream and the assembly of
+the `serve-rollouts` process (its inference engine is `inference/`)."""

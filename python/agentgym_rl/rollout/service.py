@@ -382,7 +382,7 @@ async def serve(config: RolloutConfig, *, sync: bool = False) -> DispatchSummary
     """Start vLLM on `config.model`, then `run_service` with `engine.max_model_len` as the
     engine runs it (None in the config: the model's own length); the engine is shut down at
     the end."""
-    from agentgym_rl.rollout.engine import EngineOptions, VllmEngine
+    from agentgym_rl.inference.engine import EngineOptions, VllmEngine
 
     engine = await VllmEngine.start(config.model, EngineOptions.from_config(config.engine))
     try:

@@ -26,6 +26,8 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
+from agentgym_rl.report.records import json_objects
+
 
 class JsonlTail:
     """Reads the records appended to one JSONL file since the previous call."""
@@ -43,15 +45,7 @@ class JsonlTail:
             return []
         end = data.rfind(b"\n") + 1  # a line still being written waits for the next call
         self._offset += end
-        out = []
-        for line in data[:end].splitlines():
-            try:
-                record = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(record, dict):
-                out.append(record)
-        return out
+        return json_objects(data[:end].splitlines())
 
 
 @dataclass

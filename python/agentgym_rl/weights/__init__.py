@@ -6,8 +6,8 @@
 rollout servers below it in the tree), `standin.py` (a subscriber process with no engine, for
 tests and benchmarks),
 `receiver.py` (the subscriber as a task of a rollout server's event loop, with the gate that
-holds generation until the server has the learner's version) and `apply.py` (the vLLM worker
-extension that loads HF-named tensors). docs/weights.md has the protocol (ZeroMQ on every
-cluster; there is no NCCL path). Importing this package does not import the ZeroMQ modules; vLLM
-worker processes import only `apply.py`.
+holds generation until the server has the learner's version). What applies an update inside
+vLLM's workers is the inference engine's (`inference/worker.py`). docs/weights.md has the
+protocol (ZeroMQ on every cluster; there is no NCCL path). Importing this package does not import
+the ZeroMQ modules.
 """

@@ -19,7 +19,7 @@ Live updates (`update_weights`): `pause_generation(mode="keep")` freezes in-flig
 without aborting them, the new tensors are loaded into every worker, the version moves forward
 and `resume_generation()` lets the frozen requests continue under the new weights. Versions only
 move forward. The tensors reach the workers by `collective_rpc` into
-`agentgym_rl.weights.apply.WeightLoaderExtension`, which runs vLLM's layerwise reload (an NCCL
+`agentgym_rl.inference.worker.WeightLoaderExtension`, which runs vLLM's layerwise reload (an NCCL
 path had no caller and was removed; see docs/weights.md).
 """
 
@@ -40,7 +40,7 @@ from agentgym_rl.episode.types import FinishReason, Generation
 
 log = logging.getLogger(__name__)
 
-WORKER_EXTENSION = "agentgym_rl.weights.apply.WeightLoaderExtension"
+WORKER_EXTENSION = "agentgym_rl.inference.worker.WeightLoaderExtension"
 
 
 class StaleVersionError(ValueError):
@@ -304,7 +304,7 @@ class VllmEngine:
         sampled after this returns carry `version`. An older or equal version raises
         `StaleVersionError` and leaves the weights untouched.
         """
-        from agentgym_rl.weights.apply import to_payload
+        from agentgym_rl.inference.worker import to_payload
 
         async with self._update_lock:
             self._check_version(version)

@@ -1,9 +1,9 @@
 """Applying an update inside vLLM's workers: the worker extension and the tensor payload.
 
-This module is imported in two places: by the engine front-end (`rollout/engine.py`), which packs
+This module is imported in two places: by the engine front-end (`inference/engine.py`), which packs
 HF-named tensors into a `WeightPayload`, and by every vLLM worker process, which mixes
 `WeightLoaderExtension` into its worker class (engine arg
-`worker_extension_cls="agentgym_rl.weights.apply.WeightLoaderExtension"`) so that
+`worker_extension_cls="agentgym_rl.inference.worker.WeightLoaderExtension"`) so that
 `AsyncLLM.collective_rpc("agentgym_load_weights", args=(payload,))` lands here.
 
 Why the worker's `reload_weights` and not `model.load_weights` directly: vLLM's CPU backend
