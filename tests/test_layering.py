@@ -3,7 +3,8 @@
 Every module under python/agentgym_rl is parsed with `ast`; each `agentgym_rl.*` import it makes
 (at the top, inside a function or under TYPE_CHECKING alike) must be allowed by `LAYERS` for
 the unit it lives in (a subpackage, or a top-level module). An entry is a unit (`episode`) or
-one module of a unit (`unit.module`), for a narrow exception; there are none today. Command modules (`COMMANDS`: the `agentgym-rl` subcommands) may import any
+one module of a unit (`unit.module`), for a narrow exception; there are none today. Command
+modules (`cli.py` and `commands/`: the `agentgym-rl` subcommands) may import any
 library unit; no library unit imports a command. A new unit must be placed in the table.
 """
 
@@ -53,11 +54,11 @@ KNOWN_EXCEPTIONS: set[tuple[str, str]] = set()
 
 def is_command(unit: str) -> bool:
     """A module behind an `agentgym-rl` subcommand (its argparse front or its process)."""
-    return unit in {"cli", "learn", "serve_rollouts", "bench_runner"} or unit.endswith("_cli")
+    return unit in {"cli", "commands"}
 
 
 def unit_of(path: Path) -> str:
-    """`episode/agent.py` -> `episode`; `show_cli.py` -> `show_cli`."""
+    """`episode/agent.py` -> `episode`; `cli.py` -> `cli`."""
     rel = path.relative_to(ROOT)
     return rel.parts[0] if len(rel.parts) > 1 else rel.stem
 
@@ -151,8 +152,8 @@ def test_imports_follow_the_layers() -> None:
         ),
         (
             "wire/codec.py",
-            "import agentgym_rl.serve_rollouts\n",
-            "library unit 'wire' imports the command module 'serve_rollouts'",
+            "import agentgym_rl.commands.serve_rollouts\n",
+            "library unit 'wire' imports the command module 'commands'",
         ),
         ("episode/turn.py", "from ..rollout import sink\n", "agentgym_rl.rollout.sink"),
     ],
@@ -170,4 +171,5 @@ def test_allowed_imports_pass() -> None:
         "from . import runner\n"
     )
     assert violations(ROOT / "evaluation" / "job.py", allowed) == []
-    assert violations(ROOT / "eval_cli.py", "from agentgym_rl.rollout import service\n") == []
+    command = ROOT / "commands" / "evaluate.py"
+    assert violations(command, "from agentgym_rl.rollout import service\n") == []

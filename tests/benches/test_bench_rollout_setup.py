@@ -10,14 +10,13 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
-from agentgym_rl.bench_runner import benches_dir
 from agentgym_rl.config.loader import load_config
 from agentgym_rl.config.train import TrainConfig
 
 
 def bench() -> ModuleType:
     spec = importlib.util.spec_from_file_location(
-        "bench_rollout", benches_dir() / "bench_rollout.py"
+        "bench_rollout", Path(__file__).resolve().parents[2] / "benches" / "bench_rollout.py"
     )
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)

@@ -11,6 +11,15 @@ from __future__ import annotations
 import argparse
 import sys
 
+NAME = "learn"
+HELP = "train the policy on streamed groups and publish new weights"
+DESCRIPTION = (
+    "Receives GRPO groups from rollout servers, drops stale and malformed ones (counted), "
+    "takes one AdamW step per groups_per_step groups on a Megatron-core model, publishes "
+    "HF-named weights and writes resumable checkpoints. Run under torchrun for tensor/data "
+    "parallelism."
+)
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(

@@ -6,6 +6,15 @@ import argparse
 import sys
 from pathlib import Path
 
+NAME = "secret"
+HELP = "write a new secret that signs a split cluster's group and weight messages"
+DESCRIPTION = (
+    "Writes 256 random bits as hex to PATH, readable by its owner only (0600). Every learn "
+    "and serve-rollouts process of the run names the file in its config (auth.secret_file) "
+    "or receives the secret in AGENTGYM_RL_SECRET; never on the command line. `train` "
+    "makes a new secret for each run by itself."
+)
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("path", type=Path, help="file to create (its folder is created too)")

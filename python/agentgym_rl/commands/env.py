@@ -33,13 +33,19 @@ def _missing(_: argparse.Namespace) -> int:
     return 2
 
 
-def add_env_subcommands(subparsers: argparse._SubParsersAction) -> None:
-    """Add `env list` and `env serve NAME [...]` to the top-level `subparsers`."""
-    env = subparsers.add_parser("env", help="list or serve environments (AgentGym HTTP + ZeroMQ)")
-    sub = env.add_subparsers(dest="env_command", metavar="ENV_COMMAND", required=True)
+NAME = "env"
+HELP = "list or serve environments (AgentGym HTTP + ZeroMQ)"
+DESCRIPTION = (
+    "The environment servers of the installed agentgym-envs package: `list`, `serve NAME`."
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """`env list` and `env serve NAME [...]`."""
+    sub = parser.add_subparsers(dest="env_command", metavar="ENV_COMMAND", required=True)
     found = envs_installed()
     sub.add_parser("list", help="list the environments that can be served").set_defaults(
-        func=_list if found else _missing
+        env_run=_list if found else _missing
     )
     serve = sub.add_parser(
         "serve",
@@ -50,9 +56,13 @@ def add_env_subcommands(subparsers: argparse._SubParsersAction) -> None:
     )
     if not found:
         serve.add_argument("rest", nargs=argparse.REMAINDER)
-        serve.set_defaults(func=_missing)
+        serve.set_defaults(env_run=_missing)
         return
     from agentgym_envs.server.options import add_serve_arguments
 
     add_serve_arguments(serve)
-    serve.set_defaults(func=_serve)
+    serve.set_defaults(env_run=_serve)
+
+
+def run(args: argparse.Namespace) -> int:
+    return int(args.env_run(args))

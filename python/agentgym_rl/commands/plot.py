@@ -7,6 +7,13 @@ import argparse
 import sys
 from pathlib import Path
 
+NAME = "plot"
+HELP = "regenerate a run's plots and summary, or overlay several runs"
+DESCRIPTION = (
+    "RUN_DIR: writes RUN_DIR/plots/*.png and RUN_DIR/summary.md; several runs with --out "
+    "DIR: their curves overlaid in DIR."
+)
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("runs", nargs="+", metavar="RUN_DIR", help="run folders of `train`")

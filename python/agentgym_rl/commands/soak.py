@@ -18,6 +18,19 @@ if TYPE_CHECKING:
 
 DEFAULT_ENVS = ("babyai", "textcraft", "searchqa", "sciworld", "webarena", "miniwob")
 
+NAME = "soak"
+HELP = "run many episodes per env and check that memory, descriptors and tasks stay flat"
+DESCRIPTION = (
+    "For each env: its env servers (--env-servers) and one serve-rollouts process (real "
+    "vLLM, a small model) whose groups are taken and dropped (no learner). Every --every "
+    "episodes it samples resident memory and open file descriptors of each process tree, "
+    "and the live episodes and asyncio tasks each process reports (with the mean and "
+    "highest of readings twice a second between samples); prints the table and fails if a "
+    "figure grew by more than 10% after the first --every episodes (memory, descriptors "
+    "and asyncio tasks: the mean of each stretch). Ctrl-C or SIGTERM stops it and keeps "
+    "the samples so far."
+)
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(

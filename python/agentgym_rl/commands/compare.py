@@ -33,6 +33,19 @@ RECORDS = (
     "logs/rollout-0.log",
 )
 
+NAME = "compare"
+HELP = (
+    "the async design against the reference's synchronous regime: train both on one config "
+    "at an injected env latency, plot held-out success against wall-clock minutes"
+)
+DESCRIPTION = (
+    "Runs `train` on --config in both modes (async, sync), --runs times each, with the env "
+    "servers' injected step latency, then writes REPORT/compare.png (held-out success "
+    "against wall-clock minutes), compare.md / compare.json (minutes to reach the sync "
+    "runs' final success, seconds per step, engine and learner idle shares, ratios) and "
+    "each run's records. Finished runs are kept: rerun to continue a comparison."
+)
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(

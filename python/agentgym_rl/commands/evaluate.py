@@ -10,6 +10,14 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+NAME = "eval"
+HELP = "Avg@n and Pass@n per env and category for a checkpoint or an API model"
+DESCRIPTION = (
+    "Runs every task of a split n times with the training agent loop on a local checkpoint "
+    "(vLLM) or over an OpenAI-compatible chat endpoint, starts the env servers it is not "
+    "given, prints the table and writes eval.md/eval.json. See docs/eval.md."
+)
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     src = parser.add_argument_group("policy (one of)")

@@ -14,6 +14,15 @@ from agentgym_rl.model.init_options import InitOptions
 
 _DEFAULTS = InitOptions(out=Path("."))
 
+NAME = "init-model"
+HELP = "create the default policy locally: tokenizer, small Qwen2, format warm-up"
+DESCRIPTION = (
+    "Plays training tasks with random valid actions, trains a BPE tokenizer on the "
+    "environment's text, writes a small Qwen2-architecture checkpoint (head dim 64) and "
+    "teaches it the action format by next-token training on those random-action "
+    "transcripts (no expert data). Any HF checkpoint folder can be used in its place."
+)
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     d = _DEFAULTS

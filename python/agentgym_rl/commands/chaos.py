@@ -6,6 +6,16 @@ import argparse
 import sys
 from pathlib import Path
 
+NAME = "chaos"
+HELP = "a train run with env servers, rollout servers or the learner killed on purpose"
+DESCRIPTION = (
+    "Runs `train --config FILE`, SIGKILLs the chosen children when the learner reaches the "
+    "chosen steps (env and rollout servers are restarted by the supervisor, a killed "
+    "learner is continued with `train --resume`), and prints for each fault the seconds "
+    "until the learner stepped again and the steps lost, then where every group went. Exit "
+    "0 when every fault was recovered from and the group accounting balances."
+)
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(

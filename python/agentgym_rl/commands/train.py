@@ -11,6 +11,14 @@ import argparse
 import sys
 from pathlib import Path
 
+NAME = "train"
+HELP = "run env servers, rollout servers and the learner together, supervised"
+DESCRIPTION = (
+    "Starts the env servers, serve-rollouts and learn (torchrun when learner_procs > 1) as "
+    "child processes on 127.0.0.1 wired over ZeroMQ, shows progress, stops everything in "
+    "order on Ctrl-C/SIGTERM and writes plots and a summary at the end. See docs/train.md."
+)
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", metavar="FILE", help="train YAML (e.g. configs/train/*.yaml)")

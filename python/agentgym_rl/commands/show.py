@@ -10,6 +10,14 @@ import argparse
 import os
 import sys
 
+NAME = "show"
+HELP = "print a logged episode as a transcript with its loss mask visible"
+DESCRIPTION = (
+    "Decodes one episode of a run's episodes.jsonl with the run's tokenizer: trained "
+    "(generated) tokens highlighted, masked tokens dim, with reward, turn cap, status and "
+    "the policy version of each turn."
+)
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(

@@ -13,6 +13,14 @@ from __future__ import annotations
 
 import argparse
 
+NAME = "serve-rollouts"
+HELP = "generate rollouts continuously and stream finished groups to learners"
+DESCRIPTION = (
+    "Starts the vLLM engine and the env pool, runs episodes under staleness admission with "
+    "ScalingInter turn caps, and streams finished GRPO groups to the learner endpoints. "
+    "SIGTERM stops admission, finishes or aborts in-flight episodes and flushes."
+)
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(

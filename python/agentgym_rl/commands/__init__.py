@@ -1,0 +1,72 @@
+"""The `agentgym-rl` subcommands: one module each, registered from `COMMANDS`.
+
+Contract: a command module has `NAME` (the subcommand), `HELP` (its line in `agentgym-rl
+--help`), `DESCRIPTION` (its own `--help`), `add_arguments(parser)` and `run(args) -> exit code`.
+Only argparse runs at parse time: a module imports its stack inside `run`, so `agentgym-rl
+--help` stays fast and a command needs only its own dependencies. Library units never import
+a command (tests/test_layering.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+from types import ModuleType
+from typing import Protocol, cast
+
+from agentgym_rl.commands import (
+    chaos,
+    compare,
+    env,
+    evaluate,
+    info,
+    init_model,
+    learn,
+    plot,
+    secret,
+    serve_rollouts,
+    show,
+    soak,
+    train,
+)
+
+
+class Command(Protocol):
+    NAME: str
+    HELP: str
+    DESCRIPTION: str
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None: ...
+
+    def run(self, args: argparse.Namespace) -> int: ...
+
+
+def _commands(*modules: ModuleType) -> tuple[Command, ...]:
+    return tuple(cast(Command, m) for m in modules)
+
+
+COMMANDS = _commands(
+    serve_rollouts,
+    learn,
+    train,
+    chaos,
+    compare,
+    plot,
+    evaluate,
+    show,
+    init_model,
+    secret,
+    soak,
+    info,
+    env,
+)
+"""In the order `agentgym-rl --help` lists them."""
+
+
+def add_commands(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """One subparser per command of `COMMANDS`, its handler as `func`."""
+    for command in COMMANDS:
+        parser = subparsers.add_parser(
+            command.NAME, help=command.HELP, description=command.DESCRIPTION
+        )
+        command.add_arguments(parser)
+        parser.set_defaults(func=command.run)
