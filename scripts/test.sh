@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs everything and runs every check CI runs: Rust format, lints and tests, Python lint,
-# stub check and tests. README's test command; .ci/run calls exactly this.
+# type check, stub check and tests. README's test command; .ci/run calls exactly this.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
@@ -21,6 +21,8 @@ cargo test --workspace --benches
 step "ruff"
 ruff check python tests benches envs scripts
 ruff format --check python tests benches envs scripts
+step "mypy (python/agentgym_rl and envs/agentgym_envs; strict on configs, wire, commands)"
+"$PY" -m mypy
 step "stubtest (agentgym_rl._core against its .pyi)"
 "$PY" -m mypy.stubtest agentgym_rl._core --ignore-disjoint-bases --allowlist scripts/stubtest-allowlist.txt
 

@@ -173,3 +173,42 @@ def test_allowed_imports_pass() -> None:
     assert violations(ROOT / "evaluation" / "job.py", allowed) == []
     command = ROOT / "commands" / "evaluate.py"
     assert violations(command, "from agentgym_rl.rollout import service\n") == []
+
+
+def test_no_module_imports_itself_through_others() -> None:
+    """No circle of imports between modules (lazy ones included): each module can be read, and
+    changed, after the ones it imports (the learner's checkpoint and trainer were one)."""
+    graph: dict[str, set[str]] = {}
+    for path in ROOT.rglob("*.py"):
+        module = module_of(path)
+        tree = ast.parse(path.read_text(), filename=str(path))
+        found = imported(tree, module, path.name == "__init__.py")
+        graph[module] = {d for _, d in found if d.startswith(PACKAGE + ".")} - {module}
+    assert _cycle(graph) == []
+
+
+def _cycle(graph: dict[str, set[str]]) -> list[str]:
+    """One circle of `graph` as the path around it ([] when there is none)."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def visit(node: str) -> list[str]:
+        state[node], _ = 1, path.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                return [*path[path.index(nxt) :], nxt]
+            if nxt not in state and (found := visit(nxt)):
+                return found
+        state[node], _ = 2, path.pop()
+        return []
+
+    for node in sorted(graph):
+        if node not in state and (found := visit(node)):
+            return found
+    return []
+
+
+def test_a_circle_is_named_with_its_path() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert _cycle(graph) == ["a", "b", "c", "a"]
+    assert _cycle({"a": {"b"}, "b": set()}) == []

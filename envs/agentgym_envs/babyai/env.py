@@ -24,6 +24,7 @@ import json
 import random
 import re
 from collections.abc import Callable
+from functools import partial
 from typing import Any, ClassVar
 
 import gymnasium as gym
@@ -150,15 +151,15 @@ class BabyAIEpisode(Episode):
             self._actions = acts
             return
         for name, prim in _PRIMITIVES.items():
-            acts[name] = lambda name=name, prim=prim: self._primitive(name, prim)
+            acts[name] = partial(self._primitive, name, prim)
         carrying = self._env.carrying is not None
         for obj in self._view.objects:
-            acts[f"go to {obj.label}"] = lambda o=obj: self._go_to(o)
+            acts[f"go to {obj.label}"] = partial(self._go_to, obj)
             if obj.kind in ("key", "ball", "box") and not carrying:
-                acts[f"pick up {obj.label}"] = lambda o=obj: self._pick_up(o)
+                acts[f"pick up {obj.label}"] = partial(self._pick_up, obj)
             if obj.kind == "door":
                 verb = "go through" if obj.state == "open" else "toggle and go through"
-                acts[f"{verb} {obj.label}"] = lambda o=obj: self._through(o)
+                acts[f"{verb} {obj.label}"] = partial(self._through, obj)
         front = self._env.grid.get(*self._env.front_pos)
         if front is not None and front.type in ("door", "box"):
             acts["toggle"] = lambda: self._primitive("toggle", Actions.toggle)

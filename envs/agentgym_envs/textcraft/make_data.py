@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import random
 from pathlib import Path
+from typing import Any
 
 from agentgym_envs.textcraft.recipes import CraftingGraph
 
@@ -47,7 +48,7 @@ def main() -> None:
     train = _stratified(rest, TRAIN)
     extra = [i for d, ids in rest.items() for i in ids if i not in set(train[d])]
     DATA.mkdir(exist_ok=True)
-    files = {
+    files: dict[str, list[dict[str, Any]]] = {
         "goals.json": [{"item": g, "depth": d} for g, d in goals],
         "test.json": _rows([i for v in test.values() for i in v], depth_of),
         "train.json": _rows([i for v in train.values() for i in v], depth_of),

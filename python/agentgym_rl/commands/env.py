@@ -13,7 +13,7 @@ import sys
 from agentgym_rl.env_discovery import ENVS_PACKAGE, INSTALL_HINT, env_registry, envs_installed
 
 
-def _list(_: argparse.Namespace) -> int:
+def _list(_args: argparse.Namespace) -> int:
     for name, (_, _, description) in sorted(env_registry().items()):
         print(f"{name:<12} {description}")
     return 0

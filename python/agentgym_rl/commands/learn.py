@@ -62,47 +62,14 @@ def run(args: argparse.Namespace) -> int:
         print(f"learn: {misfit}", file=sys.stderr)
         return 2
     import logging
-    import signal
-    import threading
 
-    from agentgym_rl.learner.checkpoint import resume_latest
-    from agentgym_rl.learner.trainer import IdleTimeout, Trainer
-    from agentgym_rl.wire import GroupReceiver
-    from agentgym_rl.wire.ledger import GroupLedger
+    from agentgym_rl.learner.service import run_learner
+    from agentgym_rl.learner.trainer import IdleTimeout
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-    trainer = Trainer(config)
-    if trainer.is_rank0:
-        trainer.intake.ledger = GroupLedger(config.log_dir)
-        trainer.receiver = GroupReceiver(
-            config.receive.bind, window=config.receive.window, secret=secret
-        )
-        if config.weights is not None:
-            from agentgym_rl.weights.publisher import WeightPublisher
-
-            w = config.weights
-            trainer.publisher = WeightPublisher(
-                w.endpoint, fanout=w.fanout, relay_stall_s=w.relay_stall_s, secret=secret
-            )
-    if args.resume:
-        found = resume_latest(trainer, config.checkpoint.dir)
-        logging.getLogger("learn").info("resumed from %s", found or "nothing (fresh start)")
-        if trainer.intake.ledger is not None:
-            trainer.intake.ledger.write({"resumed_from": trainer.step})
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    signal.signal(signal.SIGINT, lambda *_: stop.set())
     try:
-        trainer.run(stop)
+        run_learner(config, resume=args.resume, secret=secret)
     except IdleTimeout as exc:
         logging.getLogger("learn").error("%s", exc)
         return 3
-    finally:
-        if trainer.intake.ledger is not None:
-            trainer.intake.ledger.close()
-        if trainer.receiver is not None:
-            trainer.receiver.close()
-        if trainer.publisher is not None:
-            trainer.publisher.close()
-        trainer.close()
     return 0

@@ -62,11 +62,13 @@ def run(args: argparse.Namespace) -> int:
     except SecretError as e:
         print(f"serve-rollouts: {e}", file=sys.stderr)
         return 2
-    e = config.engine
-    misfit = context_misfit(config.model, e.max_model_len, "engine.max_model_len") or turn_misfit(
+    engine = config.engine
+    misfit = context_misfit(
+        config.model, engine.max_model_len, "engine.max_model_len"
+    ) or turn_misfit(
         config.model,
-        e.max_model_len,
-        e.max_tokens_per_turn,
+        engine.max_model_len,
+        engine.max_tokens_per_turn,
         "engine.max_tokens_per_turn",
         "engine.max_model_len",
     )

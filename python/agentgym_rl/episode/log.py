@@ -98,7 +98,8 @@ class EpisodeRecord:
 
 
 _FIELDS = tuple(EpisodeRecord.__dataclass_fields__)
-_REQUIRED = ("item_id", "env", "reward", "status", "input_ids", "loss_mask", "logprobs")
+_REQUIRED: tuple[str, ...] = ("item_id", "env", "reward", "status", "input_ids", "loss_mask")
+_REQUIRED += ("logprobs",)
 _REQUIRED += ("versions", "turn_spans", "turns", "turn_cap", "group_id", "request_id")
 _REQUIRED += ("success", "stage", "dispatch_version", "drift")
 

@@ -60,8 +60,10 @@ class EvalProgress:
                     self._progress.console.print(f"env failure: {escape(reason)}", soft_wrap=True)
             short = reason if len(reason) <= SHORT_REASON else reason[: SHORT_REASON - 1] + "…"
             failures = escape(f"env failures {self.env_failures}: {short}")
-        fields = {"rate": rate} if failures is None else {"rate": rate, "failures": failures}
-        self._progress.update(self._task, advance=1, **fields)
+        if failures is None:
+            self._progress.update(self._task, advance=1, rate=rate)
+        else:
+            self._progress.update(self._task, advance=1, rate=rate, failures=failures)
 
     def __enter__(self) -> EvalProgress:
         self._progress.start()

@@ -22,7 +22,7 @@ import os
 import random
 import shutil
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 import torch
@@ -38,7 +38,36 @@ from agentgym_rl.learner.checkpoint_dirs import latest_checkpoint
 from agentgym_rl.learner.convert import export_hf_weights
 
 if TYPE_CHECKING:
-    from agentgym_rl.learner.trainer import Trainer
+    from agentgym_rl.config.learn import LearnConfig
+    from agentgym_rl.learner.convert import ConvertSpec
+    from agentgym_rl.learner.intake import GroupIntake
+    from agentgym_rl.learner.model import ParallelLayout
+
+
+class TrainState(Protocol):
+    """What a checkpoint saves and restores of one learner rank (a `Trainer` is one): the model,
+    its optimizer and schedule, the step, the group accounting, and what the HF export needs."""
+
+    step: int
+    """Optimizer steps taken (set by a load)."""
+
+    @property
+    def config(self) -> LearnConfig: ...
+    @property
+    def model(self) -> Any: ...
+    @property
+    def optimizer(self) -> torch.optim.Optimizer: ...
+    @property
+    def scheduler(self) -> Any: ...
+    @property
+    def spec(self) -> ConvertSpec: ...
+    @property
+    def layout(self) -> ParallelLayout: ...
+    @property
+    def intake(self) -> GroupIntake: ...
+    @property
+    def is_rank0(self) -> bool: ...
+
 
 _WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".safetensors.index.json")
 
@@ -48,132 +77,132 @@ def _barrier() -> None:
         torch.distributed.barrier()
 
 
-def export_hf_dir(trainer: Trainer, out: Path) -> None:
+def export_hf_dir(state: TrainState, out: Path) -> None:
     """`model.safetensors` + the source model's config/tokenizer files (collective export)."""
-    tensors = export_hf_weights(trainer.model, trainer.spec)
-    if not trainer.is_rank0:
+    tensors = export_hf_weights(state.model, state.spec)
+    if not state.is_rank0:
         return
     out.mkdir(parents=True, exist_ok=True)
     owned = {k: v.detach().to("cpu").contiguous().clone() for k, v in tensors.items()}
     save_file(owned, str(out / "model.safetensors"), metadata={"format": "pt"})
-    for f in Path(trainer.config.model).iterdir():
+    for f in Path(state.config.model).iterdir():
         if f.is_file() and not f.name.endswith(_WEIGHT_SUFFIXES):
             shutil.copy2(f, out / f.name)
 
 
-def _sharded_state(trainer: Trainer) -> dict[str, Any]:
+def _sharded_state(state: TrainState) -> dict[str, Any]:
     """The model's sharded state dict and AdamW's moments sharded like their parameters."""
-    model_sd = trainer.model.sharded_state_dict()
-    optim_sd = trainer.optimizer.state_dict()
-    params = [p for group in trainer.optimizer.param_groups for p in group["params"]]
+    model_sd = state.model.sharded_state_dict()
+    optim_sd = state.optimizer.state_dict()
+    params = [p for group in state.optimizer.param_groups for p in group["params"]]
     id_map = get_param_id_to_sharded_param_map(model_sd, params)
     # AdamW's per-parameter `step` is one number for all: it goes to trainer.pt instead
     optim_state_to_sharding_state(optim_sd, id_map, exclude_keys=("step",))
     return {"model": model_sd, "optimizer": optim_sd}
 
 
-def _adam_step(trainer: Trainer) -> float:
-    steps = {float(s["step"]) for s in trainer.optimizer.state.values() if "step" in s}
+def _adam_step(state: TrainState) -> float:
+    steps = {float(s["step"]) for s in state.optimizer.state.values() if "step" in s}
     if len(steps) > 1:
         raise RuntimeError(f"AdamW step differs between parameters: {sorted(steps)}")
     return steps.pop() if steps else 0.0
 
 
-def _init_adam_state(trainer: Trainer) -> None:
+def _init_adam_state(state: TrainState) -> None:
     """Zero moments for every parameter that has none yet (AdamW's first step from them is the
     one from a fresh state): what a save writes before the first step, and the load template."""
-    for group in trainer.optimizer.param_groups:
+    for group in state.optimizer.param_groups:
         for p in group["params"]:
-            state = trainer.optimizer.state[p]
-            if not state:
-                state["step"] = torch.zeros((), dtype=torch.float32)
-                state["exp_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
-                state["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+            moments = state.optimizer.state[p]
+            if not moments:
+                moments["step"] = torch.zeros((), dtype=torch.float32)
+                moments["exp_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+                moments["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
 
 
-def _layout(trainer: Trainer) -> tuple[int, int, int]:
-    return (trainer.layout.tp_size, trainer.layout.pp_size, trainer.layout.dp_size)
+def _layout(state: TrainState) -> tuple[int, int, int]:
+    return (state.layout.tp_size, state.layout.pp_size, state.layout.dp_size)
 
 
-def save_checkpoint(trainer: Trainer, root: str | Path) -> Path:
-    """Save `trainer` as `<root>/step_<trainer.step>/` (collective: every rank calls)."""
+def save_checkpoint(state: TrainState, root: str | Path) -> Path:
+    """Save `state` as `<root>/step_<state.step>/` (collective: every rank calls)."""
     root = Path(root)
-    final = root / f"step_{trainer.step}"
-    tmp = root / f"step_{trainer.step}.tmp"
-    if trainer.is_rank0:
+    final = root / f"step_{state.step}"
+    tmp = root / f"step_{state.step}.tmp"
+    if state.is_rank0:
         shutil.rmtree(tmp, ignore_errors=True)
         (tmp / "dist").mkdir(parents=True)
     _barrier()
     # before the first optimizer step AdamW has no moments yet: save zeros, as every
     # checkpoint must hold them (the first step from zeros is the step from a fresh state)
-    _init_adam_state(trainer)
+    _init_adam_state(state)
     with cpu_support.host_checkpointing():
-        dist_checkpointing.save(_sharded_state(trainer), str(tmp / "dist"))
+        dist_checkpointing.save(_sharded_state(state), str(tmp / "dist"))
     rng = {
         "torch_rng": torch.get_rng_state(),
         "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
         "megatron_rng": tensor_parallel.get_cuda_rng_tracker().get_states(),
     }
-    torch.save(rng, tmp / f"rng_{trainer.layout.rank:05d}.pt")
-    adam_step = _adam_step(trainer)
-    if trainer.is_rank0:
+    torch.save(rng, tmp / f"rng_{state.layout.rank:05d}.pt")
+    adam_step = _adam_step(state)
+    if state.is_rank0:
         torch.save(
             {
-                "step": trainer.step,
-                "layout": _layout(trainer),
+                "step": state.step,
+                "layout": _layout(state),
                 "adam_step": adam_step,
                 # lr and friends as the schedule left them (the moments are in dist/)
                 "param_groups": [
                     {k: v for k, v in g.items() if k != "params"}
-                    for g in trainer.optimizer.param_groups
+                    for g in state.optimizer.param_groups
                 ],
-                "scheduler": trainer.scheduler.state_dict(),
+                "scheduler": state.scheduler.state_dict(),
                 "python_rng": random.getstate(),
                 "numpy_rng": np.random.get_state(),
-                "accounting": trainer.intake.counters(),
+                "accounting": state.intake.counters(),
             },
             tmp / "trainer.pt",
         )
-    if trainer.config.checkpoint.export_hf:
-        export_hf_dir(trainer, tmp / "hf")
+    if state.config.checkpoint.export_hf:
+        export_hf_dir(state, tmp / "hf")
     _barrier()
-    if trainer.is_rank0:
+    if state.is_rank0:
         shutil.rmtree(final, ignore_errors=True)
         os.replace(tmp, final)
         with (final / "COMPLETE").open("w") as f:
-            f.write(f"{trainer.step}\n")
+            f.write(f"{state.step}\n")
             f.flush()
             os.fsync(f.fileno())
     _barrier()
     return final
 
 
-def load_checkpoint(trainer: Trainer, path: str | Path) -> None:
-    """Restore `trainer` from a complete checkpoint directory written by `save_checkpoint`,
+def load_checkpoint(state: TrainState, path: str | Path) -> None:
+    """Restore `state` from a complete checkpoint directory written by `save_checkpoint`,
     under the layout that saved it or any other."""
     path = Path(path)
     if not (path / "COMPLETE").is_file():
         raise FileNotFoundError(f"{path} is not a complete checkpoint (no COMPLETE marker)")
     shared: dict[str, Any] = torch.load(path / "trainer.pt", weights_only=False)
-    _init_adam_state(trainer)
+    _init_adam_state(state)
     with cpu_support.host_checkpointing():
-        loaded = dist_checkpointing.load(_sharded_state(trainer), str(path / "dist"))
-    trainer.model.load_state_dict(loaded["model"])
-    optim_sd = trainer.optimizer.state_dict()
+        loaded = dist_checkpointing.load(_sharded_state(state), str(path / "dist"))
+    state.model.load_state_dict(loaded["model"])
+    optim_sd = state.optimizer.state_dict()
     # the template's parameter ids, the saved hyper-parameters and the loaded moments
     for group, saved in zip(optim_sd["param_groups"], shared["param_groups"], strict=True):
         group.update(saved)
-    for param_id, state in loaded["optimizer"]["state"].items():
-        optim_sd["state"][param_id].update(state)
+    for param_id, moments in loaded["optimizer"]["state"].items():
+        optim_sd["state"][param_id].update(moments)
         optim_sd["state"][param_id]["step"] = torch.tensor(float(shared["adam_step"]))
-    trainer.optimizer.load_state_dict(optim_sd)
-    trainer.scheduler.load_state_dict(shared["scheduler"])
-    trainer.step = int(shared["step"])
-    trainer.intake.restore(shared["accounting"])
+    state.optimizer.load_state_dict(optim_sd)
+    state.scheduler.load_state_dict(shared["scheduler"])
+    state.step = int(shared["step"])
+    state.intake.restore(shared["accounting"])
     random.setstate(shared["python_rng"])
     np.random.set_state(shared["numpy_rng"])
-    rng_file = path / f"rng_{trainer.layout.rank:05d}.pt"
-    if tuple(shared["layout"]) == _layout(trainer) and rng_file.is_file():
+    rng_file = path / f"rng_{state.layout.rank:05d}.pt"
+    if tuple(shared["layout"]) == _layout(state) and rng_file.is_file():
         rng: dict[str, Any] = torch.load(rng_file, map_location="cpu", weights_only=False)
         torch.set_rng_state(rng["torch_rng"])
         if rng["cuda_rng"] is not None and torch.cuda.is_available():
@@ -181,9 +210,9 @@ def load_checkpoint(trainer: Trainer, path: str | Path) -> None:
         tensor_parallel.get_cuda_rng_tracker().set_states(rng["megatron_rng"])
 
 
-def resume_latest(trainer: Trainer, root: str | Path) -> Path | None:
+def resume_latest(state: TrainState, root: str | Path) -> Path | None:
     """Load the newest complete checkpoint under `root`; returns it (None: none found)."""
     latest = latest_checkpoint(root)
     if latest is not None:
-        load_checkpoint(trainer, latest)
+        load_checkpoint(state, latest)
     return latest

@@ -25,8 +25,9 @@ from typing import Any
 import numpy as np
 
 from agentgym_rl._core import InconsistentLengthError, SchemaVersionError
+from agentgym_rl.learner.links import Ledger
 from agentgym_rl.wire import WireGroup, decode_group
-from agentgym_rl.wire.ledger import GroupLedger, group_key
+from agentgym_rl.wire.ledger import group_key
 
 log = logging.getLogger(__name__)
 
@@ -86,9 +87,7 @@ def _decode(payload: bytes) -> WireGroup:
 class GroupIntake:
     """Decode + validate + staleness filter with counters (one per learner, on rank 0)."""
 
-    def __init__(
-        self, vocab_size: int, max_staleness: int, ledger: GroupLedger | None = None
-    ) -> None:
+    def __init__(self, vocab_size: int, max_staleness: int, ledger: Ledger | None = None) -> None:
         self.ledger = ledger
         """Where each rejected or stale group's key is recorded (`wire/ledger.py`)."""
         self.vocab_size = vocab_size

@@ -65,13 +65,13 @@ def run_stages(
 ) -> list[Any]:
     """One step's micro-batches through this stage (see the module docstring)."""
     if parallel_state.get_pipeline_model_parallel_world_size() == 1:
-        results = []
+        done: list[Any] = []
         for item in items:
             loss, result = forward(item)
             if backward and loss is not None:
                 loss.backward()
-            results.append(result)
-        return results
+            done.append(result)
+        return done
     first, last = is_first_stage(), is_last_stage()
     prev_rank = parallel_state.get_pipeline_model_parallel_prev_rank()
     next_rank = parallel_state.get_pipeline_model_parallel_next_rank()

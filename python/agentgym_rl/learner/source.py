@@ -32,6 +32,7 @@ import torch
 from agentgym_rl.auth import RefusalLog
 from agentgym_rl.config.learn import LearnConfig
 from agentgym_rl.learner.intake import GroupIntake
+from agentgym_rl.learner.links import GroupInbox, WeightOutbox
 from agentgym_rl.learner.model import ParallelLayout
 from agentgym_rl.wire import WireGroup, decode_group
 from agentgym_rl.wire.ledger import group_key
@@ -59,7 +60,11 @@ class GroupSource:
         """Group messages refused for want of a valid signature."""
 
     def next_groups(
-        self, receiver: Any, publisher: Any, version: int, stop: threading.Event | None = None
+        self,
+        receiver: GroupInbox | None,
+        publisher: WeightOutbox | None,
+        version: int,
+        stop: threading.Event | None = None,
     ) -> list[WireGroup] | None:
         """This rank's share of the next step's groups (None: stop; `idle_s` set on timeout)."""
         rank0 = self.layout.rank == 0
@@ -95,10 +100,16 @@ class GroupSource:
             self.taken = []
 
     def _receive(
-        self, receiver: Any, publisher: Any, version: int, stop: threading.Event | None
+        self,
+        receiver: GroupInbox | None,
+        publisher: WeightOutbox | None,
+        version: int,
+        stop: threading.Event | None,
     ) -> list[bytes] | None:
         """Rank 0: `groups_per_step` admitted payloads (None when stopped, or when nothing
         usable arrived for `receive.idle_timeout_s`)."""
+        if receiver is None:
+            raise RuntimeError("rank 0 of a learner receives groups: it needs a receiver")
         n = self.config.groups_per_step
         out: list[bytes] = []
         timeout = self.config.receive.idle_timeout_s
@@ -110,9 +121,10 @@ class GroupSource:
             got = receiver.recv(0.01 if busy else self.config.receive.poll_s)
             self._log_refusals(receiver)
             now = time.monotonic()
-            group = None if got is None else self.intake.admit(got[1], version)
-            if group is not None:
-                out.append(got[1])
+            payload = None if got is None else got[1]
+            group = None if payload is None else self.intake.admit(payload, version)
+            if group is not None and payload is not None:
+                out.append(payload)
                 self.taken.append(group_key(group.task_id, group.group_id))
                 if now - last >= WAIT_NOTE_S:
                     self._note_waiting(version, 0.0, "")
@@ -134,7 +146,7 @@ class GroupSource:
                 )
         return out
 
-    def _log_refusals(self, receiver: Any) -> None:
+    def _log_refusals(self, receiver: GroupInbox) -> None:
         """Log the messages the receiver refused for want of a valid signature."""
         for peer, reason in getattr(receiver, "take_refusals", list)():
             self.refusals.note(peer, reason)

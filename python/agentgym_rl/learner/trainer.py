@@ -59,6 +59,7 @@ from agentgym_rl.learner.advantages import compute_advantages
 from agentgym_rl.learner.batch import Batch, collate
 from agentgym_rl.learner.convert import ConvertSpec, export_hf_weights, load_hf_weights
 from agentgym_rl.learner.intake import GroupIntake
+from agentgym_rl.learner.links import GroupInbox, Ledger, WeightOutbox
 from agentgym_rl.learner.optim import (
     allreduce_embedding_grads,
     allreduce_grads,
@@ -92,7 +93,16 @@ def load_hf_state_dict(model_dir: Path) -> dict[str, torch.Tensor]:
 class Trainer:
     """One learner process (rank) of a possibly tp x pp x dp torchrun job."""
 
-    def __init__(self, config: LearnConfig, *, receiver: Any = None, publisher: Any = None) -> None:
+    def __init__(
+        self,
+        config: LearnConfig,
+        *,
+        receiver: GroupInbox | None = None,
+        publisher: WeightOutbox | None = None,
+        ledger: Ledger | None = None,
+    ) -> None:
+        """`receiver`, `publisher` and `ledger` are rank 0's links (`learner/links.py`); other
+        ranks and tests without a stream leave them out."""
         self.config = config
         par = config.parallel
         self.layout = lm.init_parallel(tp=par.tp, pp=par.pp, seed=config.seed)
@@ -115,7 +125,7 @@ class Trainer:
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
             self.optimizer, lr_schedule(config.optimizer, config.max_steps)
         )
-        self.intake = GroupIntake(self.hf_config.vocab_size, config.max_staleness)
+        self.intake = GroupIntake(self.hf_config.vocab_size, config.max_staleness, ledger)
         self.source = GroupSource(config, self.layout, self.intake)
         self.receiver = receiver
         self.publisher = publisher

@@ -95,6 +95,10 @@ def _time_weighted(records: list[dict[str, Any]], key: str, t0: float, t1: float
     return total / weight if weight else None
 
 
+def _figure(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
 def _mean(values: list[float | None]) -> float | None:
     known = [v for v in values if v is not None]
     return mean(known) if known else None
@@ -118,10 +122,16 @@ def compare(runs: list[RegimeRun]) -> dict[str, Any]:
         }
         for r in runs
     ]
-    keys = ("final_success", "minutes", "minutes_to_target", "step_s")
-    keys += ("engine_idle", "learner_idle")
-    modes = {
-        m: {k: _mean([row[k] for row in rows if row["mode"] == m]) for k in keys}
+    keys = (
+        "final_success",
+        "minutes",
+        "minutes_to_target",
+        "step_s",
+        "engine_idle",
+        "learner_idle",
+    )
+    modes: dict[str, dict[str, Any]] = {
+        m: {k: _mean([_figure(row[k]) for row in rows if row["mode"] == m]) for k in keys}
         | {
             "runs": sum(row["mode"] == m for row in rows),
             # The mean minutes to target leave out runs that never reached it, which flatters
@@ -135,7 +145,8 @@ def compare(runs: list[RegimeRun]) -> dict[str, Any]:
     a, s = modes["async"], modes["sync"]
 
     def ratio(key: str) -> float | None:
-        return a[key] / s[key] if a[key] and s[key] else None
+        num, den = a[key], s[key]
+        return float(num / den) if num and den else None
 
     return {
         "target": target,

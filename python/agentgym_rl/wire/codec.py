@@ -186,4 +186,5 @@ def encode_group(group: WireGroup) -> bytes:
         "env": group.env,
         "samples": samples,
     }
-    return msgpack.packb(msg, use_bin_type=True, use_single_float=True)
+    packed: bytes = msgpack.packb(msg, use_bin_type=True, use_single_float=True)
+    return packed
