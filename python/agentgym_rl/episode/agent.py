@@ -17,10 +17,10 @@ The env episode is always closed, also when the coroutine is cancelled.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -31,6 +31,8 @@ from agentgym_rl.episode.turn import EpisodeState, env_failure, play_turn
 from agentgym_rl.episode.types import Engine, EnvSpec, EpisodePlan
 from agentgym_rl.trajectory import ChatTokenizer
 from agentgym_rl.wire.types import Status
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,19 +80,13 @@ class AgentLoop:
     async def play(self, plan: EpisodePlan) -> Played:
         """`run`, also saying why an episode ended as an env failure."""
         spec = self.envs.get(plan.task.env, EnvSpec())
-        try:
-            created = await self.pool.create(plan.task.env)
-        except _core.EnvPoolError as e:
-            return Played(self._failed_start(plan, spec), env_failure("create", e))
-        try:
-            try:
-                first = await self.pool.reset(created.episode, plan.task.data_idx)
-            except _core.EnvPoolError as e:
-                return Played(self._failed_start(plan, spec), env_failure("reset", e))
-            return await self._turns(plan, spec, created.episode, first.observation)
-        finally:
-            with contextlib.suppress(_core.EnvPoolError):
-                await self.pool.close(created.episode)
+        return await in_env_episode(
+            self.pool,
+            plan.task.env,
+            plan.task.data_idx,
+            lambda episode, first: self._turns(plan, spec, episode, first),
+            lambda reason: Played(self._failed_start(plan, spec), reason),
+        )
 
     async def _turns(
         self, plan: EpisodePlan, spec: EnvSpec, episode: int, first_observation: str
@@ -123,6 +119,32 @@ class AgentLoop:
         sample = failed_start(plan, spec, self.chat)
         self.metrics.record_episode(sample, plan.task.env)
         return sample
+
+
+async def in_env_episode(
+    pool: _core.EnvPool,
+    env: str,
+    data_idx: int,
+    turns: Callable[[int, str], Awaitable[T]],
+    failed: Callable[[str], T],
+) -> T:
+    """An env episode's life around its turns, for every policy (the training agent and eval's
+    chat API): create an episode of `env`, reset it to `data_idx`, `turns(episode, first
+    observation)`, and close it whatever happens. A refused create or reset gives
+    `failed(reason)`."""
+    try:
+        created = await pool.create(env)
+    except _core.EnvPoolError as e:
+        return failed(env_failure("create", e))
+    try:
+        try:
+            first = await pool.reset(created.episode, data_idx)
+        except _core.EnvPoolError as e:
+            return failed(env_failure("reset", e))
+        return await turns(created.episode, first.observation)
+    finally:
+        with contextlib.suppress(_core.EnvPoolError):
+            await pool.close(created.episode)
 
 
 def failed_start(plan: EpisodePlan, spec: EnvSpec, chat: ChatTokenizer) -> _core.Sample:

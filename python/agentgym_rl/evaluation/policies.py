@@ -14,7 +14,6 @@ Contract:
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -24,12 +23,12 @@ import httpx
 
 from agentgym_rl import _core
 from agentgym_rl.episode.actions import restore_stop_string, stop_strings
-from agentgym_rl.episode.agent import AgentLoop
+from agentgym_rl.episode.agent import AgentLoop, in_env_episode
 from agentgym_rl.episode.dataset import Task
 from agentgym_rl.episode.log import EpisodeLog
 from agentgym_rl.episode.outcome import reward_of
 from agentgym_rl.episode.prompts import episode_prefix, observation_message
-from agentgym_rl.episode.turn import act, env_failure
+from agentgym_rl.episode.turn import act
 from agentgym_rl.episode.types import EnvSpec, EpisodePlan, TurnBudget
 from agentgym_rl.evaluation.runner import EpisodeOutcome, EvalError
 from agentgym_rl.wire.types import Status
@@ -154,20 +153,13 @@ class ChatApiPolicy:
 
     async def episode(self, task: Task, *, max_turns: int, request_id: str) -> EpisodeOutcome:
         spec = self.envs.get(task.env, EnvSpec())
-        failed = Status.ENV_FAILURE.value
-        try:
-            created = await self.pool.create(task.env)
-        except _core.EnvPoolError as e:
-            return EpisodeOutcome(0.0, failed, 0, env_failure("create", e))
-        try:
-            try:
-                first = await self.pool.reset(created.episode, task.data_idx)
-            except _core.EnvPoolError as e:
-                return EpisodeOutcome(0.0, failed, 0, env_failure("reset", e))
-            return await self._turns(task, spec, created.episode, first.observation, max_turns)
-        finally:
-            with contextlib.suppress(_core.EnvPoolError):
-                await self.pool.close(created.episode)
+        return await in_env_episode(
+            self.pool,
+            task.env,
+            task.data_idx,
+            lambda episode, first: self._turns(task, spec, episode, first, max_turns),
+            lambda reason: EpisodeOutcome(0.0, Status.ENV_FAILURE.value, 0, reason),
+        )
 
     async def _turns(
         self, task: Task, spec: EnvSpec, episode: int, observation: str, max_turns: int
