@@ -29,6 +29,7 @@ from concurrent.futures import ThreadPoolExecutor
 import requests
 
 from agentgym_rl import _core as core
+from agentgym_rl.supervise.process import die_with_parent
 
 ACTIONS = ["turn left", "turn right", "move forward"]
 
@@ -42,7 +43,9 @@ def free_port() -> int:
 def start_server(env: str) -> tuple[subprocess.Popen[bytes], int, int]:
     http, zmq = free_port(), free_port()
     cmd = [sys.executable, "-m", "agentgym_envs.server", env, "--port", str(http)]
-    proc = subprocess.Popen([*cmd, "--zmq-port", str(zmq)], stdout=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [*cmd, "--zmq-port", str(zmq)], stdout=subprocess.DEVNULL, preexec_fn=die_with_parent
+    )
     deadline = time.monotonic() + 60
     while True:
         try:

@@ -62,6 +62,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agentgym_rl.supervise.process import die_with_parent
+
 ROOT = Path(__file__).resolve().parents[1]
 TRAIN_CONFIG = ROOT / "configs" / "train" / "babyai_goto.yaml"
 QUICK_CONFIG = ROOT / "configs" / "rollout" / "babyai_tiny.yaml"
@@ -95,7 +97,7 @@ def start_server(
     http = free_port()
     cmd = [sys.executable, "-m", "agentgym_envs.server", "babyai", "--port", str(http)]
     cmd += ["--step-latency-ms", str(latency_ms), "--step-latency-sigma", str(sigma), *extra]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL)
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, preexec_fn=die_with_parent)
     deadline = time.monotonic() + 60
     while True:
         try:

@@ -28,6 +28,8 @@ import urllib.request
 
 import httpx
 
+from agentgym_rl.supervise.process import die_with_parent
+
 ACTIONS = [
     "look around",
     "inventory",
@@ -59,7 +61,7 @@ def start_server(*options: str) -> tuple[subprocess.Popen[bytes], int]:
     cmd = [sys.executable, "-m", "agentgym_envs.server", "sciworld", "--port", str(port)]
     for opt in options:
         cmd += ["--env-option", opt]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL)
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, preexec_fn=die_with_parent)
     deadline = time.monotonic() + 120
     while True:
         try:

@@ -30,6 +30,8 @@ import urllib.request
 
 import httpx
 
+from agentgym_rl.supervise.process import die_with_parent
+
 ACTIONS = ["scroll [down]", "scroll [up]"]
 STEPS_PER_RESET = 8
 TASK_SPREAD = 58 * 7  # data_idx stride: every task of the set, then the next seeds
@@ -44,7 +46,9 @@ def free_port() -> int:
 def start_server() -> tuple[subprocess.Popen[bytes], int]:
     port = free_port()
     cmd = [sys.executable, "-m", "agentgym_envs.server", "miniwob", "--port", str(port)]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, preexec_fn=die_with_parent
+    )
     deadline = time.monotonic() + 60
     while True:
         try:

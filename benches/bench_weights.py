@@ -34,6 +34,7 @@ from typing import Any
 import torch
 
 from agentgym_rl.auth import ENV_VAR
+from agentgym_rl.supervise.process import die_with_parent
 from agentgym_rl.weights import schema
 from agentgym_rl.weights.publisher import PublishResult, WeightPublisher
 
@@ -91,6 +92,7 @@ class StandIns:
                 stdout=subprocess.PIPE,
                 text=True,
                 env=env,
+                preexec_fn=die_with_parent,
             )
             threading.Thread(target=self._read, args=(proc,), daemon=True).start()
             self.procs.append(proc)
