@@ -79,3 +79,16 @@ def test_registry_and_a_missing_package(monkeypatch: pytest.MonkeyPatch) -> None
         "env_servers: the env servers' package agentgym_envs_not_installed is not installed: "
         "`pip install agentgym-envs`, or `pip install -e envs` in a checkout"
     ]
+
+
+def test_each_env_servers_dialect_is_the_one_our_clients_speak() -> None:
+    """The client side's table (`config.rollout.http_dialect`) and each env class's server
+    dialect are two statements of one fact: they must agree for every registered env."""
+    import importlib
+
+    from agentgym_rl.config.rollout import http_dialect
+
+    client_of = {"agentgym": "agentgym", "sciworld": "agentgym"}  # SciWorld: extra reset fields
+    for name, (module, cls, _) in agentgym_envs.ENVS.items():
+        served = getattr(importlib.import_module(module), cls).http_dialect
+        assert http_dialect(name) == client_of.get(served, served), name
