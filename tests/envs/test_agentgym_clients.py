@@ -52,7 +52,6 @@ class AgentGymClient:
         ok = requests.post(f"{base}/create", json=create_body, timeout=TIMEOUT_S)
         assert ok.status_code == 200
         self.env_id = int(ok.json()[key])
-        self.state = ""
 
     def post(self, path: str, body: dict[str, Any]) -> Any:
         res = requests.post(
@@ -191,10 +190,7 @@ def test_webarena_client(spawn: Callable[..., ServerProc]) -> None:
     base = f"http://127.0.0.1:{server.http_port}"
     task = json.loads(TASKS_FILE.read_text())[0]  # a product's price
     product = task["instantiation_dict"]["product"]
-    ok = requests.post(f"{base}/create", timeout=TIMEOUT_S)  # no body
-    assert ok.status_code == 200
-    client = AgentGymClient.__new__(AgentGymClient)
-    client.base, client.key, client.env_id = base, "env_idx", int(ok.json()["env_idx"])
+    client = AgentGymClient(base, create_body=None, key="env_idx")  # `/create` with no body
     reset = client.post("reset", {"seed": 0, "idx": 0})
     assert set(reset) == {"observation"} and task["intent"] in reset["observation"]
 
