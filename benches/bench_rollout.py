@@ -135,7 +135,7 @@ def quick_setup(tmp: Path, args: argparse.Namespace) -> Setup:
         f"dataset.split={ROOT / 'envs/agentgym_envs/babyai/data/train.json'}",
         "engine.max_model_len=2048",
         f"engine.max_tokens_per_turn={args.max_tokens or 64}",
-        f"scaling_inter.stages=[{args.turns or 6}]",
+        f"scaling_inter.turn_caps=[{args.turns or 6}]",
     ]
     regex = {"structured_outputs": StructuredOutputsParams(regex=ACTION_REGEX)}
     return Setup(model, QUICK_CONFIG, overrides, sampling_args=regex)
@@ -151,14 +151,14 @@ def policy_setup(tmp: Path, args: argparse.Namespace) -> Setup:
 
     train = load_config(TrainConfig, TRAIN_CONFIG)
     model = choose_policy(train, args)
-    rollout = {k: v for k, v in train.rollout.items() if k not in ("eval", "weights_endpoint")}
+    rollout = train.rollout.model_dump(mode="json", exclude={"eval"}, exclude_unset=True)
     config = tmp / "policy_rollout.yaml"
     config.write_text(yaml.safe_dump(rollout))
     overrides = []
     if args.max_tokens:
         overrides.append(f"engine.max_tokens_per_turn={args.max_tokens}")
     if args.turns:
-        overrides.append(f"scaling_inter.stages=[{args.turns}]")
+        overrides.append(f"scaling_inter.turn_caps=[{args.turns}]")
     servers = [a for s in train.env_servers if s.env == "babyai" for a in s.args]
     return Setup(model, config, overrides, server_args=servers)
 
@@ -197,14 +197,13 @@ def created_policy(train: Any, warmup_steps: int) -> Path:
     if (out / "init_model.json").is_file():
         print(f"policy: {out} (created by an earlier bench run: format warm-up only)", flush=True)
         return out
-    options = {**(train.init_model or {}), "warmup_steps": warmup_steps}
+    from agentgym_rl.config.flags import to_flags
+    from agentgym_rl.config.init_model import InitModelSettings
+
+    given = train.init_model.model_dump(exclude_unset=True) if train.init_model else {}
+    options = InitModelSettings.model_validate({**given, "warmup_steps": warmup_steps})
     cmd = [sys.executable, "-m", "agentgym_rl.cli", "init-model", "--out", str(out), "--force"]
-    for key, value in options.items():  # as `train` passes them (supervise/plan.py)
-        flag = key.replace("_", "-")
-        if isinstance(value, bool):
-            cmd.append(f"--{flag}" if value else f"--no-{flag}")
-        else:
-            cmd += [f"--{flag}", str(value)]
+    cmd += to_flags(options)  # as `train` passes them (supervise/plan.py)
     print(
         f"policy: none trained ({TRAIN_CONFIG.name} has no checkpoint yet); creating {out} "
         f"with init-model ({warmup_steps} warm-up steps, cached for later runs)",

@@ -17,6 +17,7 @@ def tiny_train_config(run_dir: str, model: str, *, max_steps: int = 2) -> dict[s
         "env_servers": [{"env": "babyai", "replicas": 1, "transport": "zmq"}],
         "rollout_servers": 1,
         "learner_procs": 1,
+        "groups_per_step": 2,
         "rollout": {
             "engine": {
                 "temperature": 1.0,
@@ -26,8 +27,8 @@ def tiny_train_config(run_dir: str, model: str, *, max_steps: int = 2) -> dict[s
                 "gpu_memory_utilization": 0.3,
             },
             "dataset": {"env": "babyai", "split": SPLIT, "group_size": 2},
-            "scaling_inter": {"stages": [3]},
-            "buffer": {"groups_per_step": 2, "max_in_flight": 4, "max_ready": 4},
+            "scaling_inter": {"turn_caps": [3]},
+            "buffer": {"max_in_flight": 4, "max_ready": 4},
             "status_interval_s": 1.0,
         },
         "learn": {

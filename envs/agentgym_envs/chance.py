@@ -4,7 +4,7 @@ search for a run of the question's words, then an entity of the passages shown),
 The yardstick for a base policy that "picks like chance".
 
     python -m agentgym_envs.chance --env babyai --env-option observation=compact \
-        --split envs/agentgym_envs/babyai/data/goto_test.json --max-turns 5 --tries 10
+        --split envs/agentgym_envs/babyai/data/goto_test.json --turn-cap 5 --tries 10
 
 GoTo levels have a high chance level: going to a seen object is one action, so a random pick
 among a handful of listed actions often names the goal.
@@ -24,12 +24,12 @@ from agentgym_envs.server.options import parse_env_options
 
 
 def chance_success(
-    env: Environment, items: list[dict[str, str]], max_turns: int, tries: int, seed: int = 0
+    env: Environment, items: list[dict[str, str]], turn_cap: int, tries: int, seed: int = 0
 ) -> dict[str, float]:
     """Success rate of random valid actions over `tries` episodes per task: per category, and
     over all episodes under "all". `items` are split rows ({"item_id": "<env>_<id>", "category"})."""
-    if max_turns < 1 or tries < 1:
-        raise ValueError(f"max_turns and tries must be >= 1 (got {max_turns}, {tries})")
+    if turn_cap < 1 or tries < 1:
+        raise ValueError(f"turn_cap and tries must be >= 1 (got {turn_cap}, {tries})")
     rng = random.Random(seed)
     episode = env.new_episode()
     wins: dict[str, list[bool]] = defaultdict(list)
@@ -37,7 +37,7 @@ def chance_success(
         for item in items:
             data_idx = int(item["item_id"].rsplit("_", 1)[1])
             for _ in range(tries):
-                wins[item["category"]].append(_won(episode, data_idx, max_turns, rng))
+                wins[item["category"]].append(_won(episode, data_idx, turn_cap, rng))
     finally:
         episode.close()
     rates = {cat: sum(v) / len(v) for cat, v in sorted(wins.items())}
@@ -46,9 +46,9 @@ def chance_success(
     return rates
 
 
-def _won(episode: object, data_idx: int, max_turns: int, rng: random.Random) -> bool:
+def _won(episode: object, data_idx: int, turn_cap: int, rng: random.Random) -> bool:
     episode.reset(data_idx)  # type: ignore[attr-defined]
-    for _ in range(max_turns):
+    for _ in range(turn_cap):
         action = episode.random_action(rng)  # type: ignore[attr-defined]
         if action is None:
             return False
@@ -69,14 +69,14 @@ def main() -> None:
         help="an option of the env, as `env serve` takes it (repeatable)",
     )
     parser.add_argument("--split", type=Path, required=True, help="a split file (JSON rows)")
-    parser.add_argument("--max-turns", type=int, default=5, help="turn cap (default 5)")
+    parser.add_argument("--turn-cap", type=int, default=5, help="turn cap (default 5)")
     parser.add_argument("--tries", type=int, default=10, help="episodes per task (default 10)")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     env = load_env(args.env, **parse_env_options(args.env_option))
     try:
         items = json.loads(args.split.read_text())
-        rates = chance_success(env, items, args.max_turns, args.tries, args.seed)
+        rates = chance_success(env, items, args.turn_cap, args.tries, args.seed)
     finally:
         env.close()
     width = max(map(len, rates))

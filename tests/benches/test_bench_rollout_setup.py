@@ -49,13 +49,14 @@ def test_full_form_runs_the_policy_under_its_train_config(tmp_path: Path) -> Non
     config = b.mode_config(setup, ["http://127.0.0.1:1"], args(), tmp_path, "tcp://127.0.0.1:1")
     trained = train.rollout
     env = config.envs[0]
-    assert env.system_prompt == trained["envs"][0]["system_prompt"]
-    assert env.action_format.value == trained["envs"][0]["action_format"]
-    assert config.engine.temperature == trained["engine"]["temperature"] == 0.7
-    assert config.engine.max_tokens_per_turn == trained["engine"]["max_tokens_per_turn"] == 24
-    assert config.engine.max_model_len == trained["engine"]["max_model_len"] == 2048
-    assert config.scaling_inter.stages == trained["scaling_inter"]["stages"]
-    assert Path(config.dataset.split).name == Path(trained["dataset"]["split"]).name
+    assert env.system_prompt == trained.envs[0].system_prompt
+    assert env.action_format == trained.envs[0].action_format
+    assert config.engine.temperature == trained.engine.temperature == 0.7
+    assert config.engine.max_tokens_per_turn == trained.engine.max_tokens_per_turn == 24
+    assert config.engine.max_model_len == trained.engine.max_model_len == 2048
+    assert config.scaling_inter.turn_caps == trained.scaling_inter.turn_caps
+    assert trained.dataset is not None
+    assert Path(config.dataset.split).name == trained.dataset.split.name
     assert config.eval is None and config.weights_endpoint is None
     # the bench's own buffer: no admission limit, every group counted
     assert config.buffer.max_staleness >= 1000 and not config.buffer.filter_zero_variance

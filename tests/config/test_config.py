@@ -95,7 +95,7 @@ def test_shipped_configs_exist() -> None:
 
 def test_minimal_config_gets_recipe_defaults() -> None:
     config = load_rollout_config(None, MINIMAL)
-    assert config.scaling_inter.stages == [6, 13, 20]
+    assert config.scaling_inter.turn_caps == [6, 13, 20]
     assert config.engine.temperature == 1.0
     assert config.envs[0].action_format is ActionFormat.REACT
     assert config.env_servers("babyai").dialect == "agentgym"
@@ -125,7 +125,7 @@ def test_overrides_apply_in_order_with_yaml_values() -> None:
         ROOT / "configs" / "rollout" / "babyai_tiny.yaml",
         [
             "buffer.max_staleness=4",
-            "scaling_inter.stages=[5, 10]",
+            "scaling_inter.turn_caps=[5, 10]",
             "envs.0.addresses=['tcp://127.0.0.1:9000', 'http://h:1']",
             "weights_endpoint=ipc:///tmp/w.sock",
             "dataset.epochs=null",
@@ -133,7 +133,7 @@ def test_overrides_apply_in_order_with_yaml_values() -> None:
         ],
     )
     assert config.buffer.max_staleness == 5
-    assert config.scaling_inter.stages == [5, 10]
+    assert config.scaling_inter.turn_caps == [5, 10]
     assert config.envs[0].addresses == ["tcp://127.0.0.1:9000", "http://h:1"]
     assert config.weights_endpoint == "ipc:///tmp/w.sock"
 
@@ -149,8 +149,8 @@ def test_overrides_apply_in_order_with_yaml_values() -> None:
             "engine={max_model_len: 2048, max_tokens_per_turn: 99999}",
             "max_tokens_per_turn (99999) must be below max_model_len (2048)",
         ),
-        ("scaling_inter.stages=[10, 5]", "turn caps must not decrease"),
-        ("scaling_inter.stages=[]", "scaling_inter.stages"),
+        ("scaling_inter.turn_caps=[10, 5]", "turn caps must not decrease"),
+        ("scaling_inter.turn_caps=[]", "scaling_inter.turn_caps"),
         ("learner.endpoints=['localhost:5555']", "not a ZeroMQ endpoint"),
         ("envs.0.addresses=['127.0.0.1:36001']", "is not http://HOST:PORT"),
         ("envs.0.dialect=soap", "envs.0.dialect"),

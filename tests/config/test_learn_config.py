@@ -54,7 +54,10 @@ def test_kl_and_entropy_are_accepted() -> None:
         (["micro_batch_tokens=1001", "parallel.tp=2"], "multiple of parallel.tp"),
         (["parallel.pp=0"], "parallel.pp"),
         (["optimizer.warmup_steps=10", "max_steps=5"], "warmup_steps"),
-        (["loss.aggregation=seq-mean-token-sum-norm"], "loss: Value error"),
+        (
+            ["loss.aggregation=seq-mean-token-sum-norm"],
+            "loss: aggregation seq-mean-token-sum-norm needs",
+        ),
         (["loss.kl_coef=-0.1"], "loss.kl_coef"),
         (["loss.entropy_coef=nan"], "loss.entropy_coef"),
         (["optimizer.decay=exp"], "optimizer.decay"),

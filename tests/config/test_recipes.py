@@ -90,7 +90,7 @@ def test_pairs_agree_with_each_other_and_the_paper(env: str, model: str) -> None
     # the paper's settings
     assert rollout.dataset.env == env and rollout.dataset.group_size == group
     assert learn.groups_per_step == batch
-    assert rollout.scaling_inter.stages == stages
+    assert rollout.scaling_inter.turn_caps == stages
     assert rollout.scaling_inter.versions_per_stage == per_stage
     assert learn.max_steps >= per_stage * len(stages)  # the last stage is reached
     assert rollout.engine.max_model_len == context

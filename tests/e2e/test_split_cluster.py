@@ -112,7 +112,7 @@ def rollout_cmd(
         f"engine.seed={i}",
         "engine.max_model_len=1024",
         "engine.max_tokens_per_turn=16",
-        "scaling_inter.stages=[2]",
+        "scaling_inter.turn_caps=[2]",
         "buffer.groups_per_step=1",  # this server's share of the learner's 2 per step
         "buffer.max_staleness=0",  # lockstep: one group per server per version
         "buffer.max_in_flight=2",

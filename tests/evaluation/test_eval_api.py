@@ -73,7 +73,7 @@ def test_api_eval_with_self_started_env_server(
 ) -> None:
     out = tmp_path / "eval"
     argv = ["eval", "--api-base", api_server, "--api-model", "tiny", "--split", str(SPLIT)]
-    argv += ["--limit", "3", "--n", "2", "--max-turns", "2", "--max-tokens-per-turn", "48"]
+    argv += ["--limit", "3", "--n", "2", "--turn-cap", "2", "--max-tokens-per-turn", "48"]
     argv += ["--temperature", "1.0", "--out", str(out), "--no-progress"]
     assert main(argv) == 0
     printed = capsys.readouterr().out

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from agentgym_rl.config.rollout import EngineConfig
 from agentgym_rl.config.startup import context_misfit, model_positions
 from agentgym_rl.evaluation import EvalError, EvalOptions
 from vllm_fixtures import tiny_corpus
@@ -64,22 +65,25 @@ def test_model_positions_reads_the_config(tmp_path: Path) -> None:
 
 def test_options_default_to_the_models_context(tiny_model: Path) -> None:
     EvalOptions(split=SPLIT, model=tiny_model).check()  # 512 tokens per turn < 2048
-    EvalOptions(split=SPLIT, model=tiny_model, max_model_len=2048).check()
+    EvalOptions(split=SPLIT, model=tiny_model, engine=EngineConfig(max_model_len=2048)).check()
     with pytest.raises(EvalError, match=r"--max-model-len \(4096\) is larger than the model's"):
-        EvalOptions(split=SPLIT, model=tiny_model, max_model_len=4096).check()
+        EvalOptions(split=SPLIT, model=tiny_model, engine=EngineConfig(max_model_len=4096)).check()
     with pytest.raises(EvalError, match=r"must be below the context length \(2048"):
-        EvalOptions(split=SPLIT, model=tiny_model, max_tokens_per_turn=2048).check()
+        long_turns = EngineConfig(max_tokens_per_turn=2048)
+        EvalOptions(split=SPLIT, model=tiny_model, engine=long_turns).check()
 
 
-def test_options_build_the_engine_config(tiny_model: Path) -> None:
-    """The local engine's settings are an `EngineConfig` (validated, the model's own context
-    when `--max-model-len` is left out); a bad one is one `EvalError` naming the flag."""
-    engine = EvalOptions(split=SPLIT, model=tiny_model, temperature=0.5, seed=7).engine_config()
-    assert (engine.max_model_len, engine.temperature, engine.seed) == (None, 0.5, 7)
-    with pytest.raises(EvalError, match=r"^--temperature: Input should be less than or equal"):
-        EvalOptions(split=SPLIT, model=tiny_model, temperature=20.0).check()
-    with pytest.raises(EvalError, match=r"^--top-p: Input should be greater than 0"):
-        EvalOptions(split=SPLIT, model=tiny_model, top_p=0.0).check()
+def test_engine_flags_are_the_engine_configs(tiny_model: Path) -> None:
+    """eval's engine flags are made from `EngineConfig`: its bounds, its choices (float16
+    included), a bad value one line naming the flag, exit 2."""
+    for flags, message in (
+        (["--temperature", "20"], "eval: --temperature: Input should be less than or equal to 10"),
+        (["--top-p", "0"], "eval: --top-p: Input should be greater than 0"),
+    ):
+        proc = eval_cli("--model", str(tiny_model), *flags, "--no-progress")
+        assert proc.returncode == 2 and proc.stderr.splitlines() == [message], proc.stderr
+    proc = eval_cli("--model", str(tiny_model), "--dtype", "float16", "--max-model-len", "4096")
+    assert proc.returncode == 2 and "--max-model-len (4096)" in proc.stderr  # float16 accepted
 
 
 def test_too_large_max_model_len_is_one_line_and_exit_2(tiny_model: Path) -> None:
@@ -97,7 +101,7 @@ def test_too_large_max_model_len_is_one_line_and_exit_2(tiny_model: Path) -> Non
 def test_eval_own_checkpoint_without_max_model_len(tiny_model: Path, tmp_path: Path) -> None:
     out = tmp_path / "eval"
     proc = eval_cli(
-        *("--model", str(tiny_model), "--limit", "2", "--n", "1", "--max-turns", "1"),
+        *("--model", str(tiny_model), "--limit", "2", "--n", "1", "--turn-cap", "1"),
         *("--max-tokens-per-turn", "16", "--dtype", "float32", "--concurrency", "2"),
         *("--out", str(out), "--no-progress"),
         timeout=300,

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from agentgym_rl.cli import main
+from agentgym_rl.config.rollout import EngineConfig
 from agentgym_rl.episode.log import read_episodes
 from agentgym_rl.evaluation import EvalError, EvalOptions, evaluate
 from vllm_fixtures import EngineHandle
@@ -26,10 +27,10 @@ def test_local_engine_accounting_and_files(
         split=SPLIT,
         env_addresses={"babyai": [server.zmq]},
         n=2,
-        max_turns=2,
+        turn_cap=2,
         limit=3,
         out=out,
-        max_tokens_per_turn=48,
+        engine=EngineConfig(max_tokens_per_turn=48),
         progress=False,
     )
     report = vllm_engine.run(evaluate(options, engine=vllm_engine.engine), timeout=300)

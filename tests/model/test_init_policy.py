@@ -10,9 +10,10 @@ import pytest
 
 from agentgym_rl.cli import main
 from agentgym_rl.config import ActionFormat
+from agentgym_rl.config.init_model import InitModelConfig
 from agentgym_rl.episode.actions import parse_action
 from agentgym_rl.episode.dataset import load_split
-from agentgym_rl.model.init_policy import INFO_FILE, InitOptions, init_policy, tasks_to_play
+from agentgym_rl.model.init_policy import INFO_FILE, init_policy, tasks_to_play
 from agentgym_rl.model.transcripts import (
     Transcript,
     corpus_text,
@@ -28,7 +29,7 @@ _LISTED = re.compile(r"Available actions: (\[.*\])")
 
 def test_transcripts_play_listed_actions_in_the_agent_format() -> None:
     tasks = load_split(GOTO_TRAIN, "babyai")[:30]
-    played = random_transcripts("babyai", tasks, max_turns=3, seed=1, system_prompt="Be brief.")
+    played = random_transcripts("babyai", tasks, turn_cap=3, seed=1, system_prompt="Be brief.")
     assert [t.item_id for t in played] == [t.item_id for t in tasks]
     for t in played:
         roles = [m["role"] for m in t.messages]
@@ -41,7 +42,7 @@ def test_transcripts_play_listed_actions_in_the_agent_format() -> None:
             listed = json.loads(_LISTED.findall(before["content"])[-1])
             assert parsed.action in listed  # a valid action of the observation it answers
     # the same seed plays the same actions; success is what random play gets, not zero or all
-    again = random_transcripts("babyai", tasks, max_turns=3, seed=1, system_prompt="Be brief.")
+    again = random_transcripts("babyai", tasks, turn_cap=3, seed=1, system_prompt="Be brief.")
     assert [t.messages for t in again] == [t.messages for t in played]
     assert 0 < sum(t.success for t in played) < len(played)
     assert any(text.startswith("assistant\nAction: ") for text in corpus_text(played))
@@ -50,9 +51,9 @@ def test_transcripts_play_listed_actions_in_the_agent_format() -> None:
 def test_thought_line_restates_the_goal_and_keeps_the_actions() -> None:
     tasks = load_split(GOTO_TRAIN, "babyai")[:20]
     compact = {"observation": "compact"}
-    plain = random_transcripts("babyai", tasks, max_turns=3, seed=2, env_options=compact)
+    plain = random_transcripts("babyai", tasks, turn_cap=3, seed=2, env_options=compact)
     thought = random_transcripts(
-        "babyai", tasks, max_turns=3, seed=2, env_options=compact, thought_line="Goal:"
+        "babyai", tasks, turn_cap=3, seed=2, env_options=compact, thought_line="Goal:"
     )
     for a, b in zip(plain, thought, strict=True):
         assert b.success == a.success
@@ -83,7 +84,7 @@ def small_policy(tmp_path_factory: pytest.TempPathFactory) -> Path:
             "init-model",
             f"--out={out}",
             "--transcripts=24",
-            "--max-turns=2",
+            "--turn-cap=2",
             "--vocab-size=400",
             "--layers=1",
             "--warmup-steps=40",
@@ -142,7 +143,7 @@ def test_init_model_writes_a_loadable_warmed_up_policy(small_policy: Path) -> No
 
 def test_refuses_a_non_empty_folder_and_bad_sizes(small_policy: Path, tmp_path: Path) -> None:
     with pytest.raises(FileExistsError, match="--force"):
-        init_policy(InitOptions(out=small_policy))
+        init_policy(InitModelConfig(out=small_policy))
     assert main(["init-model", f"--out={small_policy}"]) == 2
     assert main(["init-model", f"--out={tmp_path / 'x'}", "--warmup-steps=0"]) == 2
     bad_weight = ["init-model", f"--out={tmp_path / 'x'}", "--warmup-observation-weight=2"]
@@ -193,7 +194,7 @@ def test_searchqa_transcripts_search_then_answer_in_tags() -> None:
     split = ROOT / "envs/agentgym_envs/searchqa/data/train_1hop.json"
     tasks = load_split(split, "searchqa")[:40]
     options = {"prompt": "question", "topk": "2", "end_on_wrong": "true"}
-    played = random_transcripts("searchqa", tasks, max_turns=3, seed=0, env_options=options)
+    played = random_transcripts("searchqa", tasks, turn_cap=3, seed=0, env_options=options)
     answered = 0
     for t in played:
         turns = [m["content"] for m in t.messages if m["role"] == "assistant"]
@@ -215,10 +216,10 @@ def test_a_short_split_is_replayed_with_fresh_random_actions(tmp_path: Path) -> 
     """More transcripts than tasks play each task several times, each time with other random
     actions: the warm-up then cannot memorise one answer per question."""
     split = load_split(SEARCHQA_DATA / "train_1hop.json", "searchqa")[:5]
-    tasks = tasks_to_play(split, InitOptions(out=tmp_path, env="searchqa", transcripts=40))
+    tasks = tasks_to_play(split, InitModelConfig(out=tmp_path, env="searchqa", transcripts=40))
     assert len(tasks) == 40 and {t.item_id for t in tasks} == {t.item_id for t in split}
     options = {"prompt": "question", "topk": "1", "end_on_wrong": "true"}
-    played = random_transcripts("searchqa", tasks, max_turns=3, seed=0, env_options=options)
+    played = random_transcripts("searchqa", tasks, turn_cap=3, seed=0, env_options=options)
     plays: dict[str, set[str]] = {}
     for t in played:
         plays.setdefault(t.item_id, set()).add(json.dumps(t.messages))
@@ -231,13 +232,13 @@ def test_searchqa_tokenizer_learns_the_corpus_names_the_warmup_never_met(tmp_pat
     from transformers import AutoTokenizer
 
     out = tmp_path / "policy"
-    options = InitOptions(
+    options = InitModelConfig(
         out=out,
         env="searchqa",
         split=SEARCHQA_DATA / "train_1hop.json",
         transcripts=4,
-        max_turns=3,
-        env_options=(("prompt", "question"), ("topk", "1"), ("end_on_wrong", "true")),
+        turn_cap=3,
+        env_options=["prompt=question", "topk=1", "end_on_wrong=true"],
         vocab_size=8000,
         phrase_tokens=False,
         hidden=64,

@@ -225,7 +225,7 @@ def model(venv: Venv, learner_host: Venv) -> Path:
         "init-model",
         f"--out={venv.work / 'model'}",
         "--transcripts=24",
-        "--max-turns=2",
+        "--turn-cap=2",
         "--vocab-size=400",
         "--layers=1",
         "--warmup-steps=10",

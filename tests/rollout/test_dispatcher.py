@@ -124,8 +124,8 @@ def test_groups_complete_and_turn_caps_follow_dispatch_version(
         for s in g.samples:
             check_sample_arrays(s)
             budget = schedule.budget(s.dispatch_version)
-            assert (s.stage, s.turn_cap) == (budget.stage, budget.cap)
-            assert (s.status, s.turns) == ("turn_cap", budget.cap)  # noop never ends
+            assert (s.stage, s.turn_cap) == (budget.stage, budget.turn_cap)
+            assert (s.status, s.turns) == ("turn_cap", budget.turn_cap)  # noop never ends
             assert s.versions[s.loss_mask == 1].min() >= s.dispatch_version
             stages.add(s.stage)
     assert len(stages) >= 2, "the engine's version moved, so later groups run in later stages"
@@ -278,7 +278,7 @@ def service_config(server: EnvServerProc, endpoint: str, log_dir: Path, *extra: 
                 Path(__file__).resolve().parents[2] / "envs/agentgym_envs/babyai/data/train.json"
             ),
             "dataset.group_size=2",
-            "scaling_inter.stages=[3]",
+            "scaling_inter.turn_caps=[3]",
             "status_interval_s=0.1",
             *extra,
         ],

@@ -23,17 +23,17 @@ def test_pure_function_of_version() -> None:
     schedule = TurnSchedule([2, 3, 4], 5)
     first = [schedule.budget(v) for v in range(30)]
     assert [schedule.budget(v) for v in reversed(range(30))] == first[::-1]
-    assert [b.cap for b in first[:16]] == [2] * 5 + [3] * 5 + [4] * 6
+    assert [b.turn_cap for b in first[:16]] == [2] * 5 + [3] * 5 + [4] * 6
 
 
 def test_fixed_cap_is_one_stage() -> None:
     schedule = TurnSchedule.fixed(15)
     assert {schedule.budget(v) for v in (0, 1, 10**6)} == {TurnBudget(0, 15)}
-    assert schedule.max_cap == 15
+    assert schedule.max_turn_cap == 15
 
 
 def test_from_config() -> None:
-    config = ScalingInterConfig(stages=[5, 8, 10], versions_per_stage=100)
+    config = ScalingInterConfig(turn_caps=[5, 8, 10], versions_per_stage=100)
     assert TurnSchedule.from_config(config).budget(250) == TurnBudget(2, 10)
 
 

@@ -52,7 +52,7 @@ def check_sample(sample: _core.Sample, schedule: TurnSchedule) -> None:
     assert np.all(lps[~masked] == 0.0)
     assert np.all(sample.versions[masked] >= sample.dispatch_version)
     budget = schedule.budget(sample.dispatch_version)
-    assert (sample.stage, sample.turn_cap) == (budget.stage, budget.cap)
+    assert (sample.stage, sample.turn_cap) == (budget.stage, budget.turn_cap)
     assert sample.turns <= sample.turn_cap
     assert sample.status in {"done", "turn_cap", "truncated"}
 
@@ -80,7 +80,7 @@ def service_config(
             "dataset.group_size=2",
             "engine.max_model_len=1024",
             "engine.max_tokens_per_turn=12",
-            f"scaling_inter.stages={stages}",
+            f"scaling_inter.turn_caps={stages}",
             "scaling_inter.versions_per_stage=1",
             "buffer.groups_per_step=1",
             "buffer.max_staleness=0",

@@ -12,10 +12,11 @@ from typing import Any
 
 import pytest
 import yaml
+from pydantic import ValidationError
 from train_fixtures import ROOT, SPLIT, train_config
 
 from agentgym_rl.config import RolloutConfig, load_learn_config, load_rollout_config
-from agentgym_rl.config.loader import ConfigError, load_config
+from agentgym_rl.config.loader import ConfigError, format_errors, load_config
 from agentgym_rl.config.train import TrainConfig
 from agentgym_rl.supervise import PlanError, plan_run, write_plan
 
@@ -42,8 +43,8 @@ def test_composes_wired_configs_for_every_process(train_data: dict[str, Any]) ->
     ]
     train_data["rollout_servers"] = 2
     train_data["rollout"]["engine"] = {"temperature": 0.7, "seed": 5}
-    train_data["rollout"]["envs"] = [{"env": "noop", "addresses": ["tcp://x:1"], "max_inflight": 3}]
-    train_data["learn"]["groups_per_step"] = 4
+    train_data["rollout"]["envs"] = [{"env": "noop", "max_inflight": 3}]
+    train_data["groups_per_step"] = 4
     plan = plan_run(train_config(train_data))
     run = Path(train_data["run_dir"])
 
@@ -86,7 +87,7 @@ def test_composes_wired_configs_for_every_process(train_data: dict[str, Any]) ->
 
 def test_resume_and_torchrun(train_data: dict[str, Any]) -> None:
     train_data["learner_procs"] = 2
-    train_data["learn"]["groups_per_step"] = 2
+    train_data["groups_per_step"] = 2
     plan = plan_run(train_config(train_data), resume=True)
     assert plan.learn_config.parallel.dp == 2  # filled in from learner_procs
     assert plan.learn.argv[1:5] == [
@@ -102,7 +103,7 @@ def test_resume_and_torchrun(train_data: dict[str, Any]) -> None:
 def test_sync_mode_is_the_reference_regime(train_data: dict[str, Any]) -> None:
     train_data["mode"] = "sync"
     train_data["env_servers"] = [{"env": "noop", "replicas": 2}]  # zmq servers, HTTP clients
-    train_data["rollout"]["buffer"] = {"max_staleness": 2}
+    train_data["max_staleness"] = 2
     plan = plan_run(train_config(train_data))
     [rollout] = plan.rollout_configs
     http_ports = [c.argv[c.argv.index("--port") + 1] for c in plan.envs]
@@ -134,25 +135,36 @@ def test_pinned_ports_are_used(train_data: dict[str, Any], free_port: int) -> No
     assert plan.rollout_configs[0].learner.endpoints == [f"tcp://127.0.0.1:{free_port}"]
 
 
+def invalid(data: dict[str, Any]) -> list[str]:
+    """The lines of the error a train config gets before anything is planned."""
+    with pytest.raises(ValidationError) as info:
+        train_config(data)
+    return [line.strip() for line in format_errors(info.value).splitlines()[1:]]
+
+
 def test_unknown_keys_name_their_path(train_data: dict[str, Any]) -> None:
     train_data["rollout"]["engine"] = {"temprature": 0.5}
     train_data["learn"]["optimizer"]["lr_max"] = 1.0
-    found = problems(train_data)
+    train_data["init_model"] = {"hiden": 64}
+    found = invalid(train_data)
     assert "rollout.engine.temprature: Extra inputs are not permitted" in found
     assert "learn.optimizer.lr_max: Extra inputs are not permitted" in found
+    assert "init_model.hiden: Extra inputs are not permitted" in found
     with pytest.raises(ConfigError, match="rollout_server: Extra inputs are not permitted"):
         load_config(TrainConfig, None, ["model=m", "env_servers=[{env: noop}]", "rollout_server=2"])
 
 
 def test_wrong_types_name_their_path(train_data: dict[str, Any]) -> None:
     train_data["learn"]["max_steps"] = "many"
-    train_data["rollout"]["buffer"] = {"max_staleness": -1}
-    found = problems(train_data)
+    train_data["max_staleness"] = -1
+    train_data["init_model"] = {"layers": 0}
+    found = invalid(train_data)
     assert (
         "learn.max_steps: Input should be a valid integer, unable to parse string as an integer"
         in found
     )
-    assert any(p.startswith("rollout.buffer.max_staleness: Input should be greater") for p in found)
+    assert "max_staleness: Input should be greater than or equal to 0" in found
+    assert "init_model.layers: Input should be greater than or equal to 1" in found
     with pytest.raises(ValueError, match="rollout_servers"):
         train_config({**train_data, "rollout_servers": 0})
 
@@ -164,18 +176,33 @@ def test_impossible_sizes(train_data: dict[str, Any]) -> None:
     assert found.startswith("learner_procs: 2 ranks, but learn.parallel has tp=1 pp=1 dp=1")
     assert "set learner_procs=1" in found
     del train_data["learn"]["parallel"]
-    train_data["learn"]["groups_per_step"] = 3
+    train_data["groups_per_step"] = 3
     (found,) = problems(train_data)
-    assert found == (
-        "learn: Value error, groups_per_step (3) must be a multiple of parallel.dp (2)"
-    )
+    assert found == "learn: groups_per_step (3) must be a multiple of parallel.dp (2)"
 
 
-def test_sides_must_agree(train_data: dict[str, Any]) -> None:
-    train_data["rollout"]["engine"] = {"temperature": 1.0}
+def test_shared_values_are_stated_once(train_data: dict[str, Any]) -> None:
+    train_data["rollout"]["engine"] = {"temperature": 0.6}
+    train_data.update(groups_per_step=4, max_staleness=1)
+    plan = plan_run(train_config(train_data))
+    learn, [rollout] = plan.learn_config, plan.rollout_configs
+    assert (learn.temperature, rollout.engine.temperature) == (0.6, 0.6)
+    assert (learn.groups_per_step, rollout.buffer.groups_per_step) == (4, 4)
+    assert (learn.max_staleness, rollout.buffer.max_staleness) == (1, 1)
     train_data["learn"]["temperature"] = 0.5
+    train_data["rollout"]["buffer"] = {"max_staleness": 2, "max_ready": 8}
+    train_data["rollout"]["envs"] = [{"env": "noop", "addresses": ["tcp://127.0.0.1:1"]}]
+    assert invalid(train_data) == [
+        "rollout.buffer.max_staleness: train fills this in (from max_staleness); leave it out",
+        "rollout.envs.0.addresses: train fills this in (from env_servers); leave it out",
+        "learn.temperature: train fills this in (from rollout.engine.temperature); leave it out",
+    ]
+
+
+def test_an_env_described_but_not_served(train_data: dict[str, Any]) -> None:
+    train_data["rollout"]["envs"] = [{"env": "babyai"}]
     (found,) = problems(train_data)
-    assert found.startswith("learn.temperature: 0.5 differs from rollout.engine.temperature 1.0")
+    assert found == "rollout.envs.0.env: 'babyai' has no env_servers entry; serve it or drop it"
 
 
 def test_busy_pinned_port_names_key_and_fix(train_data: dict[str, Any], listening: int) -> None:
@@ -200,27 +227,27 @@ def test_missing_model_unless_init_model(train_data: dict[str, Any], tmp_path: P
         "env": "babyai",
         "warmup_steps": 10,
         "warmup_observation_weight": 0.1,
-        "env_option": ["topk=2", "end_on_wrong=true"],
-        "force": False,
+        "env_options": ["topk=2", "end_on_wrong=true"],
+        "phrase_tokens": False,
     }
     plan = plan_run(train_config(train_data))
     assert plan.init is not None
-    # a switch is --flag or --no-flag, a list a repeated flag
+    # the flags of what the section sets; a switch is --flag or --no-flag, a list a repeated flag
     assert plan.init.argv[-14:] == [
         "init-model",
         "--out",
         str(tmp_path / "nope"),
         "--env",
         "babyai",
-        "--warmup-steps",
-        "10",
-        "--warmup-observation-weight",
-        "0.1",
         "--env-option",
         "topk=2",
         "--env-option",
         "end_on_wrong=true",
-        "--no-force",
+        "--no-phrase-tokens",
+        "--warmup-steps",
+        "10",
+        "--warmup-observation-weight",
+        "0.1",
     ]
 
 

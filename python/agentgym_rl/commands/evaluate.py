@@ -20,6 +20,9 @@ DESCRIPTION = (
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from agentgym_rl.config.flags import add_flags
+    from agentgym_rl.config.rollout import DEFAULT_TURN_CAPS, EngineConfig
+
     src = parser.add_argument_group("policy (one of)")
     src.add_argument("--model", type=Path, metavar="DIR", help="local HF checkpoint (vLLM)")
     src.add_argument("--api-base", metavar="URL", help="OpenAI-compatible base, e.g. .../v1")
@@ -45,22 +48,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "one are started here",
     )
     parser.add_argument("--n", type=int, default=1, help="samples per task (default 1)")
-    parser.add_argument("--temperature", type=float, default=1.0, help="default 1.0")
-    parser.add_argument("--top-p", type=float, default=1.0, help="default 1.0")
-    parser.add_argument("--max-turns", type=int, default=20, help="turn cap (default 20)")
+    parser.add_argument(
+        "--turn-cap",
+        type=int,
+        default=DEFAULT_TURN_CAPS[-1],
+        help="turns per episode (default %(default)s)",
+    )
     parser.add_argument("--limit", type=int, help="only the first N tasks of the split")
     parser.add_argument("--out", type=Path, help="write eval.md, eval.json (and episodes) here")
-    parser.add_argument(
-        "--max-model-len",
-        type=int,
-        metavar="N",
-        help="context length in tokens (default: the model's own, max_position_embeddings in "
-        "its config.json; a larger value is refused)",
-    )
-    parser.add_argument("--max-tokens-per-turn", type=int, default=512, help="default 512")
     parser.add_argument("--concurrency", type=int, default=32, help="episodes at once")
-    parser.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16"])
-    parser.add_argument("--seed", type=int, default=0, help="vLLM sampling seed")
+    add_flags(
+        parser.add_argument_group("engine (the local engine's; an API's requests)"), EngineConfig
+    )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.add_argument(
         "--verbose", action="store_true", help="debug logging; tracebacks of start-up errors"
@@ -96,6 +95,8 @@ def run(args: argparse.Namespace) -> int:
     import sys
     import traceback
 
+    from agentgym_rl.config.flags import from_flags
+    from agentgym_rl.config.rollout import EngineConfig
     from agentgym_rl.evaluation.job import EvalOptions, evaluate
     from agentgym_rl.evaluation.runner import EvalError
     from agentgym_rl.inference.engine import EngineStartError
@@ -111,22 +112,17 @@ def run(args: argparse.Namespace) -> int:
             api_model=args.api_model,
             api_key_env=args.api_key_env,
             env_addresses=parse_addresses(args.env_address),
+            engine=from_flags(EngineConfig, args),
             n=args.n,
-            temperature=args.temperature,
-            top_p=args.top_p,
-            max_turns=args.max_turns,
+            turn_cap=args.turn_cap,
             limit=args.limit,
             out=args.out,
-            max_model_len=args.max_model_len,
-            max_tokens_per_turn=args.max_tokens_per_turn,
             concurrency=args.concurrency,
-            dtype=args.dtype,
-            seed=args.seed,
             progress=not args.no_progress,
             system_prompt=args.system_prompt,
             env_options=tuple(args.env_option),
         )
-    except ValueError as e:
+    except ValueError as e:  # ConfigError included: it names the flag
         print(f"eval: {e}", file=sys.stderr)
         return 2
     try:

@@ -37,7 +37,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         nargs="*",
         metavar="KEY=VALUE",
         help="override a config value by its key path, e.g. buffer.max_staleness=4 "
-        "'scaling_inter.stages=[5, 10]' (values are YAML)",
+        "'scaling_inter.turn_caps=[5, 10]' (values are YAML)",
     )
 
 

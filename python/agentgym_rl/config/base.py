@@ -1,10 +1,16 @@
-"""The base every config model derives from: strict keys, attribute docstrings as descriptions.
+"""The base every config model derives from: strict keys, attribute docstrings as descriptions,
+and the `Wired` mark of the fields `agentgym-rl train` fills in.
 
 Contract: an unknown key is an error that names its full key path; a field's docstring is its
-description (shown by `--help-config` style tooling and in validation messages).
+description (shown in `--help` of the flags made from it and in validation messages). A field
+annotated `Annotated[T, Wired("...")]` is one that `train`'s planner (`supervise/plan.py`) writes
+into the per-process config; the section of a train config that describes that process is the
+same model without those fields (`RolloutSection` for `RolloutConfig`, ...).
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict
 
@@ -18,3 +24,21 @@ class ConfigModel(BaseModel):
         use_attribute_docstrings=True,
         validate_default=True,
     )
+
+
+@dataclass(frozen=True)
+class Wired:
+    """Marks a field `train` fills in; `source` says from what (shown when a train config sets
+    it)."""
+
+    source: str
+
+
+def wired_fields(model: type[BaseModel]) -> dict[str, Wired]:
+    """The fields of `model` marked `Wired`, with their marks."""
+    return {
+        name: mark
+        for name, info in model.model_fields.items()
+        for mark in info.metadata
+        if isinstance(mark, Wired)
+    }

@@ -6,19 +6,21 @@ padding, warm-up fits in the run, every endpoint is a ZeroMQ `tcp://HOST:PORT` o
 (a bind endpoint may use `*` or port 0), and the loss options are consistent. `LossConfig` is
 also the loss's runtime settings: `learner.losses.policy_loss` reads it as validated here.
 `temperature` must equal the rollout engine's sampling temperature (the engine reports
-processed log-probs, the learner recomputes them at the same temperature).
+processed log-probs, the learner recomputes them at the same temperature). `LearnSection` is the
+`learn:` section of a train config: the same settings without the fields marked `Wired`.
 """
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Literal, get_args
+from typing import Annotated, Literal, get_args
 
 from pydantic import Field, field_validator, model_validator
 
 from agentgym_rl.config.auth import AuthConfig
-from agentgym_rl.config.base import ConfigModel
+from agentgym_rl.config.base import ConfigModel, Wired
+from agentgym_rl.config.rollout import GROUPS_PER_STEP, MAX_STALENESS
 
 _BIND_ENDPOINT = re.compile(r"^(tcp://(\*|[^\s:/]+):\d{1,5}|ipc://\S+)$")
 
@@ -164,30 +166,29 @@ class WeightsConfig(ConfigModel):
         return check_bind_endpoint(value)
 
 
-class CheckpointConfig(ConfigModel):
+class CheckpointSettings(ConfigModel):
     """Periodic resumable checkpoints plus an HF export."""
 
-    dir: Path = Path("runs/learn/checkpoints")
-    """Holds `step_<n>/` directories (complete when they contain `COMPLETE`)."""
     every_steps: int = Field(default=100, ge=1)
     """Save after every this many optimizer steps (and at the last step)."""
     export_hf: bool = True
     """Also write `hf/` (model.safetensors, config, tokenizer) that transformers loads."""
 
 
-class LearnConfig(ConfigModel):
-    """Everything one `learn` process (or torchrun job) needs."""
+class CheckpointConfig(CheckpointSettings):
+    """Periodic resumable checkpoints plus an HF export, and where they go."""
 
-    model: Path
-    """Local HF checkpoint directory (config.json, safetensors, tokenizer) to start from."""
+    dir: Annotated[Path, Wired("run_dir/checkpoints")] = Path("runs/learn/checkpoints")
+    """Holds `step_<n>/` directories (complete when they contain `COMPLETE`)."""
+
+
+class LearnSettings(ConfigModel):
+    """What a `learn` process is told besides its wiring (`LearnConfig` minus the wiring)."""
+
     parallel: ParallelConfig = ParallelConfig()
     """Tensor/pipeline/data parallel sizes."""
     receive: ReceiveConfig = ReceiveConfig()
-    """Where groups arrive."""
-    groups_per_step: int = Field(default=16, ge=1)
-    """Groups per optimizer step (B), split evenly over data-parallel ranks."""
-    max_staleness: int = Field(default=2, ge=0)
-    """Groups whose oldest token lags the policy by more versions are dropped (counted)."""
+    """Where groups arrive (a train config that leaves `bind` out gets a free port)."""
     advantage: AdvantageConfig = AdvantageConfig()
     """Advantage estimator."""
     loss: LossConfig = LossConfig()
@@ -200,8 +201,6 @@ class LearnConfig(ConfigModel):
     fused_swiglu: bool = True
     """Megatron's fused SwiGLU kernel (`bias_activation_fusion`). Compiled by torch.compile on
     first use (on CPU this needs a C++ compiler); false keeps the unfused chunk-silu-multiply."""
-    temperature: float = Field(default=1.0, gt=0.0, le=10.0)
-    """Sampling temperature of the rollout engine; log-probs are recomputed at it."""
     micro_batch_tokens: int = Field(default=8192, ge=1)
     """Padded tokens per micro-batch (gradient accumulation over micro-batches)."""
     recompute_proximal: bool = False
@@ -209,16 +208,38 @@ class LearnConfig(ConfigModel):
     numbers as the detached training forward with one optimizer step per batch; kept for
     checking that)."""
     weights: WeightsConfig | None = WeightsConfig()
-    """Weight publishing (None: never publish, e.g. offline training)."""
+    """Weight publishing (None: never publish, e.g. offline training; a train config that leaves
+    `endpoint` out gets a free port)."""
     auth: AuthConfig = AuthConfig()
     """The secret that signs every group and weight message."""
-    checkpoint: CheckpointConfig = CheckpointConfig()
-    """Checkpoints."""
     max_steps: int = Field(default=1000, ge=1)
     """Optimizer steps to run."""
     seed: int = Field(default=0, ge=0)
     """Seed of parameter init noise and Megatron's RNG."""
-    log_dir: Path = Path("runs/learn")
+
+
+class LearnSection(LearnSettings):
+    """The `learn:` section of a train config: `train` adds the wiring to make the learner's
+    `LearnConfig` (`supervise/plan.py`)."""
+
+    checkpoint: CheckpointSettings = CheckpointSettings()
+    """Checkpoints (they go to run_dir/checkpoints)."""
+
+
+class LearnConfig(LearnSettings):
+    """Everything one `learn` process (or torchrun job) needs."""
+
+    model: Annotated[Path, Wired("model")]
+    """Local HF checkpoint directory (config.json, safetensors, tokenizer) to start from."""
+    groups_per_step: Annotated[int, Wired("groups_per_step"), Field(ge=1)] = GROUPS_PER_STEP
+    """Groups per optimizer step (B), split evenly over data-parallel ranks."""
+    max_staleness: Annotated[int, Wired("max_staleness"), Field(ge=0)] = MAX_STALENESS
+    """Groups whose oldest token lags the policy by more versions are dropped (counted)."""
+    temperature: Annotated[float, Wired("rollout.engine.temperature"), Field(gt=0.0, le=10.0)] = 1.0
+    """Sampling temperature of the rollout engine; log-probs are recomputed at it."""
+    checkpoint: CheckpointConfig = CheckpointConfig()
+    """Checkpoints."""
+    log_dir: Annotated[Path, Wired("run_dir/learn")] = Path("runs/learn")
     """`metrics.jsonl` (one record per step) goes here."""
 
     @model_validator(mode="after")
@@ -253,8 +274,11 @@ __all__ = [
     "AdvantageConfig",
     "Aggregation",
     "CheckpointConfig",
+    "CheckpointSettings",
     "Correction",
     "LearnConfig",
+    "LearnSection",
+    "LearnSettings",
     "LossConfig",
     "OptimizerConfig",
     "ParallelConfig",

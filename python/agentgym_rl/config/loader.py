@@ -64,10 +64,14 @@ def _index(node: list[Any], part: str, where: str) -> int:
 
 
 def format_errors(error: ValidationError) -> str:
+    """One line per problem, each starting with its key path (a model-level check names its
+    keys in its message, one problem per line)."""
     lines = []
     for item in error.errors():
-        where = ".".join(str(p) for p in item["loc"]) or "(top level)"
-        lines.append(f"  {where}: {item['msg']}")
+        message = item["msg"].removeprefix("Value error, ")
+        where = ".".join(str(p) for p in item["loc"])
+        for line in message.splitlines():
+            lines.append(f"  {where}: {line}" if where else f"  {line}")
     return "invalid config:\n" + "\n".join(lines)
 
 

@@ -3,7 +3,10 @@
 Contract: a `RolloutConfig` that validates is internally consistent: the dataset's env has a
 server entry, every endpoint is a ZeroMQ `tcp://HOST:PORT` or `ipc://PATH`, every env address
 is `http://` (AgentGym HTTP) or `tcp://` (native ZeroMQ), a turn leaves room in the context, and
-the ScalingInter stages never shrink. Defaults follow the AgentGym-RL BabyAI recipe.
+the ScalingInter turn caps never shrink. Defaults follow the AgentGym-RL BabyAI recipe.
+`RolloutSection` is the `rollout:` section of a train config: the same settings without the
+fields marked `Wired` (the model, env addresses, endpoints, log dir, and the values a train
+config states once for both sides: groups per step and max staleness).
 """
 
 from __future__ import annotations
@@ -12,15 +15,22 @@ import enum
 import itertools
 import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
 from agentgym_rl.config.auth import AuthConfig
-from agentgym_rl.config.base import ConfigModel
+from agentgym_rl.config.base import ConfigModel, Wired
 
 _ZMQ_ENDPOINT = re.compile(r"^(tcp://[^\s:/]+:\d{1,5}|ipc://\S+)$")
 _ENV_ADDRESS = re.compile(r"^(https?|tcp)://[^\s:/]+:\d{1,5}/?$")
+
+DEFAULT_TURN_CAPS = (6, 13, 20)
+"""The paper's ScalingInter schedule; its last cap is also evaluation's default turn cap."""
+GROUPS_PER_STEP = 16
+"""Default groups per optimizer step (B), the same on both sides of the stream."""
+MAX_STALENESS = 2
+"""Default versions a group's oldest token may lag the learner (S), the same on both sides."""
 
 
 class ActionFormat(str, enum.Enum):
@@ -94,13 +104,11 @@ class EngineConfig(ConfigModel):
         return self
 
 
-class EnvServersConfig(ConfigModel):
-    """The servers of one environment and how its actions are read."""
+class EnvSettings(ConfigModel):
+    """How one environment's servers are spoken to and its actions read."""
 
     env: str = Field(min_length=1)
     """Environment name (the `item_id` prefix of its tasks, e.g. `babyai`)."""
-    addresses: list[str] = Field(min_length=1)
-    """`http://HOST:PORT` (AgentGym HTTP protocol) or `tcp://HOST:PORT` (native ZeroMQ)."""
     dialect: HttpDialect = "agentgym"
     """HTTP dialect of the servers (ignored for tcp:// addresses). Left out: the env's own
     (`http_dialect`: `webarena` for the web envs, `searchqa` for Deep Search)."""
@@ -125,6 +133,13 @@ class EnvServersConfig(ConfigModel):
         ):
             return {**data, "dialect": http_dialect(data["env"])}
         return data
+
+
+class EnvServersConfig(EnvSettings):
+    """The servers of one environment and how its actions are read."""
+
+    addresses: Annotated[list[str], Wired("env_servers"), Field(min_length=1)]
+    """`http://HOST:PORT` (AgentGym HTTP protocol) or `tcp://HOST:PORT` (native ZeroMQ)."""
 
     @field_validator("addresses")
     @classmethod
@@ -166,16 +181,23 @@ class DatasetConfig(ConfigModel):
 
 
 class ScalingInterConfig(ConfigModel):
-    """Progressive turn caps: stage = min(version // versions_per_stage, len(stages) - 1)."""
+    """Progressive turn caps: stage = min(version // versions_per_stage, len(turn_caps) - 1)."""
 
-    stages: list[int] = Field(default_factory=lambda: [6, 13, 20], min_length=1)
+    turn_caps: list[int] = Field(default_factory=lambda: list(DEFAULT_TURN_CAPS), min_length=1)
     """Turn cap of each stage, e.g. [6, 13, 20]; a fixed cap is one stage."""
     versions_per_stage: int = Field(default=100, ge=1)
     """Policy versions (learner steps) per stage (K)."""
 
-    @field_validator("stages")
+    @model_validator(mode="before")
     @classmethod
-    def stages_never_shrink(cls, value: list[int]) -> list[int]:
+    def renamed_stages(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "stages" in data:
+            raise ValueError("`stages` is now `turn_caps` (the turn cap of each stage)")
+        return data
+
+    @field_validator("turn_caps")
+    @classmethod
+    def caps_never_shrink(cls, value: list[int]) -> list[int]:
         if any(cap < 1 for cap in value):
             raise ValueError("every turn cap must be at least 1")
         if any(b < a for a, b in itertools.pairwise(value)):
@@ -183,13 +205,9 @@ class ScalingInterConfig(ConfigModel):
         return value
 
 
-class BufferConfig(ConfigModel):
-    """Trajectory buffer: staleness admission and bounded memory (in groups)."""
+class BufferSettings(ConfigModel):
+    """Trajectory buffer: bounded memory (in groups)."""
 
-    groups_per_step: int = Field(default=16, ge=1)
-    """Groups the learner consumes per optimizer step (B)."""
-    max_staleness: int = Field(default=2, ge=0)
-    """Versions a released group's oldest token may lag the learner (S)."""
     max_in_flight: int = Field(default=64, ge=1)
     """Groups running at once."""
     max_ready: int = Field(default=64, ge=1)
@@ -198,14 +216,28 @@ class BufferConfig(ConfigModel):
     """Drop (and count) groups whose rewards are all equal."""
 
 
-class LearnerConfig(ConfigModel):
-    """Where finished groups go."""
+class BufferConfig(BufferSettings):
+    """Trajectory buffer: staleness admission and bounded memory (in groups)."""
 
-    endpoints: list[str] = Field(min_length=1)
-    """Learner `GroupReceiver` endpoints; groups go round robin to those with credit."""
+    groups_per_step: Annotated[int, Wired("groups_per_step"), Field(ge=1)] = GROUPS_PER_STEP
+    """Groups the learner consumes per optimizer step (B)."""
+    max_staleness: Annotated[int, Wired("max_staleness"), Field(ge=0)] = MAX_STALENESS
+    """Versions a released group's oldest token may lag the learner (S)."""
+
+
+class StreamSettings(ConfigModel):
+    """How finished groups are sent."""
+
     send_timeout_s: float = Field(default=1.0, gt=0.0)
     """How long one send waits for credit before the group is put back (backpressure)."""
-    sender_id: str | None = None
+
+
+class LearnerConfig(StreamSettings):
+    """Where finished groups go."""
+
+    endpoints: Annotated[list[str], Wired("the learner's receive.bind"), Field(min_length=1)]
+    """Learner `GroupReceiver` endpoints; groups go round robin to those with credit."""
+    sender_id: Annotated[str | None, Wired("the server's name, rollout-<i>")] = None
     """Identity of this rollout server on the stream (default: host and pid)."""
 
     @field_validator("endpoints")
@@ -247,29 +279,18 @@ class HeldOutEvalConfig(ConfigModel):
     False: weights may change mid-evaluation; the record's `versions` says how far."""
 
 
-class RolloutConfig(ConfigModel):
-    """Everything one `serve-rollouts` process needs."""
+class RolloutSettings(ConfigModel):
+    """What a `serve-rollouts` process is told besides its wiring (`RolloutConfig` minus the
+    wiring, and minus the sections whose wiring is nested in them)."""
 
-    model: str = Field(min_length=1)
-    """Model path or hub id the engine loads."""
     tokenizer: str | None = None
     """Directory with tokenizer.json + tokenizer_config.json (default: `model`)."""
     engine: EngineConfig = EngineConfig()
     """Sampling and context options of the inference engine."""
-    envs: list[EnvServersConfig] = Field(min_length=1)
-    """Env servers, one entry per environment."""
     env_pool: EnvPoolConfig = EnvPoolConfig()
     """Timeouts and health checks of the env connection pool."""
-    dataset: DatasetConfig
-    """The task split and group size."""
     scaling_inter: ScalingInterConfig = ScalingInterConfig()
     """Progressive turn caps by policy version."""
-    buffer: BufferConfig = BufferConfig()
-    """Staleness admission and memory bounds of the trajectory buffer."""
-    learner: LearnerConfig
-    """Where finished groups are streamed."""
-    weights_endpoint: str | None = None
-    """Endpoint new weights arrive on (None: weights never change, e.g. evaluation)."""
     weights_relay_host: str | None = "auto"
     """Host this server binds its weight-relay endpoint on (other rollout servers relay
     updates to it, see docs/weights.md). "auto": the loopback when `weights_endpoint` is on
@@ -277,8 +298,6 @@ class RolloutConfig(ConfigModel):
     server at. None: relay nothing (the learner sends this server every update itself)."""
     auth: AuthConfig = AuthConfig()
     """The secret that signs every group and weight message."""
-    log_dir: Path = Path("runs/rollout")
-    """Metrics JSONL and logs go here."""
     status_interval_s: float = Field(default=5.0, gt=0.0)
     """Seconds between status lines and metrics records."""
     eval: HeldOutEvalConfig | None = None
@@ -288,6 +307,46 @@ class RolloutConfig(ConfigModel):
     episode_log_every: int = Field(default=1, ge=0)
     """Append every N-th finished episode to `<log_dir>/episodes.jsonl` (read by
     `agentgym-rl show`); 0 turns episode logs off."""
+
+
+class RolloutSection(RolloutSettings):
+    """The `rollout:` section of a train config: `train` adds the wiring to make each rollout
+    server's `RolloutConfig` (`supervise/plan.py`)."""
+
+    envs: list[EnvSettings] = Field(default_factory=list)
+    """How each env is spoken to (an env of `env_servers` left out gets the defaults)."""
+    dataset: DatasetConfig | None = None
+    """The task split and group size (None: the first env's shipped train split)."""
+    buffer: BufferSettings = BufferSettings()
+    """Memory bounds of the trajectory buffer."""
+    learner: StreamSettings = StreamSettings()
+    """How finished groups are sent."""
+
+    @model_validator(mode="after")
+    def envs_listed_once(self) -> RolloutSection:
+        names = [e.env for e in self.envs]
+        if len(set(names)) != len(names):
+            raise ValueError(f"envs lists an environment twice: {names}")
+        return self
+
+
+class RolloutConfig(RolloutSettings):
+    """Everything one `serve-rollouts` process needs."""
+
+    model: Annotated[str, Wired("model"), Field(min_length=1)]
+    """Model path or hub id the engine loads."""
+    envs: list[EnvServersConfig] = Field(min_length=1)
+    """Env servers, one entry per environment."""
+    dataset: DatasetConfig
+    """The task split and group size."""
+    buffer: BufferConfig = BufferConfig()
+    """Staleness admission and memory bounds of the trajectory buffer."""
+    learner: LearnerConfig
+    """Where finished groups are streamed."""
+    weights_endpoint: Annotated[str | None, Wired("the learner's weights.endpoint")] = None
+    """Endpoint new weights arrive on (None: weights never change, e.g. evaluation)."""
+    log_dir: Annotated[Path, Wired("run_dir/rollout-<i>")] = Path("runs/rollout")
+    """Metrics JSONL and logs go here."""
 
     @property
     def endpoints(self) -> list[str]:

@@ -2,22 +2,33 @@
 
 Contract: a `TrainConfig` describes one run on one machine: where it lives (`run_dir`), the
 policy (`model`, optionally created first by `init-model`), the env servers, how many rollout
-servers and learner ranks to start, and the `rollout` / `learn` sections, which are partial
-`RolloutConfig` / `LearnConfig` mappings. `train` fills in what wires the processes together
-(model, addresses, endpoints, log and checkpoint dirs; see `agentgym_rl.supervise.plan`) and
-validates the composed per-process configs before anything starts. Ports left out are chosen
-free; a port written in the config is pinned and must be free.
+servers and learner ranks to start, the values both sides of the stream share (groups per
+step, max staleness: stated once, here), and the typed `rollout` / `learn` / `init_model`
+sections: `RolloutConfig`, `LearnConfig` and `InitModelConfig` without their fields marked
+`Wired`, which `train` fills in (model, addresses, endpoints, log and checkpoint dirs, the shared
+values; see `agentgym_rl.supervise.plan`). A train config that validates has no unknown key
+anywhere; one that sets a wired field is told where that value comes from. Ports left out are
+chosen free; a port written in the config is pinned and must be free.
 """
 
 from __future__ import annotations
 
 import os
+import types
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Union, get_args, get_origin
 
-from pydantic import Field, model_validator
+from pydantic import BaseModel, Field, model_validator
 
-from agentgym_rl.config.base import ConfigModel
+from agentgym_rl.config.base import ConfigModel, wired_fields
+from agentgym_rl.config.init_model import InitModelConfig, InitModelSettings
+from agentgym_rl.config.learn import LearnConfig, LearnSection
+from agentgym_rl.config.rollout import (
+    GROUPS_PER_STEP,
+    MAX_STALENESS,
+    RolloutConfig,
+    RolloutSection,
+)
 
 
 class EnvServerSpec(ConfigModel):
@@ -68,9 +79,9 @@ class TrainConfig(ConfigModel):
     plots/, summary.md."""
     model: Path
     """Local HF checkpoint directory both the rollout engines and the learner start from."""
-    init_model: dict[str, Any] | None = None
-    """When `model` does not exist: options of `agentgym-rl init-model --out <model>` (keys
-    become `--key-with-dashes value`)."""
+    init_model: InitModelSettings | None = None
+    """When `model` does not exist: how `agentgym-rl init-model --out <model>` creates it (its
+    flags, as keys)."""
     env_servers: list[EnvServerSpec] = Field(min_length=1)
     """One entry per environment."""
     rollout_servers: int = Field(default=1, ge=1, le=64)
@@ -85,10 +96,16 @@ class TrainConfig(ConfigModel):
     `max_staleness` is 0 on both sides."""
     learner_procs: int = Field(default=1, ge=1, le=1024)
     """Learner ranks (torchrun nproc_per_node; must equal tp * pp * dp)."""
-    rollout: dict[str, Any] = Field(default_factory=dict)
-    """Partial `RolloutConfig` (see configs/rollout/); train fills in the wiring."""
-    learn: dict[str, Any] = Field(default_factory=dict)
-    """Partial `LearnConfig` (see configs/learn/); train fills in the wiring."""
+    groups_per_step: int = Field(default=GROUPS_PER_STEP, ge=1)
+    """Groups per optimizer step (B): the rollout buffer releases and the learner consumes this
+    many."""
+    max_staleness: int = Field(default=MAX_STALENESS, ge=0)
+    """Versions a group's oldest token may lag the learner (S), admitted by the rollout buffer
+    and checked again by the learner. `mode: sync` runs with 0."""
+    rollout: RolloutSection = RolloutSection()
+    """The rollout servers' settings (see configs/rollout/); train fills in the wiring."""
+    learn: LearnSection = LearnSection()
+    """The learner's settings (see configs/learn/); train fills in the wiring."""
     learner_threads: int | None = Field(default=None, ge=1)
     """CPU threads per learner rank (OMP_NUM_THREADS). None: half the machine's cores over the
     ranks, at least 1. The other half stays with the rollout engines: vLLM's CPU build pins its
@@ -110,12 +127,71 @@ class TrainConfig(ConfigModel):
     stop_grace_s: float = Field(default=60.0, gt=0.0)
     """After SIGTERM, seconds a child gets to drain or checkpoint before SIGKILL."""
 
+    @model_validator(mode="before")
+    @classmethod
+    def no_wired_keys(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        problems: list[str] = []
+        for key, section, complete in _SECTIONS:
+            if isinstance(data.get(key), dict):
+                problems += _wired_keys(data[key], section, complete, key)
+        if problems:
+            raise ValueError("\n".join(problems))
+        return data
+
     @model_validator(mode="after")
     def envs_listed_once(self) -> TrainConfig:
         names = [spec.env for spec in self.env_servers]
         if len(set(names)) != len(names):
             raise ValueError(f"env_servers lists an environment twice: {names}")
         return self
+
+
+_SECTIONS: tuple[tuple[str, type[BaseModel], type[BaseModel]], ...] = (
+    ("rollout", RolloutSection, RolloutConfig),
+    ("learn", LearnSection, LearnConfig),
+    ("init_model", InitModelSettings, InitModelConfig),
+)
+"""Train config key, its section model, and the per-process model train completes it to."""
+
+
+def _wired_keys(
+    data: dict[str, Any], section: type[BaseModel], complete: type[BaseModel], path: str
+) -> list[str]:
+    """A line for each key of `data` (nested too) that the section lacks because `train` fills
+    it in: where its value comes from."""
+    problems = []
+    wired = wired_fields(complete)
+    for key, value in data.items():
+        where = f"{path}.{key}"
+        if key not in section.model_fields and key in wired:
+            problems.append(
+                f"{where}: train fills this in (from {wired[key].source}); leave it out"
+            )
+        elif key in section.model_fields and key in complete.model_fields:
+            inner = _model_in(section.model_fields[key].annotation)
+            outer = _model_in(complete.model_fields[key].annotation)
+            if inner is None or outer is None or inner is outer:
+                continue
+            items = value if isinstance(value, list) else [value]
+            for i, item in enumerate(items):
+                if isinstance(item, dict):
+                    at = f"{where}.{i}" if isinstance(value, list) else where
+                    problems += _wired_keys(item, inner, outer, at)
+    return problems
+
+
+def _model_in(annotation: Any) -> type[BaseModel] | None:
+    """The config model inside `X`, `X | None` or `list[X]`, if any."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    if get_origin(annotation) in (Union, types.UnionType, list):
+        for arg in get_args(annotation):
+            found = _model_in(arg)
+            if found is not None:
+                return found
+    return None
 
 
 __all__ = ["EnvServerSpec", "RestartConfig", "TrainConfig"]

@@ -160,7 +160,7 @@ def failed_start(plan: EpisodePlan, spec: EnvSpec, chat: ChatTokenizer) -> _core
         np.zeros(0, np.uint32),
         reward=0.0,
         status=Status.ENV_FAILURE.value,
-        turn_cap=plan.budget.cap,
+        turn_cap=plan.budget.turn_cap,
         stage=plan.budget.stage,
         dispatch_version=plan.dispatch_version,
     )

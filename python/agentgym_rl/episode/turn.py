@@ -119,7 +119,7 @@ def finish_sample(
         status=status.value,
         drift=t.drift,
         turns=t.turns,
-        turn_cap=plan.budget.cap,
+        turn_cap=plan.budget.turn_cap,
         stage=plan.budget.stage,
         dispatch_version=plan.dispatch_version,
     )
@@ -217,7 +217,7 @@ async def play_turn(
     ep.score = acted.score
     if acted.ended is not None:
         ep.status, ep.failure = acted.ended, acted.failure
-    elif ep.turns >= ep.plan.budget.cap:
+    elif ep.turns >= ep.plan.budget.turn_cap:
         ep.status = Status.TURN_CAP
     elif not ep.builder.add_observation(observation_message(acted.observation)):
         ep.status = Status.TRUNCATED

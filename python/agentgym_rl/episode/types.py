@@ -59,7 +59,7 @@ class TurnBudget:
     """The stage an episode runs in and its turn cap; every sample carries both."""
 
     stage: int
-    cap: int
+    turn_cap: int
 
 
 @dataclass(frozen=True, slots=True)

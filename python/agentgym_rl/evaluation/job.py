@@ -20,10 +20,8 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
-
 from agentgym_rl import _core
-from agentgym_rl.config.rollout import EngineConfig, http_dialect
+from agentgym_rl.config.rollout import DEFAULT_TURN_CAPS, EngineConfig, http_dialect
 from agentgym_rl.config.startup import context_misfit, turn_misfit
 from agentgym_rl.episode.actions import env_format
 from agentgym_rl.episode.dataset import DatasetError, Task, load_split
@@ -45,18 +43,14 @@ class EvalOptions:
     api_model: str | None = None
     api_key_env: str = "OPENAI_API_KEY"
     env_addresses: dict[str, list[str]] = field(default_factory=dict)
+    engine: EngineConfig = field(default_factory=EngineConfig)
+    """Sampling and context options: the local engine's (all of them) or the API's requests
+    (temperature, top-p, tokens per turn)."""
     n: int = 1
-    temperature: float = 1.0
-    top_p: float = 1.0
-    max_turns: int = 20
+    turn_cap: int = DEFAULT_TURN_CAPS[-1]
     limit: int | None = None
     out: Path | None = None
-    max_model_len: int | None = None
-    """Context length of the local engine; None: the model's own (`max_position_embeddings`)."""
-    max_tokens_per_turn: int = 512
     concurrency: int = 32
-    dtype: str = "auto"
-    seed: int = 0
     success_threshold: float | None = None
     progress: bool = True
     system_prompt: str | None = None
@@ -76,45 +70,27 @@ class EvalOptions:
                 f"--model {self.model}: not a local HF checkpoint (no config.json); "
                 "create one with agentgym-rl init-model or pass a downloaded checkpoint folder"
             )
-        for flag, value in (("n", self.n), ("max-turns", self.max_turns)):
+        for flag, value in (("n", self.n), ("turn-cap", self.turn_cap)):
             if value < 1:
                 raise EvalError(f"--{flag} must be >= 1 (got {value})")
         if self.concurrency < 1:
             raise EvalError(f"--concurrency must be >= 1 (got {self.concurrency})")
         if self.limit is not None and self.limit < 1:
             raise EvalError(f"--limit must be >= 1 (got {self.limit})")
+        context = self.engine.max_model_len
         if self.model is not None:
-            misfit = context_misfit(self.model, self.max_model_len, "--max-model-len")
+            misfit = context_misfit(self.model, context, "--max-model-len")
             if misfit:
                 raise EvalError(f"{misfit}, or leave it out (the model's own is the default)")
         turn = turn_misfit(
             self.model,
-            self.max_model_len,
-            self.max_tokens_per_turn,
+            context,
+            self.engine.max_tokens_per_turn,
             "--max-tokens-per-turn",
             "--max-model-len",
         )
         if turn:
             raise EvalError(turn)
-        if self.model is not None:
-            self.engine_config()
-
-    def engine_config(self) -> EngineConfig:
-        """The local engine's sampling and context settings these options ask for (raises
-        `EvalError` naming the first bad one)."""
-        try:
-            return EngineConfig(
-                max_model_len=self.max_model_len,
-                temperature=self.temperature,
-                top_p=self.top_p,
-                seed=self.seed,
-                dtype=self.dtype,  # type: ignore[arg-type]
-                max_tokens_per_turn=self.max_tokens_per_turn,
-            )
-        except ValidationError as e:
-            first = e.errors()[0]
-            flag = "-".join(str(p) for p in first["loc"]).replace("_", "-")
-            raise EvalError(f"--{flag}: {first['msg']}" if flag else first["msg"]) from None
 
     def tasks(self) -> list[Task]:
         try:
@@ -144,7 +120,7 @@ async def evaluate(options: EvalOptions, *, engine: Engine | None = None) -> Eva
     options.check(engine_given=engine is not None)
     settings = EvalSettings(
         n=options.n,
-        max_turns=options.max_turns,
+        turn_cap=options.turn_cap,
         concurrency=options.concurrency,
         success_threshold=options.success_threshold,
     )
@@ -171,12 +147,22 @@ async def evaluate(options: EvalOptions, *, engine: Engine | None = None) -> Eva
         "split": str(options.split),
         "tasks": len(tasks),
         "seconds": round(elapsed, 1),
-        "options": {k: str(v) if isinstance(v, Path) else v for k, v in asdict(options).items()},
+        "options": _jsonable(asdict(options)),
     }
     report = summarize(records, meta)
     if options.out is not None:
         report.write(options.out)
     return report
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, EngineConfig):
+        return value.model_dump(mode="json")
+    if isinstance(value, dict):
+        return {k: _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    return str(value) if isinstance(value, Path) else value
 
 
 async def _run(
@@ -216,9 +202,9 @@ async def _api_policy(options: EvalOptions, pool: _core.EnvPool, tasks: list[Tas
         base_url=options.api_base,
         model=options.api_model,
         api_key=os.environ.get(options.api_key_env) or None,
-        temperature=options.temperature,
-        top_p=options.top_p,
-        max_tokens=options.max_tokens_per_turn,
+        temperature=options.engine.temperature,
+        top_p=options.engine.top_p,
+        max_tokens=options.engine.max_tokens_per_turn,
     )
     policy = ChatApiPolicy(
         pool, api, env_specs(sorted({t.env for t in tasks}), options.system_prompt)
@@ -235,9 +221,7 @@ async def _start_engine(options: EvalOptions) -> Engine:
     from agentgym_rl.inference.engine import EngineOptions, VllmEngine
 
     assert options.model is not None
-    opts = EngineOptions.from_config(
-        options.engine_config(), max_num_seqs=max(options.concurrency, 1)
-    )
+    opts = EngineOptions.from_config(options.engine, max_num_seqs=max(options.concurrency, 1))
     return await VllmEngine.start(options.model, opts)
 
 
@@ -252,14 +236,15 @@ def _agent_policy(
     model_dir = Path(getattr(engine, "model_dir", options.model or ""))
     # An engine's context may be shorter; one that does not say leaves the limit to itself.
     engine_len = getattr(getattr(engine, "options", None), "max_model_len", None)
-    max_len = min((n for n in (options.max_model_len, engine_len) if n), default=1 << 30)
+    given = options.engine.max_model_len
+    max_len = min((n for n in (given, engine_len) if n), default=1 << 30)
     agent = AgentLoop(
         engine,
         pool,
         ChatTokenizer.from_dir(model_dir),
         envs=env_specs(sorted({t.env for t in tasks}), options.system_prompt),
         max_model_len=max_len,
-        max_tokens_per_turn=min(options.max_tokens_per_turn, max_len - 1),
+        max_tokens_per_turn=min(options.engine.max_tokens_per_turn, max_len - 1),
         stop_ids=getattr(engine, "stop_token_ids", None),
         check_drift=False,  # eval trains on nothing; the full re-render would only cost time
     )

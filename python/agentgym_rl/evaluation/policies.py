@@ -42,8 +42,8 @@ class AgentPolicy:
         self.episode_log = episode_log
         self._groups: dict[str, int] = {}
 
-    async def episode(self, task: Task, *, max_turns: int, request_id: str) -> EpisodeOutcome:
-        plan = EpisodePlan(task, self.agent.engine.version, TurnBudget(0, max_turns), request_id)
+    async def episode(self, task: Task, *, turn_cap: int, request_id: str) -> EpisodeOutcome:
+        plan = EpisodePlan(task, self.agent.engine.version, TurnBudget(0, turn_cap), request_id)
         played = await self.agent.play(plan)
         sample = played.sample
         if self.episode_log is not None:
@@ -151,18 +151,18 @@ class ChatApiPolicy:
             raise EvalError(f"{self.api.base_url}/chat/completions: {r.status_code} {text[:300]}")
         raise AssertionError("unreachable")
 
-    async def episode(self, task: Task, *, max_turns: int, request_id: str) -> EpisodeOutcome:
+    async def episode(self, task: Task, *, turn_cap: int, request_id: str) -> EpisodeOutcome:
         spec = self.envs.get(task.env, EnvSpec())
         return await in_env_episode(
             self.pool,
             task.env,
             task.data_idx,
-            lambda episode, first: self._turns(task, spec, episode, first, max_turns),
+            lambda episode, first: self._turns(task, spec, episode, first, turn_cap),
             lambda reason: EpisodeOutcome(0.0, Status.ENV_FAILURE.value, 0, reason),
         )
 
     async def _turns(
-        self, task: Task, spec: EnvSpec, episode: int, observation: str, max_turns: int
+        self, task: Task, spec: EnvSpec, episode: int, observation: str, turn_cap: int
     ) -> EpisodeOutcome:
         messages = episode_prefix(task.env, observation, spec.action_format, spec.system_prompt)
         score, turn = 0.0, 0
@@ -181,7 +181,7 @@ class ChatApiPolicy:
             if acted.ended is not None:
                 status, failure = acted.ended, acted.failure
                 break
-            if turn >= max_turns:
+            if turn >= turn_cap:
                 status = Status.TURN_CAP
                 break
             messages.append(observation_message(observation))

@@ -1,7 +1,7 @@
 """The evaluation loop: every task of a split `n` times through one `Policy`, bounded concurrency.
 
 Contract: `run_episodes(policy, tasks, settings)` runs `len(tasks) * settings.n` episodes (at
-most `settings.concurrency` at once), each with a turn cap of `settings.max_turns`, and returns
+most `settings.concurrency` at once), each with a turn cap of `settings.turn_cap`, and returns
 one `EvalRecord` per episode in (task, sample) order. Success is the env's own rule
 (`episode/outcome.py`: `reward > 0` for most; SciWorld: the task completed), or `reward >
 success_threshold` when one is set. An episode that raises is not retried: it is
@@ -46,8 +46,8 @@ class EpisodeOutcome:
 class Policy(Protocol):
     """Plays one episode of `task` against the env servers and reports how it went."""
 
-    async def episode(self, task: Task, *, max_turns: int, request_id: str) -> EpisodeOutcome:
-        """Run one episode of `task` with at most `max_turns` turns."""
+    async def episode(self, task: Task, *, turn_cap: int, request_id: str) -> EpisodeOutcome:
+        """Run one episode of `task` with at most `turn_cap` turns."""
         ...
 
     async def aclose(self) -> None:
@@ -59,14 +59,14 @@ class Policy(Protocol):
 class EvalSettings:
     """How many samples, how long and how many at once."""
 
+    turn_cap: int
     n: int = 1
-    max_turns: int = 20
     concurrency: int = 32
     success_threshold: float | None = None
     """Success is `reward >` this; None: the env's own rule (`episode/outcome.py`)."""
 
     def __post_init__(self) -> None:
-        for name in ("n", "max_turns", "concurrency"):
+        for name in ("turn_cap", "n", "concurrency"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1 (got {getattr(self, name)})")
 
@@ -87,7 +87,7 @@ async def run_episodes(
             rid = f"{run_id}-{task.item_id}-s{k}"
             failure: str | None = None
             try:
-                out = await policy.episode(task, max_turns=settings.max_turns, request_id=rid)
+                out = await policy.episode(task, turn_cap=settings.turn_cap, request_id=rid)
                 reward, status, failure = out.reward, out.status, out.failure
             except (asyncio.CancelledError, EvalError):
                 raise

@@ -20,18 +20,39 @@ import random
 import shutil
 import time
 from collections.abc import Callable
-from dataclasses import asdict
 from pathlib import Path
 
-from agentgym_rl.env_discovery import load_env, portable_path
+from agentgym_rl.config.init_model import InitModelConfig
+from agentgym_rl.env_discovery import load_env, portable_path, shipped_path
 from agentgym_rl.episode.dataset import Task, load_split
 from agentgym_rl.model.factory import create_tiny_model
-from agentgym_rl.model.init_options import DEFAULT_SPLITS, INFO_FILE, InitOptions
 from agentgym_rl.model.transcripts import corpus_text, random_transcripts
 from agentgym_rl.model.warmup import format_warmup
 
+INFO_FILE = "init_model.json"
+"""The record `init-model` writes into the checkpoint folder."""
 
-def tasks_to_play(split: list[Task], options: InitOptions) -> list[Task]:
+DEFAULT_SPLITS = {
+    "babyai": Path("envs/agentgym_envs/babyai/data/goto_train.json"),
+    "textcraft": Path("envs/agentgym_envs/textcraft/data/train.json"),
+    "sciworld": Path("envs/agentgym_envs/sciworld/data/train.json"),
+    "searchqa": Path("envs/agentgym_envs/searchqa/data/train.json"),
+    "webarena": Path("envs/agentgym_envs/web/data/webarena_train.json"),
+    "miniwob": Path("envs/agentgym_envs/web/data/miniwob_train.json"),
+}
+"""Each env's default split: files the env package ships, spelled as configs spell them."""
+
+
+def split_path(options: InitModelConfig) -> Path:
+    """The split `options` plays, resolved from any directory; ValueError without a default."""
+    if options.split is not None:
+        return shipped_path(options.split)
+    if options.env not in DEFAULT_SPLITS:
+        raise ValueError(f"no default training split for env {options.env!r}: give --split")
+    return shipped_path(DEFAULT_SPLITS[options.env])
+
+
+def tasks_to_play(split: list[Task], options: InitModelConfig) -> list[Task]:
     """`options.transcripts` tasks of the shuffled split; a shorter split is replayed (the
     random actions differ each time), so that the warm-up sees many answers per task rather than
     memorising one."""
@@ -41,7 +62,7 @@ def tasks_to_play(split: list[Task], options: InitOptions) -> list[Task]:
 
 
 def init_policy(
-    options: InitOptions,
+    options: InitModelConfig,
     *,
     say: Callable[[str], None] = print,
     on_step: Callable[[int, float], None] | None = None,
@@ -53,14 +74,14 @@ def init_policy(
             raise FileExistsError(f"{out} exists and is not empty (pass --force to replace it)")
         shutil.rmtree(out)
     t0 = time.perf_counter()
-    tasks = tasks_to_play(load_split(options.split_path(), options.env), options)
+    tasks = tasks_to_play(load_split(split_path(options), options.env), options)
     say(f"playing {len(tasks)} {options.env} tasks with random valid actions")
-    environment = load_env(options.env, **dict(options.env_options))
+    environment = load_env(options.env, **options.env_option_pairs())
     try:
         played = random_transcripts(
             options.env,
             tasks,
-            max_turns=options.max_turns,
+            turn_cap=options.turn_cap,
             seed=options.seed,
             system_prompt=options.system_prompt,
             thought_line=options.thought_line,
@@ -96,8 +117,8 @@ def init_policy(
         on_step=on_step,
     )
     record: dict[str, object] = {
-        "options": {k: str(v) if isinstance(v, Path) else v for k, v in asdict(options).items()},
-        "split": portable_path(options.split_path()),  # the record is moved with runs
+        "options": options.model_dump(mode="json"),
+        "split": portable_path(split_path(options)),  # the record is moved with runs
         "random_action_success": random_success,
         "warmup_loss_first": losses[0] if losses else None,
         "warmup_loss_last": losses[-1] if losses else None,
@@ -107,4 +128,4 @@ def init_policy(
     return record
 
 
-__all__ = ["DEFAULT_SPLITS", "INFO_FILE", "InitOptions", "init_policy", "tasks_to_play"]
+__all__ = ["DEFAULT_SPLITS", "INFO_FILE", "init_policy", "split_path", "tasks_to_play"]

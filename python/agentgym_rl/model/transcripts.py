@@ -49,14 +49,14 @@ def random_transcripts(
     env: str,
     tasks: Sequence[Task],
     *,
-    max_turns: int,
+    turn_cap: int,
     seed: int = 0,
     system_prompt: str | None = None,
     env_options: dict[str, str] | None = None,
     thought_line: str | None = None,
     environment: Any = None,
 ) -> list[Transcript]:
-    """Play every task once with the env's random valid actions, at most `max_turns` turns
+    """Play every task once with the env's random valid actions, at most `turn_cap` turns
     (`env_options`: the env's own options, as `env serve --env-option` gives them).
 
     `thought_line`: each action follows a `Thought:` line restating the observation's line with
@@ -69,7 +69,7 @@ def random_transcripts(
             return random_transcripts(
                 env,
                 tasks,
-                max_turns=max_turns,
+                turn_cap=turn_cap,
                 seed=seed,
                 system_prompt=system_prompt,
                 thought_line=thought_line,
@@ -87,7 +87,7 @@ def random_transcripts(
             observation = first.observation
             messages = episode_prefix(env, observation, fmt, system_prompt)
             success = False
-            for turn in range(max_turns):
+            for turn in range(turn_cap):
                 action = episode.random_action(rng)
                 if action is None:
                     break
@@ -99,7 +99,7 @@ def random_transcripts(
                 if result.done:
                     success = result.score > 0
                     break
-                if turn + 1 < max_turns:
+                if turn + 1 < turn_cap:
                     messages.append(observation_message(result.observation))
             out.append(Transcript(task.item_id, messages, success))
     finally:

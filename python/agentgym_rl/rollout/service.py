@@ -305,7 +305,7 @@ def held_out_eval(
         config.eval,
         agent_loop(config, engine, pool, chat, RolloutMetrics(), held_out=True),
         env=config.dataset.env,
-        turn_cap=schedule.max_cap,
+        turn_cap=schedule.max_turn_cap,
         log_dir=config.log_dir,
         on_final=runner.stop,
         hold=weights_hold if config.eval.hold_weights else asyncio.Lock(),

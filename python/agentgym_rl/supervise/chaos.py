@@ -112,7 +112,7 @@ def run_chaos(
     from agentgym_rl.config.train import TrainConfig
 
     train = load_config(TrainConfig, config, [])
-    run_dir, max_steps = train.run_dir, int(train.learn.get("max_steps", 0))
+    run_dir, max_steps = train.run_dir, train.learn.max_steps
     pending = sorted(faults, key=lambda f: f.step)
     reports: list[FaultReport] = []
     codes: list[int] = []

@@ -6,22 +6,24 @@ the model directory, every pinned port and every env's dependencies, and returns
 it starts nothing. All problems are collected and raised together as one `PlanError` whose lines
 start with the key path of the train config (`rollout.engine.temperature: ...`).
 
-Wiring filled in: rollout-<i> gets `model`, `envs[].addresses` (an env served here but missing
-from `rollout.envs` gets a default entry), `learner.endpoints`, `learner.sender_id`
-(`rollout-<i>`), `weights_endpoint`, `log_dir` (`run_dir/rollout-<i>`), `engine.seed + i` and
-`dataset.shuffle_seed + i` (two servers never walk the tasks in the same order) and, with
-`eval` set, `eval.final_version = learn.max_steps` when unset; the learner gets
-`model`, `receive.bind`, `weights.endpoint`, `log_dir` (`run_dir/learn`) and `checkpoint.dir`
-(`run_dir/checkpoints`). Temperature, groups per step and max staleness are copied from the side
-that sets them to the side that does not, and must agree when both do. With `mode: sync`, the
-rollout server runs `--sync` on the env servers' HTTP addresses and max staleness is 0 on both
-sides (one rollout server only).
+Wiring filled in (the fields marked `Wired` in the per-process configs): rollout-<i> gets
+`model`, `envs[].addresses` (an env served here but missing from `rollout.envs` gets a default
+entry), `learner.endpoints`, `learner.sender_id` (`rollout-<i>`), `weights_endpoint`, `log_dir`
+(`run_dir/rollout-<i>`), and the shared `buffer.groups_per_step` / `buffer.max_staleness`; the
+learner gets `model`, `receive.bind` and `weights.endpoint` (free ports unless the config pins
+them), `log_dir` (`run_dir/learn`), `checkpoint.dir` (`run_dir/checkpoints`), the shared
+`groups_per_step` / `max_staleness`, `temperature` (the engine's) and `parallel.dp` (from
+`learner_procs`, unless given). Besides: `engine.seed + i` and `dataset.shuffle_seed + i` (two
+servers never walk the tasks in the same order), with `eval` set `eval.final_version =
+learn.max_steps` when unset, and the first env's shipped train split when `dataset` is left out.
+With `mode: sync`, the rollout server runs `--sync` on the env servers' HTTP addresses and max
+staleness is 0 on both sides (one rollout server only).
 """
 
 from __future__ import annotations
 
-import copy
 import re
+import shlex
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,8 +31,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ValidationError
 
+from agentgym_rl.config.flags import to_flags
 from agentgym_rl.config.learn import LearnConfig
-from agentgym_rl.config.rollout import RolloutConfig
+from agentgym_rl.config.rollout import DatasetConfig, RolloutConfig
 from agentgym_rl.config.startup import missing_model
 from agentgym_rl.config.train import TrainConfig
 from agentgym_rl.supervise.ports import PortBook
@@ -92,49 +95,25 @@ def _validate(model: type[BaseModel], data: dict[str, Any], prefix: str) -> list
         model.model_validate(data)
     except ValidationError as e:
         return [
-            f"{'.'.join([prefix, *(str(p) for p in item['loc'])])}: {item['msg']}"
+            f"{'.'.join([prefix, *(str(p) for p in item['loc'])])}: "
+            + item["msg"].removeprefix("Value error, ")
             for item in e.errors()
         ]
     return []
 
 
-def _agree(rollout: dict[str, Any], rkey: str, learn: dict[str, Any], lkey: str) -> str | None:
-    """Copy `rollout[rkey...]` <-> `learn[lkey]` to the side that lacks it; a problem when both
-    are set and differ."""
-    *rpath, rlast = rkey.split(".")
-    node = rollout
-    for part in rpath:
-        child = node.get(part)
-        node = node.setdefault(part, {}) if child is None else child
-        if not isinstance(node, dict):
-            return None  # the type error is reported by validation
-    have_r, have_l = rlast in node, lkey in learn
-    if have_r and have_l and node[rlast] != learn[lkey]:
-        return (
-            f"learn.{lkey}: {learn[lkey]!r} differs from rollout.{rkey} {node[rlast]!r}; "
-            "they must be equal (set one of them only and train copies it)"
-        )
-    if have_r and not have_l:
-        learn[lkey] = node[rlast]
-    elif have_l and not have_r:
-        node[rlast] = learn[lkey]
-    return None
-
-
-def _endpoint(
-    section: dict[str, Any], key: str, where: str, ports: PortBook
-) -> tuple[str, str] | None:
-    """(bind, connect) endpoints of `section[key]`: pinned when the config gives a tcp port,
-    otherwise a free port on 127.0.0.1. None when the value is not tcp (validation reports)."""
-    value = section.get(key)
-    fix = f"set {where}=tcp://127.0.0.1:0 to choose a free port"
+def _endpoint(value: str | None, where: str, ports: PortBook) -> tuple[str, str] | None:
+    """(bind, connect) endpoints for `value`: pinned when the config gives a tcp port,
+    otherwise (None, or port 0) a free port. None when the value is not tcp (then it is
+    reported)."""
     if value is None:
         port = ports.free()
         return f"tcp://127.0.0.1:{port}", f"tcp://127.0.0.1:{port}"
-    m = _TCP.match(str(value)) if isinstance(value, str) else None
+    m = _TCP.match(value)
     if m is None:
         return None
     host, port = m.group(1), int(m.group(2))
+    fix = f"set {where}=tcp://127.0.0.1:0 to choose a free port"
     port = ports.free() if port == 0 else ports.pinned(port, where, fix, host)
     bind_host = host if host != "localhost" else "127.0.0.1"
     connect_host = "127.0.0.1" if host in ("*", "0.0.0.0") else bind_host
@@ -170,112 +149,107 @@ def _env_children(train: TrainConfig, ports: PortBook) -> tuple[list[ChildSpec],
             args += spec.args
             addresses.setdefault(spec.env, []).append(address)
             name = f"env-{spec.env}-{r}"
-            shell = " ".join(["agentgym-rl", *args])
+            shell = shlex.join(["agentgym-rl", *args])
             children.append(ChildSpec(name, "env", _cli(*args), shell, health_port=http))
     return children, addresses
 
 
-def _learn_section(
+def _set(model: BaseModel, name: str) -> bool:
+    """Whether the train config wrote `name` in `model` (rather than leaving the default)."""
+    return name in model.model_fields_set
+
+
+def _learn_data(
     train: TrainConfig, ports: PortBook, problems: list[str]
 ) -> tuple[dict[str, Any], str | None, str | None]:
-    """The composed learn mapping, the receive connect endpoint and the weights endpoint."""
-    learn = copy.deepcopy(train.learn)
-    learn["model"] = str(train.model)
-    learn["log_dir"] = str(train.run_dir / "learn")
-    ckpt = learn.get("checkpoint")
-    learn["checkpoint"] = {
-        **(ckpt if isinstance(ckpt, dict) else {}),
-        "dir": str(train.run_dir / "checkpoints"),
-    }
-    receive = learn.get("receive")
-    receive = learn["receive"] = dict(receive) if isinstance(receive, dict) else {}
-    groups_to: str | None = None
-    got = _endpoint(receive, "bind", "learn.receive.bind", ports)
+    """The learner's config mapping, the receive connect endpoint and the weights endpoint."""
+    section = train.learn
+    learn = section.model_dump()
+    learn.update(
+        model=train.model,
+        log_dir=train.run_dir / "learn",
+        groups_per_step=train.groups_per_step,
+        max_staleness=0 if train.mode == "sync" else train.max_staleness,
+        temperature=train.rollout.engine.temperature,
+    )
+    learn["checkpoint"]["dir"] = train.run_dir / "checkpoints"
+    groups_to = weights_at = None
+    bind = section.receive.bind if _set(section.receive, "bind") else None
+    got = _endpoint(bind, "learn.receive.bind", ports)
     if got is not None:
-        receive["bind"], groups_to = got
-    weights_at: str | None = None
-    if "weights" not in learn or isinstance(learn["weights"], dict):
-        weights = learn["weights"] = dict(learn.get("weights") or {})
-        got = _endpoint(weights, "endpoint", "learn.weights.endpoint", ports)
+        learn["receive"]["bind"], groups_to = got
+    if section.weights is not None:
+        pinned = section.weights.endpoint if _set(section.weights, "endpoint") else None
+        got = _endpoint(pinned, "learn.weights.endpoint", ports)
         if got is not None:
-            weights["endpoint"], weights_at = got
-    parallel = learn.get("parallel")
-    if isinstance(parallel, dict) or parallel is None:
-        parallel = learn["parallel"] = dict(parallel or {})
-        tp, pp = int(parallel.get("tp", 1)), int(parallel.get("pp", 1))
-        n = train.learner_procs
-        if "dp" not in parallel and n % (tp * pp) == 0:
-            parallel["dp"] = n // (tp * pp)
-        dp = int(parallel.get("dp", 1))
-        if tp * pp * dp != n:
-            problems.append(
-                f"learner_procs: {n} ranks, but learn.parallel has tp={tp} pp={pp} dp={dp} "
-                f"(tp*pp*dp={tp * pp * dp}); set learner_procs={tp * pp * dp} or change "
-                "learn.parallel so that tp*pp*dp equals it"
-            )
+            learn["weights"]["endpoint"], weights_at = got
+    parallel, n = section.parallel, train.learner_procs
+    dp = parallel.dp if _set(parallel, "dp") else max(1, n // (parallel.tp * parallel.pp))
+    learn["parallel"]["dp"] = dp
+    if parallel.tp * parallel.pp * dp != n:
+        problems.append(
+            f"learner_procs: {n} ranks, but learn.parallel has tp={parallel.tp} "
+            f"pp={parallel.pp} dp={dp} (tp*pp*dp={parallel.tp * parallel.pp * dp}); set "
+            f"learner_procs={parallel.tp * parallel.pp * dp} or change learn.parallel so that "
+            "tp*pp*dp equals it"
+        )
     return learn, groups_to, weights_at
 
 
-def _rollout_section(
+def _rollout_data(
     train: TrainConfig,
     index: int,
-    base: dict[str, Any],
     addresses: dict[str, list[str]],
     groups_to: str | None,
     weights_at: str | None,
     resume: bool,
-    max_steps: int,
 ) -> dict[str, Any]:
-    rollout = copy.deepcopy(base)
-    rollout["model"] = str(train.model)
-    envs = rollout.get("envs")
-    envs = rollout["envs"] = [dict(e) if isinstance(e, dict) else e for e in (envs or [])]
-    listed = {e.get("env"): e for e in envs if isinstance(e, dict)}
-    for env, addrs in addresses.items():
-        if env in listed:
-            listed[env]["addresses"] = addrs
-        else:
-            envs.append({"env": env, "addresses": addrs})
-    if "dataset" not in rollout:
-        first = train.env_servers[0].env
-        # a file the env package ships, spelled as shipped configs spell it (`shipped_path`)
-        split = f"envs/agentgym_envs/{first}/data/train.json"
-        rollout["dataset"] = {"env": first, "split": split}
-    learner = rollout.get("learner")
-    learner = rollout["learner"] = dict(learner) if isinstance(learner, dict) else {}
-    if groups_to is not None:
-        learner["endpoints"] = [groups_to]
-    learner["sender_id"] = f"rollout-{index}"
-    rollout["weights_endpoint"] = weights_at
-    rollout["log_dir"] = str(train.run_dir / f"rollout-{index}")
-    for section, key in (("engine", "seed"), ("dataset", "shuffle_seed")):
-        node = rollout.get(section)
-        if isinstance(node, dict) or node is None:
-            node = rollout[section] = dict(node or {})
-            seed = node.get(key, 0)
-            if isinstance(seed, int):
-                node[key] = seed + index
-    if resume and isinstance(rollout.get("dataset"), dict):
-        rollout["dataset"]["resume"] = True
-    evaluation = rollout.get("eval")
-    if isinstance(evaluation, dict) and evaluation.get("final_version") is None:
+    """Rollout server `index`'s config mapping."""
+    section = train.rollout
+    rollout = section.model_dump()
+    listed = {e["env"]: e for e in rollout["envs"]}
+    rollout["envs"] = [
+        {**listed.get(env, {"env": env}), "addresses": addrs} for env, addrs in addresses.items()
+    ]
+    first = train.env_servers[0].env
+    # a file the env package ships, spelled as shipped configs spell it (`shipped_path`)
+    default = DatasetConfig(env=first, split=Path(f"envs/agentgym_envs/{first}/data/train.json"))
+    dataset = rollout["dataset"] = (section.dataset or default).model_dump()
+    dataset["shuffle_seed"] += index
+    dataset["resume"] = dataset["resume"] or resume
+    rollout["engine"]["seed"] += index
+    rollout["buffer"].update(
+        groups_per_step=train.groups_per_step,
+        max_staleness=0 if train.mode == "sync" else train.max_staleness,
+    )
+    rollout["learner"].update(
+        endpoints=[groups_to] if groups_to else [], sender_id=f"rollout-{index}"
+    )
+    rollout.update(
+        model=str(train.model),
+        weights_endpoint=weights_at,
+        log_dir=train.run_dir / f"rollout-{index}",
+    )
+    if rollout["eval"] is not None and rollout["eval"]["final_version"] is None:
         # the final held-out eval runs on the learner's last weights, then the server exits
-        rollout["eval"] = {**evaluation, "final_version": max_steps}
+        rollout["eval"]["final_version"] = train.learn.max_steps
     return rollout
 
 
-def _on_policy(train: TrainConfig, rollout: dict[str, Any], learn: dict[str, Any]) -> list[str]:
-    """`mode: sync`: staleness 0 on both sides (written over the config's); one rollout server."""
-    buffer = rollout.get("buffer")
-    if isinstance(buffer, dict) or buffer is None:
-        rollout["buffer"] = {**(buffer or {}), "max_staleness": 0}
-    learn["max_staleness"] = 0
-    if train.rollout_servers != 1:
-        return [
+def _unserved(train: TrainConfig) -> list[str]:
+    """Problems of envs the rollout section describes that no env server serves."""
+    served = {spec.env for spec in train.env_servers}
+    problems = [
+        f"rollout.envs.{i}.env: {entry.env!r} has no env_servers entry; serve it or drop it"
+        for i, entry in enumerate(train.rollout.envs)
+        if entry.env not in served
+    ]
+    if train.mode == "sync" and train.rollout_servers != 1:
+        problems.append(
             f"rollout_servers: {train.rollout_servers}, but mode sync runs the reference's "
             "single driver: set rollout_servers=1 (or mode=async)"
-        ]
-    return []
+        )
+    return problems
 
 
 def plan_run(train: TrainConfig, *, resume: bool = False) -> RunPlan:
@@ -295,22 +269,11 @@ def plan_run(train: TrainConfig, *, resume: bool = False) -> RunPlan:
         if problem:
             problems.append(f"model: {problem} Or give `init_model:` options to create it.")
     problems += env_problems([s.env for s in train.env_servers])
+    problems += _unserved(train)
     envs, addresses = _env_children(train, ports)
-    learn, groups_to, weights_at = _learn_section(train, ports, problems)
-    base = copy.deepcopy(train.rollout)
-    if train.mode == "sync":
-        problems += _on_policy(train, base, learn)
-    for rkey, lkey in (
-        ("engine.temperature", "temperature"),
-        ("buffer.groups_per_step", "groups_per_step"),
-        ("buffer.max_staleness", "max_staleness"),
-    ):
-        problem = _agree(base, rkey, learn, lkey)
-        if problem:
-            problems.append(problem)
-    max_steps = learn.get("max_steps", LearnConfig.model_fields["max_steps"].default)
+    learn, groups_to, weights_at = _learn_data(train, ports, problems)
     rollouts = [
-        _rollout_section(train, i, base, addresses, groups_to, weights_at, resume, max_steps)
+        _rollout_data(train, i, addresses, groups_to, weights_at, resume)
         for i in range(train.rollout_servers)
     ]
     problems += _validate(LearnConfig, learn, "learn")
@@ -319,18 +282,23 @@ def plan_run(train: TrainConfig, *, resume: bool = False) -> RunPlan:
     problems += ports.errors
     if problems:
         raise PlanError(problems)
-    return _assemble(train, learn, rollouts, envs, resume)
+    return _assemble(
+        train,
+        LearnConfig.model_validate(learn),
+        [RolloutConfig.model_validate(r) for r in rollouts],
+        envs,
+        resume,
+    )
 
 
 def _assemble(
     train: TrainConfig,
-    learn: dict[str, Any],
-    rollouts: list[dict[str, Any]],
+    learn_config: LearnConfig,
+    rollouts: list[RolloutConfig],
     envs: list[ChildSpec],
     resume: bool,
 ) -> RunPlan:
     cfg_dir = train.run_dir / "configs"
-    learn_config = LearnConfig.model_validate(learn)
     learn_args = [
         "learn",
         "--config",
@@ -341,7 +309,7 @@ def _assemble(
     if n > 1:
         launcher = ["-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={n}"]
         argv = [sys.executable, *launcher, "-m", "agentgym_rl.cli", *learn_args]
-        shell = " ".join(
+        shell = shlex.join(
             [
                 "torchrun",
                 "--standalone",
@@ -352,7 +320,7 @@ def _assemble(
             ]
         )
     else:
-        argv, shell = _cli(*learn_args), " ".join(["agentgym-rl", *learn_args])
+        argv, shell = _cli(*learn_args), shlex.join(["agentgym-rl", *learn_args])
     listen = [int(learn_config.receive.bind.rsplit(":", 1)[1])]
     if learn_config.weights is not None:
         listen.append(int(learn_config.weights.endpoint.rsplit(":", 1)[1]))
@@ -362,21 +330,16 @@ def _assemble(
         args = ["serve-rollouts", "--config", str(cfg_dir / f"rollout-{i}.yaml")]
         args += ["--sync"] if train.mode == "sync" else []
         children.append(
-            ChildSpec(f"rollout-{i}", "rollout", _cli(*args), " ".join(["agentgym-rl", *args]))
+            ChildSpec(f"rollout-{i}", "rollout", _cli(*args), shlex.join(["agentgym-rl", *args]))
         )
     init = None
     if train.init_model is not None and not train.model.exists():
-        args = ["init-model", "--out", str(train.model)]
-        for key, value in train.init_model.items():
-            flag = f"--{key.replace('_', '-')}"
-            if isinstance(value, bool):  # a switch: --flag or --no-flag
-                args += [flag if value else f"--no-{key.replace('_', '-')}"]
-            elif isinstance(value, list):  # a repeatable flag (--env-option)
-                args += [a for v in value for a in (flag, str(v))]
-            else:
-                args += [flag, str(value)]
-        init = ChildSpec("init-model", "init", _cli(*args), " ".join(["agentgym-rl", *args]))
-    configs = {"learn.yaml": learn, **{f"rollout-{i}.yaml": r for i, r in enumerate(rollouts)}}
+        args = ["init-model", "--out", str(train.model), *to_flags(train.init_model)]
+        init = ChildSpec("init-model", "init", _cli(*args), shlex.join(["agentgym-rl", *args]))
+    configs = {
+        "learn.yaml": learn_config.model_dump(mode="json"),
+        **{f"rollout-{i}.yaml": r.model_dump(mode="json") for i, r in enumerate(rollouts)},
+    }
     return RunPlan(
         train=train,
         init=init,
@@ -384,8 +347,8 @@ def _assemble(
         learn=learner,
         rollouts=children,
         learn_config=learn_config,
-        rollout_configs=[RolloutConfig.model_validate(r) for r in rollouts],
-        has_eval=rollouts[0].get("eval") is not None,
+        rollout_configs=rollouts,
+        has_eval=rollouts[0].eval is not None,
         configs=configs,
     )
 

@@ -117,7 +117,7 @@ def _rollout_argv(
         f"dataset.split={spec.split}",  # found in the installed agentgym_envs outside a checkout
         f"dataset.group_size={opts.group_size}",
         f"learner.endpoints=['{learner}']",
-        f"scaling_inter.stages=[{opts.turn_cap}]",
+        f"scaling_inter.turn_caps=[{opts.turn_cap}]",
         "buffer.groups_per_step=1",
         "buffer.max_staleness=1000000000",  # no learner moves the version: never stale
         f"buffer.max_in_flight={opts.max_in_flight}",
@@ -316,7 +316,7 @@ def _start_env_servers(
 POLICY_FLAGS = (
     "--transcripts",
     "48",
-    "--max-turns",
+    "--turn-cap",
     "3",
     "--vocab-size",
     "800",

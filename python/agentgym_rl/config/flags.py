@@ -1,0 +1,110 @@
+"""Command-line flags made from config models: one definition of an option (its name, type,
+bounds, default and help) whether it is written in YAML or typed after a command.
+
+Contract: `add_flags(parser, Model)` adds `--field-name` for each field of a flat model: a bool
+is `--x/--no-x`, a `Literal` gives the choices, a field without a default is a required flag,
+and a list field `env_options` is the repeatable `--env-option`. The help is the field's docstring and its
+default. A flag left out is absent from the parsed namespace (argparse.SUPPRESS), so the model's
+own default applies: `from_flags(Model, args, **given)` validates what was given and raises
+`ConfigError` naming the flag (`--top-p: Input should be less than or equal to 1`).
+`to_flags(model)` is the inverse: the argv giving the fields that were set in `model`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import types
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Literal, TypeVar, Union, get_args, get_origin
+
+from pydantic import BaseModel, ValidationError
+from pydantic.fields import FieldInfo
+
+from agentgym_rl.config.loader import ConfigError
+
+M = TypeVar("M", bound=BaseModel)
+_Adder = argparse.ArgumentParser | argparse._ArgumentGroup
+
+
+def flag_of(name: str, info: FieldInfo) -> str:
+    """`top_p` -> `--top-p`; a list field `env_options` -> `--env-option`."""
+    if _is_list(info.annotation) and name.endswith("s"):
+        name = name[:-1]
+    return "--" + name.replace("_", "-")
+
+
+def add_flags(parser: _Adder, model: type[BaseModel], exclude: Sequence[str] = ()) -> None:
+    """A flag for every field of `model` but those in `exclude` (see the module docstring)."""
+    for name, info in model.model_fields.items():
+        if name in exclude:
+            continue
+        kind = _unwrap(info.annotation)
+        options: dict[str, Any] = {"dest": name, "default": argparse.SUPPRESS}
+        options["required"] = info.is_required()
+        options["help"] = _help(info)
+        if kind is bool:
+            options["action"] = argparse.BooleanOptionalAction
+        elif _is_list(info.annotation):
+            options.update(action="append", metavar="VALUE")
+        elif get_origin(kind) is Literal:
+            options["choices"] = list(get_args(kind))
+        else:
+            options["type"] = kind if kind in (int, float, Path) else str
+            options["metavar"] = {int: "N", float: "X", Path: "PATH"}.get(kind, "TEXT")
+        parser.add_argument(flag_of(name, info), **options)
+
+
+def from_flags(model: type[M], args: argparse.Namespace, **given: Any) -> M:
+    """`model` from the flags `add_flags` made (those given on the command line) and `given`."""
+    values = {name: getattr(args, name) for name in model.model_fields if hasattr(args, name)}
+    try:
+        return model.model_validate({**values, **given})
+    except ValidationError as e:
+        lines = []
+        for item in e.errors():
+            loc = [str(p) for p in item["loc"]]
+            info = model.model_fields.get(loc[0]) if loc else None
+            where = flag_of(loc[0], info) if info is not None else ".".join(loc) or "flags"
+            lines.append(f"{where}: {item['msg']}")
+        raise ConfigError("; ".join(lines)) from None
+
+
+def to_flags(model: BaseModel) -> list[str]:
+    """The argv that sets the fields set in `model` (left-out ones keep their defaults)."""
+    argv: list[str] = []
+    fields = type(model).model_fields
+    for name in fields:
+        if name not in model.model_fields_set:
+            continue
+        value, flag = getattr(model, name), flag_of(name, fields[name])
+        if isinstance(value, bool):
+            argv.append(flag if value else "--no-" + flag[2:])
+        elif isinstance(value, list):
+            argv += [a for item in value for a in (flag, str(item))]
+        elif value is not None:
+            argv += [flag, str(value)]
+    return argv
+
+
+def _unwrap(annotation: Any) -> Any:
+    """`int | None` -> int (what a given flag parses to)."""
+    if get_origin(annotation) in (Union, types.UnionType):
+        rest = [a for a in get_args(annotation) if a is not type(None)]
+        return rest[0] if len(rest) == 1 else str
+    return annotation
+
+
+def _is_list(annotation: Any) -> bool:
+    return get_origin(_unwrap(annotation)) is list
+
+
+def _help(info: FieldInfo) -> str:
+    text = " ".join((info.description or "").split()).replace("%", "%%")
+    default = info.get_default(call_default_factory=True)
+    if default is None or isinstance(default, bool) or default == []:
+        return text
+    return f"{text} (default {default})"
+
+
+__all__ = ["add_flags", "flag_of", "from_flags", "to_flags"]

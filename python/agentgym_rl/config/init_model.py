@@ -1,0 +1,93 @@
+"""Typed options of `agentgym-rl init-model` (torch-free: pydantic only).
+
+Contract: `InitModelSettings` is what a train config's `init_model:` section says; the
+`init-model` command's flags are made from `InitModelConfig` (the settings plus the output folder
+that `train` fills in with the run's `model`, and `--force`), so the two cannot drift.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+from pydantic import Field, field_validator
+
+from agentgym_rl.config.base import ConfigModel, Wired
+
+
+class InitModelSettings(ConfigModel):
+    """How the default policy is made: which env's text and tasks, how big, how warmed up."""
+
+    env: str = Field(default="babyai", min_length=1)
+    """Environment whose text and tasks to use."""
+    split: Path | None = None
+    """Training split the random-action transcripts are played on (default: the env's, e.g.
+    BabyAI's GoTo family)."""
+    transcripts: int = Field(default=2000, ge=1)
+    """Random-action episodes to play (the split is replayed when it has fewer tasks)."""
+    turn_cap: int = Field(default=4, ge=1)
+    """Turns per transcript."""
+    system_prompt: str | None = None
+    """System prompt of the transcripts: use the one the rollout config gives the env (default:
+    the env's built-in prompt)."""
+    env_options: list[str] = Field(default_factory=list)
+    """Env options as `env serve --env-option` takes them, KEY=VALUE (e.g. observation=compact):
+    use the ones the env servers of the run get."""
+    vocab_size: int = Field(default=600, ge=2)
+    """BPE vocabulary size."""
+    phrase_tokens: bool = True
+    """Add the multiword tokens a superword BPE learns on the transcripts (e.g. 'go to red
+    ball'): a tiny model copies an object as one token sooner than word by word."""
+    hidden: int = Field(default=128, ge=1)
+    """Hidden size."""
+    layers: int = Field(default=3, ge=1)
+    """Transformer layers."""
+    heads: int = Field(default=2, ge=1)
+    """Attention heads (head dim 64, for vLLM's CPU attention)."""
+    kv_heads: int = Field(default=2, ge=1)
+    """Key/value heads."""
+    intermediate: int = Field(default=384, ge=1)
+    """MLP size."""
+    warmup_steps: int = Field(default=300, ge=1)
+    """Format warm-up AdamW steps."""
+    warmup_batch: int = Field(default=16, ge=1)
+    """Transcripts per warm-up step."""
+    warmup_lr: float = Field(default=2e-3, gt=0.0)
+    """Warm-up peak learning rate."""
+    warmup_observation_weight: float = Field(default=0.0, ge=0.0, le=1.0)
+    """Train on the observation turns too, each token weighing this against an action token (a
+    dense copy task: the listed actions spell the labels the observation names); 0: only the
+    actions."""
+    thought_line: str | None = None
+    """Each transcript action follows a 'Thought:' line restating the observation's line that
+    starts with this prefix (e.g. 'Goal:'); the actions stay random."""
+    seed: int = Field(default=0, ge=0)
+    """Seed of everything."""
+    threads: int | None = Field(default=None, ge=1)
+    """CPU threads of the warm-up (default: torch's; 1 is faster on a busy 2-core box)."""
+
+    @field_validator("env_options")
+    @classmethod
+    def options_are_pairs(cls, value: list[str]) -> list[str]:
+        for item in value:
+            key, sep, _ = item.partition("=")
+            if not sep or not key.strip():
+                raise ValueError(f"{item!r} is not KEY=VALUE, e.g. observation=compact")
+        return value
+
+    def env_option_pairs(self) -> dict[str, str]:
+        """`env_options` as keyword arguments of the env."""
+        pairs = (item.partition("=") for item in self.env_options)
+        return {key.strip(): value.strip() for key, _, value in pairs}
+
+
+class InitModelConfig(InitModelSettings):
+    """Everything `init-model` takes (its flags, one to one)."""
+
+    out: Annotated[Path, Wired("the run's `model`")]
+    """Checkpoint folder to create."""
+    force: bool = False
+    """Replace a non-empty output folder."""
+
+
+__all__ = ["InitModelConfig", "InitModelSettings"]
