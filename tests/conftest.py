@@ -11,9 +11,34 @@ import pytest
 from agentgym_rl.trajectory import ChatTokenizer
 from env_servers import EnvServerProc
 from scripted_engine import CHATML
+from tiers import forbid_processes, tier_of
 
 if TYPE_CHECKING:
     from vllm_fixtures import EngineHandle
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test gets its tier marker (`tiers.py`)."""
+    for item in items:
+        item.add_marker(tier_of(item))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item: pytest.Item) -> Iterator[None]:
+    """A unit test's set-up (module fixtures first set up for it included) starts nothing."""
+    if item.get_closest_marker("unit") is None:
+        return (yield)
+    with forbid_processes(item.nodeid):
+        return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    """A unit test starts nothing."""
+    if item.get_closest_marker("unit") is None:
+        return (yield)
+    with forbid_processes(item.nodeid):
+        return (yield)
 
 
 @pytest.fixture

@@ -9,8 +9,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from agentgym_rl.cli import build_parser
 from agentgym_rl.commands import COMMANDS
+
+pytestmark = pytest.mark.process
 
 
 def test_help_lists_subcommands() -> None:

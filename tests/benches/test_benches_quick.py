@@ -32,7 +32,7 @@ def _runner() -> ModuleType:
 
 BENCHES: dict[str, str] = _runner().BENCHES
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.engine, pytest.mark.slow]
 
 NUMBER = r"[\d,]+(\.\d+)?"
 # The line(s) each bench must print: its figures side by side with its baseline, and the ratio.

@@ -31,6 +31,7 @@ MINIMAL = [
 ]
 
 
+@pytest.mark.process
 @pytest.mark.parametrize(
     ("loader", "path", "kind"),
     [

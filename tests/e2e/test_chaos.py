@@ -16,6 +16,8 @@ from agentgym_rl.supervise.chaos import Fault, run_chaos, table
 from tiny_run import tiny_train_config
 from vllm_fixtures import tiny_corpus
 
+pytestmark = pytest.mark.engine
+
 ROOT = Path(__file__).resolve().parents[2]
 
 MAX_STEPS = 7

@@ -45,6 +45,8 @@ from agentgym_rl.cli import main as cli_main
 from env_servers import EnvServerProc, pick_port
 from vllm_fixtures import tiny_corpus
 
+pytestmark = pytest.mark.engine
+
 ROOT = Path(__file__).resolve().parents[2]
 STEPS = 3
 GROUPS_PER_STEP = 2  # one group per data-parallel rank

@@ -12,6 +12,8 @@ import pytest
 from agentgym_rl import _core as core
 from asgi_procs import AsgiProc
 
+pytestmark = pytest.mark.process
+
 GOAL_ACTION = {
     "babyai": "go to red ball 1",
     "textcraft": "craft 1 oak planks using 1 oak log",

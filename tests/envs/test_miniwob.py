@@ -27,6 +27,8 @@ from tests.envs.conftest import ServerProc, _port, processes_gone
 from agentgym_envs.web.browser import children
 from agentgym_envs.web.miniwob import SEEDS, TASKS, TEST_SEEDS, TRAIN_SEEDS, item_index
 
+pytestmark = pytest.mark.process
+
 DATA = Path(__file__).resolve().parents[2] / "envs" / "agentgym_envs" / "web" / "data"
 
 

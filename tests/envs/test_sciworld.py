@@ -29,6 +29,8 @@ from agentgym_envs.sciworld.tasks import (
 )
 from agentgym_envs.server.base import EnvError, ErrorCode
 
+pytestmark = pytest.mark.process
+
 
 @pytest.fixture(scope="module")
 def env() -> Iterator[SciWorldEnvironment]:

@@ -23,6 +23,8 @@ from tests.envs.conftest import ServerProc
 from agentgym_envs.sciworld.gateways import Gateway, rss_of
 from agentgym_envs.sciworld.tasks import EXCLUDED, SIMULATOR_TASKS, first_index
 
+pytestmark = pytest.mark.process
+
 TASK_IDS = [tid for tid, _, _ in SIMULATOR_TASKS if tid not in EXCLUDED]
 
 

@@ -18,6 +18,8 @@ from tests.envs.conftest import ServerProc, _port
 from agentgym_envs.searchqa.env import DATA, HINT
 from agentgym_envs.searchqa.knowledge import TEMPLATES
 
+pytestmark = pytest.mark.process
+
 QUESTIONS = [json.loads(line) for line in (DATA / "questions.jsonl").read_text().splitlines()]
 # relation -> (the word a search adds to the entity's name, what the passage says)
 RELATIONS = {

@@ -33,6 +33,8 @@ from agentgym_envs.web.env import WebEnvironment
 from agentgym_envs.web.observation import render
 from agentgym_envs.web.taskset import TaskSet, Verdict, WebTask
 
+pytestmark = pytest.mark.process
+
 PAGES = {
     "form.html": """<!DOCTYPE html><html><head><title>Sign in</title></head><body>
 <h1>Sign in</h1>

@@ -22,6 +22,8 @@ from agentgym_envs.web.sites.state import SessionStore
 from agentgym_envs.web.taskset import WebTask
 from agentgym_envs.web.webarena import WebArenaTaskSet
 
+pytestmark = pytest.mark.process
+
 playwright = pytest.importorskip("playwright.sync_api")
 CHROMIUM = os.environ.get("CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
 

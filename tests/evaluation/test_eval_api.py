@@ -19,6 +19,8 @@ from agentgym_rl.cli import main
 from agentgym_rl.model import create_tiny_model
 from vllm_fixtures import tiny_corpus
 
+pytestmark = pytest.mark.engine
+
 SPLIT = Path(__file__).resolve().parents[2] / "envs/agentgym_envs/babyai/data/goto_test.json"
 
 

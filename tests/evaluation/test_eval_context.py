@@ -18,6 +18,8 @@ from agentgym_rl.config.startup import context_misfit, model_positions
 from agentgym_rl.evaluation import EvalError, EvalOptions
 from vllm_fixtures import tiny_corpus
 
+pytestmark = pytest.mark.process
+
 ROOT = Path(__file__).resolve().parents[2]
 SPLIT = ROOT / "envs/agentgym_envs/babyai/data/goto_test.json"
 

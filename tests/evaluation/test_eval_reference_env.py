@@ -14,6 +14,8 @@ import pytest
 from agentgym_rl.cli import main
 from asgi_procs import AsgiProc
 
+pytestmark = pytest.mark.process
+
 
 @pytest.fixture(scope="module")
 def chat_api() -> Iterator[str]:

@@ -16,9 +16,12 @@ from agentgym_rl.cli import main
 from asgi_procs import AsgiProc
 from env_servers import EnvServerProc
 
-pytestmark = pytest.mark.skipif(
-    shutil.which("chromium") is None, reason="Debian's chromium is not installed"
-)
+pytestmark = [
+    pytest.mark.process,
+    pytest.mark.skipif(
+        shutil.which("chromium") is None, reason="Debian's chromium is not installed"
+    ),
+]
 
 
 def test_eval_over_http_on_a_web_server(tmp_path: Path) -> None:

@@ -13,6 +13,8 @@ from transformers import PreTrainedModel
 from agentgym_rl.learner import convert
 from agentgym_rl.learner import model as lm
 
+pytestmark = pytest.mark.engine
+
 TinyHf = Callable[..., PreTrainedModel]
 Saved = Callable[[torch.nn.Module], dict[str, torch.Tensor]]
 

@@ -16,6 +16,8 @@ from agentgym_rl.learner.checkpoint_dirs import complete_checkpoints
 from agentgym_rl.wire import GroupSender, encode_group
 from vllm_fixtures import tiny_corpus
 
+pytestmark = pytest.mark.engine
+
 
 def _learn(model: Path, tmp: Path, port: int, *extra: str) -> subprocess.Popen[str]:
     args = [

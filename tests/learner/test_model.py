@@ -21,6 +21,8 @@ from agentgym_rl.learner import convert, cpu_support
 from agentgym_rl.learner import model as lm
 from agentgym_rl.learner.attention import SdpaAttention
 
+pytestmark = pytest.mark.engine
+
 
 @pytest.fixture(scope="module")
 def parallel() -> Iterator[lm.ParallelLayout]:

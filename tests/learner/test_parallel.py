@@ -22,6 +22,8 @@ from parallel_worker import compute_case
 
 from agentgym_rl.learner import model as lm
 
+pytestmark = pytest.mark.engine
+
 WORKER = Path(__file__).with_name("parallel_worker.py")
 
 

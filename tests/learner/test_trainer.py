@@ -38,6 +38,8 @@ from agentgym_rl.wire import (
 )
 from vllm_fixtures import tiny_corpus
 
+pytestmark = pytest.mark.engine
+
 
 @pytest.fixture(scope="module")
 def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:

@@ -35,6 +35,8 @@ from trainer_worker import LAYOUTS, RESHARD, STEPS, resume_one_step, run_layout,
 
 from vllm_fixtures import tiny_corpus
 
+pytestmark = pytest.mark.engine
+
 WORKER = Path(__file__).with_name("trainer_worker.py")
 TIGHT = {"rtol": 1e-4, "atol": 1e-5}
 MAX_NOISY_FRACTION = 1e-4

@@ -51,6 +51,7 @@ def test_env_package_depends_on_exactly_what_it_imports() -> None:
     assert declared <= imported, f"declared but never imported: {declared - imported}"
 
 
+@pytest.mark.process
 def test_main_package_declares_what_it_imports_but_vllm() -> None:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     declared = {_name(r) for r in project["dependencies"]}

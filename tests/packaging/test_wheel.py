@@ -31,7 +31,7 @@ from installed_view import DependencyView, MissingRequirement, Requirement, whee
 from env_servers import health, pick_port
 from tiny_run import SPLIT, tiny_train_config
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.engine, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[2]
 

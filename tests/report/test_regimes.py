@@ -15,6 +15,8 @@ import yaml
 
 from agentgym_rl.report.regimes import RegimeRun, compare
 
+pytestmark = pytest.mark.process
+
 T0 = 1_800_000_000.0
 
 

@@ -11,6 +11,8 @@ from agentgym_rl.config.rollout import EngineConfig
 from agentgym_rl.inference.engine import EngineOptions, StaleVersionError, VllmEngine
 from vllm_fixtures import EngineHandle
 
+pytestmark = pytest.mark.engine
+
 PROMPT = [1, 20, 31, 42, 53, 64]
 SETTINGS = ("max_model_len", "temperature", "top_p", "seed", "dtype", "gpu_memory_utilization")
 

@@ -33,6 +33,8 @@ from agentgym_rl.weights.publisher import WeightPublisher
 from agentgym_rl.weights.signing import Unauthenticated
 from vllm_fixtures import EngineHandle
 
+pytestmark = pytest.mark.engine
+
 ROOT = Path(__file__).resolve().parents[2]
 
 

@@ -39,6 +39,7 @@ def test_bad_config_exits_2_with_the_key_path(capsys: pytest.CaptureFixture[str]
     assert "buffer.max_ready" in capsys.readouterr().err
 
 
+@pytest.mark.process
 def test_parsing_imports_nothing_heavy() -> None:
     code = (
         "import sys; from agentgym_rl.cli import build_parser; "
@@ -61,6 +62,7 @@ def test_missing_model_is_one_clear_message(tmp_path: Path) -> None:
     assert missing_model(tmp_path) is None
 
 
+@pytest.mark.process
 def test_context_longer_than_the_model_is_one_line_before_any_engine(tmp_path: Path) -> None:
     (tmp_path / "config.json").write_text('{"max_position_embeddings": 2048}')
     (tmp_path / "tokenizer.json").write_text("{}")
@@ -83,6 +85,7 @@ def test_shipped_tiny_config_fits_the_tiny_model(tmp_path: Path) -> None:
     assert context_misfit(tmp_path, load_rollout_config(TINY, []).engine.max_model_len, "x") is None
 
 
+@pytest.mark.process
 def test_turn_longer_than_the_models_own_context_is_one_line(tmp_path: Path) -> None:
     """With `engine.max_model_len` unset (the model's own length) the turn length is checked
     against the model before any engine starts."""
@@ -143,6 +146,7 @@ def _group(pgid: int) -> list[int]:
     return [int(pid) for pid in out.stdout.split()]
 
 
+@pytest.mark.process
 @pytest.mark.slow
 def test_sigterm_while_vllm_starts_stops_its_engine_processes_too(tmp_path: Path) -> None:
     """The default SIGTERM action would kill the command alone, leaving vLLM's engine core and

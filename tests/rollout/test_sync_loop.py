@@ -194,6 +194,7 @@ def test_on_policy_waits_for_the_next_weights(
                 assert s.dispatch_version == version and set(s.versions.tolist()) == {version}
 
 
+@pytest.mark.process
 @pytest.mark.parametrize(
     ("env", "action"),
     [

@@ -16,6 +16,8 @@ from pathlib import Path
 import pytest
 from train_fixtures import ROOT
 
+pytestmark = pytest.mark.engine
+
 
 @pytest.mark.slow
 @pytest.mark.parametrize("env", ["sciworld", "searchqa", "webarena", "miniwob"])

@@ -271,6 +271,7 @@ def test_missing_env_dependency(
     ]
 
 
+@pytest.mark.process
 def test_cli_bad_config_exits_2_before_starting(tmp_path: Path, train_data: dict[str, Any]) -> None:
     train_data["rollout"]["engine"] = {"temperature": "hot"}
     path = tmp_path / "train.yaml"
@@ -287,6 +288,7 @@ def test_cli_bad_config_exits_2_before_starting(tmp_path: Path, train_data: dict
     assert not Path(train_data["run_dir"]).exists()  # nothing was written or started
 
 
+@pytest.mark.process
 def test_cli_resume_needs_a_run_folder(tmp_path: Path) -> None:
     def train(*args: str) -> subprocess.CompletedProcess[str]:
         cmd = [sys.executable, "-m", "agentgym_rl.cli", "train", *args]

@@ -24,6 +24,8 @@ from agentgym_rl.supervise.soak_figures import (
     flat,
 )
 
+pytestmark = pytest.mark.process
+
 ROOT = Path(__file__).resolve().parents[2]
 
 

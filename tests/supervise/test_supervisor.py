@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 from rich.console import Console
 from train_fixtures import train_config
 
@@ -22,6 +23,8 @@ from agentgym_rl.supervise import ChildSpec, RunPlan, plan_run
 from agentgym_rl.supervise.process import Child
 from agentgym_rl.supervise.progress import ProgressView
 from agentgym_rl.supervise.supervisor import Supervisor
+
+pytestmark = pytest.mark.process
 
 STANDIN = str(Path(__file__).with_name("standin.py"))
 

@@ -18,6 +18,8 @@ from agentgym_rl.model import create_tiny_model
 from tiny_run import tiny_train_config
 from vllm_fixtures import tiny_corpus
 
+pytestmark = pytest.mark.engine
+
 
 def _processes_mentioning(text: str) -> list[int]:
     found = []

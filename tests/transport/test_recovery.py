@@ -83,6 +83,7 @@ def end(proc: subprocess.Popen[str]) -> None:
     proc.wait(WAIT)
 
 
+@pytest.mark.process
 def test_restarted_sender_process_is_reset_not_deduplicated(free_port: int) -> None:
     with GroupReceiver(f"tcp://127.0.0.1:{free_port}", window=8) as rx:
         old = spawn_sender(rx.endpoint, 3, "old")

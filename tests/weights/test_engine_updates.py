@@ -13,6 +13,8 @@ from agentgym_rl.weights.publisher import WeightPublisher
 from agentgym_rl.weights.subscriber import WeightSubscriber
 from vllm_fixtures import EngineHandle
 
+pytestmark = pytest.mark.engine
+
 PROMPT = [1, 11, 22, 33, 44]
 
 

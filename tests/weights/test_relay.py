@@ -24,6 +24,8 @@ from agentgym_rl.weights.publisher import WeightPublisher, plan_tree
 from agentgym_rl.weights.standin import StandInModule
 from agentgym_rl.weights.subscriber import WeightSubscriber, relay_bind_host
 
+pytestmark = pytest.mark.process
+
 
 def _tensors(seed: int) -> dict[str, torch.Tensor]:
     g = torch.Generator().manual_seed(seed)

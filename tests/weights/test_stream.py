@@ -147,7 +147,12 @@ class Server:
     """A subscriber with a recording apply callback (optionally slow or failing)."""
 
     def __init__(
-        self, loop: LoopThread, endpoint: str, name: str, secret: bytes | None = None
+        self,
+        loop: LoopThread,
+        endpoint: str,
+        name: str,
+        secret: bytes | None = None,
+        reregister_s: float = 5.0,
     ) -> None:
         self.loop = loop
         self.applied: dict[int, dict[str, torch.Tensor]] = {}
@@ -159,7 +164,7 @@ class Server:
             return sub, asyncio.Event()
 
         self.sub, self.stop = loop.run(make())
-        self.task = loop.spawn(self.sub.serve(self.apply, self.stop))
+        self.task = loop.spawn(self.sub.serve(self.apply, self.stop, reregister_s=reregister_s))
 
     async def apply(self, version: int, tensors: dict[str, torch.Tensor]) -> None:
         if self.delay_s:
@@ -172,6 +177,15 @@ class Server:
         self.loop.loop.call_soon_threadsafe(self.stop.set)
         self.task.result(5)
         self.sub.close()
+
+
+def registered_again(pub: WeightPublisher, ident: bytes, times: int) -> None:
+    """Serve `pub` until server `ident` has registered `times` more times."""
+    target = pub.servers[ident].registrations + times
+    deadline = time.monotonic() + 20
+    while pub.servers[ident].registrations < target:
+        assert time.monotonic() < deadline, "the server stopped re-registering"
+        pub.serve(0.05)
 
 
 def test_publish_to_two_servers_with_slow_and_failing(loop: LoopThread) -> None:
@@ -228,10 +242,11 @@ def test_corrupt_chunk_over_tcp_is_nacked(loop: LoopThread) -> None:
 
 def test_a_restarted_publisher_relearns_its_servers(loop: LoopThread, free_port: int) -> None:
     """A learner that restarts forgets every rollout server; their periodic re-registration
-    (every 5 s) brings them back without restarting them, and updates flow again."""
+    (every 5 s by default, 0.2 s here) brings them back without restarting them, and updates
+    flow again."""
     endpoint = f"tcp://127.0.0.1:{free_port}"
     first = WeightPublisher(endpoint, chunk_bytes=4096)
-    server = Server(loop, endpoint, "a")
+    server = Server(loop, endpoint, "a", reregister_s=0.2)
     try:
         assert first.wait_for_servers(1, timeout_s=10) == 1
         assert first.publish(1, _tensors(1), timeout_s=20).ok
@@ -243,9 +258,8 @@ def test_a_restarted_publisher_relearns_its_servers(loop: LoopThread, free_port:
             res = second.publish(3, _tensors(3), timeout_s=20)
             assert res.acked == ["a"] and sorted(server.applied) == [1, 2, 3]
             # known servers re-registering change nothing: no duplicate, version kept
-            time.sleep(5.5)
-            second._drain(None)
-            assert len(second.servers) == 1
+            registered_again(second, b"a", times=3)
+            assert len(second.servers) == 1 and second.servers[b"a"].version == 3
         finally:
             second.close()
     finally:
@@ -288,7 +302,7 @@ def test_a_server_joining_mid_run_gets_the_current_weights_before_it_is_current(
         assert pub.publish(1, _tensors(1), timeout_s=20).ok
         v2 = _tensors(2)
         assert pub.publish(2, v2, timeout_s=20).ok
-        late = Server(loop, pub.endpoint, "late")
+        late = Server(loop, pub.endpoint, "late", reregister_s=0.2)
         deadline = time.monotonic() + 20
         while not (late.applied and loop.run(_is_set(late.sub.current))):
             assert time.monotonic() < deadline, "the late server never caught up"
@@ -302,7 +316,7 @@ def test_a_server_joining_mid_run_gets_the_current_weights_before_it_is_current(
         assert pub.catch_ups == 1
         assert list(early.applied) == [1, 2]  # the server that was current got nothing again
         # its periodic re-registration changes nothing once it is current
-        time.sleep(5.5)
+        registered_again(pub, b"late", times=3)
         assert pub.serve(0.1) is False and pub.catch_ups == 1 and list(late.applied) == [2]
     finally:
         for s in (early, late):

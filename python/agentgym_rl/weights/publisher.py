@@ -86,6 +86,8 @@ class _Server:
     healthy: bool = True
     """Acked the last update it was sent: may relay. A server that did not is fed directly
     by the learner (and relays to nobody) until it acks again."""
+    registrations: int = 0
+    """Registrations received (the first and every periodic one since)."""
     retried: bool = False
 
 
@@ -387,6 +389,7 @@ class WeightPublisher:
             )
         elif server.done:
             server.version = version
+        server.registrations += 1
         server.relay = relay
         welcome = self._signer.pack({"kind": "welcome", "version": self.version})
         try:
