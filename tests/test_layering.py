@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[1] / "python" / "agentgym_rl"
 PACKAGE = "agentgym_rl"
 
 LAYERS: dict[str, set[str]] = {
-    "__init__": {"_core"},
+    "__init__": {"_core", "config", "runs", "supervise"},  # the public API's façade
     "auth": set(),
     "config": set(),
     "env_discovery": set(),
@@ -40,11 +40,21 @@ LAYERS: dict[str, set[str]] = {
         "weights",
         "wire",
     },
-    "evaluation": {"_core", "config", "episode", "inference", "trajectory", "wire"},
+    # a run's checkpoints are found where the learner writes them (eval --run)
+    "evaluation": {
+        "_core",
+        "config",
+        "episode",
+        "inference",
+        "learner.checkpoint_dirs",
+        "trajectory",
+        "wire",
+    },
     "learner": {"_core", "auth", "config", "weights", "wire"},
     "model": {"_core", "config", "env_discovery", "episode", "trajectory"},
     "report": {"_core", "config", "wire"},
     "supervise": {"_core", "auth", "config", "env_discovery", "report", "wire"},
+    "runs": {"episode", "report"},
 }
 """Unit -> the units (or `unit.module`s) it may import, besides itself."""
 

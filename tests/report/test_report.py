@@ -9,6 +9,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from agentgym_rl.report import write_overlay, write_report
 from agentgym_rl.report.records import RunRecords
 from agentgym_rl.report.summary import summarize
@@ -112,6 +114,7 @@ def test_overlay_of_two_runs(tmp_path: Path) -> None:
     assert not (a / "plots").exists()  # the runs themselves are left alone
 
 
+@pytest.mark.process
 def test_plot_command(tmp_path: Path) -> None:
     a = make_run(tmp_path / "a")
 
@@ -126,3 +129,13 @@ def test_plot_command(tmp_path: Path) -> None:
     assert refused.returncode == 2 and "needs --out DIR" in refused.stderr
     missing = plot(str(tmp_path / "missing"))
     assert missing.returncode == 2 and "not a folder" in missing.stderr
+
+
+def test_training_curves_carry_a_smoothed_line() -> None:
+    from agentgym_rl.report.plots import smoothed
+
+    noisy = [0.0, 1.0] * 20
+    line = smoothed(noisy)
+    assert line[0] == 0.0  # debiased: the first point is itself, not pulled toward 0
+    assert all(0.3 < y < 0.7 for y in line[10:])  # the alternation averaged out
+    assert smoothed([0.5] * 5) == pytest.approx([0.5] * 5)

@@ -9,6 +9,10 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from agentgym_rl.evaluation.job import EvalOptions
 
 NAME = "eval"
 HELP = "Avg@n and Pass@n per env and category for a checkpoint or an API model"
@@ -25,6 +29,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
     src = parser.add_argument_group("policy (one of)")
     src.add_argument("--model", type=Path, metavar="DIR", help="local HF checkpoint (vLLM)")
+    src.add_argument(
+        "--run",
+        type=Path,
+        metavar="RUN_DIR",
+        help="a train run's latest checkpoint, evaluated as the run evaluated it: its held-out "
+        "split, env options, system prompt, turn cap and decoding (flags given override them)",
+    )
+    src.add_argument("--step", type=int, metavar="N", help="with --run: step N's checkpoint")
     src.add_argument("--api-base", metavar="URL", help="OpenAI-compatible base, e.g. .../v1")
     src.add_argument("--api-model", metavar="NAME", help="model name at --api-base")
     src.add_argument(
@@ -36,8 +48,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--split",
         type=Path,
-        required=True,
-        help="JSON list of {item_id, category}, e.g. envs/agentgym_envs/babyai/data/test.json",
+        help="JSON list of {item_id, category}, e.g. envs/agentgym_envs/babyai/data/test.json "
+        "(required but with --run)",
     )
     parser.add_argument(
         "--env-address",
@@ -47,12 +59,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="an env server (http://HOST:PORT or tcp://HOST:PORT), repeatable; envs without "
         "one are started here",
     )
-    parser.add_argument("--n", type=int, default=1, help="samples per task (default 1)")
+    parser.add_argument("--n", type=int, help="samples per task (default 1)")
     parser.add_argument(
-        "--turn-cap",
-        type=int,
-        default=DEFAULT_TURN_CAPS[-1],
-        help="turns per episode (default %(default)s)",
+        "--turn-cap", type=int, help=f"turns per episode (default {DEFAULT_TURN_CAPS[-1]})"
     )
     parser.add_argument("--limit", type=int, help="only the first N tasks of the split")
     parser.add_argument("--out", type=Path, help="write eval.md, eval.json (and episodes) here")
@@ -89,15 +98,64 @@ def parse_addresses(items: list[str]) -> dict[str, list[str]]:
     return out
 
 
+def eval_options(args: argparse.Namespace) -> EvalOptions:
+    """The options the flags ask for: a run's own (`--run`) with the flags given over them, or
+    the flags alone."""
+    from dataclasses import replace
+
+    from agentgym_rl.config.flags import from_flags
+    from agentgym_rl.config.rollout import EngineConfig
+    from agentgym_rl.evaluation.from_run import options_for_run
+    from agentgym_rl.evaluation.job import EvalOptions
+    from agentgym_rl.evaluation.runner import EvalError
+
+    given = {
+        key: value
+        for key, value in (
+            ("split", args.split),
+            ("n", args.n),
+            ("turn_cap", args.turn_cap),
+            ("limit", args.limit),
+            ("system_prompt", args.system_prompt),
+        )
+        if value is not None
+    }
+    common = {
+        "env_addresses": parse_addresses(args.env_address),
+        "out": args.out,
+        "concurrency": args.concurrency,
+        "progress": not args.no_progress,
+    }
+    if args.run is not None:
+        if args.model is not None or args.api_base is not None:
+            raise EvalError("give one of --run RUN_DIR, --model DIR or --api-base URL")
+        base = options_for_run(args.run, args.step, **given)
+        engine = from_flags(EngineConfig, args, base=base.engine)
+        env_options = (*base.env_options, *args.env_option)
+        return replace(base, engine=engine, env_options=env_options, **common)
+    if args.step is not None:
+        raise EvalError("--step needs --run RUN_DIR")
+    if args.split is None:
+        raise EvalError("--split is required (or --run RUN_DIR: the run's held-out split)")
+    return EvalOptions(
+        model=args.model,
+        api_base=args.api_base,
+        api_model=args.api_model,
+        api_key_env=args.api_key_env,
+        engine=from_flags(EngineConfig, args),
+        env_options=tuple(args.env_option),
+        **given,
+        **common,
+    )
+
+
 def run(args: argparse.Namespace) -> int:
     import asyncio
     import logging
     import sys
     import traceback
 
-    from agentgym_rl.config.flags import from_flags
-    from agentgym_rl.config.rollout import EngineConfig
-    from agentgym_rl.evaluation.job import EvalOptions, evaluate
+    from agentgym_rl.evaluation.job import evaluate
     from agentgym_rl.evaluation.runner import EvalError
     from agentgym_rl.inference.engine import EngineStartError
 
@@ -105,24 +163,8 @@ def run(args: argparse.Namespace) -> int:
         logging.basicConfig(level=logging.DEBUG, format="%(asctime)s %(name)s %(message)s")
 
     try:
-        options = EvalOptions(
-            split=args.split,
-            model=args.model,
-            api_base=args.api_base,
-            api_model=args.api_model,
-            api_key_env=args.api_key_env,
-            env_addresses=parse_addresses(args.env_address),
-            engine=from_flags(EngineConfig, args),
-            n=args.n,
-            turn_cap=args.turn_cap,
-            limit=args.limit,
-            out=args.out,
-            concurrency=args.concurrency,
-            progress=not args.no_progress,
-            system_prompt=args.system_prompt,
-            env_options=tuple(args.env_option),
-        )
-    except ValueError as e:  # ConfigError included: it names the flag
+        options = eval_options(args)
+    except (ValueError, EvalError) as e:  # ConfigError is a ValueError: it names the flag
         print(f"eval: {e}", file=sys.stderr)
         return 2
     try:

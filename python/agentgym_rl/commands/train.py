@@ -38,39 +38,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from agentgym_rl.config.loader import ConfigError, load_config
-    from agentgym_rl.config.train import TrainConfig
-    from agentgym_rl.supervise import PlanError, plan_run, write_plan
+    from agentgym_rl.config.loader import ConfigError
+    from agentgym_rl.supervise import PlanError
+    from agentgym_rl.supervise.run import resume, train
 
     if (args.config is None) == (args.resume is None):
         print(
             "train: give --config FILE (a new run) or --resume RUN_DIR, not both", file=sys.stderr
         )
         return 2
-    path = Path(args.config) if args.config else Path(args.resume) / "configs" / "train.yaml"
-    if args.resume and not path.is_file():
-        print(f"train: {path} not found: {args.resume} is not a train run folder", file=sys.stderr)
-        return 2
     try:
-        train = load_config(TrainConfig, path, args.overrides)
-        if args.resume:  # the folder may have moved since
-            train = train.model_copy(update={"run_dir": Path(args.resume)})
-        plan = plan_run(train, resume=bool(args.resume))
+        if args.resume:
+            result = resume(args.resume, overrides=args.overrides, say=_say)
+        else:
+            result = train(Path(args.config), overrides=args.overrides, say=_say)
     except (ConfigError, PlanError) as e:
         print(f"train: {e}", file=sys.stderr)
         return 2
-    from agentgym_rl.report import write_report
-    from agentgym_rl.supervise.supervisor import Supervisor
+    return result.exit_code
 
-    configs = write_plan(plan)
-    print(f"train: run folder {train.run_dir} (configs and commands in {configs})", flush=True)
-    code = Supervisor(plan, resume=bool(args.resume)).run()
-    try:
-        written = write_report(train.run_dir)
-    except Exception as e:  # a plotting problem must not hide the run's own outcome
-        print(f"train: could not write the report: {e!r}", file=sys.stderr)
-    else:
-        summary = next(p for p in written if p.name == "summary.md")
-        print(f"train: plots in {train.run_dir / 'plots'}, summary in {summary}")
-    print(f"train: logs in {train.run_dir / 'logs'}; exit {code}")
-    return code
+
+def _say(line: str) -> None:
+    print(line, flush=True)

@@ -10,9 +10,17 @@ same model without those fields (`RolloutSection` for `RolloutConfig`, ...).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
+from typing import TypeVar
 
+import yaml
 from pydantic import BaseModel, ConfigDict
+
+from agentgym_rl.config.loader import load_config
+
+C = TypeVar("C", bound="ConfigModel")
 
 
 class ConfigModel(BaseModel):
@@ -24,6 +32,19 @@ class ConfigModel(BaseModel):
         use_attribute_docstrings=True,
         validate_default=True,
     )
+
+    @classmethod
+    def from_yaml(cls: type[C], path: str | Path | None, overrides: Sequence[str] = ()) -> C:
+        """Read `path` (YAML; None: start empty), apply `key.path=value` overrides, validate.
+        Every problem raises `ConfigError` naming its key path."""
+        return load_config(cls, path, overrides)
+
+    def to_yaml(self, path: str | Path | None = None) -> str:
+        """This config as YAML (every field, defaults included); written to `path` if given."""
+        text: str = yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False)
+        if path is not None:
+            Path(path).write_text(text)
+        return text
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,8 @@ Contract: `add_flags(parser, Model)` adds `--field-name` for each field of a fla
 is `--x/--no-x`, a `Literal` gives the choices, a field without a default is a required flag,
 and a list field `env_options` is the repeatable `--env-option`. The help is the field's docstring and its
 default. A flag left out is absent from the parsed namespace (argparse.SUPPRESS), so the model's
-own default applies: `from_flags(Model, args, **given)` validates what was given and raises
+own default applies (or `base`'s value): `from_flags(Model, args, base=..., **given)` validates
+what was given and raises
 `ConfigError` naming the flag (`--top-p: Input should be less than or equal to 1`).
 `to_flags(model)` is the inverse: the argv giving the fields that were set in `model`.
 """
@@ -55,11 +56,15 @@ def add_flags(parser: _Adder, model: type[BaseModel], exclude: Sequence[str] = (
         parser.add_argument(flag_of(name, info), **options)
 
 
-def from_flags(model: type[M], args: argparse.Namespace, **given: Any) -> M:
-    """`model` from the flags `add_flags` made (those given on the command line) and `given`."""
+def from_flags(
+    model: type[M], args: argparse.Namespace, *, base: M | None = None, **given: Any
+) -> M:
+    """`model` from the flags `add_flags` made (those given on the command line) and `given`,
+    over `base`'s values (else the model's defaults)."""
     values = {name: getattr(args, name) for name in model.model_fields if hasattr(args, name)}
+    start = base.model_dump() if base is not None else {}
     try:
-        return model.model_validate({**values, **given})
+        return model.model_validate({**start, **values, **given})
     except ValidationError as e:
         lines = []
         for item in e.errors():

@@ -71,6 +71,14 @@ class RestartConfig(ConfigModel):
     restarted (a learner crash ends the run; `train --resume` continues it)."""
 
 
+class LoggingConfig(ConfigModel):
+    """Where a run's metrics go besides its JSONL records."""
+
+    tensorboard: bool = True
+    """TensorBoard scalars in run_dir/tensorboard/ (`tensorboard --logdir RUN_DIR`), named as
+    verl and TRL name them (`train/success`, `actor/kl`, `eval/<env>/success`, ...)."""
+
+
 class TrainConfig(ConfigModel):
     """Everything `agentgym-rl train` needs for one supervised run on one machine."""
 
@@ -113,6 +121,8 @@ class TrainConfig(ConfigModel):
     (measured: 2 threads next to an engine on 2 cores made a warm-up step 4-14x slower than 1)."""
     restart: RestartConfig = RestartConfig()
     """Restarting crashed env and rollout servers."""
+    logging: LoggingConfig = LoggingConfig()
+    """Metrics sinks besides the JSONL records (TensorBoard)."""
 
     def threads_per_learner_rank(self) -> int:
         if self.learner_threads is not None:
@@ -194,4 +204,4 @@ def _model_in(annotation: Any) -> type[BaseModel] | None:
     return None
 
 
-__all__ = ["EnvServerSpec", "RestartConfig", "TrainConfig"]
+__all__ = ["EnvServerSpec", "LoggingConfig", "RestartConfig", "TrainConfig"]

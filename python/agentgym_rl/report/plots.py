@@ -4,14 +4,15 @@ Contract: `write_plots(runs, out_dir)` writes, for the data the runs have, `succ
 (training success rate and reward vs learner step), `eval_success.png` (held-out success vs
 policy version), `turns.png` (turns per episode vs step), `throughput.png` (rollout generated
 tokens/s and learner tokens/s vs step) and `staleness.png` (histogram of sent groups' staleness)
-and returns the paths written; a plot with no data in any run is skipped. Matplotlib figures are
+and returns the paths written; a plot with no data in any run is skipped. Training curves
+(success, reward, turns) are drawn as faint raw points under their smoothed line (`smoothed`). Matplotlib figures are
 built without pyplot (no display, no global state).
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -67,22 +68,44 @@ def _learn(run: RunRecords, key: str) -> Series:
     ]
 
 
+SMOOTHING = 0.8
+"""Weight of the running mean in a training curve's smoothed line (TensorBoard's default 0.6
+follows per-step noise of a few groups too closely)."""
+
+
+def smoothed(ys: Sequence[float], weight: float = SMOOTHING) -> list[float]:
+    """The debiased exponential moving average of `ys` (the first points are not pulled
+    toward 0)."""
+    out, mean, norm = [], 0.0, 0.0
+    for y in ys:
+        mean = weight * mean + (1 - weight) * y
+        norm = weight * norm + (1 - weight)
+        out.append(mean / norm)
+    return out
+
+
 def _lines(
-    ax: Axes, runs: list[RunRecords], series: Callable[[RunRecords], Series], **kw: Any
+    ax: Axes,
+    runs: list[RunRecords],
+    series: Callable[[RunRecords], Series],
+    *,
+    smooth: bool = False,
+    **kw: Any,
 ) -> int:
+    """One line per run; with `smooth`, the raw points faint and their smoothed line over
+    them in the same colour (training curves are per-step noise)."""
     drawn = 0
     for run in runs:
         points = series(run)
         if points:
             xs, ys = zip(*points, strict=True)
             label = f"{run.name} {kw.get('label', '')}".strip()
-            ax.plot(
-                xs,
-                ys,
-                marker="." if len(xs) < 30 else None,
-                label=label,
-                linestyle=kw.get("linestyle", "-"),
-            )
+            style = kw.get("linestyle", "-")
+            if smooth and len(xs) > 2:
+                [raw] = ax.plot(xs, ys, linestyle=style, alpha=0.3, linewidth=0.8)
+                ax.plot(xs, smoothed(ys), color=raw.get_color(), linestyle=style, label=label)
+            else:
+                ax.plot(xs, ys, marker="." if len(xs) < 30 else None, label=label, linestyle=style)
             drawn += 1
     return drawn
 
@@ -103,11 +126,16 @@ def _save(fig: Figure, path: Path, drawn: int) -> Path | None:
 def plot_success_reward(runs: list[RunRecords], out: Path) -> Path | None:
     fig = Figure(figsize=(10, 4))
     a, b = fig.subplots(1, 2)
-    drawn = _lines(a, runs, lambda r: _by_step(r, _field("success_rate")))
+    drawn = _lines(a, runs, lambda r: _by_step(r, _field("success_rate")), smooth=True)
     a.set(xlabel="learner step", ylabel="success rate (training episodes)", ylim=(-0.02, 1.02))
-    drawn += _lines(b, runs, lambda r: _learn(r, "reward_mean"), label="learner batch")
+    drawn += _lines(b, runs, lambda r: _learn(r, "reward_mean"), label="learner batch", smooth=True)
     drawn += _lines(
-        b, runs, lambda r: _by_step(r, _field("reward_mean")), label="rollout", linestyle="--"
+        b,
+        runs,
+        lambda r: _by_step(r, _field("reward_mean")),
+        label="rollout",
+        linestyle="--",
+        smooth=True,
     )
     b.set(xlabel="learner step", ylabel="mean reward")
     return _save(fig, out / "success_reward.png", drawn)
@@ -124,7 +152,7 @@ def plot_eval(runs: list[RunRecords], out: Path) -> Path | None:
 def plot_turns(runs: list[RunRecords], out: Path) -> Path | None:
     fig = Figure(figsize=(6, 4))
     ax = fig.subplots()
-    drawn = _lines(ax, runs, lambda r: _by_step(r, _interval_turns))
+    drawn = _lines(ax, runs, lambda r: _by_step(r, _interval_turns), smooth=True)
     ax.set(xlabel="learner step", ylabel="turns per episode")
     return _save(fig, out / "turns.png", drawn)
 

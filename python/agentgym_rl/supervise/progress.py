@@ -4,8 +4,10 @@ Contract: `RunWatcher(run_dir)` tails `learn/metrics.jsonl`, `learn/waiting.json
 learner waits, when it does), `rollout-*/metrics.jsonl` and `rollout-*/eval.jsonl` (complete
 lines only, from where it last stopped) and keeps the latest state in a `RunState`. Each time
 the learner's step changes it appends `{"time", "step"}` to `run_dir/timeline.jsonl`, which
-lets the plots place rollout records (timed, not versioned) on the learner-step axis. `ProgressView` draws the state as a rich progress bar on a terminal and
-as a plain line per learner step (at most every few seconds) otherwise.
+lets the plots place rollout records (timed, not versioned) on the learner-step axis; with a
+`TensorBoardLog` sink every record read is also written as TensorBoard scalars. `ProgressView`
+draws the state as a rich progress bar on a terminal and as a plain line per learner step (at
+most every few seconds) otherwise.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from rich.progress import (
 )
 
 from agentgym_rl.report.records import json_objects
+from agentgym_rl.report.tensorboard import TensorBoardLog
 
 
 class JsonlTail:
@@ -101,10 +104,19 @@ class RunState:
 
 
 class RunWatcher:
-    """Follows the JSONL files of one run directory."""
+    """Follows the JSONL files of one run directory; with a `sink`, every record read also goes
+    to the run's TensorBoard scalars (`eval_env`: the env its held-out evaluations are of)."""
 
-    def __init__(self, run_dir: Path, max_steps: int) -> None:
+    def __init__(
+        self,
+        run_dir: Path,
+        max_steps: int,
+        sink: TensorBoardLog | None = None,
+        eval_env: str = "",
+    ) -> None:
         self.run_dir = run_dir
+        self.sink = sink
+        self.eval_env = eval_env
         self.state = RunState(max_steps=max_steps)
         self._learn = JsonlTail(run_dir / "learn" / "metrics.jsonl")
         self._waiting = JsonlTail(run_dir / "learn" / "waiting.jsonl")
@@ -117,7 +129,10 @@ class RunWatcher:
 
     def poll(self) -> RunState:
         state = self.state
+        sink = self.sink
         for record in self._learn.read():
+            if sink is not None:
+                sink.learner(record)
             step = record.get("step")
             if isinstance(step, int) and step != state.step:
                 state.step = step
@@ -132,7 +147,13 @@ class RunWatcher:
         for server in sorted(self.run_dir.glob("rollout-*")):
             for record in self._tail(server / "metrics.jsonl").read():
                 state.rollout[server.name] = record
+                if sink is not None:
+                    version = record.get("version")
+                    step = version if isinstance(version, int) else state.step
+                    sink.rollout(record, server.name, step)
             for record in self._tail(server / "eval.jsonl").read():
+                if sink is not None:
+                    sink.evaluation(record, self.eval_env)
                 version = record.get("version", -1)
                 if state.eval is None or version >= state.eval.get("version", -1):
                     state.eval = record
@@ -148,6 +169,7 @@ class ProgressView:
         self._task = TaskID(0)
         self._last_step = -1
         self._last_waiting = ""
+        self._last_phase = ""
         self._last_print = 0.0
         if self.console.is_terminal:
             self._progress = Progress(
@@ -173,6 +195,18 @@ class ProgressView:
             self._last_step, self._last_print = state.step, now
             self._last_waiting = state.waiting
             self.console.print(f"train step {state.step}/{state.max_steps}  {info}")
+
+    def phase(self, name: str, detail: str) -> None:
+        """What a start-up phase is doing (its child's latest log line): on the bar's line on a
+        terminal, otherwise printed when it changes (at most every few seconds)."""
+        info = f"{name}: {detail.strip()}" if detail.strip() else name
+        if self._progress is not None:
+            self._progress.update(self._task, info=info)
+            return
+        now = time.monotonic()
+        if info != self._last_phase and now - self._last_print >= 5.0:
+            self._last_phase, self._last_print = info, now
+            self.console.print(f"train: {info}", markup=False, highlight=False)
 
     def message(self, text: str) -> None:
         """A line above the bar (start-up, crashes, shutdown)."""

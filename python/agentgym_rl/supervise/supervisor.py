@@ -38,6 +38,7 @@ from types import FrameType
 
 from agentgym_rl.auth import ENV_VAR as SECRET_ENV_VAR
 from agentgym_rl.auth import new_secret
+from agentgym_rl.report.tensorboard import TensorBoardLog
 from agentgym_rl.supervise.plan import RunPlan
 from agentgym_rl.supervise.process import Child, health_ok
 from agentgym_rl.supervise.progress import ProgressView, RunWatcher
@@ -79,7 +80,9 @@ class Supervisor:
         self.learn = Child(plan.learn, self.log_dir, {**signed, "OMP_NUM_THREADS": threads})
         self.rollouts = [Child(s, self.log_dir, signed) for s in plan.rollouts]
         self.view = view or ProgressView(plan.learn_config.max_steps)
-        self.watcher = RunWatcher(train.run_dir, plan.learn_config.max_steps)
+        sink = TensorBoardLog(train.run_dir) if train.logging.tensorboard else None
+        eval_env = plan.rollout_configs[0].dataset.env
+        self.watcher = RunWatcher(train.run_dir, plan.learn_config.max_steps, sink, eval_env)
         self.poll_s = 0.5
         self._signals: list[str] = []
 
@@ -106,13 +109,22 @@ class Supervisor:
         return _Stop("crashed")
 
     def _wait_until(
-        self, child: Child, ready: Callable[[], bool], what: str, *, bounded: bool = True
+        self,
+        child: Child,
+        ready: Callable[[], bool],
+        what: str,
+        *,
+        bounded: bool = True,
+        phase: str = "",
     ) -> None:
         """Wait for `ready`; a child that exits first is a crash. `bounded`: give up after
         `startup_timeout_s` (servers); model creation is a finite job that takes as long as the
-        machine needs, so it is waited for without a deadline (Ctrl-C still stops it)."""
+        machine needs, so it is waited for without a deadline (Ctrl-C still stops it). With a
+        `phase`, the child's latest log line is shown as that phase's progress."""
         deadline = time.monotonic() + self.plan.train.startup_timeout_s
         while not ready():
+            if phase:
+                self.view.phase(phase, next(reversed(child.tail(1)), ""))
             code = child.poll()
             if code is not None:
                 raise self._crashed(child, code, "while starting")
@@ -129,7 +141,9 @@ class Supervisor:
             self.view.message(f"train: creating the model ({self.init.spec.shell})")
             self._launch(self.init)
             init = self.init
-            self._wait_until(init, lambda: init.poll() == 0, "init-model", bounded=False)
+            self._wait_until(
+                init, lambda: init.poll() == 0, "init-model", bounded=False, phase="model"
+            )
         for child in self.envs:
             self._launch(child)
         for child in self.envs:
@@ -254,6 +268,8 @@ class Supervisor:
             self.shutdown()
             self.view.update(self.watcher.poll())
             self.view.close()
+            if self.watcher.sink is not None:
+                self.watcher.sink.close()
             for sig, handler in handlers.items():
                 signal.signal(sig, handler)
             self._record(started, outcome)

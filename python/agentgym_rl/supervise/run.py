@@ -1,0 +1,193 @@
+"""One run on one machine from Python: what `agentgym-rl train` does, as calls.
+
+Contract: `train(config)` plans the run (`plan.py`; a bad config or a busy port raises
+`PlanError` listing every problem, before anything starts), writes `run_dir/configs/`, runs the
+supervised children to the end in this process (`Supervisor`, which needs the main thread for
+its signal handlers) and writes the report; it returns a `RunResult`. With `background=True`
+the same run is an `agentgym-rl train` child process instead and a `RunHandle` comes back at
+once: `.status()`, `.metrics()`, `.stop()`, `.wait()`. `resume(run_dir)` continues a stopped run
+from its own `configs/train.yaml`, as `train --resume` does.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, overload
+
+from agentgym_rl.config.train import TrainConfig
+from agentgym_rl.report import write_report
+from agentgym_rl.report.records import read_jsonl
+from agentgym_rl.supervise.plan import PlanError, plan_run, write_plan
+from agentgym_rl.supervise.supervisor import Supervisor
+
+OUTCOMES = {0: "finished", 1: "crashed", 130: "SIGINT", 143: "SIGTERM"}
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """How a run ended."""
+
+    run_dir: Path
+    exit_code: int
+    """0 finished, 1 a child crashed, 2 the run could not start, 130/143 stopped by a signal."""
+
+    @property
+    def outcome(self) -> str:
+        return OUTCOMES.get(self.exit_code, f"exit {self.exit_code}")
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0
+
+
+class RunHandle:
+    """A run going on in a child process (`train(..., background=True)`)."""
+
+    def __init__(self, run_dir: Path, process: subprocess.Popen[bytes]) -> None:
+        self.run_dir = run_dir
+        self.process = process
+
+    def status(self) -> dict[str, Any]:
+        """`{"running", "step", "exit_code"}`: the learner's last step and, once over, the
+        exit code."""
+        metrics = self.metrics()
+        step = int(metrics[-1].get("step", 0)) if metrics else 0
+        code = self.process.poll()
+        return {"running": code is None, "step": step, "exit_code": code}
+
+    def metrics(self) -> list[dict[str, Any]]:
+        """The learner's records so far (`learn/metrics.jsonl`, one per step)."""
+        return read_jsonl(self.run_dir / "learn" / "metrics.jsonl")
+
+    def stop(self, timeout_s: float = 120.0) -> RunResult:
+        """Stop the run as Ctrl-C does (children drain and checkpoint); its result."""
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGINT)
+        return self.wait(timeout_s)
+
+    def wait(self, timeout_s: float | None = None) -> RunResult:
+        """Wait for the run to end (raises `subprocess.TimeoutExpired` past `timeout_s`)."""
+        return RunResult(self.run_dir, self.process.wait(timeout_s))
+
+
+@overload
+def train(
+    config: TrainConfig | str | Path,
+    *,
+    overrides: Sequence[str] = (),
+    background: Literal[False] = False,
+    say: Callable[[str], None] = print,
+) -> RunResult: ...
+
+
+@overload
+def train(
+    config: TrainConfig | str | Path,
+    *,
+    overrides: Sequence[str] = (),
+    background: Literal[True],
+    say: Callable[[str], None] = print,
+) -> RunHandle: ...
+
+
+def train(
+    config: TrainConfig | str | Path,
+    *,
+    overrides: Sequence[str] = (),
+    background: bool = False,
+    say: Callable[[str], None] = print,
+) -> RunResult | RunHandle:
+    """Run `config` (a `TrainConfig` or the path of its YAML); see the module docstring."""
+    if not isinstance(config, TrainConfig):
+        config = TrainConfig.from_yaml(config, overrides)
+    elif overrides:
+        config = TrainConfig.from_yaml(_written(config), overrides)
+    return _start(config, resume=False, background=background, say=say)
+
+
+@overload
+def resume(
+    run_dir: str | Path,
+    *,
+    overrides: Sequence[str] = (),
+    background: Literal[False] = False,
+    say: Callable[[str], None] = print,
+) -> RunResult: ...
+
+
+@overload
+def resume(
+    run_dir: str | Path,
+    *,
+    overrides: Sequence[str] = (),
+    background: Literal[True],
+    say: Callable[[str], None] = print,
+) -> RunHandle: ...
+
+
+def resume(
+    run_dir: str | Path,
+    *,
+    overrides: Sequence[str] = (),
+    background: bool = False,
+    say: Callable[[str], None] = print,
+) -> RunResult | RunHandle:
+    """Continue the stopped run in `run_dir` (its learner from the newest complete checkpoint,
+    its rollout servers from their dataset cursors)."""
+    path = Path(run_dir) / "configs" / "train.yaml"
+    if not path.is_file():
+        raise PlanError([f"{path} not found: {run_dir} is not a train run folder"])
+    config = TrainConfig.from_yaml(path, overrides)
+    config = config.model_copy(update={"run_dir": Path(run_dir)})  # the folder may have moved
+    return _start(config, resume=True, background=background, say=say)
+
+
+def _start(
+    config: TrainConfig, *, resume: bool, background: bool, say: Callable[[str], None]
+) -> RunResult | RunHandle:
+    plan = plan_run(config, resume=resume)  # raises PlanError before anything starts
+    if background:
+        return _spawn(config, resume)
+    configs = write_plan(plan)
+    say(f"train: run folder {config.run_dir} (configs and commands in {configs})")
+    code = Supervisor(plan, resume=resume).run()
+    try:
+        written = write_report(config.run_dir)
+    except Exception as e:  # a plotting problem must not hide the run's own outcome
+        say(f"train: could not write the report: {e!r}")
+    else:
+        summary = next(p for p in written if p.name == "summary.md")
+        say(f"train: plots in {config.run_dir / 'plots'}, summary in {summary}")
+    say(f"train: logs in {config.run_dir / 'logs'}; exit {code}")
+    return RunResult(config.run_dir, code)
+
+
+def _written(config: TrainConfig) -> Path:
+    """`config` as YAML in its run folder (what overrides and a background child read)."""
+    path = config.run_dir / "configs" / "requested.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    config.to_yaml(path)
+    return path
+
+
+def _spawn(config: TrainConfig, resume: bool) -> RunHandle:
+    where = ["--resume", str(config.run_dir)] if resume else ["--config", str(_written(config))]
+    log = config.run_dir / "logs" / "train.log"  # what `train` prints; its children log beside
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("ab") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "agentgym_rl.cli", "train", *where],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # its own process group: stop() signals the whole run
+        )
+    return RunHandle(config.run_dir, process)
+
+
+__all__ = ["RunHandle", "RunResult", "resume", "train"]

@@ -1,0 +1,107 @@
+"""The public Python API: configs from and to YAML, a run started and followed from Python, its
+records read back; errors before anything starts."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+import agentgym_rl
+from agentgym_rl.model import create_tiny_model
+from tiny_run import SPLIT, tiny_train_config
+from vllm_fixtures import tiny_corpus
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_the_public_names_load_and_are_listed() -> None:
+    for name in agentgym_rl.__all__:
+        assert getattr(agentgym_rl, name) is not None, name
+    with pytest.raises(AttributeError, match="no attribute 'trian'"):
+        agentgym_rl.trian  # noqa: B018
+
+
+def test_a_config_round_trips_through_yaml(tmp_path: Path) -> None:
+    config = agentgym_rl.TrainConfig.from_yaml(
+        ROOT / "configs/train/babyai_goto.yaml", ["learn.max_steps=5", "max_staleness=0"]
+    )
+    assert (config.learn.max_steps, config.max_staleness) == (5, 0)
+    text = config.to_yaml(tmp_path / "again.yaml")
+    assert agentgym_rl.TrainConfig.from_yaml(tmp_path / "again.yaml") == config
+    assert "max_steps: 5" in text
+    with pytest.raises(agentgym_rl.ConfigError, match=r"rollout\.engine\.temprature: Extra inputs"):
+        agentgym_rl.TrainConfig.from_yaml(
+            None, ["model=m", "env_servers=[{env: noop}]", "rollout.engine.temprature=1"]
+        )
+
+
+def test_a_run_that_cannot_start_raises_before_anything_starts(tmp_path: Path) -> None:
+    config = agentgym_rl.TrainConfig.model_validate(
+        tiny_train_config(str(tmp_path / "run"), str(tmp_path / "no-model"))
+    )
+    with pytest.raises(agentgym_rl.PlanError, match=r"model: model directory .* not found"):
+        agentgym_rl.train(config, background=True)
+    assert not (tmp_path / "run").exists()
+    with pytest.raises(agentgym_rl.PlanError, match="is not a train run folder"):
+        agentgym_rl.resume(tmp_path)
+
+
+def test_runs_open_reads_what_a_run_wrote(tmp_path: Path) -> None:
+    (tmp_path / "learn").mkdir()
+    (tmp_path / "rollout-0").mkdir()
+    steps = [{"step": s, "loss": 0.1 * s, "time": 100.0 + s} for s in (1, 2)]
+    (tmp_path / "learn" / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in steps))
+    evals = [{"version": 0, "success": 0.25, "episodes": 4}, {"version": 2, "success": 0.5}]
+    (tmp_path / "rollout-0" / "eval.jsonl").write_text("".join(json.dumps(r) + "\n" for r in evals))
+    run = agentgym_rl.runs.open(tmp_path)
+    assert [r["step"] for r in run.metrics] == [1, 2] and run.held_out() == [(0, 0.25), (2, 0.5)]
+    with pytest.raises(ValueError, match=r"no episodes\.jsonl"):
+        list(run.episodes())
+    with pytest.raises(FileNotFoundError):
+        agentgym_rl.runs.open(tmp_path / "missing")
+
+
+@pytest.mark.engine
+@pytest.mark.slow
+def test_train_in_the_background_then_read_the_run(tmp_path: Path) -> None:
+    model = create_tiny_model(tmp_path / "model", corpus=tiny_corpus(), vocab_size=320, seed=0)
+    run_dir = tmp_path / "run"
+    config = agentgym_rl.TrainConfig.model_validate(tiny_train_config(str(run_dir), str(model)))
+    handle = agentgym_rl.train(config, background=True)
+    assert handle.status()["running"]
+    result = handle.wait(timeout_s=900)
+    log = (run_dir / "logs" / "train.log").read_text()
+    assert result.ok and result.outcome == "finished", log[-4000:]
+    assert handle.status() == {"running": False, "step": 2, "exit_code": 0}
+
+    run = agentgym_rl.runs.open(run_dir)
+    assert [r["step"] for r in run.metrics] == [1, 2] == [r["step"] for r in handle.metrics()]
+    episodes = list(run.episodes())
+    assert episodes and all(1 <= e.turns <= e.turn_cap == 3 for e in episodes)
+    assert (run_dir / "summary.md").is_file()
+    events = EventAccumulator(str(run_dir / "tensorboard"))
+    events.Reload()
+    tags = set(events.Tags()["scalars"])
+    assert {"actor/loss", "actor/kl", "actor/clip_frac", "perf/tokens_per_s"} <= tags, tags
+    assert {"train/reward_mean", "train/success", "perf/gen_tokens_per_s"} <= tags, tags
+    assert [e.step for e in events.Scalars("actor/loss")] == [1, 2]
+
+    # its last checkpoint evaluated as the run ran (engine settings, prompts, env options)
+    out = tmp_path / "eval"
+    flags = ["--run", str(run_dir), "--split", SPLIT, "--limit", "2", "--out", str(out)]
+    evaluated = subprocess.run(
+        [sys.executable, "-m", "agentgym_rl.cli", "eval", *flags, "--no-progress"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=ROOT,
+    )
+    assert evaluated.returncode == 0, evaluated.stdout + evaluated.stderr[-4000:]
+    meta = json.loads((out / "eval.json").read_text())["meta"]
+    assert meta["policy"] == str(run_dir / "checkpoints" / "step_2" / "hf") and meta["tasks"] == 2
+    assert meta["options"]["turn_cap"] == 3 and meta["options"]["engine"]["dtype"] == "float32"
