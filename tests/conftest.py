@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import socket
 from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING
 
 import pytest
@@ -23,21 +24,21 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         item.add_marker(tier_of(item))
 
 
+def _guard(item: pytest.Item) -> AbstractContextManager[None]:
+    """A unit test starts no process (`tiers.py`); the other tiers may."""
+    unit = item.get_closest_marker("unit") is not None
+    return forbid_processes(item.nodeid) if unit else nullcontext()
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_setup(item: pytest.Item) -> Iterator[None]:
-    """A unit test's set-up (module fixtures first set up for it included) starts nothing."""
-    if item.get_closest_marker("unit") is None:
-        return (yield)
-    with forbid_processes(item.nodeid):
+    with _guard(item):  # module fixtures first set up for this test included
         return (yield)
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
-    """A unit test starts nothing."""
-    if item.get_closest_marker("unit") is None:
-        return (yield)
-    with forbid_processes(item.nodeid):
+    with _guard(item):
         return (yield)
 
 

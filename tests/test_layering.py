@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[1] / "python" / "agentgym_rl"
 PACKAGE = "agentgym_rl"
 
 LAYERS: dict[str, set[str]] = {
-    "__init__": {"_core", "config", "runs", "supervise"},  # the public API's façade
+    "__init__": {"_core", "config", "episode", "evaluation", "runs", "supervise"},  # the API
     "auth": set(),
     "config": set(),
     "env_discovery": set(),

@@ -2,8 +2,10 @@
 
 The Python API (docs/api.md): configs (`TrainConfig.from_yaml(path, overrides)`, `.to_yaml()`,
 `ConfigError`), a one-machine run (`train(config)`, `train(config, background=True)`,
-`resume(run_dir)`), a run's records (`runs.open(run_dir)`), the env pool and its types, and the
-core's trajectory buffer. Names load on first use, so `import agentgym_rl` stays light (no
+`resume(run_dir)`), evaluation (`evaluate(model=... | endpoint=... | run=..., splits=...)`), a
+run's records (`runs.open(run_dir)`), episodes with any policy (`rollout(policy, tasks)`), an
+env server for a `with` block (`serve_env(name, **options)`), the env pool and its types, and
+the core's trajectory buffer. Names load on first use, so `import agentgym_rl` stays light (no
 pydantic, torch or vLLM until asked for). The data flow and where each part lives:
 docs/architecture.md.
 """
@@ -37,6 +39,10 @@ if TYPE_CHECKING:
         RolloutConfig,
     )
     from agentgym_rl.config.train import TrainConfig
+    from agentgym_rl.episode.scoring import EvalReport
+    from agentgym_rl.evaluation.episodes import Episode, rollout
+    from agentgym_rl.evaluation.job import EvalOptions, evaluate
+    from agentgym_rl.evaluation.servers import serve_env
     from agentgym_rl.supervise.plan import PlanError
     from agentgym_rl.supervise.run import RunHandle, RunResult, resume, train
 
@@ -46,6 +52,12 @@ _LAZY = {
     "LearnConfig": "agentgym_rl.config",
     "RolloutConfig": "agentgym_rl.config",
     "TrainConfig": "agentgym_rl.config.train",
+    "EvalOptions": "agentgym_rl.evaluation.job",
+    "EvalReport": "agentgym_rl.episode.scoring",
+    "evaluate": "agentgym_rl.evaluation.job",
+    "Episode": "agentgym_rl.evaluation.episodes",
+    "rollout": "agentgym_rl.evaluation.episodes",
+    "serve_env": "agentgym_rl.evaluation.servers",
     "PlanError": "agentgym_rl.supervise.plan",
     "RunHandle": "agentgym_rl.supervise.run",
     "RunResult": "agentgym_rl.supervise.run",
@@ -74,6 +86,9 @@ __all__ = [
     "EnvPoolError",
     "EnvServer",
     "EnvServerStatus",
+    "Episode",
+    "EvalOptions",
+    "EvalReport",
     "Group",
     "LearnConfig",
     "PlanError",
@@ -86,7 +101,10 @@ __all__ = [
     "TrainConfig",
     "TrajectoryBuffer",
     "__version__",
+    "evaluate",
     "resume",
+    "rollout",
     "runs",
+    "serve_env",
     "train",
 ]

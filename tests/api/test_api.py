@@ -4,8 +4,6 @@ records read back; errors before anything starts."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -60,6 +58,10 @@ def test_runs_open_reads_what_a_run_wrote(tmp_path: Path) -> None:
     (tmp_path / "rollout-0" / "eval.jsonl").write_text("".join(json.dumps(r) + "\n" for r in evals))
     run = agentgym_rl.runs.open(tmp_path)
     assert [r["step"] for r in run.metrics] == [1, 2] and run.held_out() == [(0, 0.25), (2, 0.5)]
+    pytest.importorskip("pandas")
+    frame = run.frame()
+    assert frame["step"].tolist() == [1, 2] and frame["loss"].tolist() == pytest.approx([0.1, 0.2])
+    assert run.frame("evals")["version"].tolist() == [0, 2]
     with pytest.raises(ValueError, match=r"no episodes\.jsonl"):
         list(run.episodes())
     with pytest.raises(FileNotFoundError):
@@ -92,16 +94,45 @@ def test_train_in_the_background_then_read_the_run(tmp_path: Path) -> None:
     assert [e.step for e in events.Scalars("actor/loss")] == [1, 2]
 
     # its last checkpoint evaluated as the run ran (engine settings, prompts, env options)
-    out = tmp_path / "eval"
-    flags = ["--run", str(run_dir), "--split", SPLIT, "--limit", "2", "--out", str(out)]
-    evaluated = subprocess.run(
-        [sys.executable, "-m", "agentgym_rl.cli", "eval", *flags, "--no-progress"],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        cwd=ROOT,
-    )
-    assert evaluated.returncode == 0, evaluated.stdout + evaluated.stderr[-4000:]
-    meta = json.loads((out / "eval.json").read_text())["meta"]
-    assert meta["policy"] == str(run_dir / "checkpoints" / "step_2" / "hf") and meta["tasks"] == 2
-    assert meta["options"]["turn_cap"] == 3 and meta["options"]["engine"]["dtype"] == "float32"
+    report = agentgym_rl.evaluate(run=run_dir, splits=SPLIT, limit=2, progress=False)
+    assert report.meta["policy"] == str(run_dir / "checkpoints" / "step_2" / "hf")
+    assert report.meta["tasks"] == 2 and len(report.records) == 2
+    assert report.meta["options"]["turn_cap"] == 3
+    assert report.meta["options"]["engine"]["dtype"] == "float32"
+    assert report.row("babyai").samples == 2
+
+
+@pytest.mark.process
+def test_rollout_any_python_policy_on_a_served_env() -> None:
+    """Episodes with a plain function as the policy, on an env server `serve_env` keeps up for
+    the block; then with a coroutine function and a server the call starts itself."""
+    replies: list[int] = []
+
+    def turn_left(messages: list[dict[str, str]]) -> str:
+        replies.append(len(messages))
+        return "Thought: look around.\nAction: turn left"
+
+    with agentgym_rl.serve_env("babyai", observation="compact") as addresses:
+        zmq, http = addresses
+        assert zmq.startswith("tcp://") and http.startswith("http://")
+        episodes = agentgym_rl.rollout(
+            turn_left, ["babyai_3", "babyai_5"], n=2, turn_cap=3, env_addresses={"babyai": [zmq]}
+        )
+    assert [(e.task.item_id, e.sample) for e in episodes] == [
+        ("babyai_3", 0),
+        ("babyai_3", 1),
+        ("babyai_5", 0),
+        ("babyai_5", 1),
+    ]
+    for episode in episodes:
+        assistant = [m for m in episode.messages if m["role"] == "assistant"]
+        assert episode.status in ("turn_cap", "done") and len(assistant) == episode.turns <= 3
+        assert all(m["content"].endswith("Action: turn left") for m in assistant)
+        assert not episode.success and episode.reward <= 0.0  # turning in place solves nothing
+    assert len(replies) == sum(e.turns for e in episodes)
+
+    async def give_up(messages: list[dict[str, str]]) -> str:
+        return "Action: no such action"
+
+    [refused] = agentgym_rl.rollout(give_up, "babyai_7", turn_cap=2)
+    assert refused.turns >= 1 and refused.status in ("turn_cap", "done", "env_failure")

@@ -12,7 +12,7 @@ import pytest
 from agentgym_rl.cli import main
 from agentgym_rl.config.rollout import EngineConfig
 from agentgym_rl.episode.log import read_episodes
-from agentgym_rl.evaluation import EvalError, EvalOptions, evaluate
+from agentgym_rl.evaluation import EvalError, EvalOptions, run_evaluation
 from vllm_fixtures import EngineHandle
 
 SPLIT = Path(__file__).resolve().parents[2] / "envs/agentgym_envs/babyai/data/goto_test.json"
@@ -33,7 +33,7 @@ def test_local_engine_accounting_and_files(
         engine=EngineConfig(max_tokens_per_turn=48),
         progress=False,
     )
-    report = vllm_engine.run(evaluate(options, engine=vllm_engine.engine), timeout=300)
+    report = vllm_engine.run(run_evaluation(options, engine=vllm_engine.engine), timeout=300)
 
     tasks = json.loads(SPLIT.read_text())[:3]
     assert report.n == 2 and len(report.records) == 6

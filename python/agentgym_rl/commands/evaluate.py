@@ -1,6 +1,6 @@
 """`agentgym-rl eval`: Avg@n / Pass@n of a local checkpoint or an OpenAI-compatible endpoint.
 
-Only argparse runs at parse time; `agentgym_rl.evaluation.job.evaluate` does the work (start
+Only argparse runs at parse time; `agentgym_rl.evaluation.job.run_evaluation` does the work (start
 vLLM under this module's `__main__`-guarded entry point). Exit codes: 0 done, 1 vLLM did not
 start (one line naming the model and the cause; `--verbose` adds the traceback), 2 bad input.
 """
@@ -155,7 +155,7 @@ def run(args: argparse.Namespace) -> int:
     import sys
     import traceback
 
-    from agentgym_rl.evaluation.job import evaluate
+    from agentgym_rl.evaluation.job import run_evaluation
     from agentgym_rl.evaluation.runner import EvalError
     from agentgym_rl.inference.engine import EngineStartError
 
@@ -168,7 +168,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"eval: {e}", file=sys.stderr)
         return 2
     try:
-        report = asyncio.run(evaluate(options))
+        report = asyncio.run(run_evaluation(options))
     except EvalError as e:
         print(f"eval: {e}", file=sys.stderr)
         return 2

@@ -71,12 +71,28 @@ class RestartConfig(ConfigModel):
     restarted (a learner crash ends the run; `train --resume` continues it)."""
 
 
+class WandbConfig(ConfigModel):
+    """A Weights & Biases run of the train run (needs `pip install wandb`)."""
+
+    project: str = Field(min_length=1)
+    """W&B project."""
+    mode: Literal["offline", "online"] = "offline"
+    """offline: files in run_dir/wandb/ only (`wandb sync` uploads them later); online: also
+    sent as the run goes (needs `wandb login` or WANDB_API_KEY)."""
+    entity: str | None = None
+    """W&B team or user (default: the logged-in user's)."""
+    name: str | None = None
+    """Run name (default: the run folder's name)."""
+
+
 class LoggingConfig(ConfigModel):
-    """Where a run's metrics go besides its JSONL records."""
+    """Where a run's metrics go besides its JSONL records, named as verl and TRL name them
+    (`train/success`, `actor/kl`, `eval/<env>/success`, ...; `report/scalars.py`)."""
 
     tensorboard: bool = True
-    """TensorBoard scalars in run_dir/tensorboard/ (`tensorboard --logdir RUN_DIR`), named as
-    verl and TRL name them (`train/success`, `actor/kl`, `eval/<env>/success`, ...)."""
+    """TensorBoard scalars in run_dir/tensorboard/ (`tensorboard --logdir RUN_DIR`)."""
+    wandb: WandbConfig | None = None
+    """Weights & Biases (None: off)."""
 
 
 class TrainConfig(ConfigModel):
@@ -122,7 +138,7 @@ class TrainConfig(ConfigModel):
     restart: RestartConfig = RestartConfig()
     """Restarting crashed env and rollout servers."""
     logging: LoggingConfig = LoggingConfig()
-    """Metrics sinks besides the JSONL records (TensorBoard)."""
+    """Metric sinks besides the JSONL records (TensorBoard, Weights & Biases)."""
 
     def threads_per_learner_rank(self) -> int:
         if self.learner_threads is not None:
@@ -204,4 +220,4 @@ def _model_in(annotation: Any) -> type[BaseModel] | None:
     return None
 
 
-__all__ = ["EnvServerSpec", "LoggingConfig", "RestartConfig", "TrainConfig"]
+__all__ = ["EnvServerSpec", "LoggingConfig", "RestartConfig", "TrainConfig", "WandbConfig"]

@@ -1,6 +1,7 @@
 """One evaluation from options: env servers, policy, episodes with a progress bar, report files.
 
-Contract: `await evaluate(options)` loads the split (optionally the first `limit` tasks),
+Contract: `await run_evaluation(options)` loads the split or splits (all tasks of each, in
+order; optionally the first `limit` of each),
 connects to the env servers given in `env_addresses` and starts the missing ones itself, builds
 the policy (a local HF checkpoint through vLLM running the training agent loop, an engine passed
 in as `engine`, or an OpenAI-compatible endpoint), runs every task `n` times, and returns the
@@ -8,6 +9,8 @@ in as `engine`, or an OpenAI-compatible endpoint), runs every task `n` times, an
 path, `episodes.jsonl` for `agentgym-rl show`). Whatever it started (vLLM, env servers, HTTP
 client, env pool) is stopped before it returns. Bad options raise `EvalError` before anything
 starts. With an `engine` passed in, that engine's own sampling options apply (temperature...).
+`evaluate(...)` is the same from keyword arguments, synchronously (in a notebook whose event
+loop is running too): the public `agentgym_rl.evaluate`.
 """
 
 from __future__ import annotations
@@ -15,10 +18,11 @@ from __future__ import annotations
 import os
 import time
 import uuid
+from collections.abc import Coroutine, Sequence
 from dataclasses import asdict, dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from agentgym_rl import _core
 from agentgym_rl.config.rollout import DEFAULT_TURN_CAPS, EngineConfig, http_dialect
@@ -30,12 +34,15 @@ from agentgym_rl.episode.types import Engine, EnvSpec
 from agentgym_rl.evaluation.runner import EvalError, EvalSettings, Policy, run_episodes
 from agentgym_rl.evaluation.servers import LocalEnvServers
 
+T = TypeVar("T")
+
 
 @dataclass
 class EvalOptions:
     """What to evaluate, on which tasks, and how (mirrors `agentgym-rl eval`'s flags)."""
 
-    split: Path
+    split: Path | tuple[Path, ...]
+    """One split, or several evaluated together (a table row per env and category)."""
     model: Path | None = None
     """Local HF checkpoint (tokenizer + chat template included), run through vLLM."""
     api_base: str | None = None
@@ -93,11 +100,15 @@ class EvalOptions:
             raise EvalError(turn)
 
     def tasks(self) -> list[Task]:
-        try:
-            tasks = load_split(self.split)
-        except DatasetError as e:
-            raise EvalError(f"--split: {e}") from None
-        return tasks[: self.limit] if self.limit is not None else tasks
+        splits = self.split if isinstance(self.split, tuple) else (self.split,)
+        tasks: list[Task] = []
+        for split in splits:
+            try:
+                loaded = load_split(split)
+            except DatasetError as e:
+                raise EvalError(f"--split: {e}") from None
+            tasks += loaded[: self.limit] if self.limit is not None else loaded
+        return tasks
 
 
 def env_specs(envs: list[str], system_prompt: str | None = None) -> dict[str, EnvSpec]:
@@ -113,7 +124,7 @@ def env_pool(addresses: dict[str, list[str]]) -> _core.EnvPool:
     return _core.EnvPool(servers, step_timeout_s=120.0)
 
 
-async def evaluate(options: EvalOptions, *, engine: Engine | None = None) -> EvalReport:
+async def run_evaluation(options: EvalOptions, *, engine: Engine | None = None) -> EvalReport:
     """Run the evaluation described by `options`; see the module docstring."""
     import asyncio
 
@@ -144,7 +155,7 @@ async def evaluate(options: EvalOptions, *, engine: Engine | None = None) -> Eva
             servers.stop()
     meta: dict[str, Any] = {
         "policy": str(options.model) if options.model else options.api_model or "engine",
-        "split": str(options.split),
+        "split": _jsonable(options.split),
         "tasks": len(tasks),
         "seconds": round(elapsed, 1),
         "options": _jsonable(asdict(options)),
@@ -153,6 +164,68 @@ async def evaluate(options: EvalOptions, *, engine: Engine | None = None) -> Eva
     if options.out is not None:
         report.write(options.out)
     return report
+
+
+def evaluate(
+    model: str | Path | None = None,
+    *,
+    endpoint: str | None = None,
+    api_model: str | None = None,
+    run: str | Path | None = None,
+    step: int | None = None,
+    splits: str | Path | Sequence[str | Path] | None = None,
+    engine: EngineConfig | None = None,
+    n: int | None = None,
+    turn_cap: int | None = None,
+    limit: int | None = None,
+    out: str | Path | None = None,
+    **options: Any,
+) -> EvalReport:
+    """Evaluate a local checkpoint (`model`), an OpenAI-compatible `endpoint` (with
+    `api_model`) or a train `run`'s checkpoint (latest, or `step`'s; its own settings, see
+    `from_run.py`) on `splits`, and return the report: `rows` (Avg@n / Pass@n per env and
+    category), `records` (every episode) and `meta`. Left out, `engine`, `n`, `turn_cap` and
+    `limit` are the run's (with `run`) or the defaults; `options` are other `EvalOptions`
+    fields (`env_addresses`, `system_prompt`, `env_options`, `concurrency`, `progress`...)."""
+    given: dict[str, Any] = {k: v for k, v in options.items() if v is not None}
+    if splits is not None:
+        listed = [splits] if isinstance(splits, str | Path) else list(splits)
+        given["split"] = Path(listed[0]) if len(listed) == 1 else tuple(map(Path, listed))
+    for key, value in (("engine", engine), ("n", n), ("turn_cap", turn_cap), ("limit", limit)):
+        if value is not None:
+            given[key] = value
+    if out is not None:
+        given["out"] = Path(out)
+    if run is not None:
+        if model is not None or endpoint is not None:
+            raise EvalError("give one of model, endpoint or run")
+        from agentgym_rl.evaluation.from_run import options_for_run
+
+        chosen = options_for_run(run, step, **given)
+    else:
+        if "split" not in given:
+            raise EvalError("give splits (a split file, or several)")
+        chosen = EvalOptions(
+            model=Path(model) if model is not None else None,
+            api_base=endpoint,
+            api_model=api_model,
+            **given,
+        )
+    return run_blocking(run_evaluation(chosen))
+
+
+def run_blocking(work: Coroutine[Any, Any, T]) -> T:
+    """`work`'s result, also from code that runs inside an event loop (a notebook): there on
+    a thread of its own."""
+    import asyncio
+    import concurrent.futures
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(work)
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, work).result()
 
 
 def _jsonable(value: Any) -> Any:

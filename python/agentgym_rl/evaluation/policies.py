@@ -1,4 +1,5 @@
-"""The two evaluated policies: the training agent on an `Engine`, and an OpenAI-compatible API.
+"""The evaluated policies: the training agent on an `Engine`, and text policies: an
+OpenAI-compatible API or any Python function of the messages.
 
 Contract:
 - `AgentPolicy` runs the training `AgentLoop` unchanged (token-in/token-out, same prompts, action
@@ -9,12 +10,16 @@ Contract:
   statuses. A reply refused for its context length ends the episode as "truncated"; 429/5xx and
   connection errors are retried `retries` times, then the episode fails; a refused key, unknown
   model or unreachable endpoint (`check()`) raises `EvalError` and stops the evaluation.
+- `FunctionPolicy` plays the same text episode with `reply(messages)` (a function or coroutine
+  function) writing each assistant turn: baselines, scripted agents, data generation.
+- Text policies keep each episode's messages on its outcome (`EpisodeOutcome.messages`).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
+import inspect
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -76,7 +81,81 @@ class ApiSettings:
 _CONTEXT_WORDS = ("context", "maximum", "too long", "max_tokens", "prompt length")
 
 
-class ChatApiPolicy:
+class TextPolicy:
+    """A policy that writes each assistant turn as text from the chat messages so far: the
+    episode is played in text (`complete` is what differs)."""
+
+    def __init__(self, pool: _core.EnvPool, envs: Mapping[str, EnvSpec]) -> None:
+        self.pool, self.envs = pool, dict(envs)
+
+    async def complete(
+        self, messages: list[dict[str, str]], stop: Sequence[str] = ()
+    ) -> str | None:
+        """The assistant's reply, or None when the context is too long to go on."""
+        raise NotImplementedError
+
+    async def aclose(self) -> None:
+        """Nothing to release by default."""
+
+    async def episode(self, task: Task, *, turn_cap: int, request_id: str) -> EpisodeOutcome:
+        spec = self.envs.get(task.env, EnvSpec())
+        return await in_env_episode(
+            self.pool,
+            task.env,
+            task.data_idx,
+            lambda episode, first: self._turns(task, spec, episode, first, turn_cap),
+            lambda reason: EpisodeOutcome(0.0, Status.ENV_FAILURE.value, 0, reason),
+        )
+
+    async def _turns(
+        self, task: Task, spec: EnvSpec, episode: int, observation: str, turn_cap: int
+    ) -> EpisodeOutcome:
+        messages = episode_prefix(task.env, observation, spec.action_format, spec.system_prompt)
+        score, turn = 0.0, 0
+        failure: str | None = None
+        step = partial(self.pool.step, episode)
+        while True:
+            text = await self.complete(messages, stop_strings(spec.action_format))
+            if text is None:
+                status = Status.TRUNCATED
+                break
+            text = restore_stop_string(text, spec.action_format)
+            turn += 1
+            messages.append({"role": "assistant", "content": text})
+            acted = await act(step, text, spec.action_format, score)
+            score, observation = acted.score, acted.observation
+            if acted.ended is not None:
+                status, failure = acted.ended, acted.failure
+                break
+            if turn >= turn_cap:
+                status = Status.TURN_CAP
+                break
+            messages.append(observation_message(observation))
+        reward = reward_of(task.env, score)
+        return EpisodeOutcome(reward, status.value, turn, failure, tuple(messages))
+
+
+class FunctionPolicy(TextPolicy):
+    """`reply(messages) -> str` (or a coroutine function) as a `Policy`."""
+
+    def __init__(
+        self,
+        pool: _core.EnvPool,
+        reply: Callable[[list[dict[str, str]]], str | Awaitable[str]],
+        envs: Mapping[str, EnvSpec],
+    ) -> None:
+        super().__init__(pool, envs)
+        self.reply = reply
+
+    async def complete(
+        self, messages: list[dict[str, str]], stop: Sequence[str] = ()
+    ) -> str | None:
+        if inspect.iscoroutinefunction(self.reply):
+            return str(await self.reply(list(messages)))
+        return str(await asyncio.to_thread(self.reply, list(messages)))
+
+
+class ChatApiPolicy(TextPolicy):
     """Chat completions over HTTP as a `Policy`; see the module docstring."""
 
     def __init__(
@@ -87,7 +166,8 @@ class ChatApiPolicy:
         *,
         client: httpx.AsyncClient | None = None,
     ) -> None:
-        self.pool, self.api, self.envs = pool, api, dict(envs)
+        super().__init__(pool, envs)
+        self.api = api
         headers = {"Authorization": f"Bearer {api.api_key}"} if api.api_key else {}
         self.client = client or httpx.AsyncClient(
             base_url=api.base_url.rstrip("/"), headers=headers, timeout=api.timeout_s
@@ -150,39 +230,3 @@ class ChatApiPolicy:
                 return None
             raise EvalError(f"{self.api.base_url}/chat/completions: {r.status_code} {text[:300]}")
         raise AssertionError("unreachable")
-
-    async def episode(self, task: Task, *, turn_cap: int, request_id: str) -> EpisodeOutcome:
-        spec = self.envs.get(task.env, EnvSpec())
-        return await in_env_episode(
-            self.pool,
-            task.env,
-            task.data_idx,
-            lambda episode, first: self._turns(task, spec, episode, first, turn_cap),
-            lambda reason: EpisodeOutcome(0.0, Status.ENV_FAILURE.value, 0, reason),
-        )
-
-    async def _turns(
-        self, task: Task, spec: EnvSpec, episode: int, observation: str, turn_cap: int
-    ) -> EpisodeOutcome:
-        messages = episode_prefix(task.env, observation, spec.action_format, spec.system_prompt)
-        score, turn = 0.0, 0
-        failure: str | None = None
-        step = partial(self.pool.step, episode)
-        while True:
-            text = await self.complete(messages, stop_strings(spec.action_format))
-            if text is None:
-                status = Status.TRUNCATED
-                break
-            text = restore_stop_string(text, spec.action_format)
-            turn += 1
-            messages.append({"role": "assistant", "content": text})
-            acted = await act(step, text, spec.action_format, score)
-            score, observation = acted.score, acted.observation
-            if acted.ended is not None:
-                status, failure = acted.ended, acted.failure
-                break
-            if turn >= turn_cap:
-                status = Status.TURN_CAP
-                break
-            messages.append(observation_message(observation))
-        return EpisodeOutcome(reward_of(task.env, score), status.value, turn, failure)

@@ -41,6 +41,8 @@ class EpisodeOutcome:
     turns: int
     failure: str | None = None
     """Why the episode ended as an env failure (`episode.turn.env_failure`); None otherwise."""
+    messages: tuple[dict[str, str], ...] = ()
+    """The chat messages of the episode (text policies; the token-level agent logs its own)."""
 
 
 class Policy(Protocol):

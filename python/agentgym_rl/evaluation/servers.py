@@ -5,17 +5,22 @@ Contract: `LocalEnvServers.start(envs, log_dir)` starts one server per env name 
 (deadline `ready_timeout_s`), and `addresses()` gives `{env: ["tcp://127.0.0.1:PORT"]}`. A
 server that exits or never gets ready raises `EvalError` with its last log lines; `stop()`
 (also on leaving the `with` block) terminates each child by PID, then kills it after 10 s.
+`serve_env(name, **options)` is one such server for a `with` block, from Python: it yields the
+server's addresses (ZeroMQ first, then HTTP).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -112,6 +117,9 @@ class LocalEnvServers:
     def addresses(self) -> dict[str, list[str]]:
         return {c.env: [f"tcp://127.0.0.1:{c.zmq_port}"] for c in self.children}
 
+    def http_addresses(self) -> dict[str, list[str]]:
+        return {c.env: [f"http://127.0.0.1:{c.http_port}"] for c in self.children}
+
     def stop(self) -> None:
         for child in self.children:
             if child.proc.poll() is None:
@@ -135,3 +143,19 @@ class LocalEnvServers:
         tb: TracebackType | None,
     ) -> None:
         self.stop()
+
+
+@contextmanager
+def serve_env(
+    name: str, *, log_dir: str | Path | None = None, **options: object
+) -> Iterator[list[str]]:
+    """`agentgym-rl env serve NAME` with `options` as its env options (`observation="compact"`)
+    while the block runs; yields `[tcp://127.0.0.1:ZMQ, http://127.0.0.1:HTTP]`. Its log goes to
+    `log_dir/env-NAME.log` (a temporary folder by default)."""
+    flags = [f"{key}={value}" for key, value in options.items()]
+    with contextlib.ExitStack() as stack:
+        folder = (
+            Path(log_dir) if log_dir else Path(stack.enter_context(tempfile.TemporaryDirectory()))
+        )
+        servers = stack.enter_context(LocalEnvServers.start([name], folder, env_options=flags))
+        yield [*servers.addresses()[name], *servers.http_addresses()[name]]

@@ -22,6 +22,7 @@ staleness is 0 on both sides (one rollout server only).
 
 from __future__ import annotations
 
+import importlib.util
 import re
 import shlex
 import sys
@@ -270,6 +271,11 @@ def plan_run(train: TrainConfig, *, resume: bool = False) -> RunPlan:
             problems.append(f"model: {problem} Or give `init_model:` options to create it.")
     problems += env_problems([s.env for s in train.env_servers])
     problems += _unserved(train)
+    if train.logging.wandb is not None and importlib.util.find_spec("wandb") is None:
+        problems.append(
+            "logging.wandb: Weights & Biases is not installed: `pip install wandb`, or leave "
+            "logging.wandb out"
+        )
     envs, addresses = _env_children(train, ports)
     learn, groups_to, weights_at = _learn_data(train, ports, problems)
     rollouts = [

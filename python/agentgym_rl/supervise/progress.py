@@ -4,8 +4,9 @@ Contract: `RunWatcher(run_dir)` tails `learn/metrics.jsonl`, `learn/waiting.json
 learner waits, when it does), `rollout-*/metrics.jsonl` and `rollout-*/eval.jsonl` (complete
 lines only, from where it last stopped) and keeps the latest state in a `RunState`. Each time
 the learner's step changes it appends `{"time", "step"}` to `run_dir/timeline.jsonl`, which
-lets the plots place rollout records (timed, not versioned) on the learner-step axis; with a
-`TensorBoardLog` sink every record read is also written as TensorBoard scalars. `ProgressView`
+lets the plots place rollout records (timed, not versioned) on the learner-step axis; every
+record read also goes to the watcher's metric sinks (TensorBoard, W&B: `report/scalars.py`).
+`ProgressView`
 draws the state as a rich progress bar on a terminal and as a plain line per learner step (at
 most every few seconds) otherwise.
 """
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,7 +31,7 @@ from rich.progress import (
 )
 
 from agentgym_rl.report.records import json_objects
-from agentgym_rl.report.tensorboard import TensorBoardLog
+from agentgym_rl.report.scalars import MetricSink
 
 
 class JsonlTail:
@@ -104,18 +106,18 @@ class RunState:
 
 
 class RunWatcher:
-    """Follows the JSONL files of one run directory; with a `sink`, every record read also goes
-    to the run's TensorBoard scalars (`eval_env`: the env its held-out evaluations are of)."""
+    """Follows the JSONL files of one run directory; every record read also goes to `sinks`
+    (`eval_env`: the env the held-out evaluations are of)."""
 
     def __init__(
         self,
         run_dir: Path,
         max_steps: int,
-        sink: TensorBoardLog | None = None,
+        sinks: Sequence[MetricSink] = (),
         eval_env: str = "",
     ) -> None:
         self.run_dir = run_dir
-        self.sink = sink
+        self.sinks = list(sinks)
         self.eval_env = eval_env
         self.state = RunState(max_steps=max_steps)
         self._learn = JsonlTail(run_dir / "learn" / "metrics.jsonl")
@@ -129,9 +131,9 @@ class RunWatcher:
 
     def poll(self) -> RunState:
         state = self.state
-        sink = self.sink
+        sinks = self.sinks
         for record in self._learn.read():
-            if sink is not None:
+            for sink in sinks:
                 sink.learner(record)
             step = record.get("step")
             if isinstance(step, int) and step != state.step:
@@ -147,12 +149,12 @@ class RunWatcher:
         for server in sorted(self.run_dir.glob("rollout-*")):
             for record in self._tail(server / "metrics.jsonl").read():
                 state.rollout[server.name] = record
-                if sink is not None:
-                    version = record.get("version")
-                    step = version if isinstance(version, int) else state.step
+                version = record.get("version")
+                step = version if isinstance(version, int) else state.step
+                for sink in sinks:
                     sink.rollout(record, server.name, step)
             for record in self._tail(server / "eval.jsonl").read():
-                if sink is not None:
+                for sink in sinks:
                     sink.evaluation(record, self.eval_env)
                 version = record.get("version", -1)
                 if state.eval is None or version >= state.eval.get("version", -1):

@@ -38,12 +38,29 @@ from types import FrameType
 
 from agentgym_rl.auth import ENV_VAR as SECRET_ENV_VAR
 from agentgym_rl.auth import new_secret
-from agentgym_rl.report.tensorboard import TensorBoardLog
+from agentgym_rl.config.train import TrainConfig
+from agentgym_rl.report.scalars import MetricSink
 from agentgym_rl.supervise.plan import RunPlan
 from agentgym_rl.supervise.process import Child, health_ok
 from agentgym_rl.supervise.progress import ProgressView, RunWatcher
 
 EXIT = {"finished": 0, "crashed": 1, "SIGINT": 130, "SIGTERM": 143}
+
+
+def metric_sinks(train: TrainConfig) -> list[MetricSink]:
+    """The metric sinks `train.logging` asks for (W&B's config is the train config)."""
+    sinks: list[MetricSink] = []
+    if train.logging.tensorboard:
+        from agentgym_rl.report.tensorboard import TensorBoardLog
+
+        sinks.append(TensorBoardLog(train.run_dir))
+    wandb = train.logging.wandb
+    if wandb is not None:
+        from agentgym_rl.report.wandb_run import WandbRun
+
+        config = train.model_dump(mode="json")
+        sinks.append(WandbRun(train.run_dir, config=config, **wandb.model_dump()))
+    return sinks
 
 
 class _Stop(Exception):
@@ -80,9 +97,9 @@ class Supervisor:
         self.learn = Child(plan.learn, self.log_dir, {**signed, "OMP_NUM_THREADS": threads})
         self.rollouts = [Child(s, self.log_dir, signed) for s in plan.rollouts]
         self.view = view or ProgressView(plan.learn_config.max_steps)
-        sink = TensorBoardLog(train.run_dir) if train.logging.tensorboard else None
         eval_env = plan.rollout_configs[0].dataset.env
-        self.watcher = RunWatcher(train.run_dir, plan.learn_config.max_steps, sink, eval_env)
+        sinks = metric_sinks(train)
+        self.watcher = RunWatcher(train.run_dir, plan.learn_config.max_steps, sinks, eval_env)
         self.poll_s = 0.5
         self._signals: list[str] = []
 
@@ -268,8 +285,8 @@ class Supervisor:
             self.shutdown()
             self.view.update(self.watcher.poll())
             self.view.close()
-            if self.watcher.sink is not None:
-                self.watcher.sink.close()
+            for sink in self.watcher.sinks:
+                sink.close()
             for sig, handler in handlers.items():
                 signal.signal(sig, handler)
             self._record(started, outcome)

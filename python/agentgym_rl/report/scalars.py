@@ -1,0 +1,102 @@
+"""A run's records as named scalars, the names verl and TRL users know, for metric sinks.
+
+Contract: `learner_scalars(record)`, `rollout_scalars(record, server)` and
+`eval_scalars(record, env)` map one record of `learn/metrics.jsonl`, `rollout-*/metrics.jsonl` and
+`rollout-*/eval.jsonl` to `(tag, value)` pairs (`LEARNER_TAGS`, `ROLLOUT_TAGS`; keys a record lacks
+are skipped). A `MetricSink` takes records as they arrive (the supervisor's watcher feeds every
+record of the run, from the start on a resume): at the learner step a learner record carries,
+at the version a rollout server was running, at the version an evaluation is of. Sinks:
+`tensorboard.TensorBoardLog`, `wandb_run.WandbRun`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any, Protocol
+
+from agentgym_rl.report.records import number
+
+
+class MetricSink(Protocol):
+    """Where a run's scalars go besides its JSONL records."""
+
+    def learner(self, record: dict[str, Any]) -> None: ...
+
+    def rollout(self, record: dict[str, Any], server: str, step: int) -> None: ...
+
+    def evaluation(self, record: dict[str, Any], env: str) -> None: ...
+
+    def close(self) -> None: ...
+
+
+LEARNER_TAGS = {
+    "reward_mean": "train/reward_mean",
+    "loss": "actor/loss",
+    "pg_loss": "actor/pg_loss",
+    "approx_kl": "actor/kl",
+    "kl_ref": "actor/kl_ref",
+    "clip_frac": "actor/clip_frac",
+    "grad_norm": "actor/grad_norm",
+    "lr": "actor/lr",
+    "mismatch_kl": "actor/mismatch_kl",
+    "tis_weight_mean": "actor/tis_weight_mean",
+    "tokens_per_s": "perf/tokens_per_s",
+    "step_s": "perf/step_s",
+    "groups_used": "buffer/groups_used",
+    "groups_dropped": "buffer/groups_dropped",
+    "groups_rejected": "buffer/groups_rejected",
+}
+"""A learner record's key -> its tag (at the record's step)."""
+
+ROLLOUT_TAGS = {
+    "success_rate": "train/success",
+    "reward_mean": "rollout/reward_mean",
+    "turns_mean": "train/turns_mean",
+    "generated_tokens_per_s": "perf/gen_tokens_per_s",
+    "env_steps_per_s": "perf/env_steps_per_s",
+    "episodes_per_s": "perf/episodes_per_s",
+    "engine_idle_ratio": "perf/engine_idle_ratio",
+}
+"""A rollout server's record key -> its tag (at the learner step the record belongs to)."""
+
+
+def learner_scalars(record: dict[str, Any]) -> Iterator[tuple[str, float]]:
+    for key, tag in LEARNER_TAGS.items():
+        value = number(record, key)
+        if value is not None:
+            yield tag, value
+
+
+def rollout_scalars(record: dict[str, Any], server: str) -> Iterator[tuple[str, float]]:
+    """`server`'s figures; with more than one server each gets its own tag (`.../rollout-1`)."""
+    suffix = "" if server == "rollout-0" else f"/{server}"
+    for key, tag in ROLLOUT_TAGS.items():
+        value = number(record, key)
+        if value is not None:
+            yield tag + suffix, value
+
+
+def eval_scalars(record: dict[str, Any], env: str) -> Iterator[tuple[str, float]]:
+    """Held-out success of `env` overall (`eval/<env>/success`, also `eval/success` and
+    `eval/pass`) and per category (`eval/<env>/<category>/success`) from an `eval.jsonl`
+    record."""
+    for key, tag in (("success", "eval/success"), ("pass", "eval/pass")):
+        value = number(record, key)
+        if value is not None:
+            yield tag, value
+            if key == "success":
+                yield f"eval/{env}/success", value
+    categories = record.get("by_category")
+    for category, value in (categories if isinstance(categories, dict) else {}).items():
+        if isinstance(value, int | float):
+            yield f"eval/{env}/{category}/success", float(value)
+
+
+__all__ = [
+    "LEARNER_TAGS",
+    "ROLLOUT_TAGS",
+    "MetricSink",
+    "eval_scalars",
+    "learner_scalars",
+    "rollout_scalars",
+]
