@@ -40,8 +40,9 @@ if TYPE_CHECKING:
     )
     from agentgym_rl.config.train import TrainConfig
     from agentgym_rl.episode.scoring import EvalReport
+    from agentgym_rl.evaluation.blocking import evaluate
     from agentgym_rl.evaluation.episodes import Episode, rollout
-    from agentgym_rl.evaluation.job import EvalOptions, evaluate
+    from agentgym_rl.evaluation.job import EvalOptions
     from agentgym_rl.evaluation.servers import serve_env
     from agentgym_rl.supervise.plan import PlanError
     from agentgym_rl.supervise.run import RunHandle, RunResult, resume, train
@@ -54,7 +55,7 @@ _LAZY = {
     "TrainConfig": "agentgym_rl.config.train",
     "EvalOptions": "agentgym_rl.evaluation.job",
     "EvalReport": "agentgym_rl.episode.scoring",
-    "evaluate": "agentgym_rl.evaluation.job",
+    "evaluate": "agentgym_rl.evaluation.blocking",
     "Episode": "agentgym_rl.evaluation.episodes",
     "rollout": "agentgym_rl.evaluation.episodes",
     "serve_env": "agentgym_rl.evaluation.servers",

@@ -3,8 +3,9 @@
 - `runner`: every task `n` times through a `Policy`, bounded concurrency.
 - `policies`: the training agent loop on a vLLM engine; an OpenAI-compatible chat endpoint.
 - `servers`: env servers started by an evaluation itself.
-- `job`: the whole evaluation: `evaluate(...)` (public, synchronous) and the coroutine
-  `run_evaluation(EvalOptions)` the CLI runs.
+- `job`: the whole evaluation, the coroutine `run_evaluation(EvalOptions)` the CLI runs.
+- `blocking`: `evaluate(...)`, the same as a synchronous call (the public one).
+- `episodes`: `rollout(policy, tasks)`, episodes with any policy.
 - `from_run`: the options of `eval --run RUN_DIR`: a run's checkpoint, its own settings.
 - `progress`: the progress bar of a running evaluation.
 - `transcript`: one logged episode as a transcript with its loss mask visible.
@@ -17,7 +18,8 @@ the evaluation API. Heavy stacks (vLLM, httpx) are imported by the modules that 
 from __future__ import annotations
 
 from agentgym_rl.episode.scoring import EvalRecord, EvalReport, Row, avg_pass, summarize
-from agentgym_rl.evaluation.job import EvalOptions, evaluate, run_evaluation
+from agentgym_rl.evaluation.blocking import evaluate
+from agentgym_rl.evaluation.job import EvalOptions, run_evaluation
 from agentgym_rl.evaluation.runner import EvalError, EvalSettings
 
 __all__ = [

@@ -22,7 +22,8 @@ from pathlib import Path
 
 from agentgym_rl.episode.dataset import Task, load_split, parse_item_id
 from agentgym_rl.episode.outcome import is_success
-from agentgym_rl.evaluation.job import env_pool, env_specs, run_blocking
+from agentgym_rl.evaluation.blocking import run_blocking
+from agentgym_rl.evaluation.job import env_pool, env_specs
 from agentgym_rl.evaluation.policies import ApiSettings, ChatApiPolicy, FunctionPolicy
 from agentgym_rl.evaluation.runner import EpisodeOutcome
 from agentgym_rl.evaluation.servers import LocalEnvServers

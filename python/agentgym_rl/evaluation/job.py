@@ -9,8 +9,8 @@ in as `engine`, or an OpenAI-compatible endpoint), runs every task `n` times, an
 path, `episodes.jsonl` for `agentgym-rl show`). Whatever it started (vLLM, env servers, HTTP
 client, env pool) is stopped before it returns. Bad options raise `EvalError` before anything
 starts. With an `engine` passed in, that engine's own sampling options apply (temperature...).
-`evaluate(...)` is the same from keyword arguments, synchronously (in a notebook whose event
-loop is running too): the public `agentgym_rl.evaluate`.
+`blocking.evaluate(...)` is the same from keyword arguments, synchronously: the public
+`agentgym_rl.evaluate`.
 """
 
 from __future__ import annotations
@@ -18,11 +18,10 @@ from __future__ import annotations
 import os
 import time
 import uuid
-from collections.abc import Coroutine, Sequence
 from dataclasses import asdict, dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from agentgym_rl import _core
 from agentgym_rl.config.rollout import DEFAULT_TURN_CAPS, EngineConfig, http_dialect
@@ -33,8 +32,6 @@ from agentgym_rl.episode.scoring import EvalRecord, EvalReport, summarize
 from agentgym_rl.episode.types import Engine, EnvSpec
 from agentgym_rl.evaluation.runner import EvalError, EvalSettings, Policy, run_episodes
 from agentgym_rl.evaluation.servers import LocalEnvServers
-
-T = TypeVar("T")
 
 
 @dataclass
@@ -164,68 +161,6 @@ async def run_evaluation(options: EvalOptions, *, engine: Engine | None = None) 
     if options.out is not None:
         report.write(options.out)
     return report
-
-
-def evaluate(
-    model: str | Path | None = None,
-    *,
-    endpoint: str | None = None,
-    api_model: str | None = None,
-    run: str | Path | None = None,
-    step: int | None = None,
-    splits: str | Path | Sequence[str | Path] | None = None,
-    engine: EngineConfig | None = None,
-    n: int | None = None,
-    turn_cap: int | None = None,
-    limit: int | None = None,
-    out: str | Path | None = None,
-    **options: Any,
-) -> EvalReport:
-    """Evaluate a local checkpoint (`model`), an OpenAI-compatible `endpoint` (with
-    `api_model`) or a train `run`'s checkpoint (latest, or `step`'s; its own settings, see
-    `from_run.py`) on `splits`, and return the report: `rows` (Avg@n / Pass@n per env and
-    category), `records` (every episode) and `meta`. Left out, `engine`, `n`, `turn_cap` and
-    `limit` are the run's (with `run`) or the defaults; `options` are other `EvalOptions`
-    fields (`env_addresses`, `system_prompt`, `env_options`, `concurrency`, `progress`...)."""
-    given: dict[str, Any] = {k: v for k, v in options.items() if v is not None}
-    if splits is not None:
-        listed = [splits] if isinstance(splits, str | Path) else list(splits)
-        given["split"] = Path(listed[0]) if len(listed) == 1 else tuple(map(Path, listed))
-    for key, value in (("engine", engine), ("n", n), ("turn_cap", turn_cap), ("limit", limit)):
-        if value is not None:
-            given[key] = value
-    if out is not None:
-        given["out"] = Path(out)
-    if run is not None:
-        if model is not None or endpoint is not None:
-            raise EvalError("give one of model, endpoint or run")
-        from agentgym_rl.evaluation.from_run import options_for_run
-
-        chosen = options_for_run(run, step, **given)
-    else:
-        if "split" not in given:
-            raise EvalError("give splits (a split file, or several)")
-        chosen = EvalOptions(
-            model=Path(model) if model is not None else None,
-            api_base=endpoint,
-            api_model=api_model,
-            **given,
-        )
-    return run_blocking(run_evaluation(chosen))
-
-
-def run_blocking(work: Coroutine[Any, Any, T]) -> T:
-    """`work`'s result, also from code that runs inside an event loop (a notebook): there on
-    a thread of its own."""
-    import asyncio
-    import concurrent.futures
-
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(work)
-    with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        return pool.submit(asyncio.run, work).result()
 
 
 def _jsonable(value: Any) -> Any:
