@@ -55,15 +55,36 @@ ENVS: dict[str, tuple[str, str, str]] = {
 
 
 def load_env(name: str, **options: str) -> Environment:
-    """Instantiate the environment registered as `name` with its own `options` (strings, as
-    given on the command line; an env rejects options it does not know with a ValueError)."""
-    if name not in ENVS:
+    """Instantiate the environment registered as `name`, or the `Environment` subclass a
+    reference `package.module:Class` names (an env of the caller's own, served under the class's
+    `name`), with its own `options` (strings, as given on the command line; an env rejects
+    options it does not know with a ValueError)."""
+    if ":" in name:
+        factory = _referenced(name)
+    elif name not in ENVS:
         raise KeyError(f"unknown env {name!r}; known: {', '.join(sorted(ENVS))}")
-    module, cls, _ = ENVS[name]
-    factory = getattr(importlib.import_module(module), cls)
+    else:
+        module, cls, _ = ENVS[name]
+        factory = getattr(importlib.import_module(module), cls)
     if not options:
         return factory()
     try:
         return factory(**options)
     except TypeError:
         raise ValueError(f"env {name!r} does not take options {sorted(options)}") from None
+
+
+def _referenced(reference: str) -> type[Environment]:
+    """The class `package.module:Class` names; KeyError saying why it is not an env."""
+    from agentgym_envs.server.base import Environment
+
+    module, _, qualname = reference.partition(":")
+    try:
+        found: object = importlib.import_module(module)
+        for part in qualname.split("."):
+            found = getattr(found, part)
+    except (ImportError, AttributeError) as e:
+        raise KeyError(f"env {reference!r} cannot be loaded: {e}") from None
+    if not (isinstance(found, type) and issubclass(found, Environment)):
+        raise KeyError(f"env {reference!r} is not an Environment subclass")
+    return found

@@ -136,3 +136,30 @@ def test_rollout_any_python_policy_on_a_served_env() -> None:
 
     [refused] = agentgym_rl.rollout(give_up, "babyai_7", turn_cap=2)
     assert refused.turns >= 1 and refused.status in ("turn_cap", "done", "env_failure")
+
+
+@pytest.mark.process
+def test_serve_an_env_class_of_ones_own_and_play_it() -> None:
+    """`serve_env` takes an `Environment` subclass of an importable module: the server process
+    imports it by reference; its `name` is what task ids carry."""
+    from tests.api.guess_env import GuessEnvironment
+
+    def reads_the_number(messages: list[dict[str, str]]) -> str:
+        wanted = messages[-1]["content"].split("Say the number ")[1][0]
+        return f"Action: {wanted}"
+
+    with agentgym_rl.serve_env(GuessEnvironment) as addresses:
+        tasks = ["guess_0", "guess_1", "guess_5"]
+        right = agentgym_rl.rollout(reads_the_number, tasks, env_addresses={"guess": addresses})
+        wrong = agentgym_rl.rollout(
+            lambda m: "Action: 0", tasks, env_addresses={"guess": addresses}
+        )
+    assert [(e.success, e.turns, e.status) for e in right] == [(True, 1, "done")] * 3
+    assert [e.success for e in wrong] == [False] * 3
+
+    class Local(GuessEnvironment):
+        pass
+
+    Local.__module__ = "__main__"
+    with pytest.raises(ValueError, match="importable module"):
+        agentgym_rl.serve_env(Local).__enter__()

@@ -9,7 +9,11 @@ from collections.abc import Sequence
 
 def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the `serve` arguments (env name, bind address, ports, limits) to `parser`."""
-    parser.add_argument("name", help="environment to serve (see `env list`)")
+    parser.add_argument(
+        "name",
+        help="environment to serve: a name `env list` shows, or a reference "
+        "package.module:Class to an Environment subclass of your own",
+    )
     parser.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=36001, help="HTTP port (AgentGym protocol)")
     parser.add_argument(

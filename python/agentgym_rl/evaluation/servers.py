@@ -147,15 +147,25 @@ class LocalEnvServers:
 
 @contextmanager
 def serve_env(
-    name: str, *, log_dir: str | Path | None = None, **options: object
+    env: str | type, *, log_dir: str | Path | None = None, **options: object
 ) -> Iterator[list[str]]:
-    """`agentgym-rl env serve NAME` with `options` as its env options (`observation="compact"`)
-    while the block runs; yields `[tcp://127.0.0.1:ZMQ, http://127.0.0.1:HTTP]`. Its log goes to
-    `log_dir/env-NAME.log` (a temporary folder by default)."""
+    """`agentgym-rl env serve ENV` with `options` as its env options (`observation="compact"`)
+    while the block runs; yields `[tcp://127.0.0.1:ZMQ, http://127.0.0.1:HTTP]`. `env` is a
+    served env's name or an `Environment` subclass of an importable module (the server process
+    imports it by reference, `module:Class`). Its log goes to `log_dir` (default: a temporary
+    folder)."""
+    if isinstance(env, type):
+        if env.__module__ == "__main__":
+            raise ValueError(
+                f"{env.__qualname__} is defined in __main__: put it in an importable module, "
+                "which the env server process imports it from"
+            )
+        env = f"{env.__module__}:{env.__qualname__}"
     flags = [f"{key}={value}" for key, value in options.items()]
     with contextlib.ExitStack() as stack:
-        folder = (
-            Path(log_dir) if log_dir else Path(stack.enter_context(tempfile.TemporaryDirectory()))
+        if log_dir is None:
+            log_dir = stack.enter_context(tempfile.TemporaryDirectory())
+        servers = stack.enter_context(
+            LocalEnvServers.start([env], Path(log_dir), env_options=flags)
         )
-        servers = stack.enter_context(LocalEnvServers.start([name], folder, env_options=flags))
-        yield [*servers.addresses()[name], *servers.http_addresses()[name]]
+        yield [*servers.addresses()[env], *servers.http_addresses()[env]]
