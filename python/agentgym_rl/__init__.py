@@ -3,7 +3,8 @@
 The Python API (docs/api.md): configs (`TrainConfig.from_yaml(path, overrides)`, `.to_yaml()`,
 `ConfigError`), a one-machine run (`train(config)`, `train(config, background=True)`,
 `resume(run_dir)`), evaluation (`evaluate(model=... | endpoint=... | run=..., splits=...)`), a
-run's records (`runs.open(run_dir)`), episodes with any policy (`rollout(policy, tasks)`), an
+run's records (`runs.open(run_dir)`), episodes with any policy (`play(policy, tasks)`: `agentgym_rl.rollout` is the rollout
+server's package), an
 env server for a `with` block (`serve_env(name, **options)`), the env pool and its types, and
 the core's trajectory buffer. Names load on first use, so `import agentgym_rl` stays light (no
 pydantic, torch or vLLM until asked for). The data flow and where each part lives:
@@ -41,7 +42,7 @@ if TYPE_CHECKING:
     from agentgym_rl.config.train import TrainConfig
     from agentgym_rl.episode.scoring import EvalReport
     from agentgym_rl.evaluation.blocking import evaluate
-    from agentgym_rl.evaluation.episodes import Episode, rollout
+    from agentgym_rl.evaluation.episodes import Episode, play
     from agentgym_rl.evaluation.job import EvalOptions
     from agentgym_rl.evaluation.servers import serve_env
     from agentgym_rl.supervise.plan import PlanError
@@ -57,7 +58,7 @@ _LAZY = {
     "EvalReport": "agentgym_rl.episode.scoring",
     "evaluate": "agentgym_rl.evaluation.blocking",
     "Episode": "agentgym_rl.evaluation.episodes",
-    "rollout": "agentgym_rl.evaluation.episodes",
+    "play": "agentgym_rl.evaluation.episodes",
     "serve_env": "agentgym_rl.evaluation.servers",
     "PlanError": "agentgym_rl.supervise.plan",
     "RunHandle": "agentgym_rl.supervise.run",
@@ -103,8 +104,8 @@ __all__ = [
     "TrajectoryBuffer",
     "__version__",
     "evaluate",
+    "play",
     "resume",
-    "rollout",
     "runs",
     "serve_env",
     "train",

@@ -115,7 +115,7 @@ def test_rollout_any_python_policy_on_a_served_env() -> None:
     with agentgym_rl.serve_env("babyai", observation="compact") as addresses:
         zmq, http = addresses
         assert zmq.startswith("tcp://") and http.startswith("http://")
-        episodes = agentgym_rl.rollout(
+        episodes = agentgym_rl.play(
             turn_left, ["babyai_3", "babyai_5"], n=2, turn_cap=3, env_addresses={"babyai": [zmq]}
         )
     assert [(e.task.item_id, e.sample) for e in episodes] == [
@@ -134,7 +134,7 @@ def test_rollout_any_python_policy_on_a_served_env() -> None:
     async def give_up(messages: list[dict[str, str]]) -> str:
         return "Action: no such action"
 
-    [refused] = agentgym_rl.rollout(give_up, "babyai_7", turn_cap=2)
+    [refused] = agentgym_rl.play(give_up, "babyai_7", turn_cap=2)
     assert refused.turns >= 1 and refused.status in ("turn_cap", "done", "env_failure")
 
 
@@ -150,10 +150,8 @@ def test_serve_an_env_class_of_ones_own_and_play_it() -> None:
 
     with agentgym_rl.serve_env(GuessEnvironment) as addresses:
         tasks = ["guess_0", "guess_1", "guess_5"]
-        right = agentgym_rl.rollout(reads_the_number, tasks, env_addresses={"guess": addresses})
-        wrong = agentgym_rl.rollout(
-            lambda m: "Action: 0", tasks, env_addresses={"guess": addresses}
-        )
+        right = agentgym_rl.play(reads_the_number, tasks, env_addresses={"guess": addresses})
+        wrong = agentgym_rl.play(lambda m: "Action: 0", tasks, env_addresses={"guess": addresses})
     assert [(e.success, e.turns, e.status) for e in right] == [(True, 1, "done")] * 3
     assert [e.success for e in wrong] == [False] * 3
 

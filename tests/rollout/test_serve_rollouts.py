@@ -43,7 +43,7 @@ def test_bad_config_exits_2_with_the_key_path(capsys: pytest.CaptureFixture[str]
 def test_parsing_imports_nothing_heavy() -> None:
     code = (
         "import sys; from agentgym_rl.cli import build_parser; "
-        "build_parser().parse_args(['serve-rollouts', '--sync']); "
+        "argv = ['serve-rollouts', '--sync']; build_parser(argv).parse_args(argv); "
         "heavy = {'pydantic', 'torch', 'vllm', 'uvloop', 'agentgym_rl.rollout.dispatcher'}; "
         "print(sorted(heavy & set(sys.modules)))"
     )

@@ -2,9 +2,10 @@
 
 Contract: a command module has `NAME` (the subcommand), `HELP` (its line in `agentgym-rl
 --help`), `DESCRIPTION` (its own `--help`), `add_arguments(parser)` and `run(args) -> exit code`.
-Only argparse runs at parse time: a module imports its stack inside `run`, so `agentgym-rl
---help` stays fast and a command needs only its own dependencies. Library units never import
-a command (tests/test_layering.py).
+Only argparse runs at parse time: a module imports its stack inside `run`, and only the chosen
+command's arguments are built (some are made from the typed configs, which load pydantic), so
+`agentgym-rl --help` and a command's parsing stay fast and a command needs only its own
+dependencies. Library units never import a command (tests/test_layering.py).
 """
 
 from __future__ import annotations
@@ -62,11 +63,16 @@ COMMANDS = _commands(
 """In the order `agentgym-rl --help` lists them."""
 
 
-def add_commands(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    """One subparser per command of `COMMANDS`, its handler as `func`."""
+def add_commands(
+    subparsers: argparse._SubParsersAction,  # type: ignore[type-arg]
+    only: str | None = None,
+) -> None:
+    """One subparser per command of `COMMANDS`, its handler as `func`; with `only`, the other
+    commands get their line in `--help` but no arguments (they are not being parsed)."""
     for command in COMMANDS:
         parser = subparsers.add_parser(
             command.NAME, help=command.HELP, description=command.DESCRIPTION
         )
-        command.add_arguments(parser)
+        if only is None or only == command.NAME:
+            command.add_arguments(parser)
         parser.set_defaults(func=command.run)

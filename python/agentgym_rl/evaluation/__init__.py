@@ -5,7 +5,7 @@
 - `servers`: env servers started by an evaluation itself.
 - `job`: the whole evaluation, the coroutine `run_evaluation(EvalOptions)` the CLI runs.
 - `blocking`: `evaluate(...)`, the same as a synchronous call (the public one).
-- `episodes`: `rollout(policy, tasks)`, episodes with any policy.
+- `episodes`: `play(policy, tasks)`, episodes with any policy.
 - `from_run`: the options of `eval --run RUN_DIR`: a run's checkpoint, its own settings.
 - `progress`: the progress bar of a running evaluation.
 - `transcript`: one logged episode as a transcript with its loss mask visible.

@@ -1,6 +1,6 @@
-"""Episodes with any policy, from Python: `agentgym_rl.rollout(policy, tasks)`.
+"""Episodes with any policy, from Python: `agentgym_rl.play(policy, tasks)`.
 
-Contract: `rollout(policy, tasks)` plays every task `n` times through the env pool and the
+Contract: `play(policy, tasks)` plays every task `n` times through the env pool and the
 episode layer training uses (the env's prompts, action parsing, rewards and statuses) and
 returns one `Episode` per play, in (task, sample) order, with its chat messages. `policy` is a
 function of the messages so far that returns the assistant's reply (a plain or a coroutine
@@ -47,7 +47,7 @@ class Episode:
     failure: str | None = None
 
 
-def rollout(
+def play(
     policy: Reply | str,
     tasks: Sequence[str | Task] | str | Path,
     *,
@@ -134,4 +134,4 @@ async def _play(
         await pool.shutdown()
 
 
-__all__ = ["Episode", "Reply", "rollout"]
+__all__ = ["Episode", "Reply", "play"]
