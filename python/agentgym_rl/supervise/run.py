@@ -24,9 +24,10 @@ from agentgym_rl.config.train import TrainConfig
 from agentgym_rl.report import write_report
 from agentgym_rl.report.records import read_jsonl
 from agentgym_rl.supervise.plan import PlanError, plan_run, write_plan
-from agentgym_rl.supervise.supervisor import Supervisor
+from agentgym_rl.supervise.supervisor import EXIT, Supervisor
 
-OUTCOMES = {0: "finished", 1: "crashed", 130: "SIGINT", 143: "SIGTERM"}
+OUTCOMES = {code: outcome for outcome, code in EXIT.items()}
+"""Exit code -> outcome: the supervisor's table read backwards."""
 
 
 @dataclass(frozen=True)
