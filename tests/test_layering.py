@@ -22,7 +22,7 @@ PACKAGE = "agentgym_rl"
 LAYERS: dict[str, set[str]] = {
     "__init__": {"_core", "config", "episode", "evaluation", "runs", "supervise"},  # the API
     "auth": set(),
-    "config": set(),
+    "config": {"env_discovery"},  # defaults an env declares (its HTTP dialect)
     "env_discovery": set(),
     "trajectory": {"_core"},
     "wire": {"_core"},

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 
-from agentgym_envs.server.base import Environment, Episode, StepResult
+from agentgym_envs.server.base import REACT_RULES, Environment, Episode, StepResult
 
 
 class NoopEpisode(Episode):
@@ -37,6 +37,8 @@ class NoopEpisode(Episode):
 
 class NoopEnvironment(Environment):
     name = "noop"
+    description = "Answers every step at once (overhead benches)"
+    system_prompt = "You are a test agent. " + REACT_RULES
 
     def __init__(self, sleep_s: str | float = 0.0) -> None:
         self.sleep_s = float(sleep_s)

@@ -1,9 +1,14 @@
-"""The env servers' package as the rest of agentgym-rl finds it: its registry and its data files.
+"""The env servers' package as the rest of agentgym-rl finds it: its catalog and its data files.
 
 Contract: the env servers are the installed package `agentgym_envs` (distribution agentgym-envs,
-`envs/` in a checkout; agentgym-rl depends on it). `env_registry()` is its registry of served
-envs and `load_env(name, **options)` builds one in this process; both raise `EnvsNotInstalled`
-(naming the fix) when the package is missing. Nothing here puts a folder on `sys.path`.
+`envs/` in a checkout; agentgym-rl depends on it), whose catalog finds every env, built-in or a
+user's plugin (entry points of `agentgym_rl.envs`, or `module:Class`). `env_entries()` lists them,
+`env_class(name)` imports one, `load_env(name, **options)` builds one in this process; each
+raises `EnvsNotInstalled` (naming the fix) when the package is missing. `env_traits(env)` is what
+the rollout side needs to know of an env (its action format, prompt, HTTP dialect, score rule),
+read from the env's own declarations: defaults when the env cannot be imported here (an env
+served from another machine: a config may state each). `split_rows(env, split)` are the tasks
+of a split an env declares by name.
 
 Split files and the other data the envs ship are package data of `agentgym_envs`, and configs
 name them as in a checkout: `envs/agentgym_envs/babyai/data/train.json`. `shipped_path(path)`
@@ -17,6 +22,8 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -36,16 +43,63 @@ def envs_installed() -> bool:
     return importlib.util.find_spec(ENVS_PACKAGE) is not None
 
 
-def env_registry() -> dict[str, tuple[str, str, str]]:
-    """name -> (module, class, one-line description) of every env `agentgym_envs` serves."""
-    registry: dict[str, tuple[str, str, str]] = _package().ENVS
-    return registry
+def env_entries() -> dict[str, Any]:
+    """name -> `EnvEntry` (reference, package) of every registered env, nothing imported."""
+    entries: dict[str, Any] = _package().entries()
+    return entries
+
+
+def env_class(name: str) -> Any:
+    """The `Environment` class `name` (a registered name or `module:Class`) names, checked;
+    `agentgym_envs.EnvLoadError` says why not."""
+    return _package().env_class(name)
 
 
 def load_env(name: str, **options: str) -> Any:
-    """The environment registered as `name`, built in this process with its own `options` (as
+    """The environment `name` names, built in this process with its own `options` (as
     `env serve --env-option` gives them)."""
     return _package().load_env(name, **options)
+
+
+def env_name(name: str) -> str:
+    """The env's name (its task ids' prefix) for a name or a `module:Class` reference."""
+    return str(env_class(name).name) if ":" in name else name
+
+
+@dataclass(frozen=True, slots=True)
+class EnvTraits:
+    """What the rollout side reads of an env's declarations (`server/base.py` documents each)."""
+
+    action_format: str = "react"
+    system_prompt: str | None = None
+    http_dialect: str = "agentgym"
+    score_scale: float = 1.0
+    success_at: float | None = None
+
+
+@cache
+def env_traits(env: str) -> EnvTraits:
+    """`env`'s declared traits; the defaults when it cannot be imported in this process."""
+    try:
+        cls = env_class(env)
+    except (EnvsNotInstalled, LookupError):
+        return EnvTraits()
+    return EnvTraits(
+        cls.action_format, cls.system_prompt, cls.http_dialect, cls.score_scale, cls.success_at
+    )
+
+
+def is_split_name(split: str | Path) -> bool:
+    """Whether `split` names a split an env declares (`train`) rather than a file."""
+    path = Path(split)
+    return len(path.parts) == 1 and not path.suffix
+
+
+def split_rows(env: str, split: str, seed: int = 0) -> list[dict[str, Any]]:
+    """The `{"item_id", "category"}` rows of the split `env` declares as `split`; LookupError
+    (naming the env's splits) when it declares none so named."""
+    rows: list[dict[str, Any]] = env_class(env).tasks(split, seed)
+    return rows
 
 
 def shipped_path(path: str | Path) -> Path:
@@ -96,10 +150,16 @@ def _package_roots() -> list[Path]:
 __all__ = [
     "ENVS_PACKAGE",
     "INSTALL_HINT",
+    "EnvTraits",
     "EnvsNotInstalled",
-    "env_registry",
+    "env_class",
+    "env_entries",
+    "env_name",
+    "env_traits",
     "envs_installed",
+    "is_split_name",
     "load_env",
     "portable_path",
     "shipped_path",
+    "split_rows",
 ]

@@ -70,25 +70,35 @@ def test_existing_and_unknown_paths_are_left_alone(
 
 
 def test_registry_and_a_missing_package(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert envs.envs_installed() and {"babyai", "noop", "textcraft"} <= set(envs.env_registry())
+    assert envs.envs_installed() and {"babyai", "noop", "textcraft"} <= set(envs.env_entries())
     monkeypatch.setattr(envs, "ENVS_PACKAGE", "agentgym_envs_not_installed")
     assert not envs.envs_installed()
     with pytest.raises(envs.EnvsNotInstalled, match="pip install -e envs"):
-        envs.env_registry()
+        envs.env_entries()
     assert env_problems(["babyai"]) == [
         "env_servers: the env servers' package agentgym_envs_not_installed is not installed: "
         "`pip install agentgym-envs`, or `pip install -e envs` in a checkout"
     ]
 
 
-def test_each_env_servers_dialect_is_the_one_our_clients_speak() -> None:
-    """The client side's table (`config.rollout.http_dialect`) and each env class's server
-    dialect are two statements of one fact: they must agree for every registered env."""
-    import importlib
-
+def test_the_rollout_side_reads_each_envs_own_declarations() -> None:
+    """No table of env facts outside the env classes: the client's dialect, action format,
+    prompt and score rule are what the class declares; an env not importable here gets the
+    defaults (a config states them for an env served from elsewhere)."""
     from agentgym_rl.config.rollout import http_dialect
+    from agentgym_rl.episode.actions import env_format
+    from agentgym_rl.episode.outcome import is_success, reward_of
+    from agentgym_rl.episode.prompts import system_prompt
 
-    client_of = {"agentgym": "agentgym", "sciworld": "agentgym"}  # SciWorld: extra reset fields
-    for name, (module, cls, _) in agentgym_envs.ENVS.items():
-        served = getattr(importlib.import_module(module), cls).http_dialect
-        assert http_dialect(name) == client_of.get(served, served), name
+    assert [http_dialect(e) for e in ("babyai", "sciworld", "searchqa", "miniwob")] == [
+        "agentgym",
+        "agentgym",  # SciWorld's extra reset fields are the common dialect to a client
+        "searchqa",
+        "webarena",
+    ]
+    assert env_format("searchqa").value == "tags" and env_format("textcraft").value == "react"
+    babyai = agentgym_envs.env_class("babyai")
+    assert system_prompt("babyai", env_format("babyai")) == babyai.system_prompt
+    assert system_prompt("not-an-env", env_format("not-an-env")).startswith("You are an agent")
+    assert reward_of("sciworld", 50.0) == 0.5 and not is_success("sciworld", 0.5)
+    assert is_success("sciworld", 1.0) and is_success("babyai", 0.1)

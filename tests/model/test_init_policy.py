@@ -90,6 +90,7 @@ def small_policy(tmp_path_factory: pytest.TempPathFactory) -> Path:
             "--warmup-steps=40",
             "--warmup-batch=4",
             "--warmup-lr=3e-3",
+            "--split=envs/agentgym_envs/babyai/data/goto_train.json",
         ]
     )
     assert code == 0

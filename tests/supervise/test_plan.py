@@ -257,17 +257,20 @@ def test_missing_env_dependency(
     import agentgym_envs
     from agentgym_rl.supervise import preflight
 
-    monkeypatch.setitem(agentgym_envs.ENVS, "broken", ("agentgym_envs.not_installed", "X", ""))
-    monkeypatch.setitem(preflight.REQUIRED_EXECUTABLES, "noop", {"no-such-jre": "install a JRE"})
-    train_data["env_servers"] += [{"env": "broken"}, {"env": "webshop"}]
+    from agentgym_envs.noop import NoopEnvironment
+
+    monkeypatch.setattr(NoopEnvironment, "needs", {"no-such-jre": "install a JRE"})
+    train_data["env_servers"] += [{"env": "agentgym_envs.not_installed:X"}, {"env": "webshop"}]
     found = problems(train_data)
+    known = ", ".join(agentgym_envs.entries())
     assert found[:3] == [
         "env_servers.0.env: environment 'noop' needs `no-such-jre` on PATH: install a JRE",
-        "env_servers.1.env: environment 'broken' cannot be loaded: No module named "
-        "'agentgym_envs.not_installed'. Install its dependencies (`pip install agentgym-envs` "
+        "env_servers.1.env: env 'agentgym_envs.not_installed:X' cannot be loaded from "
+        "agentgym_envs.not_installed:X: ModuleNotFoundError(\"No module named "
+        "'agentgym_envs.not_installed'\"). Install its dependencies (`pip install agentgym-envs` "
         "installs those of the built-in envs; an env with heavy needs has an extra, e.g. "
         "`pip install 'agentgym-envs[sciworld]'`)",
-        f"env_servers.2.env: unknown environment 'webshop'; known: {', '.join(sorted(agentgym_envs.ENVS))}",
+        f"env_servers.2.env: unknown env 'webshop'; known: {known} (or give module:Class)",
     ]
 
 

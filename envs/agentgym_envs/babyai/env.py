@@ -34,7 +34,7 @@ from minigrid.core.actions import Actions
 from agentgym_envs.babyai.levels import CATEGORIES, LEVELS, level_for
 from agentgym_envs.babyai.planner import plan_to_face
 from agentgym_envs.babyai.view import Seen, View, describe, describe_compact, scan
-from agentgym_envs.server.base import Environment, Episode, StepResult
+from agentgym_envs.server.base import REACT_RULES, Environment, EnvOption, Episode, StepResult
 
 CHECK = "check available actions"
 _PRIMITIVES = {
@@ -221,6 +221,28 @@ class BabyAIEnvironment(Environment):
     """40 BabyAI levels; task ids are unbounded (`data_idx // 40` is the seed)."""
 
     name: ClassVar[str] = "babyai"
+    description: ClassVar[str] = (
+        "BabyAI grid worlds (minigrid): 40 levels, text view, BFS-planned high-level actions"
+    )
+    system_prompt: ClassVar[str | None] = (
+        "You are an agent in a BabyAI grid world. Each observation states your goal, what you "
+        "see relative to you, what you carry and the available actions. Choose one of the "
+        "available actions, written exactly as listed (e.g. 'go to red ball 1'). " + REACT_RULES
+    )
+    options: ClassVar[tuple[EnvOption, ...]] = (
+        EnvOption(
+            "observation",
+            default="verbose",
+            choices=("verbose", "compact"),
+            help="compact: one short line per object (small policies), verbose: AgentGym's text",
+        ),
+    )
+    split_files: ClassVar[dict[str, str]] = {
+        "train": "data/train.json",
+        "test": "data/test.json",
+        "goto_train": "data/goto_train.json",
+        "goto_test": "data/goto_test.json",
+    }
 
     def __init__(self, observation: str = "verbose") -> None:
         if observation not in ("verbose", "compact"):

@@ -52,6 +52,7 @@ from agentgym_envs.sciworld.tasks import (
     check_variation_counts,
 )
 from agentgym_envs.server.base import (
+    REACT_RULES,
     EnvError,
     Environment,
     EnvUnavailable,
@@ -187,6 +188,27 @@ class SciWorldEnvironment(Environment):
     """ScienceWorld over a bounded pool of reused simulator JVMs (options: see module docs)."""
 
     name: ClassVar[str] = "sciworld"
+    description: ClassVar[str] = (
+        "ScienceWorld science tasks (4,639 task variations), pooled simulator JVMs"
+    )
+    system_prompt: ClassVar[str | None] = (
+        "You are an agent in ScienceWorld, a text world for science experiments. Complete the "
+        "task you are given. Actions (OBJ: an object, LOC: a place): look around, look at OBJ, "
+        "look in OBJ, read OBJ, inventory, task, go to LOC, open OBJ, close OBJ, pick up OBJ, "
+        "put down OBJ, move OBJ to OBJ, pour OBJ into OBJ, dunk OBJ into OBJ, mix OBJ, "
+        "activate OBJ, deactivate OBJ, use OBJ, use OBJ on OBJ, connect OBJ to OBJ, disconnect "
+        "OBJ, eat OBJ, flush OBJ, focus on OBJ (only on the object the task names: focusing on "
+        "the wrong one fails the task), wait (10 steps), wait1 (1 step). When the world asks "
+        "which object you mean, answer with the number of your choice. " + REACT_RULES
+    )
+    # 0-100 with partial credit for finished subgoals (-100 for a failed task): success is the
+    # task completed, score 100
+    score_scale: ClassVar[float] = 100.0
+    success_at: ClassVar[float | None] = 1.0
+    needs: ClassVar[dict[str, str]] = {
+        "java": "install a Java runtime (e.g. `apt-get install default-jre-headless`)"
+    }
+    split_files: ClassVar[dict[str, str]] = {"train": "data/train.json", "test": "data/test.json"}
     http_dialect: ClassVar[str] = "sciworld"  # AgentGym's SciWorld `/reset` reply (http.py)
     blocking: ClassVar[bool] = True  # starting or loading a JVM takes seconds on a busy machine
 

@@ -108,6 +108,17 @@ class SearchQAEnvironment(Environment):
 
     name: ClassVar[str] = "searchqa"
     http_dialect: ClassVar[str] = "searchqa"
+    description: ClassVar[str] = (
+        "Deep Search (Search-R1 format): search a passage corpus (bm25 or dense), answer by "
+        "exact match; generated 1-3-hop questions"
+    )
+    action_format: ClassVar[str] = "tags"  # its prompt: the generic one of the tags format
+    split_files: ClassVar[dict[str, str]] = {
+        "train": "data/train.json",
+        "test": "data/test.json",
+        "train_1hop": "data/train_1hop.json",
+        "test_1hop": "data/test_1hop.json",
+    }
 
     def __init__(
         self,

@@ -2,17 +2,29 @@
 
 An `Environment` is a factory of `Episode`s plus static metadata. The server (`table.py`) owns
 the id -> episode map, so an env implementation never sees ids, sockets or timeouts: it turns
-`reset(data_idx)` and `step(action)` into a `StepResult`.
+`reset(data_idx)` and `step(action)` into a `StepResult`. This is the public contract: the
+built-in envs and a user's own (found by entry point or `module:Class`, `catalog.py`) implement
+it alike. Besides the two abstract methods each of `Environment` and `Episode`, an env may
+declare, each optional: a description, its action format and system prompt, how its score
+becomes a reward, typed options, splits of task ids with categories, the system programs it
+needs, and a random valid action (`Episode.random_action`). docs/envs.md is the author's guide.
 """
 
 from __future__ import annotations
 
 import enum
+import json
 import random
+import sys
 from abc import ABC, abstractmethod
 from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, ClassVar
+
+ACTION_FORMATS = ("react", "tags", "webarena")
+"""How an env's actions are written in the agent's text: ReAct `Action:` lines, Search-R1 tags,
+WebArena commands in a fence (the rollout side's `ActionFormat`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,9 +63,56 @@ class EnvError(Exception):
         self.message = message
 
 
+REACT_RULES = (
+    "Each turn, first think on a line starting with 'Thought:', then give exactly one action on "
+    "a line starting with 'Action:'. Only the last 'Action:' line is executed."
+)
+"""How a ReAct turn is written: the end of every `react` env's system prompt."""
+
+
 class EnvUnavailable(RuntimeError):
     """The env cannot run on this machine (a system package is missing); the message says how to
     get it. The server reports it and exits 1 instead of starting."""
+
+
+@dataclass(frozen=True, slots=True)
+class EnvOption:
+    """One option of an env's constructor (`--env-option NAME=VALUE`, `env_options:` in a config):
+    given as a string, converted to `type` and checked against `choices` and `minimum` before the
+    env is built, so a bad value is refused naming the option. Shown by `env list -v NAME`."""
+
+    name: str
+    type: type = str  # str, int, float or bool
+    default: Any = None
+    help: str = ""
+    choices: tuple[str, ...] = ()
+    minimum: float | None = None
+
+    def parse(self, env: str, value: Any) -> Any:
+        """`value` (a string from a command line, or already typed) as this option's type."""
+        shown = f"{env} option {self.name}={value!r}"
+        if self.type is bool:
+            return _flag(shown, value)
+        try:
+            out = self.type(value)
+        except (TypeError, ValueError):
+            raise ValueError(f"{shown}: expected {self.type.__name__}") from None
+        if self.choices and out not in self.choices:
+            raise ValueError(f"{shown}: expected one of {', '.join(self.choices)}")
+        if self.minimum is not None and out < self.minimum:
+            raise ValueError(f"{shown}: must be >= {self.minimum:g}")
+        return out
+
+
+def _flag(shown: str, value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(f"{shown}: expected true or false")
 
 
 class Episode(ABC):
@@ -88,9 +147,30 @@ class Episode(ABC):
 
 
 class Environment(ABC):
-    """An env as the server sees it: an episode factory plus metadata."""
+    """An env as the server sees it: an episode factory plus metadata.
+
+    Declarations (class attributes; each optional but `name`) tell the rest of the system how to
+    run the env without a table of its own anywhere else."""
 
     name: ClassVar[str]
+    """The env's name: the prefix of its task ids (`<name>_<data_idx>`) and of its metrics."""
+    description: ClassVar[str] = ""
+    """One line for `env list`."""
+    action_format: ClassVar[str] = "react"
+    """How agents write its actions: one of `ACTION_FORMATS`."""
+    system_prompt: ClassVar[str | None] = None
+    """The system prompt of its episodes (None: the generic prompt of its action format)."""
+    score_scale: ClassVar[float] = 1.0
+    """An episode's reward is its final score / `score_scale`."""
+    success_at: ClassVar[float | None] = None
+    """An episode succeeded when its reward is at least this (None: when it is above 0)."""
+    options: ClassVar[tuple[EnvOption, ...]] = ()
+    """The constructor's options, typed (none declared: read from its signature, as strings)."""
+    split_files: ClassVar[dict[str, str]] = {}
+    """Split name -> JSON file of `{"item_id", "category"}` rows, relative to the folder of the
+    class's module (package data). Override `tasks` instead for splits computed from a seed."""
+    needs: ClassVar[dict[str, str]] = {}
+    """Programs it needs on PATH -> how to install each (checked before a run starts)."""
     # TextCraft's reference `/create` also resets to task 0 and returns the first observation.
     create_resets: ClassVar[bool] = False
     # Which AgentGym HTTP variant `http.py` speaks for this env: "agentgym" (BabyAI, TextCraft:
@@ -124,6 +204,23 @@ class Environment(ABC):
         the warm-up never met are still whole tokens. Default: none."""
         return ()
 
+    @classmethod
+    def split_names(cls) -> list[str]:
+        """The splits `tasks` serves (default: those of `split_files`)."""
+        return list(cls.split_files)
+
+    @classmethod
+    def tasks(cls, split: str, seed: int = 0) -> list[dict[str, str]]:
+        """The tasks of split `split`: `{"item_id": "<name>_<data_idx>", "category": str}` rows.
+        `seed` lets a computed split vary by run; the default reads `split_files` and ignores it.
+        """
+        if split not in cls.split_names():
+            known = ", ".join(cls.split_names()) or "none"
+            raise KeyError(f"env {cls.name!r} has no split {split!r} (its splits: {known})")
+        folder = Path(sys.modules[cls.__module__].__file__ or ".").parent
+        rows: list[dict[str, str]] = json.loads((folder / cls.split_files[split]).read_text())
+        return rows
+
     def check_data_idx(self, data_idx: int) -> None:
         """Raise `EnvError(BAD_DATA_IDX)` when `data_idx` names no task."""
         n = self.num_tasks()
@@ -140,4 +237,6 @@ class Environment(ABC):
             "num_tasks": self.num_tasks(),
             "create_resets": self.create_resets,
             "http_dialect": self.http_dialect,
+            "action_format": self.action_format,
+            "splits": self.split_names(),
         }

@@ -17,7 +17,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any, ClassVar
 
-from agentgym_envs.server.base import Environment, Episode, StepResult
+from agentgym_envs.server.base import REACT_RULES, Environment, Episode, StepResult
 from agentgym_envs.textcraft.recipes import CraftingGraph, Recipe, display
 
 DATA = Path(__file__).parent / "data"
@@ -158,6 +158,13 @@ class TextCraftEnvironment(Environment):
     """Goals of depth 1-4; task ids are `[0, len(goals))`."""
 
     name: ClassVar[str] = "textcraft"
+    description: ClassVar[str] = "Crafting Minecraft 1.16.1 items from real recipes, goal depth 1-4"
+    system_prompt: ClassVar[str | None] = (
+        "You craft Minecraft items. Use 'get N item' to fetch base items, 'craft N X using N a, "
+        "N b' to follow a listed recipe and 'inventory' to list what you hold. Reach the goal "
+        "item. " + REACT_RULES
+    )
+    split_files: ClassVar[dict[str, str]] = {"train": "data/train.json", "test": "data/test.json"}
     create_resets: ClassVar[bool] = True
 
     def __init__(self) -> None:

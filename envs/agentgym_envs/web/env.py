@@ -222,6 +222,10 @@ class WebEnvironment(Environment):
     # AgentGym's WebArena server's HTTP shape (server/http.py), for miniwob too: one web env class,
     # one wire, so AgentGym's WebArena client drives either
     http_dialect: ClassVar[str] = "webarena"
+    action_format: ClassVar[str] = "webarena"  # its prompt: the generic one of that format
+    needs: ClassVar[dict[str, str]] = {
+        "chromium": "install Chromium (as root: `apt-get install chromium`; scripts/install.sh does)"
+    }
 
     def __init__(self, taskset_factory: Any, options: dict[str, str]) -> None:
         opts = dict(options)
@@ -277,6 +281,14 @@ def _miniwob_taskset(options: dict[str, str]) -> TaskSet:
 
 class WebArenaEnvironment(WebEnvironment):
     name: ClassVar[str] = "webarena"
+    description: ClassVar[str] = (
+        "Web navigation on real Chromium in WebArena's format (accessibility tree, click/type/"
+        "stop commands) over sites served here or self-hosted WebArena sites"
+    )
+    split_files: ClassVar[dict[str, str]] = {
+        "train": "data/webarena_train.json",
+        "test": "data/webarena_test.json",
+    }
 
     def __init__(self, **options: str) -> None:
         super().__init__(_webarena_taskset, options)
@@ -284,6 +296,14 @@ class WebArenaEnvironment(WebEnvironment):
 
 class MiniWoBEnvironment(WebEnvironment):
     name: ClassVar[str] = "miniwob"
+    description: ClassVar[str] = (
+        "MiniWoB++ task pages (miniwob package) on real Chromium, WebArena's observation and "
+        "actions, scored by the task's own reward"
+    )
+    split_files: ClassVar[dict[str, str]] = {
+        "train": "data/miniwob_train.json",
+        "test": "data/miniwob_test.json",
+    }
 
     def __init__(self, **options: str) -> None:
         super().__init__(_miniwob_taskset, options)

@@ -1,21 +1,57 @@
 """`agentgym-rl env list|serve`: the environment-server subcommands.
 
 The servers are the installed package `agentgym_envs` (distribution agentgym-envs, `envs/` in a
-checkout), found through `agentgym_rl.env_discovery`. Only argparse runs at parse time; the server
-stack is imported by `serve`.
+checkout) and any installed env plugin, found through its catalog (`agentgym_rl.env_discovery`).
+Only argparse runs at parse time; the server stack is imported by `serve`.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
+from typing import Any
 
-from agentgym_rl.env_discovery import ENVS_PACKAGE, INSTALL_HINT, env_registry, envs_installed
+from agentgym_rl.env_discovery import (
+    ENVS_PACKAGE,
+    INSTALL_HINT,
+    env_class,
+    env_entries,
+    envs_installed,
+)
 
 
-def _list(_args: argparse.Namespace) -> int:
-    for name, (_, _, description) in sorted(env_registry().items()):
-        print(f"{name:<12} {description}")
+def _list(args: argparse.Namespace) -> int:
+    if args.name:
+        return _describe(args.name)
+    broken = 0
+    for name, entry in env_entries().items():
+        try:
+            line = env_class(name).description or "-"
+        except LookupError as e:
+            broken += 1
+            line = f"BROKEN: {e}"
+        print(f"{name:<11} {entry.package:<22} {line}")
+    return 1 if broken and args.strict else 0
+
+
+def _describe(name: str) -> int:
+    from agentgym_envs import describe
+
+    try:
+        facts: dict[str, Any] = describe(env_class(name))
+    except LookupError as e:
+        print(f"env list: {e}", file=sys.stderr)
+        return 2
+    options = facts.pop("options")
+    for key, value in facts.items():
+        shown = ", ".join(value) if isinstance(value, list) else value
+        print(f"{key + ':':<15} {json.dumps(shown) if isinstance(shown, dict) else shown}")
+    print("options:" if options else "options:        none")
+    for o in options:
+        extra = f" one of {', '.join(o['choices'])}" if "choices" in o else ""
+        extra += f" >= {o['minimum']:g}" if "minimum" in o else ""
+        print(f"  {o['name']} ({o['type']}{extra}; default {o['default']!r}) {o['help']}".rstrip())
     return 0
 
 
@@ -36,17 +72,31 @@ def _missing(_: argparse.Namespace) -> int:
 NAME = "env"
 HELP = "list or serve environments (AgentGym HTTP + ZeroMQ)"
 DESCRIPTION = (
-    "The environment servers of the installed agentgym-envs package: `list`, `serve NAME`."
+    "The environments of the installed agentgym-envs package and of any installed env plugin "
+    "(entry points of the group agentgym_rl.envs): `list`, `list -v NAME`, `serve NAME`."
 )
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """`env list` and `env serve NAME [...]`."""
+    """`env list [-v NAME]` and `env serve NAME [...]`."""
     sub = parser.add_subparsers(dest="env_command", metavar="ENV_COMMAND", required=True)
     found = envs_installed()
-    sub.add_parser("list", help="list the environments that can be served").set_defaults(
-        env_run=_list if found else _missing
+    listing = sub.add_parser(
+        "list",
+        help="list the environments that can be served, with the package each comes from",
+        description="One line per registered env: name, package, description; an env that "
+        "cannot be loaded is listed as BROKEN with the reason, the others are unaffected.",
     )
+    listing.add_argument(
+        "-v",
+        dest="name",
+        metavar="NAME",
+        help="describe one env (a name or module:Class): action format, prompt, splits, options",
+    )
+    listing.add_argument(
+        "--strict", action="store_true", help="exit 1 when an env is broken (for CI checks)"
+    )
+    listing.set_defaults(env_run=_list if found else _missing)
     serve = sub.add_parser(
         "serve",
         help="serve one environment until SIGTERM/SIGINT",

@@ -21,8 +21,8 @@ class InitModelSettings(ConfigModel):
     env: str = Field(default="babyai", min_length=1)
     """Environment whose text and tasks to use."""
     split: Path | None = None
-    """Training split the random-action transcripts are played on (default: the env's, e.g.
-    BabyAI's GoTo family)."""
+    """Training split the random-action transcripts are played on: a file, or the name of a
+    split the env declares (default: its `train` split)."""
     transcripts: int = Field(default=2000, ge=1)
     """Random-action episodes to play (the split is replayed when it has fewer tasks)."""
     turn_cap: int = Field(default=4, ge=1)

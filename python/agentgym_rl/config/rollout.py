@@ -21,6 +21,7 @@ from pydantic import Field, field_validator, model_validator
 
 from agentgym_rl.config.auth import AuthConfig
 from agentgym_rl.config.base import ConfigModel, Wired
+from agentgym_rl.env_discovery import env_traits
 
 _ZMQ_ENDPOINT = re.compile(r"^(tcp://[^\s:/]+:\d{1,5}|ipc://\S+)$")
 _ENV_ADDRESS = re.compile(r"^(https?|tcp)://[^\s:/]+:\d{1,5}/?$")
@@ -49,19 +50,13 @@ class ActionFormat(str, enum.Enum):
 HttpDialect = Literal["agentgym", "searchqa", "webarena"]
 """The AgentGym HTTP variants the env pool speaks (the envpool crate's `Dialect`)."""
 
-HTTP_DIALECTS: dict[str, HttpDialect] = {
-    "searchqa": "searchqa",
-    "webarena": "webarena",
-    "miniwob": "webarena",
-}
-"""Envs whose servers, ours and AgentGym's alike, speak a variant other than the common
-`id`/`data_idx` one (the envs' `server/PROTOCOL.md`). Every client of ours that reaches an env
-server over HTTP takes its dialect from here."""
-
 
 def http_dialect(env: str) -> HttpDialect:
-    """The HTTP dialect of `env`'s servers."""
-    return HTTP_DIALECTS.get(env, "agentgym")
+    """The HTTP dialect our clients speak to `env`'s servers, ours and AgentGym's alike (the
+    envs' `server/PROTOCOL.md`): the one the env declares; SciWorld's extra reset fields are
+    the common dialect to a client."""
+    served = env_traits(env).http_dialect
+    return served if served in ("searchqa", "webarena") else "agentgym"  # type: ignore[return-value]
 
 
 def check_zmq_endpoint(value: str) -> str:

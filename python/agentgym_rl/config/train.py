@@ -29,13 +29,15 @@ from agentgym_rl.config.rollout import (
     RolloutConfig,
     RolloutSection,
 )
+from agentgym_rl.env_discovery import env_name
 
 
 class EnvServerSpec(ConfigModel):
     """The servers of one environment: `replicas` processes of `agentgym-rl env serve <env>`."""
 
     env: str = Field(min_length=1)
-    """Environment name as `agentgym-rl env list` shows it (e.g. `babyai`)."""
+    """Environment name as `agentgym-rl env list` shows it (e.g. `babyai`), or a reference
+    `package.module:Class` to an env class of your own (served under the class's `name`)."""
     replicas: int = Field(default=1, ge=1, le=64)
     """Server processes of this env (episodes are balanced over them)."""
     transport: Literal["zmq", "http"] = "zmq"
@@ -46,6 +48,14 @@ class EnvServerSpec(ConfigModel):
     """Pinned HTTP ports, one per replica (empty: chosen free)."""
     zmq_ports: list[int] = Field(default_factory=list)
     """Pinned ZeroMQ ports, one per replica, transport zmq only (empty: chosen free)."""
+
+    @property
+    def name(self) -> str:
+        """The env's name (its task ids' prefix): `env` itself, or a reference's class `name`."""
+        try:
+            return env_name(self.env)
+        except (LookupError, ImportError):  # preflight reports it; the reference names it meanwhile
+            return self.env
 
     @model_validator(mode="after")
     def ports_match_replicas(self) -> EnvServerSpec:
@@ -168,7 +178,7 @@ class TrainConfig(ConfigModel):
 
     @model_validator(mode="after")
     def envs_listed_once(self) -> TrainConfig:
-        names = [spec.env for spec in self.env_servers]
+        names = [spec.env for spec in self.env_servers]  # references: their names need an import
         if len(set(names)) != len(names):
             raise ValueError(f"env_servers lists an environment twice: {names}")
         return self

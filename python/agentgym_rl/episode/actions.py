@@ -22,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from agentgym_rl.config import ActionFormat
+from agentgym_rl.env_discovery import env_traits
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,16 +152,9 @@ def restore_stop_string(text: str, fmt: ActionFormat) -> str:
     return text + stop
 
 
-ENV_FORMATS: dict[str, ActionFormat] = {
-    "searchqa": ActionFormat.TAGS,
-    "webarena": ActionFormat.WEBARENA,
-    "miniwob": ActionFormat.WEBARENA,
-}
-"""The action format an env's own actions are written in (the rest: ReAct lines)."""
-
-
 def env_format(env: str) -> ActionFormat:
-    return ENV_FORMATS.get(env, ActionFormat.REACT)
+    """The action format `env` declares its actions are written in (ReAct lines by default)."""
+    return ActionFormat(env_traits(env).action_format)
 
 
 def render_action(action: str, fmt: ActionFormat, thought: str | None = None) -> str:

@@ -1,7 +1,8 @@
 """Tasks from a split file, shuffled per epoch, resumable from a saved cursor.
 
-Contract: a split file is a JSON list of `{"item_id": "<env>_<int>", "category"?: str}`; the
-prefix names the env and the integer is the `data_idx` passed to reset. `TaskSource` yields
+Contract: a split is a JSON list of `{"item_id": "<env>_<int>", "category"?: str}`, in a file
+or served by the env under a name it declares (`train`); the prefix names the env and the
+integer is the `data_idx` passed to reset. `TaskSource` yields
 tasks in a per-epoch order that is a pure function of `(seed, epoch)`, so `Cursor(epoch, index)`
 (the position of the next task) is all a restart needs to continue exactly where it stopped.
 Each task is run `group_size` times as one GRPO group by the dispatcher.
@@ -15,7 +16,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from agentgym_rl.env_discovery import shipped_path
+from agentgym_rl.env_discovery import is_split_name, shipped_path, split_rows
 
 
 class DatasetError(ValueError):
@@ -48,13 +49,11 @@ def parse_item_id(item_id: str) -> tuple[str, int]:
     return env, int(idx)
 
 
-def load_split(path: str | Path, env: str | None = None) -> list[Task]:
-    """Read a split file; with `env`, every item must belong to it. A shipped split may be named
-    as configs name it from any directory (`envs/agentgym_envs/...`: see `shipped_path`)."""
-    try:
-        rows = json.loads(shipped_path(path).read_text())
-    except (OSError, json.JSONDecodeError) as e:
-        raise DatasetError(f"{path}: {e}") from None
+def load_split(path: str | Path, env: str | None = None, seed: int = 0) -> list[Task]:
+    """Read a split: a file, or the name of a split `env` declares (`train`, `test`: the env's
+    own `tasks(name, seed)`). With `env`, every item must belong to it. A shipped split file may
+    be named as configs name it from any directory (`envs/agentgym_envs/...`: `shipped_path`)."""
+    rows = _declared_rows(str(path), env, seed) if is_split_name(path) else _file_rows(path)
     if not isinstance(rows, list) or not rows:
         raise DatasetError(f"{path}: expected a non-empty JSON list of items")
     tasks = []
@@ -66,6 +65,22 @@ def load_split(path: str | Path, env: str | None = None) -> list[Task]:
             raise DatasetError(f"{path}: item {row['item_id']!r} is not an {env!r} task")
         tasks.append(Task(row["item_id"], name, idx, row.get("category")))
     return tasks
+
+
+def _file_rows(path: str | Path) -> object:
+    try:
+        return json.loads(shipped_path(path).read_text())
+    except (OSError, json.JSONDecodeError) as e:
+        raise DatasetError(f"{path}: {e}") from None
+
+
+def _declared_rows(split: str, env: str | None, seed: int) -> object:
+    if env is None:
+        raise DatasetError(f"split {split!r} names no file: a split by name needs its env")
+    try:
+        return split_rows(env, split, seed)
+    except (LookupError, ImportError) as e:
+        raise DatasetError(f"split {split!r} of env {env!r}: {e}") from None
 
 
 class TaskSource:

@@ -5,7 +5,7 @@ Contract: env servers report their score as the reference servers do (`score` in
 `is_success(env, reward)` whether that reward is a success, for training metrics, episode logs,
 held-out evaluation and `agentgym-rl eval` alike. Most envs score in [0, 1] and score above 0
 only on success, so their reward is the score and success is `reward > 0`. An env with partial
-credit says otherwise in `SCORE_RULES`:
+credit declares otherwise (`score_scale`, `success_at`):
 
 - SciWorld scores 0-100 with partial credit for finished subgoals (-100 for a failed task): the
   reward is score / 100 (so in [-1, 1]), and success is the task completed (score 100).
@@ -13,31 +13,17 @@ credit says otherwise in `SCORE_RULES`:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-
-@dataclass(frozen=True, slots=True)
-class ScoreRule:
-    """`reward = score / scale`; success at `reward >= success_at`, or `reward > 0` when None."""
-
-    scale: float = 1.0
-    success_at: float | None = None
-
-
-SCORE_RULES: dict[str, ScoreRule] = {
-    "sciworld": ScoreRule(scale=100.0, success_at=1.0),
-}
-_DEFAULT = ScoreRule()
+from agentgym_rl.env_discovery import env_traits
 
 
 def reward_of(env: str, score: float) -> float:
     """The reward of an episode of `env` that ended with the env's `score`."""
-    return score / SCORE_RULES.get(env, _DEFAULT).scale
+    return score / env_traits(env).score_scale
 
 
 def is_success(env: str, reward: float, env_failure: bool = False) -> bool:
     """Whether an episode of `env` with this reward succeeded (an env failure never does)."""
     if env_failure:
         return False
-    at = SCORE_RULES.get(env, _DEFAULT).success_at
+    at = env_traits(env).success_at
     return reward > 0.0 if at is None else reward >= at - 1e-9

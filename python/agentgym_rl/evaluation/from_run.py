@@ -70,7 +70,7 @@ def options_for_run(run_dir: str | Path, step: int | None = None, **given: Any) 
 def _env_options(train: TrainConfig, env: str) -> list[str]:
     """The `--env-option` values the run's servers of `env` were started with."""
     for spec in train.env_servers:
-        if spec.env == env:
+        if spec.name == env:
             args = spec.args
             return [args[i + 1] for i, a in enumerate(args[:-1]) if a == "--env-option"]
     return []

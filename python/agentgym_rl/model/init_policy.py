@@ -23,7 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from agentgym_rl.config.init_model import InitModelConfig
-from agentgym_rl.env_discovery import load_env, portable_path, shipped_path
+from agentgym_rl.env_discovery import is_split_name, load_env, portable_path, shipped_path
 from agentgym_rl.episode.dataset import Task, load_split
 from agentgym_rl.model.factory import create_tiny_model
 from agentgym_rl.model.transcripts import corpus_text, random_transcripts
@@ -32,24 +32,13 @@ from agentgym_rl.model.warmup import format_warmup
 INFO_FILE = "init_model.json"
 """The record `init-model` writes into the checkpoint folder."""
 
-DEFAULT_SPLITS = {
-    "babyai": Path("envs/agentgym_envs/babyai/data/goto_train.json"),
-    "textcraft": Path("envs/agentgym_envs/textcraft/data/train.json"),
-    "sciworld": Path("envs/agentgym_envs/sciworld/data/train.json"),
-    "searchqa": Path("envs/agentgym_envs/searchqa/data/train.json"),
-    "webarena": Path("envs/agentgym_envs/web/data/webarena_train.json"),
-    "miniwob": Path("envs/agentgym_envs/web/data/miniwob_train.json"),
-}
-"""Each env's default split: files the env package ships, spelled as configs spell them."""
+DEFAULT_SPLIT = "train"
+"""The split transcripts are played on when none is given: the one the env declares so."""
 
 
-def split_path(options: InitModelConfig) -> Path:
-    """The split `options` plays, resolved from any directory; ValueError without a default."""
-    if options.split is not None:
-        return shipped_path(options.split)
-    if options.env not in DEFAULT_SPLITS:
-        raise ValueError(f"no default training split for env {options.env!r}: give --split")
-    return shipped_path(DEFAULT_SPLITS[options.env])
+def split_of(options: InitModelConfig) -> Path:
+    """The split `options` plays: a file (resolved from any directory) or a declared name."""
+    return shipped_path(options.split) if options.split is not None else Path(DEFAULT_SPLIT)
 
 
 def tasks_to_play(split: list[Task], options: InitModelConfig) -> list[Task]:
@@ -74,7 +63,7 @@ def init_policy(
             raise FileExistsError(f"{out} exists and is not empty (pass --force to replace it)")
         shutil.rmtree(out)
     t0 = time.perf_counter()
-    tasks = tasks_to_play(load_split(split_path(options), options.env), options)
+    tasks = tasks_to_play(load_split(split_of(options), options.env), options)
     say(f"playing {len(tasks)} {options.env} tasks with random valid actions")
     environment = load_env(options.env, **options.env_option_pairs())
     try:
@@ -118,7 +107,7 @@ def init_policy(
     )
     record: dict[str, object] = {
         "options": options.model_dump(mode="json"),
-        "split": portable_path(split_path(options)),  # the record is moved with runs
+        "split": _portable(split_of(options)),  # the record is moved with runs
         "random_action_success": random_success,
         "warmup_loss_first": losses[0] if losses else None,
         "warmup_loss_last": losses[-1] if losses else None,
@@ -128,4 +117,8 @@ def init_policy(
     return record
 
 
-__all__ = ["DEFAULT_SPLITS", "INFO_FILE", "init_policy", "split_path", "tasks_to_play"]
+def _portable(split: Path) -> str:
+    return str(split) if is_split_name(split) else portable_path(split)
+
+
+__all__ = ["DEFAULT_SPLIT", "INFO_FILE", "init_policy", "split_of", "tasks_to_play"]

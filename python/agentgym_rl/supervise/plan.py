@@ -148,8 +148,8 @@ def _env_children(train: TrainConfig, ports: PortBook) -> tuple[list[ChildSpec],
             else:
                 address = f"http://127.0.0.1:{http}"
             args += spec.args
-            addresses.setdefault(spec.env, []).append(address)
-            name = f"env-{spec.env}-{r}"
+            addresses.setdefault(spec.name, []).append(address)
+            name = f"env-{spec.name}-{r}"
             shell = shlex.join(["agentgym-rl", *args])
             children.append(ChildSpec(name, "env", _cli(*args), shell, health_port=http))
     return children, addresses
@@ -212,9 +212,7 @@ def _rollout_data(
     rollout["envs"] = [
         {**listed.get(env, {"env": env}), "addresses": addrs} for env, addrs in addresses.items()
     ]
-    first = train.env_servers[0].env
-    # a file the env package ships, spelled as shipped configs spell it (`shipped_path`)
-    default = DatasetConfig(env=first, split=Path(f"envs/agentgym_envs/{first}/data/train.json"))
+    default = DatasetConfig(env=train.env_servers[0].name, split=Path("train"))  # as declared
     dataset = rollout["dataset"] = (section.dataset or default).model_dump()
     dataset["shuffle_seed"] += index
     dataset["resume"] = dataset["resume"] or resume
@@ -239,7 +237,7 @@ def _rollout_data(
 
 def _unserved(train: TrainConfig) -> list[str]:
     """Problems of envs the rollout section describes that no env server serves."""
-    served = {spec.env for spec in train.env_servers}
+    served = {spec.name for spec in train.env_servers}
     problems = [
         f"rollout.envs.{i}.env: {entry.env!r} has no env_servers entry; serve it or drop it"
         for i, entry in enumerate(train.rollout.envs)

@@ -1,0 +1,208 @@
+"""Finding envs: the one discovery path for the built-in envs and a user's own.
+
+Contract: an env is an `Environment` subclass (`server/base.py`) named two ways:
+- by name, through an entry point of the group `agentgym_rl.envs` (name: the env's name,
+  value: `module:Class`) of any installed distribution; this package registers its own envs so;
+- by reference, `package.module:Class`, importable from the working directory or the path,
+  served under the class's `name`.
+
+`entries()` lists the entry points without importing them; `env_class(name_or_reference)`
+imports and checks one (`EnvLoadError` says what is wrong: unknown, failing import, not an
+`Environment`, abstract methods left, a name two packages claim, an entry point whose name is not
+the class's); `load_env` builds one with its options checked against the declared ones. A broken
+plugin fails only when it is asked for: listing and serving the others never import it twice.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import os
+import sys
+import typing
+from dataclasses import dataclass
+from functools import cache
+from importlib.metadata import entry_points
+from typing import Any
+
+from agentgym_envs.server.base import ACTION_FORMATS, Environment, EnvOption, Episode
+
+GROUP = "agentgym_rl.envs"
+"""The entry-point group envs are registered in."""
+
+
+class EnvLoadError(LookupError):
+    """An env that cannot be found or used; the message says which and why."""
+
+    def __str__(self) -> str:  # LookupError would quote the message as a KeyError does
+        return str(self.args[0]) if self.args else ""
+
+
+@dataclass(frozen=True, slots=True)
+class EnvEntry:
+    """One registered env, not yet imported."""
+
+    name: str
+    reference: str
+    """`module:Class`."""
+    package: str
+    """The distribution that registers it, with its version (`agentgym-envs 0.1.0`)."""
+    claimed_by: tuple[str, ...] = ()
+    """Every package that registers this name, when more than one does (then it is refused)."""
+
+
+def entries() -> dict[str, EnvEntry]:
+    """name -> entry of every registered env (imports nothing)."""
+    found: dict[str, list[EnvEntry]] = {}
+    for point in entry_points(group=GROUP):
+        dist = getattr(point, "dist", None)
+        package = f"{dist.name} {dist.version}" if dist is not None else "?"
+        found.setdefault(point.name, []).append(EnvEntry(point.name, point.value, package))
+    out: dict[str, EnvEntry] = {}
+    for name, claims in sorted(found.items()):
+        packages = tuple(sorted({c.package for c in claims}))
+        out[name] = EnvEntry(
+            name, claims[0].reference, claims[0].package, packages if len(packages) > 1 else ()
+        )
+    return out
+
+
+def env_class(name: str) -> type[Environment]:
+    """The class registered as `name`, or named by a `module:Class` reference, checked."""
+    if ":" in name:
+        return _checked(name, name, None)
+    registered = entries()
+    if name not in registered:
+        known = ", ".join(registered) or "none"
+        raise EnvLoadError(f"unknown env {name!r}; known: {known} (or give module:Class)")
+    entry = registered[name]
+    if entry.claimed_by:
+        raise EnvLoadError(
+            f"env {name!r} is registered by more than one package ({', '.join(entry.claimed_by)}):"
+            " uninstall one, or name the class as module:Class"
+        )
+    return _checked(name, entry.reference, entry.name)
+
+
+def load_env(name: str, **options: Any) -> Environment:
+    """The env `name` names (see `env_class`), built with `options` (strings from a command
+    line, or typed values) converted and checked against its declared options."""
+    cls = env_class(name)
+    return cls(**parse_options(cls, options))
+
+
+def parse_options(cls: type[Environment], given: dict[str, Any]) -> dict[str, Any]:
+    """`given` as the constructor's keyword arguments: declared options converted to their type
+    (ValueError naming a bad or unknown one); undeclared ones checked against the signature."""
+    known = {option.name: option for option in declared_options(cls)}
+    if not cls.options and _takes_any_keyword(cls):
+        return dict(given)  # `**options`: the env reads and checks them itself
+    unknown = sorted(set(given) - set(known))
+    if unknown:
+        names = ", ".join(known) or "none"
+        raise ValueError(f"env {cls.name!r} does not take options {unknown} (its options: {names})")
+    return {key: known[key].parse(cls.name, value) for key, value in given.items()}
+
+
+def declared_options(cls: type[Environment]) -> tuple[EnvOption, ...]:
+    """The env's options: those it declares, else its constructor's keyword parameters."""
+    if cls.options:
+        return cls.options
+    params = inspect.signature(cls.__init__).parameters.values()
+    return tuple(
+        EnvOption(p.name, default=None if p.default is p.empty else p.default, type=_untyped)
+        for p in params
+        if p.name != "self" and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+    )
+
+
+def _takes_any_keyword(cls: type[Environment]) -> bool:
+    params = inspect.signature(cls.__init__).parameters.values()
+    return any(p.kind is p.VAR_KEYWORD for p in params)
+
+
+def _untyped(value: Any) -> Any:
+    """An undeclared option's value: passed on as given (the env converts it)."""
+    return value
+
+
+@cache
+def _checked(name: str, reference: str, registered_as: str | None) -> type[Environment]:
+    cls = _import(name, reference)
+    if not (isinstance(cls, type) and issubclass(cls, Environment)):
+        raise EnvLoadError(
+            f"env {name!r}: {reference} is not a subclass of agentgym_envs.server.base.Environment"
+        )
+    problems = _problems(cls)
+    if registered_as is not None and getattr(cls, "name", None) != registered_as:
+        problems.append(f"registered as {registered_as!r} but its `name` is {cls.name!r}")
+    if problems:
+        raise EnvLoadError(f"env {name!r} ({reference}): {'; '.join(problems)}")
+    return cls
+
+
+def _import(name: str, reference: str) -> Any:
+    module_name, _, qualname = reference.partition(":")
+    if "" not in sys.path and os.getcwd() not in sys.path:
+        sys.path.append(os.getcwd())  # a reference may name a module of the working directory
+    try:
+        found: Any = importlib.import_module(module_name)
+        for part in qualname.split("."):
+            found = getattr(found, part)
+    except Exception as e:  # a plugin may fail any way while importing: report, never crash
+        raise EnvLoadError(f"env {name!r} cannot be loaded from {reference}: {e!r}") from None
+    return found
+
+
+def _problems(cls: type[Environment]) -> list[str]:
+    problems = []
+    if not isinstance(getattr(cls, "name", None), str) or not cls.name:
+        problems.append("it declares no `name`")
+    if cls.__abstractmethods__:
+        problems.append(f"it does not implement {', '.join(sorted(cls.__abstractmethods__))}")
+    if cls.action_format not in ACTION_FORMATS:
+        problems.append(
+            f"action_format {cls.action_format!r} is not one of {', '.join(ACTION_FORMATS)}"
+        )
+    episode = _episode_class(cls)
+    if episode is not None and episode.__abstractmethods__:
+        missing = ", ".join(sorted(episode.__abstractmethods__))
+        problems.append(f"its episode {episode.__name__} does not implement {missing}")
+    return problems
+
+
+def _episode_class(cls: type[Environment]) -> type[Episode] | None:
+    """The episode class `new_episode` is annotated to return, when it names one."""
+    try:
+        returned = typing.get_type_hints(cls.new_episode).get("return")
+    except Exception:  # an annotation that does not resolve tells nothing
+        return None
+    ok = isinstance(returned, type) and issubclass(returned, Episode) and returned is not Episode
+    return returned if ok else None
+
+
+def describe(cls: type[Environment]) -> dict[str, Any]:
+    """What `env list -v NAME` shows of an env: its declarations."""
+    return {
+        "name": cls.name,
+        "class": f"{cls.__module__}:{cls.__qualname__}",
+        "description": cls.description or (inspect.getdoc(cls) or "").split("\n")[0],
+        "action format": cls.action_format,
+        "http dialect": cls.http_dialect,
+        "system prompt": cls.system_prompt or f"(the generic {cls.action_format} prompt)",
+        "splits": cls.split_names(),
+        "score": f"reward = score / {cls.score_scale:g}; success at reward "
+        + (f">= {cls.success_at:g}" if cls.success_at is not None else "> 0"),
+        "needs": dict(cls.needs),
+        "options": [
+            {
+                "name": o.name,
+                "type": getattr(o.type, "__name__", "str") if o.type is not _untyped else "str",
+                "default": o.default,
+                "help": o.help,
+                **({"choices": list(o.choices)} if o.choices else {}),
+                **({"minimum": o.minimum} if o.minimum is not None else {}),
+            }
+            for o in declared_options(cls)
+        ],
+    }
