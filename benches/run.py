@@ -2,7 +2,8 @@
 their figures side by side with the baselines they replace: builder vs Python re-render, codec
 GB/s, transport vs raw pyzmq, env pool vs an AgentGym-style client, async rollouts vs --sync on
 vLLM, Megatron learner step vs transformers, SciWorld, retrieval, the web env, weight updates
-relayed in a tree vs the learner's star. CI runs each one's --quick form.
+relayed in a tree vs the learner's star, Wordle's and Maze's steps/s vs the bare loop. CI runs
+each one's --quick form.
 
     python benches/run.py [--only NAME ...] [--quick]
 
@@ -27,6 +28,7 @@ BENCHES = {
     "sciworld": "bench_sciworld.py",
     "retrieval": "bench_retrieval.py",
     "web": "bench_web.py",
+    "games": "bench_games.py",
     "weights": "bench_weights.py",
 }
 HERE = Path(__file__).resolve().parent

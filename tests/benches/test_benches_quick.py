@@ -3,8 +3,8 @@ and prints its figures with the ratio against its baseline. A bench that drifts 
 measures (a renamed argument, a changed signature) fails here, not the next time someone runs it.
 
 Quick forms measured on 2 cores: builder ~10 s, codec ~4 s, transport ~1 s, envpool ~13 s,
-learner ~15 s, weights ~22 s, rollout ~70 s (its own vLLM engine: the bench is a separate
-process, so the test session's shared engine cannot serve it).
+learner ~15 s, weights ~22 s, games ~2 s, rollout ~70 s (its own vLLM engine: the bench is a
+separate process, so the test session's shared engine cannot serve it).
 """
 
 from __future__ import annotations
@@ -72,6 +72,10 @@ FIGURES = {
     "web": [
         rf"^web N=1: {NUMBER} steps/s, {NUMBER} MB/episode rss, {NUMBER} MB/episode pss$",
         rf"^web N=32: {NUMBER} steps/s, {NUMBER} MB/episode rss, {NUMBER} MB/episode pss$",
+    ],
+    "games": [
+        rf"^wordle: {NUMBER} steps/s in process, {NUMBER} us/step \({NUMBER}x the noop loop",
+        rf"^maze: {NUMBER} steps/s in process, {NUMBER} us/step \({NUMBER}x the noop loop",
     ],
     "weights": [
         r"^receivers are stand-ins: processes running the real WeightSubscriber",

@@ -1,0 +1,1 @@
+"""Wordle: guess a five-letter English word (wordfreq's list) from per-letter feedback."""
