@@ -6,6 +6,10 @@ Contract: an env is an `Environment` subclass (`server/base.py`) named two ways:
 - by reference, `package.module:Class`, importable from the working directory or the path,
   served under the class's `name`.
 
+An env loaded by reference is known by its name from then on, in this process and in the
+processes it starts (`REFERENCES_VAR` carries `name=module:Class` pairs to them), so that a run
+started from a reference finds the env by name in its rollout and env server processes too.
+
 `entries()` lists the entry points without importing them; `env_class(name_or_reference)`
 imports and checks one (`EnvLoadError` says what is wrong: unknown, failing import, not an
 `Environment`, abstract methods left, a name two packages claim, an entry point whose name is not
@@ -29,6 +33,9 @@ from agentgym_envs.server.base import ACTION_FORMATS, Environment, EnvOption, Ep
 
 GROUP = "agentgym_rl.envs"
 """The entry-point group envs are registered in."""
+REFERENCES_VAR = "AGENTGYM_RL_ENV_REFERENCES"
+"""Environment variable of `name=module:Class` pairs (comma-separated): envs loaded by reference
+in a parent process, found by name here."""
 
 
 class EnvLoadError(LookupError):
@@ -59,6 +66,9 @@ def entries() -> dict[str, EnvEntry]:
         package = f"{dist.name} {dist.version}" if dist is not None else "?"
         found.setdefault(point.name, []).append(EnvEntry(point.name, point.value, package))
     out: dict[str, EnvEntry] = {}
+    for name, reference in _references().items():
+        if name not in found:
+            found[name] = [EnvEntry(name, reference, "(by reference)")]
     for name, claims in sorted(found.items()):
         packages = tuple(sorted({c.package for c in claims}))
         out[name] = EnvEntry(
@@ -70,7 +80,9 @@ def entries() -> dict[str, EnvEntry]:
 def env_class(name: str) -> type[Environment]:
     """The class registered as `name`, or named by a `module:Class` reference, checked."""
     if ":" in name:
-        return _checked(name, name, None)
+        cls = _checked(name, name, None)
+        _remember(cls.name, name)
+        return cls
     registered = entries()
     if name not in registered:
         known = ", ".join(registered) or "none"
@@ -82,6 +94,22 @@ def env_class(name: str) -> type[Environment]:
             " uninstall one, or name the class as module:Class"
         )
     return _checked(name, entry.reference, entry.name)
+
+
+def _references() -> dict[str, str]:
+    pairs = (item.partition("=") for item in os.environ.get(REFERENCES_VAR, "").split(","))
+    return {name: ref for name, _, ref in pairs if name and ref}
+
+
+def _remember(name: str, reference: str) -> None:
+    known = _references()
+    if known.get(name) != reference and name not in _entry_point_names():
+        known[name] = reference
+        os.environ[REFERENCES_VAR] = ",".join(f"{n}={r}" for n, r in sorted(known.items()))
+
+
+def _entry_point_names() -> set[str]:
+    return {point.name for point in entry_points(group=GROUP)}
 
 
 def load_env(name: str, **options: Any) -> Environment:

@@ -29,11 +29,11 @@ def _port() -> int:
 class ServerProc:
     """One `python -m agentgym_envs.server NAME` process with HTTP and ZMQ clients."""
 
-    def __init__(self, env: str, http_port: int, *extra: str) -> None:
+    def __init__(self, env: str, http_port: int, *extra: str, python: str = sys.executable) -> None:
         self.env = env
         self.http_port = http_port
         self.zmq_port = _port()
-        cmd = [sys.executable, "-m", "agentgym_envs.server", env, "--port", str(http_port)]
+        cmd = [python, "-m", "agentgym_envs.server", env, "--port", str(http_port)]
         cmd += ["--zmq-port", str(self.zmq_port), *extra]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL)
         self.http = httpx.Client(base_url=f"http://127.0.0.1:{http_port}", timeout=10.0)

@@ -237,7 +237,7 @@ class BabyAIEnvironment(Environment):
             help="compact: one short line per object (small policies), verbose: AgentGym's text",
         ),
     )
-    split_files: ClassVar[dict[str, str]] = {
+    splits: ClassVar[dict[str, str | range]] = {
         "train": "data/train.json",
         "test": "data/test.json",
         "goto_train": "data/goto_train.json",

@@ -135,7 +135,10 @@ class MazeEnvironment(Environment):
     options: ClassVar[tuple[EnvOption, ...]] = (
         EnvOption("max_steps", int, 50, help="moves before the episode ends unsolved", minimum=1),
     )
-    split_files: ClassVar[dict[str, str]] = {"train": "data/train.json", "test": "data/test.json"}
+    splits: ClassVar[dict[str, str | range]] = {
+        "train": "data/train.json",
+        "test": "data/test.json",
+    }
 
     def __init__(self, max_steps: int | str = 50) -> None:
         # Parsed here too: a caller that builds the class directly passes strings as well.

@@ -208,7 +208,10 @@ class SciWorldEnvironment(Environment):
     needs: ClassVar[dict[str, str]] = {
         "java": "install a Java runtime (e.g. `apt-get install default-jre-headless`)"
     }
-    split_files: ClassVar[dict[str, str]] = {"train": "data/train.json", "test": "data/test.json"}
+    splits: ClassVar[dict[str, str | range]] = {
+        "train": "data/train.json",
+        "test": "data/test.json",
+    }
     http_dialect: ClassVar[str] = "sciworld"  # AgentGym's SciWorld `/reset` reply (http.py)
     blocking: ClassVar[bool] = True  # starting or loading a JVM takes seconds on a busy machine
 

@@ -113,7 +113,7 @@ class SearchQAEnvironment(Environment):
         "exact match; generated 1-3-hop questions"
     )
     action_format: ClassVar[str] = "tags"  # its prompt: the generic one of the tags format
-    split_files: ClassVar[dict[str, str]] = {
+    splits: ClassVar[dict[str, str | range]] = {
         "train": "data/train.json",
         "test": "data/test.json",
         "train_1hop": "data/train_1hop.json",

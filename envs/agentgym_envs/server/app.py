@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import uvicorn
 
-from agentgym_envs import load_env
+from agentgym_envs.catalog import EnvLoadError, load_env
 from agentgym_envs.server.base import EnvUnavailable
 from agentgym_envs.server.http import HttpApp
 from agentgym_envs.server.latency import StepLatency
@@ -61,6 +61,9 @@ async def _main(opts: ServeOptions) -> int:
     except EnvUnavailable as exc:
         log.error("cannot serve %s: %s", opts.name, exc)
         return 1
+    except (EnvLoadError, ValueError) as exc:  # unknown or broken env, a bad option: say which
+        log.error("cannot serve %s: %s", opts.name, exc)
+        return 2
     table = EpisodeTable(env, idle_timeout_s=opts.idle_timeout_s, max_obs_chars=opts.max_obs_chars)
     latency = (
         StepLatency(opts.step_latency_ms, opts.step_latency_sigma)

@@ -166,9 +166,11 @@ class Environment(ABC):
     """An episode succeeded when its reward is at least this (None: when it is above 0)."""
     options: ClassVar[tuple[EnvOption, ...]] = ()
     """The constructor's options, typed (none declared: read from its signature, as strings)."""
-    split_files: ClassVar[dict[str, str]] = {}
-    """Split name -> JSON file of `{"item_id", "category"}` rows, relative to the folder of the
-    class's module (package data). Override `tasks` instead for splits computed from a seed."""
+    splits: ClassVar[dict[str, str | range]] = {}
+    """Split name (`train`, `test`, ...) -> its task ids: a JSON file of `{"item_id",
+    "category"}` rows relative to the folder of the class's module (package data), or a `range`
+    of ids (each in the category `category(data_idx)` gives). Override `tasks` instead for
+    splits computed from a seed."""
     needs: ClassVar[dict[str, str]] = {}
     """Programs it needs on PATH -> how to install each (checked before a run starts)."""
     # TextCraft's reference `/create` also resets to task 0 and returns the first observation.
@@ -206,20 +208,27 @@ class Environment(ABC):
 
     @classmethod
     def split_names(cls) -> list[str]:
-        """The splits `tasks` serves (default: those of `split_files`)."""
-        return list(cls.split_files)
+        """The splits `tasks` serves (default: those of `splits`)."""
+        return list(cls.splits)
 
     @classmethod
     def tasks(cls, split: str, seed: int = 0) -> list[dict[str, str]]:
         """The tasks of split `split`: `{"item_id": "<name>_<data_idx>", "category": str}` rows.
-        `seed` lets a computed split vary by run; the default reads `split_files` and ignores it.
-        """
+        `seed` lets a computed split vary by run; the default reads `splits` and ignores it."""
         if split not in cls.split_names():
             known = ", ".join(cls.split_names()) or "none"
             raise KeyError(f"env {cls.name!r} has no split {split!r} (its splits: {known})")
+        ids = cls.splits[split]
+        if isinstance(ids, range):
+            return [{"item_id": f"{cls.name}_{i}", "category": cls.category(i)} for i in ids]
         folder = Path(sys.modules[cls.__module__].__file__ or ".").parent
-        rows: list[dict[str, str]] = json.loads((folder / cls.split_files[split]).read_text())
+        rows: list[dict[str, str]] = json.loads((folder / ids).read_text())
         return rows
+
+    @classmethod
+    def category(cls, data_idx: int) -> str:
+        """The eval category of task `data_idx` in a `range` split (default: "all")."""
+        return "all"
 
     def check_data_idx(self, data_idx: int) -> None:
         """Raise `EnvError(BAD_DATA_IDX)` when `data_idx` names no task."""

@@ -164,7 +164,10 @@ class TextCraftEnvironment(Environment):
         "N b' to follow a listed recipe and 'inventory' to list what you hold. Reach the goal "
         "item. " + REACT_RULES
     )
-    split_files: ClassVar[dict[str, str]] = {"train": "data/train.json", "test": "data/test.json"}
+    splits: ClassVar[dict[str, str | range]] = {
+        "train": "data/train.json",
+        "test": "data/test.json",
+    }
     create_resets: ClassVar[bool] = True
 
     def __init__(self) -> None:

@@ -285,7 +285,7 @@ class WebArenaEnvironment(WebEnvironment):
         "Web navigation on real Chromium in WebArena's format (accessibility tree, click/type/"
         "stop commands) over sites served here or self-hosted WebArena sites"
     )
-    split_files: ClassVar[dict[str, str]] = {
+    splits: ClassVar[dict[str, str | range]] = {
         "train": "data/webarena_train.json",
         "test": "data/webarena_test.json",
     }
@@ -300,7 +300,7 @@ class MiniWoBEnvironment(WebEnvironment):
         "MiniWoB++ task pages (miniwob package) on real Chromium, WebArena's observation and "
         "actions, scored by the task's own reward"
     )
-    split_files: ClassVar[dict[str, str]] = {
+    splits: ClassVar[dict[str, str | range]] = {
         "train": "data/miniwob_train.json",
         "test": "data/miniwob_test.json",
     }

@@ -173,7 +173,10 @@ class WordleEnvironment(Environment):
     options: ClassVar[tuple[EnvOption, ...]] = (
         EnvOption("guesses", int, 6, help="guesses per game", minimum=1),
     )
-    split_files: ClassVar[dict[str, str]] = {"train": "data/train.json", "test": "data/test.json"}
+    splits: ClassVar[dict[str, str | range]] = {
+        "train": "data/train.json",
+        "test": "data/test.json",
+    }
 
     def __init__(self, guesses: int | str = 6) -> None:
         # Parsed here too: a caller that builds the class directly passes strings as well.

@@ -45,6 +45,8 @@ def _describe(name: str) -> int:
         return 2
     options = facts.pop("options")
     for key, value in facts.items():
+        if isinstance(value, list | dict) and not value:
+            value = "none"
         shown = ", ".join(value) if isinstance(value, list) else value
         print(f"{key + ':':<15} {json.dumps(shown) if isinstance(shown, dict) else shown}")
     print("options:" if options else "options:        none")

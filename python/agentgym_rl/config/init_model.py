@@ -13,13 +13,14 @@ from typing import Annotated
 from pydantic import Field, field_validator
 
 from agentgym_rl.config.base import ConfigModel, Wired
+from agentgym_rl.config.rollout import EnvName
 
 
 class InitModelSettings(ConfigModel):
     """How the default policy is made: which env's text and tasks, how big, how warmed up."""
 
-    env: str = Field(default="babyai", min_length=1)
-    """Environment whose text and tasks to use."""
+    env: EnvName = "babyai"
+    """Environment whose text and tasks to use (a name, or a `module:Class` reference)."""
     split: Path | None = None
     """Training split the random-action transcripts are played on: a file, or the name of a
     split the env declares (default: its `train` split)."""

@@ -17,11 +17,11 @@ import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import AfterValidator, Field, field_validator, model_validator
 
 from agentgym_rl.config.auth import AuthConfig
 from agentgym_rl.config.base import ConfigModel, Wired
-from agentgym_rl.env_discovery import env_traits
+from agentgym_rl.env_discovery import env_name, env_traits
 
 _ZMQ_ENDPOINT = re.compile(r"^(tcp://[^\s:/]+:\d{1,5}|ipc://\S+)$")
 _ENV_ADDRESS = re.compile(r"^(https?|tcp)://[^\s:/]+:\d{1,5}/?$")
@@ -57,6 +57,21 @@ def http_dialect(env: str) -> HttpDialect:
     the common dialect to a client."""
     served = env_traits(env).http_dialect
     return served if served in ("searchqa", "webarena") else "agentgym"  # type: ignore[return-value]
+
+
+def checked_env_name(value: str) -> str:
+    """An env named by reference, `package.module:Class`, is named by its class's `name` from
+    here on (the prefix of its task ids); a name is kept as given."""
+    if ":" not in value:
+        return value
+    try:
+        return env_name(value)
+    except (LookupError, ImportError) as e:
+        raise ValueError(str(e)) from None
+
+
+EnvName = Annotated[str, Field(min_length=1), AfterValidator(checked_env_name)]
+"""An env's name as `env list` shows it, or a `module:Class` reference to an env class."""
 
 
 def check_zmq_endpoint(value: str) -> str:
@@ -102,17 +117,18 @@ class EngineConfig(ConfigModel):
 class EnvSettings(ConfigModel):
     """How one environment's servers are spoken to and its actions read."""
 
-    env: str = Field(min_length=1)
-    """Environment name (the `item_id` prefix of its tasks, e.g. `babyai`)."""
+    env: EnvName
+    """Environment name (the `item_id` prefix of its tasks, e.g. `babyai`), or a reference
+    `package.module:Class` to an env class of your own."""
     dialect: HttpDialect = "agentgym"
-    """HTTP dialect of the servers (ignored for tcp:// addresses). Left out: the env's own
-    (`http_dialect`: `webarena` for the web envs, `searchqa` for Deep Search)."""
+    """HTTP dialect of the servers (ignored for tcp:// addresses). Left out: the one the env
+    declares (`webarena` for the web envs, `searchqa` for Deep Search)."""
     max_inflight: int = Field(default=64, ge=1)
     """Concurrent requests per server."""
     action_format: ActionFormat = ActionFormat.REACT
-    """How actions are parsed from generated text."""
+    """How actions are parsed from generated text. Left out: the format the env declares."""
     system_prompt: str | None = None
-    """Overrides the env's built-in system prompt (`rollout/prompts.py`)."""
+    """Overrides the system prompt the env declares (or the generic one of its format)."""
     invalid_penalty: float = Field(default=0.0, ge=0.0, le=1.0)
     """Training reward of a failed episode: `-invalid_penalty x` its share of invalid turns
     (no action in the text, or an action the env refused) instead of the env's score. Successes
@@ -120,14 +136,16 @@ class EnvSettings(ConfigModel):
 
     @model_validator(mode="before")
     @classmethod
-    def dialect_of_the_env(cls, data: Any) -> Any:
-        if (
-            isinstance(data, dict)
-            and data.get("dialect") is None
-            and isinstance(data.get("env"), str)
-        ):
-            return {**data, "dialect": http_dialect(data["env"])}
-        return data
+    def declared_by_the_env(cls, data: Any) -> Any:
+        """The dialect and action format left out are the ones the env declares."""
+        if not (isinstance(data, dict) and isinstance(data.get("env"), str)):
+            return data
+        filled = dict(data)
+        if filled.get("dialect") is None:
+            filled["dialect"] = http_dialect(data["env"])
+        if filled.get("action_format") is None:
+            filled["action_format"] = env_traits(data["env"]).action_format
+        return filled
 
 
 class EnvServersConfig(EnvSettings):
@@ -161,10 +179,11 @@ class EnvPoolConfig(ConfigModel):
 class DatasetConfig(ConfigModel):
     """Where tasks come from and how often each is sampled."""
 
-    env: str = Field(min_length=1)
+    env: EnvName
     """Environment the split belongs to."""
     split: Path
-    """JSON list of `{"item_id": "<env>_<int>", "category"?: str}`."""
+    """A JSON file of `{"item_id": "<env>_<int>", "category"?: str}` rows, or the name of a
+    split the env declares (`train`; `agentgym-rl env list -v ENV` lists them)."""
     group_size: int = Field(default=8, ge=1)
     """Episodes per task (n, the GRPO group)."""
     shuffle_seed: int = Field(default=0, ge=0)

@@ -1,0 +1,159 @@
+"""An env of a user's own, as a user ships it: a tiny package (the README's guessing game) with an
+entry point of `agentgym_rl.envs`, pip-installed into a throwaway virtualenv that also sees the
+project's packages (never into this test's Python). In that virtualenv `env list` shows it with
+its package beside the built-in envs (and a broken plugin as BROKEN, harming nothing), its server
+answers both protocols, and `train` runs 2 learner steps on it from a tiny config."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import textwrap
+from importlib.metadata import entry_points
+from pathlib import Path
+
+import pytest
+import yaml
+from tests.envs.conftest import ServerProc
+
+from agentgym_rl.model import create_tiny_model
+from tiny_run import tiny_train_config
+from vllm_fixtures import tiny_corpus
+
+pytestmark = [pytest.mark.engine, pytest.mark.slow]
+
+ROOT = Path(__file__).resolve().parents[2]
+GAME = (ROOT / "examples" / "guess_env.py").read_text()
+
+
+def _package(root: Path, name: str, module: str, source: str, entry: str) -> Path:
+    folder = root / name
+    folder.mkdir()
+    (folder / f"{module}.py").write_text(source)
+    (folder / "pyproject.toml").write_text(
+        textwrap.dedent(f"""\
+            [build-system]
+            requires = ["setuptools>=61"]
+            build-backend = "setuptools.build_meta"
+
+            [project]
+            name = "{name}"
+            version = "0.1.0"
+
+            [project.entry-points."agentgym_rl.envs"]
+            {entry}
+
+            [tool.setuptools]
+            py-modules = ["{module}"]
+            """)
+    )
+    return folder
+
+
+@pytest.fixture(scope="module")
+def plugin_python(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A fresh virtualenv's Python with the plugin packages installed, seeing ours too."""
+    root = tmp_path_factory.mktemp("plugin")
+    # without a pip of its own: ours installs into it (`--python`), and no older setuptools
+    # of the new venv's shadows ours as the build backend
+    venv = [sys.executable, "-m", "venv", "--without-pip", str(root / "venv")]
+    subprocess.run(venv, check=True, timeout=120)
+    python = str(root / "venv" / "bin" / "python")
+    site = subprocess.run(
+        [python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    import site as ours
+
+    # `addsitedir` also reads our site-packages' .pth files (the editable installs)
+    lines = [f"import site; site.addsitedir({p!r})" for p in ours.getsitepackages()]
+    (Path(site) / "agentgym_rl_project.pth").write_text("\n".join(lines) + "\n")
+    packages = [
+        _package(
+            root, "guess-plugin", "guess_plugin", GAME, 'guess = "guess_plugin:GuessEnvironment"'
+        ),
+        _package(
+            root,
+            "broken-plugin",
+            "broken_plugin",
+            "import not_a_module_anywhere\n",
+            'broken = "broken_plugin:Env"',
+        ),
+    ]
+    pip = [sys.executable, "-m", "pip", "--python", python, "install", "-q", "--no-deps"]
+    pip += ["--no-build-isolation"]
+    subprocess.run([*pip, "--no-index", *map(str, packages)], check=True, timeout=300)
+    return python
+
+
+def _cli(
+    python: str, *args: str, cwd: Path = ROOT, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [python, "-m", "agentgym_rl.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=cwd,
+    )
+
+
+def test_never_installed_into_the_tests_own_python(plugin_python: str) -> None:
+    assert "guess" not in {point.name for point in entry_points(group="agentgym_rl.envs")}
+
+
+def test_env_list_shows_the_plugin_beside_the_built_ins(plugin_python: str) -> None:
+    done = _cli(plugin_python, "env", "list")
+    assert done.returncode == 0, done.stderr
+    lines = {line.split()[0]: line for line in done.stdout.splitlines()}
+    assert "guess-plugin 0.1.0" in lines["guess"] and "secret number" in lines["guess"]
+    assert "BROKEN" in lines["broken"] and "not_a_module_anywhere" in lines["broken"]
+    assert {"babyai", "maze", "wordle"} <= set(lines) and "BROKEN" not in lines["babyai"]
+    assert _cli(plugin_python, "env", "list", "--strict").returncode == 1
+    detail = _cli(plugin_python, "env", "list", "-v", "guess").stdout
+    assert "splits:         train, test" in detail and "Find the secret number" in detail
+
+
+def test_the_plugin_is_served_over_both_protocols(plugin_python: str) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = ServerProc("guess", port, python=plugin_python).wait_ready()
+    try:
+        assert server.get("/info")["splits"] == ["train", "test"]
+        eid = server.post("/create")["id"]
+        first = server.post("/reset", {"id": eid, "data_idx": 3})["observation"]
+        assert "Guess the secret number" in first
+        refused = server.post("/step", {"id": eid, "action": "eleven"})
+        assert refused["invalid"] is True and refused["done"] is False
+        replies = [server.post("/step", {"id": eid, "action": str(n)}) for n in range(1, 11)]
+        won = next(r for r in replies if r["done"])
+        assert won["reward"] == 1.0 and "Right!" in won["observation"]
+        zid = server.zmq({"op": "create"})["id"]
+        assert server.zmq({"op": "reset", "id": zid, "data_idx": 3})["ok"]
+        step = server.zmq({"op": "step", "id": zid, "action": "11"})
+        assert step["ok"] and step["invalid"] is True
+    finally:
+        server.terminate()
+        server.close()
+
+
+def test_train_runs_two_steps_on_the_plugin(plugin_python: str, tmp_path: Path) -> None:
+    model = create_tiny_model(tmp_path / "model", corpus=tiny_corpus(), vocab_size=320, seed=0)
+    run = tmp_path / "run"
+    config = tiny_train_config(str(run), str(model))
+    config["env_servers"] = [{"env": "guess", "replicas": 1, "transport": "zmq"}]
+    config["rollout"]["dataset"] = {"env": "guess", "split": "train", "group_size": 2}
+    path = tmp_path / "train.yaml"
+    path.write_text(yaml.safe_dump(config))
+    done = _cli(plugin_python, "train", "--config", str(path), timeout=900)
+    logs = "\n".join(f"--- {p.name}\n{p.read_text()[-3000:]}" for p in (run / "logs").glob("*.log"))
+    assert done.returncode == 0, done.stdout + done.stderr + logs
+    steps = [json.loads(line)["step"] for line in (run / "learn" / "metrics.jsonl").open()]
+    assert steps == [1, 2]
+    episodes = [json.loads(line) for line in (run / "rollout-0" / "episodes.jsonl").open()]
+    assert episodes and all(e["item_id"].startswith("guess_") for e in episodes)
