@@ -68,14 +68,18 @@ def main() -> None:
         metavar="KEY=VALUE",
         help="an option of the env, as `env serve` takes it (repeatable)",
     )
-    parser.add_argument("--split", type=Path, required=True, help="a split file (JSON rows)")
+    parser.add_argument(
+        "--split", required=True, help="a split file (JSON rows), or the name of a declared split"
+    )
     parser.add_argument("--turn-cap", type=int, default=5, help="turn cap (default 5)")
     parser.add_argument("--tries", type=int, default=10, help="episodes per task (default 10)")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     env = load_env(args.env, **parse_env_options(args.env_option))
     try:
-        items = json.loads(args.split.read_text())
+        path = Path(args.split)
+        named = path.suffix == "" and len(path.parts) == 1  # `test`: a split the env declares
+        items = type(env).tasks(args.split) if named else json.loads(path.read_text())
         rates = chance_success(env, items, args.turn_cap, args.tries, args.seed)
     finally:
         env.close()

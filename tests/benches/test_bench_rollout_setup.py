@@ -56,7 +56,7 @@ def test_full_form_runs_the_policy_under_its_train_config(tmp_path: Path) -> Non
     assert config.engine.max_model_len == trained.engine.max_model_len == 2048
     assert config.scaling_inter.turn_caps == trained.scaling_inter.turn_caps
     assert trained.dataset is not None
-    assert Path(config.dataset.split).name == trained.dataset.split.name
+    assert Path(config.dataset.mix[0].split).name == trained.dataset.mix[0].split.name
     assert config.eval is None and config.weights_endpoint is None
     # the bench's own buffer: no admission limit, every group counted
     assert config.buffer.max_staleness >= 1000 and not config.buffer.filter_zero_variance

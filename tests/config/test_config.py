@@ -79,7 +79,7 @@ def test_every_shipped_yaml_parses(
         # a fresh run folder: one from a local run of this config would be refused
         plan = plan_run(load_config(TrainConfig, path, [f"run_dir={tmp_path / 'run'}"]))
         for rollout in plan.rollout_configs:
-            assert rollout.dataset.split.is_file()
+            assert all(s.split.is_file() for s in rollout.dataset.mix)
             assert rollout.eval is None or rollout.eval.split.is_file()
         return
     assert path.parts[-2] in ("rollout", "learn")
@@ -87,7 +87,7 @@ def test_every_shipped_yaml_parses(
         assert isinstance(load_learn_config(path), LearnConfig)
         return
     config = load_rollout_config(path)
-    assert config.dataset.env in {e.env for e in config.envs}
+    assert set(config.dataset.envs) <= {e.env for e in config.envs}
 
 
 def test_shipped_configs_exist() -> None:

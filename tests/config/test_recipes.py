@@ -87,7 +87,7 @@ def test_pairs_agree_with_each_other_and_the_paper(env: str, model: str) -> None
     share = rollout.buffer.groups_per_step
     assert learn.groups_per_step % share == 0 and learn.receive.window == share
     # the paper's settings
-    assert rollout.dataset.env == env and rollout.dataset.group_size == group
+    assert rollout.dataset.envs == [env] and rollout.dataset.group_size == group
     assert learn.groups_per_step == batch
     assert rollout.scaling_inter.turn_caps == stages
     assert rollout.scaling_inter.versions_per_stage == per_stage

@@ -217,7 +217,7 @@ def test_a_short_split_is_replayed_with_fresh_random_actions(tmp_path: Path) -> 
     """More transcripts than tasks play each task several times, each time with other random
     actions: the warm-up then cannot memorise one answer per question."""
     split = load_split(SEARCHQA_DATA / "train_1hop.json", "searchqa")[:5]
-    tasks = tasks_to_play(split, InitModelConfig(out=tmp_path, env="searchqa", transcripts=40))
+    tasks = tasks_to_play(split, 40, seed=0)
     assert len(tasks) == 40 and {t.item_id for t in tasks} == {t.item_id for t in split}
     options = {"prompt": "question", "topk": "1", "end_on_wrong": "true"}
     played = random_transcripts("searchqa", tasks, turn_cap=3, seed=0, env_options=options)

@@ -255,8 +255,6 @@ def test_missing_env_dependency(
     train_data: dict[str, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import agentgym_envs
-    from agentgym_rl.supervise import preflight
-
     from agentgym_envs.noop import NoopEnvironment
 
     monkeypatch.setattr(NoopEnvironment, "needs", {"no-such-jre": "install a JRE"})
@@ -266,7 +264,7 @@ def test_missing_env_dependency(
     assert found[:3] == [
         "env_servers.0.env: environment 'noop' needs `no-such-jre` on PATH: install a JRE",
         "env_servers.1.env: env 'agentgym_envs.not_installed:X' cannot be loaded from "
-        "agentgym_envs.not_installed:X: ModuleNotFoundError(\"No module named "
+        'agentgym_envs.not_installed:X: ModuleNotFoundError("No module named '
         "'agentgym_envs.not_installed'\"). Install its dependencies (`pip install agentgym-envs` "
         "installs those of the built-in envs; an env with heavy needs has an extra, e.g. "
         "`pip install 'agentgym-envs[sciworld]'`)",

@@ -86,10 +86,15 @@ def to_flags(model: BaseModel) -> list[str]:
         if isinstance(value, bool):
             argv.append(flag if value else "--no-" + flag[2:])
         elif isinstance(value, list):
-            argv += [a for item in value for a in (flag, str(item))]
+            argv += [a for item in value for a in (flag, _flag_value(item))]
         elif value is not None:
             argv += [flag, str(value)]
     return argv
+
+
+def _flag_value(item: Any) -> str:
+    """A list item as its flag takes it: a section (a model) as JSON."""
+    return item.model_dump_json(exclude_unset=True) if isinstance(item, BaseModel) else str(item)
 
 
 def _unwrap(annotation: Any) -> Any:

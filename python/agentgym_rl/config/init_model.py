@@ -7,13 +7,51 @@ that `train` fills in with the run's `model`, and `--force`), so the two cannot 
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from agentgym_rl.config.base import ConfigModel, Wired
 from agentgym_rl.config.rollout import EnvName
+
+
+class InitModelEnv(ConfigModel):
+    """One env of a mixed policy's warm-up: its tasks, prompt and options."""
+
+    env: EnvName
+    """Environment whose text and tasks to use (a name, or a `module:Class` reference)."""
+    split: Path | None = None
+    """Its split (a file or a declared name; default: its `train` split)."""
+    system_prompt: str | None = None
+    """Its transcripts' system prompt (use the one the rollout config gives the env)."""
+    env_options: list[str] = Field(default_factory=list)
+    """Its env options, KEY=VALUE, as its env servers get them."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def from_json(cls, data: Any) -> Any:
+        """On the command line, one `--mix` value is this section as JSON."""
+        return json.loads(data) if isinstance(data, str) else data
+
+    @field_validator("env_options")
+    @classmethod
+    def options_are_pairs(cls, value: list[str]) -> list[str]:
+        return _pairs(value)
+
+    def env_option_pairs(self) -> dict[str, str]:
+        """`env_options` as keyword arguments of the env."""
+        pairs = (item.partition("=") for item in self.env_options)
+        return {key.strip(): value.strip() for key, _, value in pairs}
+
+
+def _pairs(value: list[str]) -> list[str]:
+    for item in value:
+        key, sep, _ = item.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"{item!r} is not KEY=VALUE, e.g. observation=compact")
+    return value
 
 
 class InitModelSettings(ConfigModel):
@@ -34,6 +72,10 @@ class InitModelSettings(ConfigModel):
     env_options: list[str] = Field(default_factory=list)
     """Env options as `env serve --env-option` takes them, KEY=VALUE (e.g. observation=compact):
     use the ones the env servers of the run get."""
+    mix: list[InitModelEnv] = Field(default_factory=list)
+    """A policy for a mixed run: the envs to warm up on, each with its split, prompt and options
+    (`transcripts` are shared equally; one tokenizer is trained on all their text). When given,
+    `env`, `split`, `system_prompt` and `env_options` above are not used."""
     vocab_size: int = Field(default=600, ge=2)
     """BPE vocabulary size."""
     phrase_tokens: bool = True
@@ -70,16 +112,19 @@ class InitModelSettings(ConfigModel):
     @field_validator("env_options")
     @classmethod
     def options_are_pairs(cls, value: list[str]) -> list[str]:
-        for item in value:
-            key, sep, _ = item.partition("=")
-            if not sep or not key.strip():
-                raise ValueError(f"{item!r} is not KEY=VALUE, e.g. observation=compact")
-        return value
+        return _pairs(value)
 
-    def env_option_pairs(self) -> dict[str, str]:
-        """`env_options` as keyword arguments of the env."""
-        pairs = (item.partition("=") for item in self.env_options)
-        return {key.strip(): value.strip() for key, _, value in pairs}
+    def sources(self) -> list[InitModelEnv]:
+        """The envs to warm up on: `mix`, or the one env the fields above describe."""
+        if self.mix:
+            return list(self.mix)
+        one = InitModelEnv(
+            env=self.env,
+            split=self.split,
+            system_prompt=self.system_prompt,
+            env_options=self.env_options,
+        )
+        return [one]
 
 
 class InitModelConfig(InitModelSettings):

@@ -82,6 +82,11 @@ class AdvantageConfig(ConfigModel):
     """Discount of REINFORCE++ returns."""
     unbiased_std: bool = True
     """Sample (n - 1) standard deviation, as the reference."""
+    per_env_scale: bool = False
+    """Mixed runs: divide each env's advantages by their std over its tokens in the step, so
+    that an env with larger rewards does not dominate. Off by default: `grpo` already divides
+    every group by its own std, so each env's advantages are unit-scale; turn it on with
+    `dr_grpo`, `rloo` or `reinforce_plus_plus` when the envs' reward scales differ."""
 
 
 class LossConfig(ConfigModel):

@@ -114,6 +114,31 @@ class EngineConfig(ConfigModel):
         return self
 
 
+class ScalingInterConfig(ConfigModel):
+    """Progressive turn caps: stage = min(version // versions_per_stage, len(turn_caps) - 1)."""
+
+    turn_caps: list[int] = Field(default_factory=lambda: list(DEFAULT_TURN_CAPS), min_length=1)
+    """Turn cap of each stage, e.g. [6, 13, 20]; a fixed cap is one stage."""
+    versions_per_stage: int = Field(default=100, ge=1)
+    """Policy versions (learner steps) per stage (K)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def renamed_stages(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "stages" in data:
+            raise ValueError("`stages` is now `turn_caps` (the turn cap of each stage)")
+        return data
+
+    @field_validator("turn_caps")
+    @classmethod
+    def caps_never_shrink(cls, value: list[int]) -> list[int]:
+        if any(cap < 1 for cap in value):
+            raise ValueError("every turn cap must be at least 1")
+        if any(b < a for a, b in itertools.pairwise(value)):
+            raise ValueError(f"turn caps must not decrease: {value}")
+        return value
+
+
 class EnvSettings(ConfigModel):
     """How one environment's servers are spoken to and its actions read."""
 
@@ -133,6 +158,11 @@ class EnvSettings(ConfigModel):
     """Training reward of a failed episode: `-invalid_penalty x` its share of invalid turns
     (no action in the text, or an action the env refused) instead of the env's score. Successes
     keep their score, so success is still `reward > 0`; held-out evaluation reports raw scores."""
+    eval_split: Path | None = None
+    """This env's held-out split (a file or a declared name) when `eval` is on; with one env,
+    `eval.split` may say it instead."""
+    scaling_inter: ScalingInterConfig | None = None
+    """This env's own turn caps by policy version (None: the rollout's `scaling_inter`)."""
 
     @model_validator(mode="before")
     @classmethod
@@ -176,47 +206,55 @@ class EnvPoolConfig(ConfigModel):
     """Deadline of create and reset."""
 
 
-class DatasetConfig(ConfigModel):
-    """Where tasks come from and how often each is sampled."""
+class DatasetSource(ConfigModel):
+    """One env's tasks in the dataset."""
 
     env: EnvName
     """Environment the split belongs to."""
     split: Path
     """A JSON file of `{"item_id": "<env>_<int>", "category"?: str}` rows, or the name of a
     split the env declares (`train`; `agentgym-rl env list -v ENV` lists them)."""
+    weight: float = Field(default=1.0, gt=0.0)
+    """Share of the groups drawn from this source: weight / the sum of the weights."""
+
+
+class DatasetConfig(ConfigModel):
+    """Where tasks come from and how often each is sampled: one env's split (`env` and `split`),
+    or a mix of several (`mix`, each with a weight); the rest holds for the whole dataset."""
+
+    mix: list[DatasetSource] = Field(min_length=1)
+    """The sources; `env: E, split: S` is short for `mix: [{env: E, split: S}]`."""
     group_size: int = Field(default=8, ge=1)
-    """Episodes per task (n, the GRPO group)."""
+    """Episodes per task (n, the GRPO group); every group is one task of one env."""
     shuffle_seed: int = Field(default=0, ge=0)
-    """Seed of the per-epoch shuffle."""
+    """Seed of each source's per-epoch shuffle and of the mix's draws."""
     epochs: int | None = Field(default=None, ge=1)
-    """Stop after this many passes over the split; None: run until stopped."""
+    """Stop after this many passes over each split; None: run until stopped."""
     resume: bool = False
     """Continue from `<log_dir>/cursor.json` (written at exit) when it exists."""
 
-
-class ScalingInterConfig(ConfigModel):
-    """Progressive turn caps: stage = min(version // versions_per_stage, len(turn_caps) - 1)."""
-
-    turn_caps: list[int] = Field(default_factory=lambda: list(DEFAULT_TURN_CAPS), min_length=1)
-    """Turn cap of each stage, e.g. [6, 13, 20]; a fixed cap is one stage."""
-    versions_per_stage: int = Field(default=100, ge=1)
-    """Policy versions (learner steps) per stage (K)."""
-
     @model_validator(mode="before")
     @classmethod
-    def renamed_stages(cls, data: Any) -> Any:
-        if isinstance(data, dict) and "stages" in data:
-            raise ValueError("`stages` is now `turn_caps` (the turn cap of each stage)")
+    def one_source_or_a_mix(cls, data: Any) -> Any:
+        if isinstance(data, list):
+            return {"mix": data}
+        if isinstance(data, dict) and ("env" in data or "split" in data):
+            if "mix" in data:
+                raise ValueError("give `env` and `split` (one source) or `mix`, not both")
+            rest = {k: v for k, v in data.items() if k not in ("env", "split")}
+            return {**rest, "mix": [{"env": data.get("env"), "split": data.get("split")}]}
         return data
 
-    @field_validator("turn_caps")
-    @classmethod
-    def caps_never_shrink(cls, value: list[int]) -> list[int]:
-        if any(cap < 1 for cap in value):
-            raise ValueError("every turn cap must be at least 1")
-        if any(b < a for a, b in itertools.pairwise(value)):
-            raise ValueError(f"turn caps must not decrease: {value}")
-        return value
+    @model_validator(mode="after")
+    def each_env_once(self) -> DatasetConfig:
+        if len(set(self.envs)) != len(self.envs):
+            raise ValueError(f"mix lists an environment twice: {self.envs}")
+        return self
+
+    @property
+    def envs(self) -> list[str]:
+        """The envs of the dataset, in the mix's order."""
+        return [source.env for source in self.mix]
 
 
 class BufferSettings(ConfigModel):
@@ -267,8 +305,9 @@ class HeldOutEvalConfig(ConfigModel):
     versions, and `final_version`; after the final one the server stops (a `train` run ends so).
     Results go to `<log_dir>/eval.jsonl`, one record per evaluation."""
 
-    split: Path
-    """JSON list of `{"item_id", "category"}` held-out tasks (same env as `dataset.env`)."""
+    split: Path | None = None
+    """The held-out tasks of a one-env dataset (a file of `{"item_id", "category"}` rows or
+    a declared split name); with several envs, each env's `eval_split` in `envs`."""
     every_versions: int = Field(default=10, ge=1)
     """Evaluate at every multiple of this many policy versions."""
     at_start: bool = True
@@ -279,7 +318,7 @@ class HeldOutEvalConfig(ConfigModel):
     samples_per_task: int = Field(default=1, ge=1)
     """n of Avg@n / Pass@n."""
     turn_cap: int | None = Field(default=None, ge=1)
-    """Turn cap of evaluation episodes (None: the largest ScalingInter stage)."""
+    """Turn cap of evaluation episodes (None: each env's largest ScalingInter stage)."""
     limit: int | None = Field(default=None, ge=1)
     """Evaluate only the first this many tasks of the split."""
     concurrency: int = Field(default=64, ge=1)
@@ -386,9 +425,33 @@ class RolloutConfig(RolloutSettings):
         names = [e.env for e in self.envs]
         if len(set(names)) != len(names):
             raise ValueError(f"envs lists an environment twice: {names}")
-        if self.dataset.env not in names:
-            raise ValueError(f"dataset.env {self.dataset.env!r} has no servers in envs {names}")
+        for env in self.dataset.envs:
+            if env not in names:
+                raise ValueError(f"dataset env {env!r} has no servers in envs {names}")
+        if self.eval is not None:
+            self.eval_splits()
         return self
+
+    def eval_splits(self) -> dict[str, Path]:
+        """Each dataset env's held-out split (ValueError naming an env without one)."""
+        assert self.eval is not None
+        envs = self.dataset.envs
+        if self.eval.split is not None and len(envs) > 1:
+            raise ValueError(
+                f"eval.split names one split for the envs {envs}: give each its own eval_split "
+                "in envs instead"
+            )
+        own = {e.env: e.eval_split for e in self.envs}
+        splits = {env: own.get(env) or self.eval.split for env in envs}
+        missing = [env for env, split in splits.items() if split is None]
+        if missing:
+            raise ValueError(f"eval is on but {missing} have no held-out split (envs[].eval_split)")
+        return {env: split for env, split in splits.items() if split is not None}
+
+    def turn_caps(self, env: str) -> ScalingInterConfig:
+        """The turn caps `env`'s episodes run under: its own, else the rollout's."""
+        own = next((e.scaling_inter for e in self.envs if e.env == env), None)
+        return own or self.scaling_inter
 
     def env_servers(self, env: str) -> EnvServersConfig:
         """The server entry of `env`."""

@@ -6,6 +6,11 @@ integer is the `data_idx` passed to reset. `TaskSource` yields
 tasks in a per-epoch order that is a pure function of `(seed, epoch)`, so `Cursor(epoch, index)`
 (the position of the next task) is all a restart needs to continue exactly where it stopped.
 Each task is run `group_size` times as one GRPO group by the dispatcher.
+
+`TaskMix` draws from several sources (one env's split each) by weight: draw `k` picks its source
+by a generator seeded with `(seed, k)`, then takes that source's next task, so a `MixCursor`
+(draws made and each source's cursor) resumes a mixed run exactly too. A source that finished
+its epochs is no longer drawn; the mix is exhausted when all are.
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ from __future__ import annotations
 import json
 import random
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from agentgym_rl.env_discovery import is_split_name, shipped_path, split_rows
@@ -132,6 +137,59 @@ class TaskSource:
         task = self.tasks[self._order[self._index]]
         self._index += 1
         return task
+
+    def __iter__(self) -> Iterator[Task]:
+        while (task := self.next()) is not None:
+            yield task
+
+
+@dataclass(frozen=True, slots=True)
+class MixCursor:
+    """Position of a `TaskMix`: draws made so far and each source's cursor."""
+
+    draws: int = 0
+    sources: tuple[Cursor, ...] = field(default_factory=tuple)
+
+
+class TaskMix:
+    """Tasks of several sources, each drawn with probability proportional to its weight."""
+
+    def __init__(
+        self,
+        sources: Sequence[TaskSource],
+        weights: Sequence[float],
+        *,
+        seed: int = 0,
+        draws: int = 0,
+    ) -> None:
+        if not sources or len(sources) != len(weights) or min(weights) <= 0:
+            raise DatasetError(f"a mix needs sources with positive weights, got {list(weights)}")
+        self.sources, self.weights, self.seed, self._draws = (
+            list(sources),
+            list(weights),
+            seed,
+            draws,
+        )
+
+    @property
+    def cursor(self) -> MixCursor:
+        return MixCursor(self._draws, tuple(s.cursor for s in self.sources))
+
+    @property
+    def exhausted(self) -> bool:
+        return all(s.exhausted for s in self.sources)
+
+    def next(self) -> Task | None:
+        """The next drawn task, or None once every source is exhausted."""
+        while not self.exhausted:
+            live = [i for i, s in enumerate(self.sources) if not s.exhausted]
+            rng = random.Random(f"agentgym-rl/{self.seed}/mix/{self._draws}")
+            pick = rng.choices(live, weights=[self.weights[i] for i in live])[0]
+            self._draws += 1
+            task = self.sources[pick].next()
+            if task is not None:
+                return task
+        return None
 
     def __iter__(self) -> Iterator[Task]:
         while (task := self.next()) is not None:

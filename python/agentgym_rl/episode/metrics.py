@@ -5,8 +5,9 @@ flat dict: totals since start plus rates over the interval since the previous sn
 (generated tokens/s, env steps/s, episodes/s), the engine idle ratio (fraction of the interval's
 wall time with no `generate` call in flight), turns per episode (mean, max), the staleness
 histogram of sent groups (learner version minus the group's oldest token version), env
-failures, drift, statuses and the buffer's counters. `rollout/status.py` prints and records
-the snapshots.
+failures, drift, statuses and the buffer's counters; once episodes of more than one env ended,
+`by_env` holds each env's episodes, successes and windowed success rate and reward.
+`rollout/status.py` prints and records the snapshots.
 """
 
 from __future__ import annotations
@@ -42,8 +43,10 @@ class RolloutMetrics:
         self.statuses: Counter[str] = Counter()
         self.staleness: Counter[int] = Counter()
         self.successes = 0
-        # Episodes since the last snapshot: (reward, success), for windowed rates.
-        self._window: list[tuple[float, bool]] = []
+        self.env_episodes: Counter[str] = Counter()
+        self.env_successes: Counter[str] = Counter()
+        # Episodes since the last snapshot: (env, reward, success), for windowed rates.
+        self._window: list[tuple[str, float, bool]] = []
         self._in_flight = 0
         self._busy = 0.0
         self._busy_since = 0.0
@@ -77,7 +80,9 @@ class RolloutMetrics:
         self.drift += sample.drift
         success = is_success(env, float(sample.reward), bool(sample.env_failure))
         self.successes += success
-        self._window.append((float(sample.reward), success))
+        self.env_episodes[env] += 1
+        self.env_successes[env] += success
+        self._window.append((env, float(sample.reward), success))
 
     def record_sent(self, group: _core.Group, learner_version: int) -> None:
         self.groups_sent += 1
@@ -119,12 +124,29 @@ class RolloutMetrics:
             "statuses": dict(self.statuses),
             "staleness": {str(k): v for k, v in sorted(self.staleness.items())},
             "successes": self.successes,
-            "success_rate": sum(ok for _, ok in window) / len(window) if window else None,
-            "reward_mean": sum(r for r, _ in window) / len(window) if window else None,
+            **_rates(window),
             "window_episodes": len(window),
         }
+        if len(self.env_episodes) > 1:
+            record["by_env"] = {
+                env: {
+                    "episodes": n,
+                    "successes": self.env_successes[env],
+                    **_rates([w for w in window if w[0] == env]),
+                }
+                for env, n in sorted(self.env_episodes.items())
+            }
         if version is not None:
             record["version"] = version
         if buffer is not None:
             record["buffer"] = dict(buffer)
         return record
+
+
+def _rates(window: list[tuple[str, float, bool]]) -> dict[str, float | None]:
+    """Success rate and mean reward of the window's episodes (None when it holds none)."""
+    n = len(window)
+    return {
+        "success_rate": sum(ok for _, _, ok in window) / n if n else None,
+        "reward_mean": sum(r for _, r, _ in window) / n if n else None,
+    }

@@ -47,22 +47,33 @@ def options_for_run(run_dir: str | Path, step: int | None = None, **given: Any) 
     except ConfigError as e:
         raise EvalError(f"--run {run_dir}: not a readable train run folder ({e})") from None
     held_out = rollout.eval
-    split = given.pop("split", None) or (held_out.split if held_out else None)
+    splits = rollout.eval_splits() if held_out else {}
+    split = given.pop("split", None) or (
+        tuple(splits.values()) if len(splits) > 1 else next(iter(splits.values()), None)
+    )
     if split is None:
         raise EvalError(f"--run {run_dir}: the run had no held-out evaluation; give --split")
     engine = rollout.engine
     if held_out is not None and held_out.temperature is not None:
         engine = engine.model_copy(update={"temperature": held_out.temperature})
-    env = rollout.dataset.env
+    envs = rollout.dataset.envs
+    caps = [rollout.turn_caps(env).turn_caps[-1] for env in envs]
+    prompts = {env: rollout.env_servers(env).system_prompt for env in envs}
     options = EvalOptions(
-        split=Path(split),
+        split=tuple(map(Path, split)) if isinstance(split, tuple) else Path(split),
         model=checkpoint_model(run_dir, step),
         engine=engine,
         n=held_out.samples_per_task if held_out else 1,
-        turn_cap=(held_out.turn_cap if held_out else None) or max(rollout.scaling_inter.turn_caps),
+        turn_cap=(held_out.turn_cap if held_out else None) or max(caps),
         limit=held_out.limit if held_out else None,
-        system_prompt=rollout.env_servers(env).system_prompt,
-        env_options=tuple(_env_options(train, env)),
+        system_prompt=prompts[envs[0]]
+        if len(envs) == 1
+        else {env: prompt for env, prompt in prompts.items() if prompt is not None},
+        env_options=tuple(
+            option if len(envs) == 1 else f"{env}:{option}"
+            for env in envs
+            for option in _env_options(train, env)
+        ),
     )
     return replace(options, **given)
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import time
 import uuid
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from functools import partial
 from pathlib import Path
@@ -57,10 +58,12 @@ class EvalOptions:
     concurrency: int = 32
     success_threshold: float | None = None
     progress: bool = True
-    system_prompt: str | None = None
-    """Overrides the env's built-in system prompt (use the one the policy was trained with)."""
+    system_prompt: str | Mapping[str, str] | None = None
+    """Overrides the env's own system prompt (use the one the policy was trained with); a
+    mapping gives each env its own."""
     env_options: tuple[str, ...] = ()
-    """`KEY=VALUE` options of env servers eval starts itself (e.g. observation=compact)."""
+    """`KEY=VALUE` options of env servers eval starts itself (e.g. observation=compact);
+    `ENV:KEY=VALUE` for one env's servers only."""
 
     def check(self, engine_given: bool = False) -> None:
         """Raise `EvalError` naming the flag and the fix for inconsistent options."""
@@ -108,8 +111,13 @@ class EvalOptions:
         return tasks
 
 
-def env_specs(envs: list[str], system_prompt: str | None = None) -> dict[str, EnvSpec]:
-    return {e: EnvSpec(env_format(e), system_prompt) for e in envs}
+def env_specs(
+    envs: list[str], system_prompt: str | Mapping[str, str] | None = None
+) -> dict[str, EnvSpec]:
+    """Each env's action format (its own) and system prompt (`system_prompt`'s for it)."""
+    prompts = system_prompt if isinstance(system_prompt, Mapping) else {}
+    shared = None if isinstance(system_prompt, Mapping) else system_prompt
+    return {e: EnvSpec(env_format(e), prompts.get(e, shared)) for e in envs}
 
 
 def env_pool(addresses: dict[str, list[str]]) -> _core.EnvPool:

@@ -58,6 +58,13 @@ class _Child:
         return "\n".join(text[-lines:])
 
 
+def _option_of(option: str, env: str) -> bool:
+    """Whether `--env-option` value `option` is for `env`: `KEY=VALUE` is for every env,
+    `ENV:KEY=VALUE` for ENV's servers only (a mixed evaluation's)."""
+    key = option.partition("=")[0]
+    return ":" not in key or key.rsplit(":", 1)[0] == env
+
+
 class LocalEnvServers:
     """Env server children of this process; see the module docstring."""
 
@@ -85,7 +92,15 @@ class LocalEnvServers:
                 log_file = log_path.open("wb")
                 cmd = [sys.executable, "-m", "agentgym_rl.cli", "env", "serve", env]
                 cmd += ["--port", str(http_port), "--zmq-port", str(zmq_port)]
-                cmd += [arg for option in env_options for arg in ("--env-option", option)]
+                mine = [o for o in env_options if _option_of(o, env)]
+                cmd += [
+                    arg
+                    for option in mine
+                    for arg in (
+                        "--env-option",
+                        option.rsplit(":", 1)[-1] if ":" in option.partition("=")[0] else option,
+                    )
+                ]
                 proc = subprocess.Popen(cmd, stdout=log_file, stderr=subprocess.STDOUT)
                 servers.children.append(_Child(env, http_port, zmq_port, proc, log_path, log_file))
             servers._wait_ready(ready_timeout_s)

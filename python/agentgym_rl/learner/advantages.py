@@ -27,6 +27,11 @@ Estimators (`Estimator`):
   data-parallel group) and the statistics are summed over ranks in two reductions (sum and
   count, then squared deviations from the global mean), so dp ranks whiten exactly as one
   process holding all their samples would.
+
+Mixed runs: `scale_per_env` divides each env's advantages by their standard deviation over that
+env's generated tokens in the batch (on each data-parallel rank), so that an env whose rewards
+are larger does not dominate the gradient. `grpo` needs it least (each group is already divided
+by its own std); `dr_grpo`, `rloo` and `reinforce_plus_plus` keep the rewards' scale.
 """
 
 from __future__ import annotations
@@ -151,6 +156,24 @@ def reinforce_plus_plus(
     std = (sq_dev / dof) ** 0.5 if count > 1 else 1.0
     whitened = (returns - mean) / (std + eps)
     return torch.where(mask, whitened, torch.zeros_like(whitened)).to(torch.float32)
+
+
+def scale_per_env(
+    advantages: torch.Tensor, env_ids: torch.Tensor, loss_mask: torch.Tensor, eps: float = 1e-6
+) -> torch.Tensor:
+    """`advantages` ``[B, S]`` with each env's (rows sharing an `env_ids` value) divided by
+    their population std over its generated tokens (an env whose advantages are all equal is
+    left as it is)."""
+    out = advantages.clone()
+    mask = loss_mask > 0
+    for env in torch.unique(env_ids):
+        rows = (env_ids == env).unsqueeze(1) & mask
+        values = advantages[rows].to(torch.float64)
+        if values.numel() > 1:
+            std = float(values.std(unbiased=False))
+            if std > eps:
+                out[rows] = (values / std).to(out.dtype)
+    return out
 
 
 def compute_advantages(

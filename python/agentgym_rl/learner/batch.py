@@ -63,6 +63,7 @@ class Batch:
     lengths: torch.Tensor  # int64 [B], real tokens per row
     rewards: torch.Tensor  # float32 [B]
     group_ids: torch.Tensor  # int64 [B], the row's group's place in the step
+    env_ids: torch.Tensor  # int64 [B], the row's env's place in the step's sorted env names
     row_ids: torch.Tensor  # int64 [B], row index in the collated batch (kept through split)
     pad_multiple: int = 1  # S (and every micro-batch's S) is a multiple of this
     advantages: torch.Tensor | None = None  # float32 [B, S], attached by the learner
@@ -104,6 +105,7 @@ class Batch:
             lengths=self.lengths[idx],
             rewards=self.rewards[idx],
             group_ids=self.group_ids[idx],
+            env_ids=self.env_ids[idx],
             row_ids=self.row_ids[idx],
             advantages=adv,
         )
@@ -151,6 +153,7 @@ def _usable(groups: Sequence[WireGroup]) -> tuple[list[tuple[int, WireSample]], 
 def collate(groups: Sequence[WireGroup], *, pad_token_id: int = 0, pad_multiple: int = 1) -> Batch:
     """One padded, label-shifted `Batch` of every usable sample (see the module docstring)."""
     kept, excluded = _usable(groups)
+    envs = sorted({g.env for g in groups})
     b = len(kept)
     lengths = [len(s.tokens) for _, s in kept]
     width = _round_up(max([*lengths, 1]), pad_multiple)
@@ -183,6 +186,7 @@ def collate(groups: Sequence[WireGroup], *, pad_token_id: int = 0, pad_multiple:
         lengths=lengths_t,
         rewards=torch.tensor([s.reward for _, s in kept], dtype=torch.float32),
         group_ids=torch.tensor([gid for gid, _ in kept], dtype=torch.int64),
+        env_ids=torch.tensor([envs.index(groups[gid].env) for gid, _ in kept], dtype=torch.int64),
         row_ids=torch.arange(b, dtype=torch.int64),
         pad_multiple=pad_multiple,
         excluded=excluded,

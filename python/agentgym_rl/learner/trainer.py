@@ -55,7 +55,7 @@ from transformers import AutoConfig
 
 from agentgym_rl.config.learn import LearnConfig
 from agentgym_rl.learner import model as lm
-from agentgym_rl.learner.advantages import compute_advantages
+from agentgym_rl.learner.advantages import compute_advantages, scale_per_env
 from agentgym_rl.learner.batch import Batch, collate
 from agentgym_rl.learner.convert import ConvertSpec, export_hf_weights, load_hf_weights
 from agentgym_rl.learner.intake import GroupIntake
@@ -197,6 +197,8 @@ class Trainer:
             unbiased_std=adv.unbiased_std,
             dp_sum=self._dp_reduce if self.layout.dp_size > 1 else None,
         )
+        if adv.per_env_scale:
+            advantages = scale_per_env(advantages, batch.env_ids, batch.loss_mask, adv.eps)
         return replace(batch, advantages=advantages)
 
     def _step_counts(self, batch: Batch) -> StepCounts:

@@ -22,11 +22,11 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from agentgym_rl.config.init_model import InitModelConfig
+from agentgym_rl.config.init_model import InitModelConfig, InitModelEnv
 from agentgym_rl.env_discovery import is_split_name, load_env, portable_path, shipped_path
 from agentgym_rl.episode.dataset import Task, load_split
 from agentgym_rl.model.factory import create_tiny_model
-from agentgym_rl.model.transcripts import corpus_text, random_transcripts
+from agentgym_rl.model.transcripts import Transcript, corpus_text, random_transcripts
 from agentgym_rl.model.warmup import format_warmup
 
 INFO_FILE = "init_model.json"
@@ -36,18 +36,39 @@ DEFAULT_SPLIT = "train"
 """The split transcripts are played on when none is given: the one the env declares so."""
 
 
-def split_of(options: InitModelConfig) -> Path:
-    """The split `options` plays: a file (resolved from any directory) or a declared name."""
-    return shipped_path(options.split) if options.split is not None else Path(DEFAULT_SPLIT)
+def split_of(source: InitModelEnv) -> Path:
+    """The split `source` plays: a file (resolved from any directory) or a declared name."""
+    return shipped_path(source.split) if source.split is not None else Path(DEFAULT_SPLIT)
 
 
-def tasks_to_play(split: list[Task], options: InitModelConfig) -> list[Task]:
-    """`options.transcripts` tasks of the shuffled split; a shorter split is replayed (the
-    random actions differ each time), so that the warm-up sees many answers per task rather than
-    memorising one."""
+def tasks_to_play(split: list[Task], count: int, seed: int) -> list[Task]:
+    """`count` tasks of the shuffled split; a shorter split is replayed (the random actions
+    differ each time), so that the warm-up sees many answers per task rather than memorising
+    one."""
     order = list(split)
-    random.Random(options.seed).shuffle(order)
-    return [order[i % len(order)] for i in range(options.transcripts)] if order else []
+    random.Random(seed).shuffle(order)
+    return [order[i % len(order)] for i in range(count)] if order else []
+
+
+def _play(
+    source: InitModelEnv, count: int, options: InitModelConfig
+) -> tuple[list[Transcript], list[str]]:
+    """`count` random-action transcripts of `source`'s env and the env's reference text."""
+    tasks = tasks_to_play(load_split(split_of(source), source.env), count, options.seed)
+    environment = load_env(source.env, **source.env_option_pairs())
+    try:
+        played = random_transcripts(
+            source.env,
+            tasks,
+            turn_cap=options.turn_cap,
+            seed=options.seed,
+            system_prompt=source.system_prompt,
+            thought_line=options.thought_line,
+            environment=environment,
+        )
+        return played, list(environment.reference_text())
+    finally:
+        environment.close()
 
 
 def init_policy(
@@ -63,22 +84,16 @@ def init_policy(
             raise FileExistsError(f"{out} exists and is not empty (pass --force to replace it)")
         shutil.rmtree(out)
     t0 = time.perf_counter()
-    tasks = tasks_to_play(load_split(split_of(options), options.env), options)
-    say(f"playing {len(tasks)} {options.env} tasks with random valid actions")
-    environment = load_env(options.env, **options.env_option_pairs())
-    try:
-        played = random_transcripts(
-            options.env,
-            tasks,
-            turn_cap=options.turn_cap,
-            seed=options.seed,
-            system_prompt=options.system_prompt,
-            thought_line=options.thought_line,
-            environment=environment,
-        )
-        reference = list(environment.reference_text())
-    finally:
-        environment.close()
+    sources = options.sources()
+    played, reference, chance = [], [], {}
+    for i, source in enumerate(sources):
+        # the transcripts shared equally, the first envs taking the remainder
+        count = options.transcripts // len(sources) + (i < options.transcripts % len(sources))
+        say(f"playing {count} {source.env} tasks with random valid actions")
+        more, text = _play(source, count, options)
+        played += more
+        reference += text
+        chance[source.env] = sum(t.success for t in more) / max(len(more), 1)
     random_success = sum(t.success for t in played) / len(played)
     say(f"random-action success {random_success:.3f}; training the tokenizer and the model")
     create_tiny_model(
@@ -107,7 +122,9 @@ def init_policy(
     )
     record: dict[str, object] = {
         "options": options.model_dump(mode="json"),
-        "split": _portable(split_of(options)),  # the record is moved with runs
+        "split": _portable(split_of(sources[0])),  # the record is moved with runs
+        "splits": {source.env: _portable(split_of(source)) for source in sources},
+        "random_action_success_by_env": chance,
         "random_action_success": random_success,
         "warmup_loss_first": losses[0] if losses else None,
         "warmup_loss_last": losses[-1] if losses else None,

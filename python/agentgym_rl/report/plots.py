@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -41,8 +42,20 @@ def _by_step(
     return [(float(s), sum(vs) / len(vs)) for s, vs in sorted(acc.items())]
 
 
-def _field(key: str) -> Callable[[dict[str, Any], dict[str, Any] | None], float | None]:
-    return lambda r, _prev: number(r, key)
+def _field(
+    key: str, env: str | None = None
+) -> Callable[[dict[str, Any], dict[str, Any] | None], float | None]:
+    """A record's `key`, or `env`'s in its `by_env` (a mixed run's)."""
+    if env is None:
+        return lambda r, _prev: number(r, key)
+    return lambda r, _prev: number(r.get("by_env", {}).get(env) or {}, key)
+
+
+def _rollout_envs(run: RunRecords) -> list[str]:
+    """The envs a mixed run's rollout records break their figures down by."""
+    return sorted(
+        {e for records in run.rollout.values() for r in records for e in r.get("by_env") or {}}
+    )
 
 
 def _interval_turns(r: dict[str, Any], prev: dict[str, Any] | None) -> float | None:
@@ -126,7 +139,11 @@ def _save(fig: Figure, path: Path, drawn: int) -> Path | None:
 def plot_success_reward(runs: list[RunRecords], out: Path) -> Path | None:
     fig = Figure(figsize=(10, 4))
     a, b = fig.subplots(1, 2)
-    drawn = _lines(a, runs, lambda r: _by_step(r, _field("success_rate")), smooth=True)
+    envs: list[str | None] = [*_rollout_envs(runs[0])] if len(runs) == 1 else []
+    drawn = 0
+    for env in envs or [None]:
+        series = partial(_by_step, value=_field("success_rate", env))
+        drawn += _lines(a, runs, series, smooth=True, label=env or "")
     a.set(xlabel="learner step", ylabel="success rate (training episodes)", ylim=(-0.02, 1.02))
     drawn += _lines(b, runs, lambda r: _learn(r, "reward_mean"), label="learner batch", smooth=True)
     drawn += _lines(
@@ -141,10 +158,19 @@ def plot_success_reward(runs: list[RunRecords], out: Path) -> Path | None:
     return _save(fig, out / "success_reward.png", drawn)
 
 
+def _eval_series(run: RunRecords, env: str | None = None) -> Series:
+    return [(float(v), s) for v, s in run.eval_by_version(env)]
+
+
 def plot_eval(runs: list[RunRecords], out: Path) -> Path | None:
+    """Held-out success by version: one line per run, or per env of a mixed run."""
     fig = Figure(figsize=(6, 4))
     ax = fig.subplots()
-    drawn = _lines(ax, runs, lambda r: [(float(v), s) for v, s in r.eval_by_version()])
+    envs = runs[0].eval_envs() if len(runs) == 1 else []
+    if envs:
+        drawn = sum(_lines(ax, runs, partial(_eval_series, env=env), label=env) for env in envs)
+    else:
+        drawn = _lines(ax, runs, _eval_series)
     ax.set(xlabel="policy version", ylabel="held-out success", ylim=(-0.02, 1.02))
     return _save(fig, out / "eval_success.png", drawn)
 

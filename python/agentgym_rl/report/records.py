@@ -89,11 +89,21 @@ class RunRecords:
         i = bisect.bisect_right(self._times, t)
         return self._steps[i - 1] if i else 0
 
-    def eval_by_version(self) -> list[tuple[int, float]]:
-        """Held-out success per policy version, episode-weighted over rollout servers."""
+    def eval_envs(self) -> list[str]:
+        """The envs the held-out evaluations cover, when they cover more than one."""
+        envs = {e for r in self.eval if isinstance(r.get("by_env"), dict) for e in r["by_env"]}
+        return sorted(envs) if len(envs) > 1 else []
+
+    def eval_by_version(self, env: str | None = None) -> list[tuple[int, float]]:
+        """Held-out success per policy version (of `env` alone, or over all envs),
+        episode-weighted over rollout servers."""
         sums: dict[int, tuple[float, float]] = {}
-        for r in self.eval:
-            version, success = number(r, "version"), number(r, "success")
+        for record in self.eval:
+            by_env = record.get("by_env")
+            r = by_env.get(env) if env is not None and isinstance(by_env, dict) else record
+            if not isinstance(r, dict):
+                continue
+            version, success = number(record, "version"), number(r, "success")
             if version is None or success is None:
                 continue
             weight = number(r, "episodes") or 1.0

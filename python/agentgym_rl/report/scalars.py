@@ -77,19 +77,24 @@ def rollout_scalars(record: dict[str, Any], server: str) -> Iterator[tuple[str, 
 
 
 def eval_scalars(record: dict[str, Any], env: str) -> Iterator[tuple[str, float]]:
-    """Held-out success of `env` overall (`eval/<env>/success`, also `eval/success` and
-    `eval/pass`) and per category (`eval/<env>/<category>/success`) from an `eval.jsonl`
-    record."""
+    """Held-out success overall (`eval/success`, `eval/pass`) and of each env
+    (`eval/<env>/success`) and its categories (`eval/<env>/<category>/success`) from an
+    `eval.jsonl` record; a record without `by_env` is of `env` alone."""
     for key, tag in (("success", "eval/success"), ("pass", "eval/pass")):
         value = number(record, key)
         if value is not None:
             yield tag, value
-            if key == "success":
-                yield f"eval/{env}/success", value
-    categories = record.get("by_category")
-    for category, value in (categories if isinstance(categories, dict) else {}).items():
-        if isinstance(value, int | float):
-            yield f"eval/{env}/{category}/success", float(value)
+    by_env = record.get("by_env")
+    for name, figures in (by_env if isinstance(by_env, dict) else {env: record}).items():
+        if not isinstance(figures, dict):
+            continue
+        value = number(figures, "success")
+        if value is not None:
+            yield f"eval/{name}/success", value
+        categories = figures.get("by_category")
+        for category, value in (categories if isinstance(categories, dict) else {}).items():
+            if isinstance(value, int | float):
+                yield f"eval/{name}/{category}/success", float(value)
 
 
 __all__ = [

@@ -5,8 +5,8 @@ Contract: `summarize(run)` returns the figures of one run: learner steps, wall t
 held-out success (the highest), their difference in points, the last training success rate,
 episodes and generated tokens over all rollout servers, rollout generated tokens/s (over wall
 time), the learner's mean tokens/s and the group accounting of the ledgers (`report/groups.py`:
-where every group went, processes killed, groups trained twice). A figure the run has no data
-for is None.
+where every group went, processes killed, groups trained twice); in a mixed run also each env's
+base and final held-out success (`eval_by_env`). A figure the run has no data for is None.
 `write_summary(run, plots)` writes both files into the run directory and returns their paths.
 """
 
@@ -51,7 +51,14 @@ def summarize(run: RunRecords) -> dict[str, Any]:
             sum(learner_rates) / len(learner_rates) if learner_rates else None
         ),
         "groups": acc.as_dict() if acc.made else None,
+        "eval_by_env": {env: _base_final(run.eval_by_version(env)) for env in run.eval_envs()},
     }
+
+
+def _base_final(evals: list[tuple[int, float]]) -> dict[str, Any]:
+    """An env's first and last held-out success and the gain in points."""
+    (v0, s0), (v1, s1) = evals[0], evals[-1]
+    return {"base": [v0, s0], "final": [v1, s1], "gain_points": 100 * (s1 - s0)}
 
 
 def _fmt(value: Any, spec: str = ".3f") -> str:
@@ -73,6 +80,14 @@ def _markdown(s: dict[str, Any], plots: list[Path], run_dir: Path) -> str:
         ("learner tokens/s", _fmt(s["learner_tokens_per_s"], ".1f")),
         ("groups", "n/a" if s["groups"] is None else s["groups"]["line"]),
     ]
+    for env, e in (s.get("eval_by_env") or {}).items():
+        rows.insert(
+            6,
+            (
+                f"held-out success of {env}, v{e['base'][0]} -> v{e['final'][0]}",
+                f"{e['base'][1]:.3f} -> {e['final'][1]:.3f} ({e['gain_points']:+.1f})",
+            ),
+        )
     lines = [f"# Run summary: {run_dir.resolve().name}", "", "| | |", "|---|---|"]
     lines += [f"| {k} | {v} |" for k, v in rows]
     if plots:

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 from agentgym_rl import _core
 from agentgym_rl.episode.agent import AgentLoop
-from agentgym_rl.episode.dataset import Task, TaskSource
+from agentgym_rl.episode.dataset import Task, TaskMix, TaskSource
 from agentgym_rl.episode.log import EpisodeLog
 from agentgym_rl.episode.metrics import RolloutMetrics
 from agentgym_rl.episode.types import EpisodePlan
@@ -60,7 +60,7 @@ class Dispatcher:
         self,
         agent: AgentLoop,
         buffer: _core.TrajectoryBuffer,
-        source: TaskSource,
+        source: TaskSource | TaskMix,
         schedule: TurnSchedule,
         stream: LearnerStream,
         *,
@@ -125,7 +125,7 @@ class Dispatcher:
             self._next_task = None
             self.admitted += 1
             started += 1
-            budget = self.schedule.budget(ticket.dispatch_version)
+            budget = self.schedule.budget(ticket.dispatch_version, task.env)
             self.groups[ticket.group_id] = [
                 asyncio.create_task(
                     self._episode(

@@ -1,14 +1,15 @@
 """Held-out evaluation inside a rollout server: the policy as it trains, on tasks it never sees.
 
-Contract: `HeldOutEval.run()` watches the engine's policy version and evaluates the split of
-`HeldOutEvalConfig` at the version the server starts at (`at_start`: 0, or a resumed run's),
+Contract: `HeldOutEval.run()` watches the engine's policy version and evaluates each env's
+held-out split (one per env of a mixed run), each at its own turn cap, at the version the server starts at (`at_start`: 0, or a resumed run's),
 each multiple of `every_versions` and `final_version` (a version skipped by a fast learner is evaluated once, at the version
 seen). Evaluation episodes go through their own `AgentLoop` (same engine, env pool, chat
 template and action parser as training, separate metrics) and are never sent to a learner.
 Each evaluation appends one record to `<log_dir>/eval.jsonl`:
 `{"version", "success" (Avg@n), "pass" (Pass@n), "reward_mean", "episodes", "by_category":
-{category: Avg@n}, "versions": [lowest, highest version that generated a token], "wall_s",
-"time"}`. An evaluation holds its `hold` lock. With `hold_weights` that is the lock the weight
+{category: Avg@n}, "by_env": {env: {"success", "pass", "reward_mean", "episodes", "turn_cap",
+"by_category"}}, "versions": [lowest, highest version that generated a token], "wall_s",
+"time"}` (the top-level figures are over all episodes; with one env they are that env's). An evaluation holds its `hold` lock. With `hold_weights` that is the lock the weight
 receiver takes before applying an update, so a record is one version's; without, the lock is a
 private one, and weights may change mid-evaluation and `versions` says how far they moved. At `final_version`,
 `on_final` runs first (the service stops dispatching training episodes: the learner is done),
@@ -29,7 +30,7 @@ from agentgym_rl.config.rollout import HeldOutEvalConfig
 from agentgym_rl.episode.agent import AgentLoop
 from agentgym_rl.episode.dataset import Task, load_split
 from agentgym_rl.episode.outcome import is_success
-from agentgym_rl.episode.scoring import ALL, EvalRecord, summarize
+from agentgym_rl.episode.scoring import ALL, EvalRecord, EvalReport, summarize
 from agentgym_rl.episode.types import EpisodePlan, TurnBudget
 
 log = logging.getLogger(__name__)
@@ -44,8 +45,8 @@ class HeldOutEval:
         config: HeldOutEvalConfig,
         agent: AgentLoop,
         *,
-        env: str,
-        turn_cap: int,
+        splits: dict[str, Path],
+        turn_caps: dict[str, int],
         log_dir: Path,
         on_final: Callable[[], None] | None = None,
         poll_s: float = 0.5,
@@ -53,9 +54,11 @@ class HeldOutEval:
     ) -> None:
         self.config = config
         self.agent = agent
-        tasks = load_split(config.split, env)
-        self.tasks: list[Task] = tasks[: config.limit] if config.limit else tasks
-        self.turn_cap = config.turn_cap or turn_cap
+        self.tasks: list[Task] = []
+        for env, split in splits.items():
+            tasks = load_split(split, env)
+            self.tasks += tasks[: config.limit] if config.limit else tasks
+        self.turn_caps = turn_caps
         self.path = Path(log_dir) / EVAL_FILE
         self.on_final = on_final
         self.poll_s = poll_s
@@ -112,7 +115,7 @@ class HeldOutEval:
             plan = EpisodePlan(
                 task,
                 start_version,
-                TurnBudget(0, self.turn_cap),
+                TurnBudget(0, self.turn_caps[task.env]),
                 f"eval-v{start_version}-{task.item_id}-s{k}",
             )
             async with gate:
@@ -128,18 +131,15 @@ class HeldOutEval:
         n = self.config.samples_per_task
         records = await asyncio.gather(*(one(t, k) for t in self.tasks for k in range(n)))
         report = summarize(records)
-        by_category = {r.category: r.avg for r in report.rows if r.category != ALL}
-        overall = next(r for r in report.rows if r.category == ALL)
+        envs = list(self.turn_caps)
+        by_env = {env: self._figures(report, env) for env in envs}
+        overall = by_env[envs[0]] if len(envs) == 1 else self._figures(report, ALL)
         record = {
             "version": start_version,
-            "success": overall.avg,
-            "pass": overall.pass_,
-            "reward_mean": overall.mean_reward,
-            "episodes": len(records),
+            **overall,
             "samples_per_task": n,
-            "turn_cap": self.turn_cap,
             "temperature": self.config.temperature,
-            "by_category": by_category,
+            "by_env": by_env,
             "versions": [low, high],
             "wall_s": time.perf_counter() - t0,
             "time": time.time(),
@@ -156,6 +156,19 @@ class HeldOutEval:
             record["wall_s"],
         )
         return record
+
+    def _figures(self, report: EvalReport, env: str) -> dict[str, Any]:
+        """An env's (or all envs') figures of one evaluation."""
+        rows = [r for r in report.rows if r.env == env]
+        overall = next(r for r in rows if r.category == ALL)
+        return {
+            "success": overall.avg,
+            "pass": overall.pass_,
+            "reward_mean": overall.mean_reward,
+            "episodes": overall.samples,
+            "turn_cap": self.turn_caps.get(env, max(self.turn_caps.values())),
+            "by_category": {r.category: r.avg for r in rows if r.category != ALL},
+        }
 
 
 __all__ = ["EVAL_FILE", "HeldOutEval"]

@@ -35,7 +35,7 @@ from agentgym_rl import _core
 from agentgym_rl.auth import read_secret
 from agentgym_rl.config import RolloutConfig
 from agentgym_rl.episode.agent import AgentLoop
-from agentgym_rl.episode.dataset import Cursor, TaskSource, load_split
+from agentgym_rl.episode.dataset import Cursor, MixCursor, TaskMix, TaskSource, load_split
 from agentgym_rl.episode.log import EpisodeLog
 from agentgym_rl.episode.metrics import RolloutMetrics
 from agentgym_rl.episode.types import Engine, EnvSpec
@@ -68,7 +68,7 @@ async def run_service(
     """
     chat = chat or ChatTokenizer.from_dir(config.tokenizer or config.model)
     source = task_source(config)
-    schedule = TurnSchedule.from_config(config.scaling_inter)
+    schedule = TurnSchedule.for_rollout(config)
     metrics = RolloutMetrics()
     status = StatusSink(config.log_dir, quiet=quiet)
     secret = read_secret(config.auth.secret_file)
@@ -113,21 +113,36 @@ async def run_service(
     return summary
 
 
-def task_source(config: RolloutConfig) -> TaskSource:
-    """The dataset, resumed from `<log_dir>/cursor.json` when `dataset.resume` and it exists."""
+def task_source(config: RolloutConfig) -> TaskSource | TaskMix:
+    """The dataset (one source, or a mix of several), resumed from `<log_dir>/cursor.json`
+    when `dataset.resume` and it exists."""
     ds = config.dataset
-    cursor = Cursor()
     path = config.log_dir / CURSOR_FILE
-    if ds.resume and path.exists():
-        saved = json.loads(path.read_text())
-        cursor = Cursor(int(saved["epoch"]), int(saved["index"]))
-    tasks = load_split(ds.split, ds.env)
-    return TaskSource(tasks, seed=ds.shuffle_seed, cursor=cursor, epochs=ds.epochs)
+    saved = json.loads(path.read_text()) if ds.resume and path.exists() else {}
+    cursors = [Cursor(int(c["epoch"]), int(c["index"])) for c in saved.get("sources", [saved])]
+    sources = [
+        TaskSource(
+            load_split(source.split, source.env),
+            seed=ds.shuffle_seed,
+            cursor=cursors[i] if i < len(cursors) and saved else Cursor(),
+            epochs=ds.epochs,
+        )
+        for i, source in enumerate(ds.mix)
+    ]
+    if len(sources) == 1:
+        return sources[0]
+    weights = [source.weight for source in ds.mix]
+    return TaskMix(sources, weights, seed=ds.shuffle_seed, draws=int(saved.get("draws", 0)))
 
 
-def save_cursor(log_dir: Path, cursor: Cursor) -> None:
+def save_cursor(log_dir: Path, cursor: Cursor | MixCursor) -> None:
     log_dir.mkdir(parents=True, exist_ok=True)
-    (log_dir / CURSOR_FILE).write_text(json.dumps({"epoch": cursor.epoch, "index": cursor.index}))
+    if isinstance(cursor, MixCursor):
+        sources = [{"epoch": c.epoch, "index": c.index} for c in cursor.sources]
+        record: dict[str, object] = {"draws": cursor.draws, "sources": sources}
+    else:
+        record = {"epoch": cursor.epoch, "index": cursor.index}
+    (log_dir / CURSOR_FILE).write_text(json.dumps(record))
 
 
 def learner_stream(config: RolloutConfig, secret: bytes | None = None) -> LearnerStream:
@@ -228,7 +243,7 @@ def episode_log(config: RolloutConfig) -> EpisodeLog | None:
 def dispatcher(
     config: RolloutConfig,
     agent: AgentLoop,
-    source: TaskSource,
+    source: TaskSource | TaskMix,
     schedule: TurnSchedule,
     stream: LearnerStream,
     status: StatusSink,
@@ -257,7 +272,7 @@ def sync_loop(
     engine: Engine,
     chat: ChatTokenizer,
     stream: LearnerStream,
-    source: TaskSource,
+    source: TaskSource | TaskMix,
     schedule: TurnSchedule,
     metrics: RolloutMetrics,
     status: StatusSink,
@@ -301,11 +316,13 @@ def held_out_eval(
     """With `config.eval`: the evaluation, whose final one stops `runner` first."""
     if config.eval is None:
         return None
+    splits = config.eval_splits()
+    caps = {env: config.eval.turn_cap or schedule.for_env(env).max_turn_cap for env in splits}
     return HeldOutEval(
         config.eval,
         agent_loop(config, engine, pool, chat, RolloutMetrics(), held_out=True),
-        env=config.dataset.env,
-        turn_cap=schedule.max_turn_cap,
+        splits=splits,
+        turn_caps=caps,
         log_dir=config.log_dir,
         on_final=runner.stop,
         hold=weights_hold if config.eval.hold_weights else asyncio.Lock(),

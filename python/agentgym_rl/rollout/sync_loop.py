@@ -31,7 +31,7 @@ from typing import Any
 from agentgym_rl import _core
 from agentgym_rl.config.rollout import HttpDialect, http_dialect
 from agentgym_rl.episode.agent import failed_start
-from agentgym_rl.episode.dataset import Task, TaskSource
+from agentgym_rl.episode.dataset import Task, TaskMix, TaskSource
 from agentgym_rl.episode.log import EpisodeLog
 from agentgym_rl.episode.metrics import RolloutMetrics
 from agentgym_rl.episode.turn import EnvStepError, EpisodeState, StepEnv, play_turn
@@ -142,7 +142,7 @@ class SyncLoop:
         engine: Engine,
         chat: ChatTokenizer,
         stream: LearnerStream,
-        source: TaskSource,
+        source: TaskSource | TaskMix,
         schedule: TurnSchedule,
         buffer: _core.TrajectoryBuffer,
         *,
@@ -261,7 +261,6 @@ class SyncLoop:
 
     def _admit(self, groups: int, version: int) -> list[Rollout]:
         """Up to `groups` groups admitted by the buffer, as their episodes' rollouts."""
-        budget = self.schedule.budget(version)
         rollouts: list[Rollout] = []
         for _ in range(groups):
             task = self._next_task or self.source.next()
@@ -273,6 +272,7 @@ class SyncLoop:
                 break
             self._next_task = None
             bases = self.addresses[task.env]
+            budget = self.schedule.budget(version, task.env)
             for i in range(self.group_size):
                 plan = EpisodePlan(task, version, budget, f"sync-g{ticket.group_id}-e{i}")
                 rollouts.append(Rollout(plan, ticket.group_id, bases[len(rollouts) % len(bases)]))

@@ -34,7 +34,7 @@ from pydantic import BaseModel, ValidationError
 
 from agentgym_rl.config.flags import to_flags
 from agentgym_rl.config.learn import LearnConfig
-from agentgym_rl.config.rollout import DatasetConfig, RolloutConfig
+from agentgym_rl.config.rollout import DatasetConfig, DatasetSource, RolloutConfig
 from agentgym_rl.config.startup import missing_model
 from agentgym_rl.config.train import TrainConfig
 from agentgym_rl.supervise.ports import PortBook
@@ -212,7 +212,8 @@ def _rollout_data(
     rollout["envs"] = [
         {**listed.get(env, {"env": env}), "addresses": addrs} for env, addrs in addresses.items()
     ]
-    default = DatasetConfig(env=train.env_servers[0].name, split=Path("train"))  # as declared
+    # the first env's split declared as `train`
+    default = DatasetConfig(mix=[DatasetSource(env=train.env_servers[0].name, split=Path("train"))])
     dataset = rollout["dataset"] = (section.dataset or default).model_dump()
     dataset["shuffle_seed"] += index
     dataset["resume"] = dataset["resume"] or resume

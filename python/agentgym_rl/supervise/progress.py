@@ -97,12 +97,24 @@ class RunState:
         if staleness is not None:
             parts.append(f"staleness {staleness:.2f}")
         if self.eval is not None and isinstance(self.eval.get("success"), int | float):
-            parts.append(f"eval@v{self.eval.get('version')} {self.eval['success']:.2f}")
+            parts.append(f"eval@v{self.eval.get('version')} {_eval_figures(self.eval)}")
         if self.waiting:
             parts.append(self.waiting)
         if self.note:
             parts.append(self.note)
         return "  ".join(parts)
+
+
+def _eval_figures(record: dict[str, Any]) -> str:
+    """`0.71`, or each env's success in a mixed run: `babyai 0.71 maze 0.40`."""
+    by_env = record.get("by_env")
+    if not isinstance(by_env, dict) or len(by_env) < 2:
+        return f"{record['success']:.2f}"
+    return " ".join(
+        f"{env} {figures['success']:.2f}"
+        for env, figures in by_env.items()
+        if isinstance(figures, dict) and isinstance(figures.get("success"), int | float)
+    )
 
 
 class RunWatcher:

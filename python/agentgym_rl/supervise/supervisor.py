@@ -97,7 +97,7 @@ class Supervisor:
         self.learn = Child(plan.learn, self.log_dir, {**signed, "OMP_NUM_THREADS": threads})
         self.rollouts = [Child(s, self.log_dir, signed) for s in plan.rollouts]
         self.view = view or ProgressView(plan.learn_config.max_steps)
-        eval_env = plan.rollout_configs[0].dataset.env
+        eval_env = plan.rollout_configs[0].dataset.envs[0]
         sinks = metric_sinks(train)
         self.watcher = RunWatcher(train.run_dir, plan.learn_config.max_steps, sinks, eval_env)
         self.poll_s = 0.5
