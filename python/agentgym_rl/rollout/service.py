@@ -119,12 +119,14 @@ def task_source(config: RolloutConfig) -> TaskSource | TaskMix:
     ds = config.dataset
     path = config.log_dir / CURSOR_FILE
     saved = json.loads(path.read_text()) if ds.resume and path.exists() else {}
-    cursors = [Cursor(int(c["epoch"]), int(c["index"])) for c in saved.get("sources", [saved])]
+    # a one-source cursor is {"epoch", "index"}; a mix's {"draws", "sources": [those]}
+    found = saved.get("sources", [saved]) if saved else []
+    cursors = [Cursor(int(c["epoch"]), int(c["index"])) for c in found]
     sources = [
         TaskSource(
             load_split(source.split, source.env),
             seed=ds.shuffle_seed,
-            cursor=cursors[i] if i < len(cursors) and saved else Cursor(),
+            cursor=cursors[i] if i < len(cursors) else Cursor(),
             epochs=ds.epochs,
         )
         for i, source in enumerate(ds.mix)
