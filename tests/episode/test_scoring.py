@@ -59,9 +59,15 @@ def test_rows_per_category_env_and_overall_from_tuples(tmp_path: Path) -> None:
 
     md_path, json_path = report.write(tmp_path / "out")
     md = md_path.read_text().splitlines()
-    assert md[0] == "| env | category | tasks | Avg@2 | Pass@2 | mean reward |"
-    assert md[2] == "| babyai | GoTo | 2 | 25.0 | 50.0 | 0.250 |"
-    assert len(md) == 2 + len(report.rows)
+    # one table per env, each under its name, then the overall line
+    assert md[:4] == [
+        "### babyai",
+        "",
+        "| env | category | tasks | Avg@2 | Pass@2 | mean reward |",
+        "|---|---|---:|---:|---:|---:|",
+    ]
+    assert md[4] == "| babyai | GoTo | 2 | 25.0 | 50.0 | 0.250 |"
+    assert md.index("### textcraft") == 8 and md[-1].startswith("**all envs**: 4 tasks, Avg@2")
     data = json.loads(json_path.read_text())
     assert data["meta"] == {"policy": "test"}
     assert data["rows"][0]["pass"] == 0.5 and len(data["episodes"]) == 8

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from agentgym_rl.evaluation.job import EvalOptions
@@ -47,9 +47,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--split",
-        type=Path,
-        help="JSON list of {item_id, category}, e.g. envs/agentgym_envs/babyai/data/test.json "
-        "(required but with --run)",
+        action="append",
+        help="a JSON file of {item_id, category} rows, e.g. "
+        "envs/agentgym_envs/babyai/data/test.json, or ENV=NAME for a split ENV declares "
+        "(maze=test); repeatable: several envs, one table each (required but with --run)",
     )
     parser.add_argument(
         "--env-address",
@@ -109,10 +110,10 @@ def eval_options(args: argparse.Namespace) -> EvalOptions:
     from agentgym_rl.evaluation.job import EvalOptions
     from agentgym_rl.evaluation.runner import EvalError
 
-    given = {
+    given: dict[str, Any] = {
         key: value
         for key, value in (
-            ("split", args.split),
+            ("split", _splits(args.split)),
             ("n", args.n),
             ("turn_cap", args.turn_cap),
             ("limit", args.limit),
@@ -147,6 +148,12 @@ def eval_options(args: argparse.Namespace) -> EvalOptions:
         **given,
         **common,
     )
+
+
+def _splits(given: list[str] | None) -> Path | tuple[Path, ...] | None:
+    if not given:
+        return None
+    return Path(given[0]) if len(given) == 1 else tuple(map(Path, given))
 
 
 def run(args: argparse.Namespace) -> int:

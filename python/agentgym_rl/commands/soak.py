@@ -16,7 +16,16 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from agentgym_rl.supervise.soak_figures import SoakResult
 
-DEFAULT_ENVS = ("babyai", "textcraft", "searchqa", "sciworld", "webarena", "miniwob")
+DEFAULT_ENVS = (
+    "babyai",
+    "textcraft",
+    "searchqa",
+    "sciworld",
+    "webarena",
+    "miniwob",
+    "wordle",
+    "maze",
+)
 
 NAME = "soak"
 HELP = "run many episodes per env and check that memory, descriptors and tasks stay flat"
@@ -61,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
     from rich.progress import Progress, TaskID
 
     from agentgym_rl.supervise.preflight import env_problems
-    from agentgym_rl.supervise.soak import ENVS, SoakOptions, soak_env
+    from agentgym_rl.supervise.soak import SoakOptions, soak_env
     from agentgym_rl.supervise.soak_figures import flat, table, write_result
 
     if args.episodes < args.every or args.every < 1:
@@ -76,8 +85,7 @@ def run(args: argparse.Namespace) -> int:
         why = "; ".join(p for problems in missing.values() for p in problems)
         print(f"soak: no env can run here: {why}", file=sys.stderr)
         return 2
-    unknown = [e for e in wanted if e not in ENVS]
-    problems = env_problems(wanted) if not unknown else [f"unknown env {e!r}" for e in unknown]
+    problems = env_problems(wanted)
     if problems:
         print("soak: " + "; ".join(problems), file=sys.stderr)
         return 2

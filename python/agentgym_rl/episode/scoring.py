@@ -197,22 +197,39 @@ def summarize(
 
 
 def to_markdown(report: EvalReport) -> str:
-    """A markdown table: env, category, tasks, Avg@n, Pass@n (and mean reward)."""
-    n = report.n
+    """A markdown table per env: category, tasks, Avg@n, Pass@n, mean reward; with several envs
+    each under its name, then the overall line."""
+    envs = [env for env in dict.fromkeys(r.env for r in report.rows) if env != ALL]
+    lines: list[str] = []
+    for env in envs:
+        if len(envs) > 1:
+            lines += [f"### {env}", ""]
+        lines += _table(report.n, [r for r in report.rows if r.env == env]) + [""]
+    overall = [r for r in report.rows if r.env == ALL]
+    if overall:
+        o = overall[0]
+        lines.append(
+            f"**all envs**: {o.tasks} tasks, Avg@{report.n} {100 * o.avg:.1f}, "
+            f"Pass@{report.n} {100 * o.pass_:.1f}, mean reward {o.mean_reward:.3f}"
+        )
+    failed = failure_lines(report.env_failures(), len(report.records), markdown=True)
+    if failed:
+        lines += ["", *failed]
+    return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def _table(n: int, rows: list[Row]) -> list[str]:
     lines = [
         f"| env | category | tasks | Avg@{n} | Pass@{n} | mean reward |",
         "|---|---|---:|---:|---:|---:|",
     ]
-    for r in report.rows:
+    for r in rows:
         bold = "**" if r.category == ALL else ""
         lines.append(
             f"| {bold}{r.env}{bold} | {bold}{r.category}{bold} | {r.tasks} | "
             f"{100 * r.avg:.1f} | {100 * r.pass_:.1f} | {r.mean_reward:.3f} |"
         )
-    failed = failure_lines(report.env_failures(), len(report.records), markdown=True)
-    if failed:
-        lines += ["", *failed]
-    return "\n".join(lines) + "\n"
+    return lines
 
 
 def _row_dict(r: Row) -> dict[str, Any]:

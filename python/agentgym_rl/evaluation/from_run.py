@@ -19,6 +19,7 @@ from typing import Any
 from agentgym_rl.config.loader import ConfigError
 from agentgym_rl.config.rollout import RolloutConfig
 from agentgym_rl.config.train import TrainConfig
+from agentgym_rl.env_discovery import is_split_name
 from agentgym_rl.evaluation.job import EvalOptions
 from agentgym_rl.evaluation.runner import EvalError
 from agentgym_rl.learner.checkpoint_dirs import complete_checkpoints
@@ -47,9 +48,13 @@ def options_for_run(run_dir: str | Path, step: int | None = None, **given: Any) 
     except ConfigError as e:
         raise EvalError(f"--run {run_dir}: not a readable train run folder ({e})") from None
     held_out = rollout.eval
-    splits = rollout.eval_splits() if held_out else {}
+    # a split an env declares by name goes as ENV=NAME (a file as its path)
+    splits = [
+        Path(f"{env}={split}") if is_split_name(split) else split
+        for env, split in (rollout.eval_splits() if held_out else {}).items()
+    ]
     split = given.pop("split", None) or (
-        tuple(splits.values()) if len(splits) > 1 else next(iter(splits.values()), None)
+        tuple(splits) if len(splits) > 1 else next(iter(splits), None)
     )
     if split is None:
         raise EvalError(f"--run {run_dir}: the run had no held-out evaluation; give --split")

@@ -103,8 +103,9 @@ class EvalOptions:
         splits = self.split if isinstance(self.split, tuple) else (self.split,)
         tasks: list[Task] = []
         for split in splits:
+            env, named, name = str(split).partition("=")  # ENV=NAME: a split ENV declares
             try:
-                loaded = load_split(split)
+                loaded = load_split(name, env) if named else load_split(split)
             except DatasetError as e:
                 raise EvalError(f"--split: {e}") from None
             tasks += loaded[: self.limit] if self.limit is not None else loaded

@@ -39,29 +39,24 @@ from agentgym_rl.supervise.soak_figures import ROLLOUT, Reading, SoakResult, Str
 
 @dataclass(frozen=True)
 class SoakEnv:
-    """How one env is driven in a soak (the settings of its `configs/train/*` runs)."""
+    """How one env is driven in a soak: its `train` split, the action format it declares, one
+    server; `OVERRIDES` holds the envs run otherwise (the settings of their `configs/train/*`)."""
 
-    action_format: str
-    split: str
+    split: str = "train"
     server_args: tuple[str, ...] = ()
     servers: int = 1
 
 
-ENVS: dict[str, SoakEnv] = {
-    "babyai": SoakEnv("react", "envs/agentgym_envs/babyai/data/train.json"),
-    "textcraft": SoakEnv("react", "envs/agentgym_envs/textcraft/data/train.json"),
-    "searchqa": SoakEnv(
-        "tags", "envs/agentgym_envs/searchqa/data/train.json", ("--env-option", "retriever=bm25")
-    ),
-    "sciworld": SoakEnv("react", "envs/agentgym_envs/sciworld/data/train.json"),
-    "webarena": SoakEnv(
-        "webarena",
-        "envs/agentgym_envs/web/data/webarena_train.json",
-        ("--env-option", "max_obs_chars=2000"),
-        servers=2,
-    ),
-    "miniwob": SoakEnv("webarena", "envs/agentgym_envs/web/data/miniwob_train.json", servers=2),
+OVERRIDES: dict[str, SoakEnv] = {
+    "searchqa": SoakEnv(server_args=("--env-option", "retriever=bm25")),
+    "webarena": SoakEnv(server_args=("--env-option", "max_obs_chars=2000"), servers=2),
+    "miniwob": SoakEnv(servers=2),
 }
+
+
+def soak_spec(env: str) -> SoakEnv:
+    """How `env` is soaked (any env the catalog finds)."""
+    return OVERRIDES.get(env, SoakEnv())
 
 
 @dataclass
@@ -112,10 +107,8 @@ def _rollout_argv(
     listed = ", ".join(f"'{a}'" for a in addresses)
     overrides = [
         f"model={model}",
-        f"envs=[{{env: {env}, addresses: [{listed}], action_format: {spec.action_format}}}]",
-        f"dataset.env={env}",
-        f"dataset.split={spec.split}",  # found in the installed agentgym_envs outside a checkout
-        f"dataset.group_size={opts.group_size}",
+        f"envs=[{{env: {env}, addresses: [{listed}]}}]",  # its declared action format
+        f"dataset={{env: {env}, split: {spec.split}, group_size: {opts.group_size}}}",
         f"learner.endpoints=['{learner}']",
         f"scaling_inter.turn_caps=[{opts.turn_cap}]",
         "buffer.groups_per_step=1",
@@ -170,7 +163,7 @@ def soak_env(
     """Run one env's soak (see the module docstring); raises RuntimeError if a process dies.
     Ctrl-C (KeyboardInterrupt) after the rollout server started ends it early: the processes
     are stopped and the result holds the samples so far (`stopped`)."""
-    spec = ENVS[env]
+    spec = soak_spec(env)
     model = opts.model or make_policy(env, opts.out)
     secret = new_secret()
     logs = opts.out / env / "logs"
@@ -347,7 +340,7 @@ def make_policy(env: str, out: Path) -> Path:
     """`init-model` for `env` into `out/<env>/model` (on 2 cores seconds, a web env's about
     1.5 min: its transcripts are played in the browser); returns the folder."""
     folder = out / env / "model"
-    options = [a for a in ENVS[env].server_args]  # the same --env-option flags as its server
+    options = list(soak_spec(env).server_args)  # the same --env-option flags as its server
     argv = [*_cli("init-model", "--out", str(folder), "--env", env), *POLICY_FLAGS, *options]
     linux = sys.platform == "linux"  # a soak killed meanwhile takes init-model with it
     done = subprocess.run(
