@@ -222,6 +222,7 @@ def describe(cls: type[Environment]) -> dict[str, Any]:
         "score": f"reward = score / {cls.score_scale:g}; success at reward "
         + (f">= {cls.success_at:g}" if cls.success_at is not None else "> 0"),
         "needs": dict(cls.needs),
+        "options from": "keywords" if not cls.options and _takes_any_keyword(cls) else "declared",
         "options": [
             {
                 "name": o.name,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 
-from agentgym_envs.server.base import REACT_RULES, Environment, Episode, StepResult
+from agentgym_envs.server.base import REACT_RULES, Environment, EnvOption, Episode, StepResult
 
 
 class NoopEpisode(Episode):
@@ -39,6 +39,7 @@ class NoopEnvironment(Environment):
     name = "noop"
     description = "Answers every step at once (overhead benches)"
     system_prompt = "You are a test agent. " + REACT_RULES
+    options = (EnvOption("sleep_s", float, 0.0, "block each step this long", minimum=0.0),)
 
     def __init__(self, sleep_s: str | float = 0.0) -> None:
         self.sleep_s = float(sleep_s)

@@ -55,6 +55,7 @@ from agentgym_envs.server.base import (
     REACT_RULES,
     EnvError,
     Environment,
+    EnvOption,
     EnvUnavailable,
     Episode,
     ErrorCode,
@@ -212,6 +213,12 @@ class SciWorldEnvironment(Environment):
         "train": "data/train.json",
         "test": "data/test.json",
     }
+    options: ClassVar[tuple[EnvOption, ...]] = (
+        EnvOption("jvms", int, 8, "simulator JVMs at most (one per live episode)", minimum=1),
+        EnvOption("warm", int, 2, "JVMs started before serving (at most jvms)", minimum=0),
+        EnvOption("java_opts", str, " ".join(DEFAULT_JAVA_OPTS), "each JVM's options"),
+        EnvOption("step_limit", int, 100, "actions per episode before it ends", minimum=1),
+    )
     http_dialect: ClassVar[str] = "sciworld"  # AgentGym's SciWorld `/reset` reply (http.py)
     blocking: ClassVar[bool] = True  # starting or loading a JVM takes seconds on a busy machine
 

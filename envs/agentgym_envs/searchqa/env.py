@@ -30,7 +30,7 @@ from agentgym_envs.searchqa.datafiles import QA, Doc, load_corpus, load_question
 from agentgym_envs.searchqa.entities import EntityIndex, random_answer, random_search
 from agentgym_envs.searchqa.retrieval import build_retriever
 from agentgym_envs.searchqa.scoring import exact_match, parse_action
-from agentgym_envs.server.base import Environment, Episode, StepResult
+from agentgym_envs.server.base import Environment, EnvOption, Episode, StepResult
 from agentgym_envs.server.env_options import flag_option, int_option
 
 log = logging.getLogger("agentgym_envs.searchqa")
@@ -119,6 +119,16 @@ class SearchQAEnvironment(Environment):
         "train_1hop": "data/train_1hop.json",
         "test_1hop": "data/test_1hop.json",
     }
+    options: ClassVar[tuple[EnvOption, ...]] = (
+        EnvOption("retriever", str, "bm25", "passage retrieval", choices=("bm25", "dense")),
+        EnvOption("topk", int, 3, "passages a search returns", minimum=1),
+        EnvOption("passage_words", int, 0, "cut passages to this many words (0: whole)", minimum=0),
+        EnvOption("end_on_wrong", bool, False, "a wrong answer ends the episode"),
+        EnvOption("prompt", str, "full", "the reset observation", choices=("full", "question")),
+        EnvOption("corpus", str, None, "a passage corpus JSONL (default: the generated one)"),
+        EnvOption("questions", str, None, "a questions JSONL (default: the generated ones)"),
+        EnvOption("cache_dir", str, None, "where retrieval indexes are cached"),
+    )
 
     def __init__(
         self,

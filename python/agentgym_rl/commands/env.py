@@ -44,12 +44,16 @@ def _describe(name: str) -> int:
         print(f"env list: {e}", file=sys.stderr)
         return 2
     options = facts.pop("options")
+    free = facts.pop("options from") == "keywords"
     for key, value in facts.items():
         if isinstance(value, list | dict) and not value:
             value = "none"
         shown = ", ".join(value) if isinstance(value, list) else value
         print(f"{key + ':':<15} {json.dumps(shown) if isinstance(shown, dict) else shown}")
-    print("options:" if options else "options:        none")
+    if not options and free:
+        print("options:        any KEY=VALUE: the env reads and checks them itself (its docs)")
+    else:
+        print("options:" if options else "options:        none")
     for o in options:
         extra = f" one of {', '.join(o['choices'])}" if "choices" in o else ""
         extra += f" >= {o['minimum']:g}" if "minimum" in o else ""

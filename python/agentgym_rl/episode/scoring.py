@@ -204,7 +204,7 @@ def to_markdown(report: EvalReport) -> str:
     for env in envs:
         if len(envs) > 1:
             lines += [f"### {env}", ""]
-        lines += _table(report.n, [r for r in report.rows if r.env == env]) + [""]
+        lines += [*_table(report.n, [r for r in report.rows if r.env == env]), ""]
     overall = [r for r in report.rows if r.env == ALL]
     if overall:
         o = overall[0]
