@@ -39,7 +39,12 @@ in a parent process, found by name here."""
 
 
 class EnvLoadError(LookupError):
-    """An env that cannot be found or used; the message says which and why."""
+    """An env that cannot be found or used; the message says which and why. `missing_module`:
+    the import failed for want of that module (an extra or a dependency not installed here)."""
+
+    def __init__(self, message: str, missing_module: str | None = None) -> None:
+        super().__init__(message)
+        self.missing_module = missing_module
 
     def __str__(self) -> str:  # LookupError would quote the message as a KeyError does
         return str(self.args[0]) if self.args else ""
@@ -177,6 +182,12 @@ def _import(name: str, reference: str) -> Any:
         found: Any = importlib.import_module(module_name)
         for part in qualname.split("."):
             found = getattr(found, part)
+    except ModuleNotFoundError as e:  # an extra or a dependency not installed here
+        raise EnvLoadError(
+            f"env {name!r} cannot be loaded from {reference}: it needs the module {e.name!r}, "
+            "not installed here",
+            missing_module=e.name,
+        ) from None
     except Exception as e:  # a plugin may fail any way while importing: report, never crash
         raise EnvLoadError(f"env {name!r} cannot be loaded from {reference}: {e!r}") from None
     return found

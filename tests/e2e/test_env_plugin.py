@@ -80,7 +80,7 @@ def plugin_python(tmp_path_factory: pytest.TempPathFactory) -> str:
             root,
             "broken-plugin",
             "broken_plugin",
-            "import not_a_module_anywhere\n",
+            "raise RuntimeError('this plugin is misconfigured')\n",
             'broken = "broken_plugin:Env"',
         ),
     ]
@@ -111,7 +111,7 @@ def test_env_list_shows_the_plugin_beside_the_built_ins(plugin_python: str) -> N
     assert done.returncode == 0, done.stderr
     lines = {line.split()[0]: line for line in done.stdout.splitlines()}
     assert "guess-plugin 0.1.0" in lines["guess"] and "secret number" in lines["guess"]
-    assert "BROKEN" in lines["broken"] and "not_a_module_anywhere" in lines["broken"]
+    assert "BROKEN" in lines["broken"] and "this plugin is misconfigured" in lines["broken"]
     assert {"babyai", "maze", "wordle"} <= set(lines) and "BROKEN" not in lines["babyai"]
     assert _cli(plugin_python, "env", "list", "--strict").returncode == 1
     detail = _cli(plugin_python, "env", "list", "-v", "guess").stdout

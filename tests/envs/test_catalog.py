@@ -110,7 +110,7 @@ def test_bad_plugins_are_refused_naming_why_and_the_others_load() -> None:
     refused = {
         "half": "its episode HalfEpisode does not implement available_actions, observation",
         "notasks": "it does not implement num_tasks",
-        "missing": "No module named 'not_a_module_anywhere'",
+        "missing": "it needs the module 'not_a_module_anywhere', not installed here",
         "clash": "registered by more than one package (pkg-a 1.0, pkg-b 1.0)",
         "renamed": "registered as 'renamed' but its `name` is 'counting'",
         "nope": "unknown env 'nope'; known: clash, counting, half, missing, notasks, renamed",

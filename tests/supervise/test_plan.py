@@ -264,8 +264,8 @@ def test_missing_env_dependency(
     assert found[:3] == [
         "env_servers.0.env: environment 'noop' needs `no-such-jre` on PATH: install a JRE",
         "env_servers.1.env: env 'agentgym_envs.not_installed:X' cannot be loaded from "
-        'agentgym_envs.not_installed:X: ModuleNotFoundError("No module named '
-        "'agentgym_envs.not_installed'\"). Install its dependencies (`pip install agentgym-envs` "
+        "agentgym_envs.not_installed:X: it needs the module 'agentgym_envs.not_installed', not "
+        "installed here. Install its dependencies (`pip install agentgym-envs` "
         "installs those of the built-in envs; an env with heavy needs has an extra, e.g. "
         "`pip install 'agentgym-envs[sciworld]'`)",
         f"env_servers.2.env: unknown env 'webshop'; known: {known} (or give module:Class)",

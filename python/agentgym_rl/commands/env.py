@@ -29,8 +29,9 @@ def _list(args: argparse.Namespace) -> int:
         try:
             line = env_class(name).description or "-"
         except LookupError as e:
-            broken += 1
-            line = f"BROKEN: {e}"
+            missing = getattr(e, "missing_module", None)
+            broken += missing is None
+            line = f"{'UNAVAILABLE' if missing else 'BROKEN'}: {e}"
         print(f"{name:<11} {entry.package:<22} {line}")
     return 1 if broken and args.strict else 0
 
@@ -90,8 +91,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     listing = sub.add_parser(
         "list",
         help="list the environments that can be served, with the package each comes from",
-        description="One line per registered env: name, package, description; an env that "
-        "cannot be loaded is listed as BROKEN with the reason, the others are unaffected.",
+        description="One line per registered env: name, package, description. An env whose "
+        "module needs a package not installed here is listed as UNAVAILABLE, one that fails "
+        "otherwise (an error in its code, a missing method, a name two packages claim) as BROKEN, "
+        "each with the reason; the others are unaffected.",
     )
     listing.add_argument(
         "-v",
@@ -100,7 +103,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="describe one env (a name or module:Class): action format, prompt, splits, options",
     )
     listing.add_argument(
-        "--strict", action="store_true", help="exit 1 when an env is broken (for CI checks)"
+        "--strict", action="store_true", help="exit 1 when an env is BROKEN (for CI checks)"
     )
     listing.set_defaults(env_run=_list if found else _missing)
     serve = sub.add_parser(
