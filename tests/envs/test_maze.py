@@ -17,7 +17,7 @@ from agentgym_envs.server.base import REACT_RULES, EnvError, ErrorCode, StepResu
 pytestmark = pytest.mark.unit
 
 _WHERE = re.compile(
-    r"You are at \((\d+), (\d+)\)\. The goal is at \((\d+), (\d+)\)\. "
+    r"You are at \((\d+), (\d+)\)\. The goal is at \((\d+), (\d+)\)(?:, ([a-z0-9 ]+) of you)?\. "
     r"Open: ([a-z, ]+)\. Walls: ([a-z, ]+)\. (\d+) moves? left\.$"
 )
 
@@ -26,8 +26,21 @@ def _where(observation: str) -> tuple[tuple[int, int], tuple[int, int], list[str
     """(position, goal, open moves, moves left) read back from an observation's last line."""
     m = _WHERE.search(observation.split("\n")[-1])
     assert m is not None, observation
-    opened = [] if m[5] == "none" else m[5].split(", ")
-    return (int(m[1]), int(m[2])), (int(m[3]), int(m[4])), opened, int(m[7])
+    opened = [] if m[6] == "none" else m[6].split(", ")
+    return (int(m[1]), int(m[2])), (int(m[3]), int(m[4])), opened, int(m[8])
+
+
+def test_the_compass_says_where_the_goal_lies_and_can_be_turned_off() -> None:
+    for data_idx in range(40):
+        first = MazeEnvironment().new_episode().reset(data_idx).observation.split("\n")[-1]
+        m = _WHERE.search(first)
+        assert m is not None and m[5] is not None, first
+        rows, cols = int(m[3]) - int(m[1]), int(m[4]) - int(m[2])
+        said = dict(reversed(part.split(" ")) for part in m[5].split(" and "))
+        assert int(said.get("down", 0)) - int(said.get("up", 0)) == rows
+        assert int(said.get("right", 0)) - int(said.get("left", 0)) == cols
+        plain = MazeEnvironment(compass="false").new_episode().reset(data_idx).observation
+        assert " of you" not in plain and _WHERE.search(plain.split("\n")[-1])[5] is None
 
 
 def _reachable(maze: Maze) -> set[tuple[int, int]]:
@@ -188,8 +201,8 @@ def test_task_ids_are_unbounded_but_not_negative() -> None:
 
 
 def test_max_steps_option() -> None:
-    (option,) = MazeEnvironment.options
-    assert option.name == "max_steps" and option.default == 50
+    option, compass = MazeEnvironment.options
+    assert option.name == "max_steps" and option.default == 50 and compass.default is True
     assert option.parse("maze", "7") == 7
     for bad, message in (("0", "must be >= 1"), ("-3", "must be >= 1"), ("lots", "expected int")):
         with pytest.raises(ValueError, match=f"maze option max_steps='{bad}': {message}"):

@@ -6,7 +6,8 @@ Task `data_idx` is the maze `layout.generate(data_idx)` makes: 5x5 to 7x7 cells,
 path (`layout.band`): "short" (<= 4 moves), "medium" (5-8), "long" (> 8).
 
 Observation: where you are, where the goal is and which directions are open, e.g.
-`You are at (2, 3). The goal is at (4, 4). Open: up, left. Walls: down, right.` (cells are
+`You are at (2, 3). The goal is at (4, 4), 2 down and 1 right of you. Open: up, left. Walls:
+down, right.` (the offset is left out with `compass=false`, as AgentGym's maze; cells are
 `(row, column)`, row 0 at the top), then the moves left. Actions: `move up|down|left|right` (a
 bare `up` or `go up` too). A move into a wall, or anything else, is refused (`invalid`): no move,
 and it does not count against the limit. Reaching the goal: reward 1, score 1, done. Option
@@ -37,11 +38,20 @@ def _cell(cell: tuple[int, int]) -> str:
     return f"({cell[0]}, {cell[1]})"
 
 
+def _offset(here: tuple[int, int], there: tuple[int, int]) -> str:
+    """Where `there` lies from `here`, as moves in a maze without walls: `2 down and 1 left`."""
+    rows, cols = there[0] - here[0], there[1] - here[1]
+    parts = [f"{abs(rows)} {'down' if rows > 0 else 'up'}"] if rows else []
+    parts += [f"{abs(cols)} {'right' if cols > 0 else 'left'}"] if cols else []
+    return " and ".join(parts)
+
+
 class MazeEpisode(Episode):
     """The maze, the agent's cell and the moves made in one episode."""
 
-    def __init__(self, max_steps: int) -> None:
+    def __init__(self, max_steps: int, compass: bool = True) -> None:
         self._max_steps = max_steps
+        self._compass = compass
         self._maze: Maze | None = None
         self._pos = (0, 0)
         self._moves = 0
@@ -111,8 +121,11 @@ class MazeEpisode(Episode):
         opened = ", ".join(m for m in MOVES if m in here) or "none"
         walls = ", ".join(m for m in MOVES if m not in here) or "none"
         left = self._max_steps - self._moves
+        goal = f"The goal is at {_cell(self.maze.goal)}"
+        if self._compass:
+            goal += f", {_offset(self._pos, self.maze.goal)} of you"
         return (
-            f"You are at {_cell(self._pos)}. The goal is at {_cell(self.maze.goal)}. "
+            f"You are at {_cell(self._pos)}. {goal}. "
             f"Open: {opened}. Walls: {walls}. {left} move{'s' if left != 1 else ''} left."
         )
 
@@ -134,18 +147,26 @@ class MazeEnvironment(Environment):
     )
     options: ClassVar[tuple[EnvOption, ...]] = (
         EnvOption("max_steps", int, 50, help="moves before the episode ends unsolved", minimum=1),
+        EnvOption(
+            "compass",
+            bool,
+            True,
+            help="also say where the goal lies from you ('2 down and 1 left of you'); false: "
+            "coordinates only, as AgentGym's maze",
+        ),
     )
     splits: ClassVar[dict[str, str | range]] = {
         "train": "data/train.json",
         "test": "data/test.json",
     }
 
-    def __init__(self, max_steps: int | str = 50) -> None:
+    def __init__(self, max_steps: int | str = 50, compass: bool | str = True) -> None:
         # Parsed here too: a caller that builds the class directly passes strings as well.
         self.max_steps: int = self.options[0].parse(self.name, max_steps)
+        self.compass: bool = self.options[1].parse(self.name, compass)
 
     def new_episode(self) -> MazeEpisode:
-        return MazeEpisode(self.max_steps)
+        return MazeEpisode(self.max_steps, self.compass)
 
     def num_tasks(self) -> int | None:
         return None

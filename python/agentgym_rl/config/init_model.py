@@ -28,6 +28,8 @@ class InitModelEnv(ConfigModel):
     """Its transcripts' system prompt (use the one the rollout config gives the env)."""
     env_options: list[str] = Field(default_factory=list)
     """Its env options, KEY=VALUE, as its env servers get them."""
+    transcripts: int | None = Field(default=None, ge=1)
+    """Its random-action episodes (default: an equal share of the section's `transcripts`)."""
 
     @model_validator(mode="before")
     @classmethod
@@ -74,7 +76,8 @@ class InitModelSettings(ConfigModel):
     use the ones the env servers of the run get."""
     mix: list[InitModelEnv] = Field(default_factory=list)
     """A policy for a mixed run: the envs to warm up on, each with its split, prompt and options
-    (`transcripts` are shared equally; one tokenizer is trained on all their text). When given,
+    (`transcripts` are shared equally unless an env says its own; one tokenizer is trained on
+    all their text). When given,
     `env`, `split`, `system_prompt` and `env_options` above are not used."""
     vocab_size: int = Field(default=600, ge=2)
     """BPE vocabulary size."""

@@ -87,8 +87,9 @@ def init_policy(
     sources = options.sources()
     played, reference, chance = [], [], {}
     for i, source in enumerate(sources):
-        # the transcripts shared equally, the first envs taking the remainder
-        count = options.transcripts // len(sources) + (i < options.transcripts % len(sources))
+        # the env's own count, else an equal share (the first envs taking the remainder)
+        share = options.transcripts // len(sources) + (i < options.transcripts % len(sources))
+        count = source.transcripts or share
         say(f"playing {count} {source.env} tasks with random valid actions")
         more, text = _play(source, count, options)
         played += more

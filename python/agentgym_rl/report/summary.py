@@ -80,14 +80,13 @@ def _markdown(s: dict[str, Any], plots: list[Path], run_dir: Path) -> str:
         ("learner tokens/s", _fmt(s["learner_tokens_per_s"], ".1f")),
         ("groups", "n/a" if s["groups"] is None else s["groups"]["line"]),
     ]
-    for env, e in (s.get("eval_by_env") or {}).items():
-        rows.insert(
-            6,
-            (
-                f"held-out success of {env}, v{e['base'][0]} -> v{e['final'][0]}",
-                f"{e['base'][1]:.3f} -> {e['final'][1]:.3f} ({e['gain_points']:+.1f})",
-            ),
+    rows[6:6] = [
+        (
+            f"held-out success of {env}, v{e['base'][0]} -> v{e['final'][0]}",
+            f"{e['base'][1]:.3f} -> {e['final'][1]:.3f} ({e['gain_points']:+.1f})",
         )
+        for env, e in (s.get("eval_by_env") or {}).items()
+    ]
     lines = [f"# Run summary: {run_dir.resolve().name}", "", "| | |", "|---|---|"]
     lines += [f"| {k} | {v} |" for k, v in rows]
     if plots:
