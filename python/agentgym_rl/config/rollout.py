@@ -320,7 +320,7 @@ class HeldOutEvalConfig(ConfigModel):
     turn_cap: int | None = Field(default=None, ge=1)
     """Turn cap of evaluation episodes (None: each env's largest ScalingInter stage)."""
     limit: int | None = Field(default=None, ge=1)
-    """Evaluate only the first this many tasks of the split."""
+    """Evaluate only the first this many tasks of each env's split."""
     concurrency: int = Field(default=64, ge=1)
     """Evaluation episodes running at once (they share the engine with training)."""
     temperature: float | None = Field(default=None, ge=0.0, le=10.0)
