@@ -44,6 +44,7 @@ LAYERS: dict[str, set[str]] = {
     "evaluation": {
         "_core",
         "config",
+        "env_discovery",
         "episode",
         "inference",
         "learner.checkpoint_dirs",

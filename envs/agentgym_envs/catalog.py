@@ -126,24 +126,28 @@ def load_env(name: str, **options: Any) -> Environment:
 
 def parse_options(cls: type[Environment], given: dict[str, Any]) -> dict[str, Any]:
     """`given` as the constructor's keyword arguments: declared options converted to their type
-    (ValueError naming a bad or unknown one); undeclared ones checked against the signature."""
-    known = {option.name: option for option in declared_options(cls)}
+    (ValueError naming a bad or unknown one); an env that declares none gets its values as given,
+    their names checked against its signature unless it takes `**options`."""
     if not cls.options and _takes_any_keyword(cls):
         return dict(given)  # `**options`: the env reads and checks them itself
+    known = {option.name: option for option in declared_options(cls)}
     unknown = sorted(set(given) - set(known))
     if unknown:
         names = ", ".join(known) or "none"
         raise ValueError(f"env {cls.name!r} does not take options {unknown} (its options: {names})")
+    if not cls.options:
+        return dict(given)  # undeclared: the env converts its own strings
     return {key: known[key].parse(cls.name, value) for key, value in given.items()}
 
 
 def declared_options(cls: type[Environment]) -> tuple[EnvOption, ...]:
-    """The env's options: those it declares, else its constructor's keyword parameters."""
+    """The env's options: those it declares, else its constructor's keyword parameters (as
+    strings, their defaults as given)."""
     if cls.options:
         return cls.options
     params = inspect.signature(cls.__init__).parameters.values()
     return tuple(
-        EnvOption(p.name, default=None if p.default is p.empty else p.default, type=_untyped)
+        EnvOption(p.name, str, None if p.default is p.empty else p.default)
         for p in params
         if p.name != "self" and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
     )
@@ -152,11 +156,6 @@ def declared_options(cls: type[Environment]) -> tuple[EnvOption, ...]:
 def _takes_any_keyword(cls: type[Environment]) -> bool:
     params = inspect.signature(cls.__init__).parameters.values()
     return any(p.kind is p.VAR_KEYWORD for p in params)
-
-
-def _untyped(value: Any) -> Any:
-    """An undeclared option's value: passed on as given (the env converts it)."""
-    return value
 
 
 @cache
@@ -237,7 +236,7 @@ def describe(cls: type[Environment]) -> dict[str, Any]:
         "options": [
             {
                 "name": o.name,
-                "type": getattr(o.type, "__name__", "str") if o.type is not _untyped else "str",
+                "type": o.type.__name__,
                 "default": o.default,
                 "help": o.help,
                 **({"choices": list(o.choices)} if o.choices else {}),

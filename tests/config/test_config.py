@@ -78,9 +78,12 @@ def test_every_shipped_yaml_parses(
         monkeypatch.chdir(ROOT)  # its paths are relative to the repository, as in the README
         # a fresh run folder: one from a local run of this config would be refused
         plan = plan_run(load_config(TrainConfig, path, [f"run_dir={tmp_path / 'run'}"]))
-        for rollout in plan.rollout_configs:
-            assert all(s.split.is_file() for s in rollout.dataset.mix)
-            assert rollout.eval is None or rollout.eval.split.is_file()
+        from agentgym_rl.episode.dataset import load_split
+
+        for rollout in plan.rollout_configs:  # a file, or a split the env declares: each loads
+            assert all(load_split(s.split, s.env) for s in rollout.dataset.mix)
+            splits = rollout.eval_splits() if rollout.eval is not None else {}
+            assert all(load_split(split, env) for env, split in splits.items())
         return
     assert path.parts[-2] in ("rollout", "learn")
     if path.parts[-2] == "learn":

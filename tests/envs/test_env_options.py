@@ -26,7 +26,7 @@ def test_values_are_parsed_and_bounded() -> None:
 @pytest.mark.parametrize(
     ("env", "option", "message"),
     [
-        ("searchqa", {"topk": "0"}, "searchqa option topk=0: must be >= 1"),
+        ("searchqa", {"topk": "0"}, "searchqa option topk='0': must be >= 1"),
         ("searchqa", {"end_on_wrong": "perhaps"}, "searchqa option end_on_wrong='perhaps'"),
         ("miniwob", {"step_ms": "fast"}, "miniwob option step_ms='fast': expected an integer"),
     ],
