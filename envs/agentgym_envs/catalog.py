@@ -14,7 +14,7 @@ started from a reference finds the env by name in its rollout and env server pro
 imports and checks one (`EnvLoadError` says what is wrong: unknown, failing import, not an
 `Environment`, abstract methods left, a name two packages claim, an entry point whose name is not
 the class's); `load_env` builds one with its options checked against the declared ones. A broken
-plugin fails only when it is asked for: listing and serving the others never import it twice.
+plugin fails only where it is asked for: the other envs list, serve and train as before.
 """
 
 from __future__ import annotations
@@ -70,10 +70,10 @@ def entries() -> dict[str, EnvEntry]:
         dist = getattr(point, "dist", None)
         package = f"{dist.name} {dist.version}" if dist is not None else "?"
         found.setdefault(point.name, []).append(EnvEntry(point.name, point.value, package))
-    out: dict[str, EnvEntry] = {}
     for name, reference in _references().items():
         if name not in found:
             found[name] = [EnvEntry(name, reference, "(by reference)")]
+    out: dict[str, EnvEntry] = {}
     for name, claims in sorted(found.items()):
         packages = tuple(sorted({c.package for c in claims}))
         out[name] = EnvEntry(
