@@ -42,6 +42,14 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
         return (yield)
 
 
+@pytest.fixture(autouse=True)
+def _env_references(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test starts without envs remembered by reference (the catalog keeps them in the
+    environment, for the processes a run starts): one test's reference never reaches another's
+    subprocesses."""
+    monkeypatch.setenv("AGENTGYM_RL_ENV_REFERENCES", "")  # and unset again after the test
+
+
 @pytest.fixture
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that was free a moment ago."""

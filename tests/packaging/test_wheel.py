@@ -257,8 +257,8 @@ def test_init_model(model: Path) -> None:
     files = {p.name for p in model.iterdir()}
     assert {"config.json", "model.safetensors", "tokenizer.json", "init_model.json"} <= files
     info = json.loads((model / "init_model.json").read_text())
-    # the default split, from the installed package, recorded as configs name it
-    assert info["split"] == "envs/agentgym_envs/babyai/data/goto_train.json"
+    # the default split: the one the env declares as `train`, recorded by its name
+    assert info["split"] == "train" and info["splits"] == {"babyai": "train"}
 
 
 def test_train_two_steps(venv: Venv, model: Path) -> None:
