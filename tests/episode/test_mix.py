@@ -169,3 +169,31 @@ def test_a_mixed_init_model_section_travels_as_flags() -> None:
     assert back.sources() == section.sources()
     with pytest.raises(ConfigError, match="--mix"):
         from_flags(InitModelConfig, parser.parse_args(["--out", "m", "--mix", '{"env": ""}']))
+
+
+def test_eval_of_a_mixed_run_covers_each_env_with_its_own_settings(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`eval --run` on the committed mixed run's configs: both held-out splits (declared names
+    as ENV=NAME), each env's prompt, its servers' options scoped to it, the larger turn cap."""
+    import shutil
+
+    from agentgym_rl.evaluation import from_run
+    from agentgym_rl.evaluation.servers import _options_for
+
+    root = Path(__file__).resolve().parents[2]
+    shutil.copytree(root / "docs/results/mixed-babyai-maze/configs", tmp_path / "configs")
+    monkeypatch.setattr(from_run, "checkpoint_model", lambda run_dir, step: tmp_path / "hf")
+    options = from_run.options_for_run(tmp_path)
+    assert options.split == (Path("babyai=goto_test"), Path("maze=test"))
+    assert isinstance(options.system_prompt, dict) and set(options.system_prompt) == {
+        "babyai",
+        "maze",
+    }
+    assert options.system_prompt["maze"].startswith("You are in a maze.")
+    assert options.turn_cap == 8  # maze's own cap; babyai's is 5
+    assert Counter(t.env for t in options.tasks()) == {"babyai": 200, "maze": 150}
+    assert options.env_options == ("babyai:observation=compact",)
+    assert _options_for(options.env_options, "babyai") == ["observation=compact"]
+    assert _options_for([*options.env_options, "topk=1", "a:k=x:y"], "maze") == ["topk=1"]
+    assert _options_for(["a:k=x:y"], "a") == ["k=x:y"]

@@ -58,11 +58,18 @@ class _Child:
         return "\n".join(text[-lines:])
 
 
-def _option_of(option: str, env: str) -> bool:
-    """Whether `--env-option` value `option` is for `env`: `KEY=VALUE` is for every env,
-    `ENV:KEY=VALUE` for ENV's servers only (a mixed evaluation's)."""
-    key = option.partition("=")[0]
-    return ":" not in key or key.rsplit(":", 1)[0] == env
+def _options_for(env_options: Sequence[str], env: str) -> list[str]:
+    """The `KEY=VALUE` options of `env`'s servers: a `KEY=VALUE` is every env's, an
+    `ENV:KEY=VALUE` ENV's only (a mixed evaluation's), given without its `ENV:`."""
+    mine = []
+    for option in env_options:
+        key, sep, value = option.partition("=")
+        target, scoped, name = key.rpartition(":")
+        if not scoped:
+            mine.append(option)
+        elif target == env:
+            mine.append(f"{name}{sep}{value}")
+    return mine
 
 
 class LocalEnvServers:
@@ -92,15 +99,8 @@ class LocalEnvServers:
                 log_file = log_path.open("wb")
                 cmd = [sys.executable, "-m", "agentgym_rl.cli", "env", "serve", env]
                 cmd += ["--port", str(http_port), "--zmq-port", str(zmq_port)]
-                mine = [o for o in env_options if _option_of(o, env)]
-                cmd += [
-                    arg
-                    for option in mine
-                    for arg in (
-                        "--env-option",
-                        option.rsplit(":", 1)[-1] if ":" in option.partition("=")[0] else option,
-                    )
-                ]
+                options = _options_for(env_options, env)
+                cmd += [arg for option in options for arg in ("--env-option", option)]
                 proc = subprocess.Popen(cmd, stdout=log_file, stderr=subprocess.STDOUT)
                 servers.children.append(_Child(env, http_port, zmq_port, proc, log_path, log_file))
             servers._wait_ready(ready_timeout_s)

@@ -30,7 +30,7 @@ def env_problems(names: list[str], where: str = "env_servers") -> list[str]:
         except EnvsNotInstalled as e:
             return [f"{where}: {e}"]
         except LookupError as e:
-            hint = f". {_INSTALL_HINT}" if "cannot be loaded" in str(e) else ""
+            hint = f". {_INSTALL_HINT}" if getattr(e, "missing_module", None) else ""
             problems.append(f"{key}: {e}{hint}")
             continue
         for program, fix in cls.needs.items():
