@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import json
 import os
 import sys
 import typing
@@ -30,6 +31,7 @@ from importlib.metadata import entry_points
 from typing import Any
 
 from agentgym_envs.server.base import ACTION_FORMATS, Environment, EnvOption, Episode
+from agentgym_envs.server.tools import Tool
 
 GROUP = "agentgym_rl.envs"
 """The entry-point group envs are registered in."""
@@ -244,4 +246,19 @@ def describe(cls: type[Environment]) -> dict[str, Any]:
             }
             for o in declared_options(cls)
         ],
+        "tools": [_tool_line(t) for t in cls.tool_set()],
     }
+
+
+def _tool_line(tool: Tool) -> str:
+    """`type(element_id: integer, text, press_enter: boolean = true)  Click an element ...`
+    (a string argument shows no type, one of an enum its choices)."""
+    args = []
+    for p in tool.params:
+        arg = p.name
+        if p.enum:
+            arg += f": {'|'.join(p.enum)}"
+        elif p.type != "string":
+            arg += f": {p.type}"
+        args.append(arg if p.required else f"{arg} = {json.dumps(p.default)}")
+    return f"{tool.name}({', '.join(args)})  {tool.description}"

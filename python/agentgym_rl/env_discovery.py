@@ -75,6 +75,9 @@ class EnvTraits:
     http_dialect: str = "agentgym"
     score_scale: float = 1.0
     success_at: float | None = None
+    description: str = ""
+    tools: tuple[dict[str, Any], ...] = ()
+    """Its tools as served (`Tool.wire()`); none when it cannot be imported here."""
 
 
 @cache
@@ -85,7 +88,13 @@ def env_traits(env: str) -> EnvTraits:
     except (EnvsNotInstalled, LookupError):
         return EnvTraits()
     return EnvTraits(
-        cls.action_format, cls.system_prompt, cls.http_dialect, cls.score_scale, cls.success_at
+        cls.action_format,
+        cls.system_prompt,
+        cls.http_dialect,
+        cls.score_scale,
+        cls.success_at,
+        cls.description,
+        tuple(tool.wire() for tool in cls.tool_set()),
     )
 
 

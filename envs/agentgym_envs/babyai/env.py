@@ -35,6 +35,7 @@ from agentgym_envs.babyai.levels import CATEGORIES, LEVELS, level_for
 from agentgym_envs.babyai.planner import plan_to_face
 from agentgym_envs.babyai.view import Seen, View, describe, describe_compact, scan
 from agentgym_envs.server.base import REACT_RULES, Environment, EnvOption, Episode, StepResult
+from agentgym_envs.server.tools import Param, Tool
 
 CHECK = "check available actions"
 _PRIMITIVES = {
@@ -43,6 +44,33 @@ _PRIMITIVES = {
     "move forward": Actions.forward,
 }
 
+
+_OBJECT = Param(
+    "object", "string", "The object's label as the observation lists it, e.g. 'red ball 1'."
+)
+_DOOR = Param("door", "string", "The door's label as the observation lists it, e.g. 'red door 1'.")
+TOOLS = (
+    Tool("turn_left", "Turn left, staying in the same cell.", "turn left"),
+    Tool("turn_right", "Turn right, staying in the same cell.", "turn right"),
+    Tool("move_forward", "Move one cell forward.", "move forward"),
+    Tool("go_to", "Walk to a visible object, ending in front of it.", "go to {object}", (_OBJECT,)),
+    Tool(
+        "pick_up",
+        "Walk to a visible key, ball or box and pick it up (you can carry one object).",
+        "pick up {object}",
+        (_OBJECT,),
+    ),
+    Tool("go_through", "Walk to an open door and through it.", "go through {door}", (_DOOR,)),
+    Tool(
+        "toggle_and_go_through",
+        "Walk to a closed door, open it and go through (a locked door needs its key carried).",
+        "toggle and go through {door}",
+        (_DOOR,),
+    ),
+    Tool("toggle", "Open or close the door, or open the box, in front of you.", "toggle"),
+    Tool("drop", "Drop what you carry into the empty cell in front of you.", "drop"),
+    Tool("check_available_actions", "List the actions available now.", CHECK),
+)
 
 _ARTICLES = re.compile(r"\b(?:the|a|an) ")
 
@@ -237,6 +265,7 @@ class BabyAIEnvironment(Environment):
             help="compact: one short line per object (small policies), verbose: AgentGym's text",
         ),
     )
+    tools: ClassVar[tuple[Tool, ...]] = TOOLS
     splits: ClassVar[dict[str, str | range]] = {
         "train": "data/train.json",
         "test": "data/test.json",

@@ -21,6 +21,7 @@ from typing import Any, ClassVar
 
 from agentgym_envs.maze.layout import MAX_SIZE, MIN_SIZE, MOVES, Maze, generate, neighbour
 from agentgym_envs.server.base import REACT_RULES, Environment, EnvOption, Episode, StepResult
+from agentgym_envs.server.tools import Param, Tool
 
 _PREFIXES = ("move ", "go ")
 
@@ -153,6 +154,14 @@ class MazeEnvironment(Environment):
             True,
             help="also say where the goal lies from you ('2 down and 1 left of you'); false: "
             "coordinates only, as AgentGym's maze",
+        ),
+    )
+    tools: ClassVar[tuple[Tool, ...]] = (
+        Tool(
+            "move",
+            "Move one cell; a wall refuses the move (it does not count).",
+            "move {direction}",
+            (Param("direction", "string", "Up decreases the row, left the column.", tuple(MOVES)),),
         ),
     )
     splits: ClassVar[dict[str, str | range]] = {

@@ -51,6 +51,7 @@ from agentgym_envs.sciworld.tasks import (
     SciTask,
     check_variation_counts,
 )
+from agentgym_envs.sciworld.tools import SCIWORLD_TOOLS
 from agentgym_envs.server.base import (
     REACT_RULES,
     EnvError,
@@ -62,6 +63,7 @@ from agentgym_envs.server.base import (
     StepResult,
 )
 from agentgym_envs.server.env_options import int_option
+from agentgym_envs.server.tools import Tool
 
 log = logging.getLogger("agentgym_envs.sciworld")
 
@@ -219,6 +221,7 @@ class SciWorldEnvironment(Environment):
         EnvOption("java_opts", str, " ".join(DEFAULT_JAVA_OPTS), "each JVM's options"),
         EnvOption("step_limit", int, 100, "actions per episode before it ends", minimum=1),
     )
+    tools: ClassVar[tuple[Tool, ...]] = SCIWORLD_TOOLS
     http_dialect: ClassVar[str] = "sciworld"  # AgentGym's SciWorld `/reset` reply (http.py)
     blocking: ClassVar[bool] = True  # starting or loading a JVM takes seconds on a busy machine
 

@@ -32,6 +32,7 @@ from agentgym_envs.searchqa.retrieval import build_retriever
 from agentgym_envs.searchqa.scoring import exact_match, parse_action
 from agentgym_envs.server.base import Environment, EnvOption, Episode, StepResult
 from agentgym_envs.server.env_options import flag_option, int_option
+from agentgym_envs.server.tools import Param, Tool
 
 log = logging.getLogger("agentgym_envs.searchqa")
 
@@ -113,6 +114,22 @@ class SearchQAEnvironment(Environment):
         "exact match; generated 1-3-hop questions"
     )
     action_format: ClassVar[str] = "tags"  # its prompt: the generic one of the tags format
+    # Spaced inside the tags as the instruction and `random_action` write them
+    tools: ClassVar[tuple[Tool, ...]] = (
+        Tool(
+            "search",
+            "Search the passage corpus; the top passages come back between <information> and "
+            "</information>. Search as often as you need.",
+            "<search> {query} </search>",
+            (Param("query", "string", "What to search for, e.g. a name and the fact missing."),),
+        ),
+        Tool(
+            "answer",
+            "Give the final answer: short, without explanation (checked by exact match).",
+            "<answer> {answer} </answer>",
+            (Param("answer", "string", "The answer, e.g. 'Paris'."),),
+        ),
+    )
     splits: ClassVar[dict[str, str | range]] = {
         "train": "data/train.json",
         "test": "data/test.json",

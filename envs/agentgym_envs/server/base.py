@@ -7,7 +7,8 @@ built-in envs and a user's own (found by entry point or `module:Class`, `catalog
 it alike. Besides the two abstract methods each of `Environment` and `Episode`, an env may
 declare, each optional: a description, its action format and system prompt, how its score
 becomes a reward, typed options, splits of task ids with categories, the system programs it
-needs, and a random valid action (`Episode.random_action`). docs/envs.md is the author's guide.
+needs, its actions as tools (`server/tools.py`) and a random valid action
+(`Episode.random_action`). docs/envs.md is the author's guide.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
+
+from agentgym_envs.server.tools import Tool, generic_tool
 
 ACTION_FORMATS = ("react", "tags", "webarena")
 """How an env's actions are written in the agent's text: ReAct `Action:` lines, Search-R1 tags,
@@ -173,6 +176,9 @@ class Environment(ABC):
     splits computed from a seed."""
     needs: ClassVar[dict[str, str]] = {}
     """Programs it needs on PATH -> how to install each (checked before a run starts)."""
+    tools: ClassVar[tuple[Tool, ...]] = ()
+    """Its actions as tools, for agents that speak native tool calls (`server/tools.py`; none
+    declared: `generic_tool()`, one `act(action)`)."""
     # TextCraft's reference `/create` also resets to task 0 and returns the first observation.
     create_resets: ClassVar[bool] = False
     # Which AgentGym HTTP variant `http.py` speaks for this env: "agentgym" (BabyAI, TextCraft:
@@ -205,6 +211,11 @@ class Environment(ABC):
         passages of its corpus). `init-model` trains the tokenizer on it as well, so that names
         the warm-up never met are still whole tokens. Default: none."""
         return ()
+
+    @classmethod
+    def tool_set(cls) -> tuple[Tool, ...]:
+        """The tools it offers: those declared, else the generic `act(action)`."""
+        return cls.tools or (generic_tool(),)
 
     @classmethod
     def split_names(cls) -> list[str]:

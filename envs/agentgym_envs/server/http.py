@@ -9,7 +9,7 @@ server: `env_idx`, `/create {"id": item}` answered by a bare int, `/reset` by th
 `/close` by true/false) and "webarena" (AgentGym's WebArena server, for `webarena` and
 `miniwob`: `env_idx`, `/create` answered by `{"env_idx"}`, `/reset {"env_idx", "seed", "idx"}`,
 `/step` answered with `terminated`/`truncated` and the reward paid when the episode ends); all
-translate to the same table ops, and all keep `/health`, `/info` and `GET /`. See PROTOCOL.md for
+translate to the same table ops, and all keep `/health`, `/info`, `/tools` and `GET /`. See PROTOCOL.md for
 the schemas.
 """
 
@@ -40,6 +40,7 @@ ROUTES: dict[str, tuple[str, str]] = {
     "/available_actions": ("GET", "available_actions"),
     "/health": ("GET", "health"),
     "/info": ("GET", "info"),
+    "/tools": ("GET", "tools"),
 }
 _HEADERS = [(b"content-type", b"application/json")]
 
@@ -98,7 +99,7 @@ def searchqa_dispatch(table: EpisodeTable, op: str, fields: dict[str, Any]) -> A
             table.close(eid)
             raise
         return eid
-    if op in ("health", "info"):
+    if op in ("health", "info", "tools"):
         return dispatch(table, op, fields)
     eid = int_field(fields, "env_idx")
     if op == "reset":
@@ -134,7 +135,7 @@ def webarena_dispatch(table: EpisodeTable, op: str, fields: dict[str, Any]) -> A
     `GET /observation` answers the text."""
     if op == "create":
         return {"env_idx": int(table.create()["id"])}
-    if op in ("health", "info"):
+    if op in ("health", "info", "tools"):
         return dispatch(table, op, fields)
     eid = int_field(fields, "env_idx")
     if op == "reset":

@@ -275,4 +275,6 @@ def dispatch(table: EpisodeTable, op: str, fields: Mapping[str, Any]) -> Any:
         return table.health()
     if op == "info":
         return table.env.info()
+    if op == "tools":
+        return {"tools": [tool.wire() for tool in table.env.tool_set()]}
     raise EnvError(ErrorCode.BAD_REQUEST, f"unknown op {op!r}")

@@ -27,6 +27,7 @@ from functools import cache
 from typing import Any, ClassVar
 
 from agentgym_envs.server.base import REACT_RULES, Environment, EnvOption, Episode, StepResult
+from agentgym_envs.server.tools import Param, Tool
 
 VOCAB_TOP_N = 50_000  # wordfreq's most frequent words searched: ~5,600 five-letter ones
 NUM_TARGETS = 2_000  # the most frequent five-letter words: ones an agent can know
@@ -172,6 +173,15 @@ class WordleEnvironment(Environment):
     )
     options: ClassVar[tuple[EnvOption, ...]] = (
         EnvOption("guesses", int, 6, help="guesses per game", minimum=1),
+    )
+    tools: ClassVar[tuple[Tool, ...]] = (
+        Tool(
+            "guess",
+            "Guess a five-letter English word; each letter comes back marked correct, present "
+            "or absent. A word not in the word list is refused and uses up no guess.",
+            "{word}",  # the bare word: what the env's prompt asks for
+            (Param("word", "string", "A five-letter English word, e.g. 'crane'."),),
+        ),
     )
     splits: ClassVar[dict[str, str | range]] = {
         "train": "data/train.json",

@@ -46,6 +46,7 @@ def _describe(name: str) -> int:
         return 2
     options = facts.pop("options")
     free = facts.pop("options from") == "keywords"
+    tools = facts.pop("tools", [])
     for key, value in facts.items():
         if isinstance(value, list | dict) and not value:
             value = "none"
@@ -59,6 +60,9 @@ def _describe(name: str) -> int:
         extra = f" one of {', '.join(o['choices'])}" if "choices" in o else ""
         extra += f" >= {o['minimum']:g}" if "minimum" in o else ""
         print(f"  {o['name']} ({o['type']}{extra}; default {o['default']!r}) {o['help']}".rstrip())
+    print("tools:" if tools else "tools:          none")
+    for line in tools:
+        print(f"  {line}")
     return 0
 
 

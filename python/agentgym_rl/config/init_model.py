@@ -14,7 +14,7 @@ from typing import Annotated, Any
 from pydantic import Field, field_validator, model_validator
 
 from agentgym_rl.config.base import ConfigModel, Wired
-from agentgym_rl.config.rollout import EnvName
+from agentgym_rl.config.rollout import ActionFormat, EnvName
 
 
 class InitModelEnv(ConfigModel):
@@ -104,6 +104,10 @@ class InitModelSettings(ConfigModel):
     """Train on the observation turns too, each token weighing this against an action token (a
     dense copy task: the listed actions spell the labels the observation names); 0: only the
     actions."""
+    action_format: ActionFormat | None = None
+    """How the transcripts write actions (default: each env's own format); `tools`: as the
+    Qwen-style tool calls the created template reads (`<tool_call>` JSON), results as tool
+    messages, the env's tool schemas in the system turn."""
     thought_line: str | None = None
     """Each transcript action follows a 'Thought:' line restating the observation's line that
     starts with this prefix (e.g. 'Goal:'); the actions stay random."""

@@ -45,6 +45,10 @@ class ActionFormat(str, enum.Enum):
     WEBARENA = "webarena"
     """A WebArena command (`click [id]`, `type [id] [text] [0|1]`, `stop [answer]`, ...),
     preferably inside a ``` fence."""
+    TOOLS = "tools"
+    """Native tool calls: the env's tools go to the chat template as `tools=`, the reply's call
+    is parsed in the template family's layout and its result comes back as a `tool` message
+    (`episode/tools.py`)."""
 
 
 HttpDialect = Literal["agentgym", "searchqa", "webarena"]
@@ -139,6 +143,10 @@ class ScalingInterConfig(ConfigModel):
         return value
 
 
+ToolParser = Literal["auto", "hermes", "llama3", "mistral"]
+"""How a reply writes a tool call (`auto`: the chat template's own family)."""
+
+
 class EnvSettings(ConfigModel):
     """How one environment's servers are spoken to and its actions read."""
 
@@ -154,6 +162,13 @@ class EnvSettings(ConfigModel):
     """How actions are parsed from generated text. Left out: the format the env declares."""
     system_prompt: str | None = None
     """Overrides the system prompt the env declares (or the generic one of its format)."""
+    tool_parser: ToolParser = "auto"
+    """With `action_format: tools`, how replies write a call: `hermes` (Qwen2.5/Qwen3
+    `<tool_call>`), `llama3` (JSON), `mistral` (`[TOOL_CALLS]`); `auto` recognises it from what
+    the model's chat template writes for tools."""
+    tool_calls_per_turn: int = Field(default=1, ge=1)
+    """With `action_format: tools`, calls of one reply that are executed, in order; the rest are
+    answered "not executed" (not counted invalid)."""
     invalid_penalty: float = Field(default=0.0, ge=0.0, le=1.0)
     """Training reward of a failed episode: `-invalid_penalty x` its share of invalid turns
     (no action in the text, or an action the env refused) instead of the env's score. Successes

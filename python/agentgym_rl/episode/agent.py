@@ -150,7 +150,8 @@ async def in_env_episode(
 def failed_start(plan: EpisodePlan, spec: EnvSpec, chat: ChatTokenizer) -> _core.Sample:
     """An episode whose env never started: the system prompt only, nothing to train on."""
     text = system_prompt(plan.task.env, spec.action_format, spec.system_prompt)
-    ids = np.asarray(chat.apply_chat_template([{"role": "system", "content": text}]))
+    tools = spec.tools.tools.schemas if spec.tools is not None else None
+    ids = np.asarray(chat.apply_chat_template([{"role": "system", "content": text}], tools=tools))
     n = len(ids)
     return _core.Sample(
         ids.astype(np.uint32),

@@ -3,7 +3,8 @@
 Contract: `episode_prefix(env, first_observation, fmt, system_prompt=None)` is the chat prefix of
 an episode: a system message (the configured override, else the prompt the env declares, else
 the generic one of its action format) and one user message holding the env's first observation.
-Observations after it are sent as plain user messages.
+Observations after it are sent as plain user messages (in tool mode as `tool` messages:
+`episode/tools.py`).
 """
 
 from __future__ import annotations
@@ -28,13 +29,24 @@ GENERIC_PROMPTS: dict[ActionFormat, str] = {
         "Think step by step, then end with one command in a code fence, e.g. ```click [1234]```. "
         "Issue ```stop [answer]``` when the task is done."
     ),
+    ActionFormat.TOOLS: (
+        "You are an agent acting in an environment{about}. Act by calling one of the tools "
+        "you are given, one call per turn; its result comes back as the tool's response."
+    ),
 }
 
 
 def system_prompt(env: str, fmt: ActionFormat, override: str | None = None) -> str:
+    """The override, else (text formats) the env's own prompt or its format's generic one. In
+    tool mode the env's prompt is not used (it teaches a text format); the generic tool prompt
+    names the env by its description, and the template writes the tools after it."""
     if override is not None:
         return override
-    return env_traits(env).system_prompt or GENERIC_PROMPTS[fmt]
+    traits = env_traits(env)
+    if fmt is ActionFormat.TOOLS:
+        about = f" ({traits.description})" if traits.description else ""
+        return GENERIC_PROMPTS[fmt].format(about=about)
+    return traits.system_prompt or GENERIC_PROMPTS[fmt]
 
 
 def episode_prefix(

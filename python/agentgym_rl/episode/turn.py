@@ -28,6 +28,7 @@ from agentgym_rl.episode.actions import parse_action, stop_strings
 from agentgym_rl.episode.metrics import RolloutMetrics
 from agentgym_rl.episode.outcome import reward_of
 from agentgym_rl.episode.prompts import episode_prefix, observation_message
+from agentgym_rl.episode.tools import ToolReader, ToolReading, tool_message
 from agentgym_rl.episode.types import EnvSpec, EpisodePlan, Generation
 from agentgym_rl.trajectory import ChatTokenizer, TrajectoryBuilder
 from agentgym_rl.wire.types import Status
@@ -75,11 +76,32 @@ class Acted:
     """The turn did nothing: its text had no action, or the env refused the action."""
     failure: str | None = None
     """Why the step failed, when `ended` is ENV_FAILURE (see `env_failure`)."""
+    reply: tuple[dict[str, str], ...] = ()
+    """Tool mode: the `tool` messages the turn's calls are answered with (else `observation`
+    goes back as one user message)."""
+
+    @property
+    def messages(self) -> list[dict[str, str]]:
+        """What goes back to the model after this turn."""
+        return list(self.reply) or [observation_message(self.observation)]
 
 
-async def act(step: StepEnv, text: str, fmt: ActionFormat, score: float) -> Acted:
+async def act(
+    step: StepEnv,
+    text: str,
+    fmt: ActionFormat,
+    score: float,
+    *,
+    tools: ToolReader | None = None,
+    turn: int = 0,
+) -> Acted:
     """Parse `text` in `fmt` and step the env with its action (the one turn rule every agent
-    follows: training, the sync baseline, evaluation over an API)."""
+    follows: training, the sync baseline, evaluation over an API). Tool mode reads the reply's
+    calls with `tools` (`turn` numbers the ids of calls written without one)."""
+    if fmt is ActionFormat.TOOLS:
+        if tools is None:
+            raise ValueError("action format 'tools' needs the env's tools")
+        return await act_on_calls(step, tools.read(text, turn), score)
     parsed = parse_action(text, fmt)
     if parsed.action is None:
         return Acted(parsed.feedback or "", score, False, None, invalid=True)
@@ -89,6 +111,35 @@ async def act(step: StepEnv, text: str, fmt: ActionFormat, score: float) -> Acte
         return Acted("", score, False, Status.ENV_FAILURE, failure=env_failure("step", e))
     ended = Status.DONE if outcome.done else None
     return Acted(outcome.observation, outcome.score, True, ended, invalid=outcome.invalid)
+
+
+async def act_on_calls(step: StepEnv, reading: ToolReading, score: float) -> Acted:
+    """Tool mode's turn: each call of the reply (`ToolReader.read` of its text, or `read_calls`
+    of an API's structured calls) steps the env in order (calls beyond `calls_per_turn` and
+    after the one that ended the episode are not run) and is answered by one `tool` message;
+    the turn is invalid when a call was malformed or refused by the env, or when the reply
+    called nothing (then the feedback is a user message)."""
+    if not reading.steps:
+        return Acted(reading.feedback, score, False, None, invalid=True)
+    replies: list[dict[str, str]] = []
+    stepped = invalid = False
+    ended: Status | None = None
+    for call in reading.steps:
+        content = call.feedback
+        if call.action is None:
+            invalid |= not call.refused
+        elif ended is not None:
+            content = "Not executed: the episode ended with the call before."
+        else:
+            try:
+                outcome = await step(call.action)
+            except (_core.EnvPoolError, EnvStepError) as e:
+                return Acted("", score, stepped, Status.ENV_FAILURE, failure=env_failure("step", e))
+            stepped, score, content = True, outcome.score, outcome.observation
+            invalid |= outcome.invalid
+            ended = Status.DONE if outcome.done else None
+        replies.append(tool_message(content, call.id))
+    return Acted(replies[0]["content"], score, stepped, ended, invalid, reply=tuple(replies))
 
 
 def episode_reward(score: float, status: Status, turns: int, invalid: int, penalty: float) -> float:
@@ -162,6 +213,7 @@ class EpisodeState:
         builder = TrajectoryBuilder(
             chat,
             prefix,
+            tools=spec.tools.tools.schemas if spec.tools is not None else None,
             max_len=max_len,
             stop_ids=stop_ids,
             check_drift=check_drift,
@@ -210,7 +262,9 @@ async def play_turn(
         ep.status = Status.TRUNCATED
         return
     text = ep.chat.decode([i for i in gen.token_ids if i not in ep.stop_ids])
-    acted = await act(step, text, ep.spec.action_format, ep.score)
+    acted = await act(
+        step, text, ep.spec.action_format, ep.score, tools=ep.spec.tools, turn=ep.turns
+    )
     metrics.env_steps += acted.stepped
     metrics.invalid_actions += acted.invalid
     ep.invalid += acted.invalid
@@ -219,5 +273,5 @@ async def play_turn(
         ep.status, ep.failure = acted.ended, acted.failure
     elif ep.turns >= ep.plan.budget.turn_cap:
         ep.status = Status.TURN_CAP
-    elif not ep.builder.add_observation(observation_message(acted.observation)):
+    elif not ep.builder.add_observation(acted.messages):
         ep.status = Status.TRUNCATED

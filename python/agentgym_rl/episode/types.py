@@ -17,6 +17,7 @@ from typing import Literal, Protocol
 
 from agentgym_rl.config import ActionFormat
 from agentgym_rl.episode.dataset import Task
+from agentgym_rl.episode.tools import ToolReader
 
 FinishReason = Literal["stop", "length", "abort"]
 
@@ -70,6 +71,8 @@ class EnvSpec:
     system_prompt: str | None = None
     invalid_penalty: float = 0.0
     """See `turn.episode_reward` (0: the reward is the env's score)."""
+    tools: ToolReader | None = None
+    """With `action_format` TOOLS: the env's tools and how replies write a call."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,13 +20,54 @@ from typing import Any
 SPECIAL_TOKENS: tuple[str, ...] = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
 """ChatML specials, ids 0, 1, 2 in that order."""
 
-CHATML_TEMPLATE = (
-    "{%- for message in messages %}"
-    "{{- '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n' }}"
-    "{%- endfor %}"
-    "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}"
-)
-"""ChatML: `<|im_start|>{role}\\n{content}<|im_end|>\\n` per message."""
+CHATML_TEMPLATE = """\
+{%- if messages and messages[0].role == 'system' %}
+    {%- set system_text = messages[0].content %}
+    {%- set turns = messages[1:] %}
+{%- else %}
+    {%- set system_text = none %}
+    {%- set turns = messages %}
+{%- endif %}
+{%- if system_text is not none or tools %}
+    {{- '<|im_start|>system\\n' + (system_text if system_text is not none else 'You are an agent.') }}
+    {%- if tools %}
+        {{- '\\n\\n# Tools\\n\\nThe functions you may call, one JSON signature a line:\\n<tools>' }}
+        {%- for tool in tools %}
+            {{- '\\n' + tool | tojson }}
+        {%- endfor %}
+        {{- '\\n</tools>\\n\\nCall one by replying with its name and arguments as JSON between tags:\\n<tool_call>\\n{"name": <function-name>, "arguments": <args-json-object>}\\n</tool_call>' }}
+    {%- endif %}
+    {{- '<|im_end|>\\n' }}
+{%- endif %}
+{%- for message in turns %}
+    {%- if message.role == 'tool' %}
+        {%- if loop.first or turns[loop.index0 - 1].role != 'tool' %}
+            {{- '<|im_start|>user' }}
+        {%- endif %}
+        {{- '\\n<tool_response>\\n' + message.content + '\\n</tool_response>' }}
+        {%- if loop.last or turns[loop.index0 + 1].role != 'tool' %}
+            {{- '<|im_end|>\\n' }}
+        {%- endif %}
+    {%- elif message.role == 'assistant' and message.tool_calls %}
+        {{- '<|im_start|>assistant\\n' + (message.content or '') }}
+        {%- for call in message.tool_calls %}
+            {%- set fn = call.function if call.function is defined else call %}
+            {%- set args = fn.arguments if fn.arguments is string else fn.arguments | tojson %}
+            {{- ('\\n' if message.content or not loop.first else '') + '<tool_call>\\n{"name": "' + fn.name + '", "arguments": ' + args + '}\\n</tool_call>' }}
+        {%- endfor %}
+        {{- '<|im_end|>\\n' }}
+    {%- else %}
+        {{- '<|im_start|>' + message.role + '\\n' + message.content + '<|im_end|>\\n' }}
+    {%- endif %}
+{%- endfor %}
+{%- if add_generation_prompt %}
+    {{- '<|im_start|>assistant\\n' }}
+{%- endif %}
+"""
+"""ChatML (`<|im_start|>{role}\\n{content}<|im_end|>\\n` per message) that handles tools the Qwen
+way: their schemas in the system turn, calls as `<tool_call>` JSON replies (a structured
+`tool_calls` message is written in that layout), results as `<tool_response>` blocks of a user
+turn."""
 
 # GPT-2/Qwen style pre-tokenizer split (contractions, letters, digits, punctuation, spaces).
 # transformers imposes exactly this split on every qwen2 checkpoint, whatever tokenizer.json says.

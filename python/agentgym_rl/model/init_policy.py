@@ -65,6 +65,7 @@ def _play(
             system_prompt=source.system_prompt,
             thought_line=options.thought_line,
             environment=environment,
+            action_format=options.action_format,
         )
         return played, list(environment.reference_text())
     finally:

@@ -13,15 +13,18 @@ what the format warm-up teaches.
 
 from __future__ import annotations
 
+import json
 import random
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from agentgym_rl.env_discovery import load_env
+from agentgym_rl.config import ActionFormat
+from agentgym_rl.env_discovery import env_traits, load_env
 from agentgym_rl.episode.actions import env_format, render_action
 from agentgym_rl.episode.dataset import Task
 from agentgym_rl.episode.prompts import episode_prefix, observation_message
+from agentgym_rl.episode.tools import ToolFamily, ToolSet, tool_message, write_call
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,6 +34,8 @@ class Transcript:
     item_id: str
     messages: list[dict[str, str]]
     success: bool
+    tools: list[dict[str, Any]] | None = None
+    """Tool mode: the schemas the system turn is rendered with."""
 
 
 def thought_from(observation: str, line_prefix: str | None) -> str | None:
@@ -55,6 +60,7 @@ def random_transcripts(
     env_options: dict[str, str] | None = None,
     thought_line: str | None = None,
     environment: Any = None,
+    action_format: ActionFormat | None = None,
 ) -> list[Transcript]:
     """Play every task once with the env's random valid actions, at most `turn_cap` turns
     (`env_options`: the env's own options, as `env serve --env-option` gives them).
@@ -62,7 +68,9 @@ def random_transcripts(
     `thought_line`: each action follows a `Thought:` line restating the observation's line with
     this prefix (e.g. "Goal:"). It restates what the agent was told, never which action to pick:
     the actions stay uniformly random. `environment`: an env already built from these options
-    (the caller's to close); by default one is built here."""
+    (the caller's to close); by default one is built here. `action_format` (default: the env's):
+    TOOLS writes each action as the Qwen-style call of the env's tool that stands for it
+    (`write_call`), answered by a `tool` message, with the tools' schemas on the transcript."""
     if environment is None:
         built = load_env(env, **(env_options or {}))
         try:
@@ -74,11 +82,13 @@ def random_transcripts(
                 system_prompt=system_prompt,
                 thought_line=thought_line,
                 environment=built,
+                action_format=action_format,
             )
         finally:
             built.close()
     rng = random.Random(seed)
-    fmt = env_format(env)
+    fmt = action_format or env_format(env)
+    tools = ToolSet.from_wire(env_traits(env).tools) if fmt is ActionFormat.TOOLS else None
     out: list[Transcript] = []
     episode = environment.new_episode()  # type: ignore[attr-defined]
     try:
@@ -92,7 +102,10 @@ def random_transcripts(
                 if action is None:
                     break
                 thought = thought_from(observation, thought_line)
-                turn_text = render_action(action, fmt, thought)
+                if tools is None:
+                    turn_text = render_action(action, fmt, thought)
+                else:
+                    turn_text = _call_text(tools, action, thought)
                 messages.append({"role": "assistant", "content": turn_text})
                 result = episode.step(action)
                 observation = result.observation
@@ -100,17 +113,31 @@ def random_transcripts(
                     success = result.score > 0
                     break
                 if turn + 1 < turn_cap:
-                    messages.append(observation_message(result.observation))
-            out.append(Transcript(task.item_id, messages, success))
+                    reply = observation_message(observation)
+                    if tools is not None:
+                        reply = tool_message(observation, f"call_{turn + 1}_0")
+                    messages.append(reply)
+            schemas = tools.schemas if tools is not None else None
+            out.append(Transcript(task.item_id, messages, success, schemas))
     finally:
         episode.close()
     return out
 
 
+def _call_text(tools: ToolSet, action: str, thought: str | None) -> str:
+    call = tools.call_for(action)
+    if call is None:
+        raise ValueError(f"no tool of the env writes its action {action!r}: declare one")
+    text = write_call(call, ToolFamily.HERMES)
+    return text if thought is None else f"{thought}\n{text}"
+
+
 def corpus_text(transcripts: Iterable[Transcript]) -> list[str]:
     """Every message as the chat template shows it, role line included (the tokenizer's corpus:
-    role names then become single tokens too)."""
-    return [f"{m['role']}\n{m['content']}" for t in transcripts for m in t.messages]
+    role names then become single tokens too), and the tool schemas of tool transcripts."""
+    out = [f"{m['role']}\n{m['content']}" for t in transcripts for m in t.messages]
+    out += [json.dumps(schema, ensure_ascii=False) for t in transcripts for schema in t.tools or ()]
+    return out
 
 
 __all__ = ["Transcript", "corpus_text", "random_transcripts", "thought_from"]

@@ -33,23 +33,33 @@ class Encoded:
 
 
 def encode(
-    tokenizer: Any, messages: Sequence[dict[str, str]], *, observation_weight: float = 0.0
+    tokenizer: Any,
+    messages: Sequence[dict[str, str]],
+    *,
+    observation_weight: float = 0.0,
+    tools: Sequence[dict[str, Any]] | None = None,
 ) -> Encoded:
     """Token ids of `messages` as the chat template renders them, each weighted as a target:
-    assistant turns 1, observation turns `observation_weight`, the rest 0."""
+    assistant turns 1, observation turns (user or tool) `observation_weight`, the rest 0. The
+    system turn is rendered with `tools` (a tool transcript's schemas)."""
     ids: list[int] = []
     weights: list[float] = []
     for m in messages:
-        rendered = tokenizer.apply_chat_template([m], tokenize=False, add_generation_prompt=False)
+        with_tools = {"tools": list(tools)} if tools and m["role"] == "system" else {}
+        rendered = tokenizer.apply_chat_template(
+            [m], tokenize=False, add_generation_prompt=False, **with_tools
+        )
         enc = tokenizer(rendered, add_special_tokens=False, return_offsets_mapping=True)
         ids.extend(enc["input_ids"])
-        weight = {"assistant": 1.0, "user": observation_weight}.get(m["role"], 0.0)
-        if weight > 0.0:
-            # Header is context; content + <|im_end|> are targets; the trailing "\n" is glue.
-            # By character offsets: a BPE token may merge the header's "\n" with the content.
-            start = len(f"<|im_start|>{m['role']}\n")
-            end = rendered.rindex("<|im_end|>") + len("<|im_end|>")
-            weights.extend(weight * (a < end and b > start) for a, b in enc["offset_mapping"])
+        weight = {"assistant": 1.0, "user": observation_weight, "tool": observation_weight}
+        w = weight.get(m["role"], 0.0)
+        if w > 0.0:
+            # The content up to its closing <|im_end|> is the target; the header (and a tool
+            # result's opening <tool_response>) is context. By character offsets: a BPE token
+            # may merge the header's "\n" with the content.
+            start = rendered.index(m["content"]) if m["content"] else 0
+            end = rendered.index("<|im_end|>", start + len(m["content"])) + len("<|im_end|>")
+            weights.extend(w * (a < end and b > start) for a, b in enc["offset_mapping"])
         else:
             weights.extend([0.0] * len(enc["input_ids"]))
     return Encoded(ids, weights)
@@ -83,7 +93,8 @@ def format_warmup(
     tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
     model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch.float32)
     encoded = [
-        encode(tokenizer, t.messages, observation_weight=observation_weight) for t in transcripts
+        encode(tokenizer, t.messages, observation_weight=observation_weight, tools=t.tools)
+        for t in transcripts
     ]
     if not encoded:
         raise ValueError("format warm-up needs at least one transcript")

@@ -33,11 +33,12 @@ from pathlib import Path
 
 from agentgym_rl import _core
 from agentgym_rl.auth import read_secret
-from agentgym_rl.config import RolloutConfig
+from agentgym_rl.config import ActionFormat, RolloutConfig
 from agentgym_rl.episode.agent import AgentLoop
 from agentgym_rl.episode.dataset import Cursor, MixCursor, TaskMix, TaskSource, load_split
 from agentgym_rl.episode.log import EpisodeLog
 from agentgym_rl.episode.metrics import RolloutMetrics
+from agentgym_rl.episode.tools import tool_reader
 from agentgym_rl.episode.types import Engine, EnvSpec
 from agentgym_rl.rollout.dispatcher import Dispatcher, DispatchSummary
 from agentgym_rl.rollout.held_out import HeldOutEval
@@ -173,10 +174,19 @@ def env_pool(config: RolloutConfig) -> _core.EnvPool:
     )
 
 
-def env_specs(config: RolloutConfig, *, penalties: bool = True) -> dict[str, EnvSpec]:
+def env_specs(
+    config: RolloutConfig, chat: ChatTokenizer, *, penalties: bool = True
+) -> dict[str, EnvSpec]:
     """How the agent talks to each env; without `penalties`, rewards are the env's scores."""
     return {
-        e.env: EnvSpec(e.action_format, e.system_prompt, e.invalid_penalty if penalties else 0.0)
+        e.env: EnvSpec(
+            e.action_format,
+            e.system_prompt,
+            e.invalid_penalty if penalties else 0.0,
+            tool_reader(e.env, chat, e.tool_parser, e.tool_calls_per_turn)
+            if e.action_format is ActionFormat.TOOLS
+            else None,
+        )
         for e in config.envs
     }
 
@@ -207,7 +217,7 @@ def agent_loop(
         engine,
         pool,
         chat,
-        envs=env_specs(config, penalties=not held_out),
+        envs=env_specs(config, chat, penalties=not held_out),
         max_model_len=context_length(config, engine),
         max_tokens_per_turn=config.engine.max_tokens_per_turn,
         stop_ids=getattr(engine, "stop_token_ids", None),
@@ -291,7 +301,7 @@ def sync_loop(
         schedule,
         trajectory_buffer(config, int(engine.version)),
         addresses={e.env: e.addresses for e in config.envs},
-        envs=env_specs(config),
+        envs=env_specs(config, chat),
         dialects={e.env: e.dialect for e in config.envs},
         max_model_len=context_length(config, engine),
         max_tokens_per_turn=config.engine.max_tokens_per_turn,
