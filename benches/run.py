@@ -29,6 +29,7 @@ BENCHES = {
     "retrieval": "bench_retrieval.py",
     "web": "bench_web.py",
     "games": "bench_games.py",
+    "tools": "bench_tools.py",
     "weights": "bench_weights.py",
 }
 HERE = Path(__file__).resolve().parent

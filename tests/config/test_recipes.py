@@ -96,3 +96,23 @@ def test_pairs_agree_with_each_other_and_the_paper(env: str, model: str) -> None
     assert learn.optimizer.lr == 1e-6 and learn.optimizer.decay == "constant"
     assert learn.loss.kl_coef == 1e-3 and learn.advantage.estimator == "grpo"
     assert learn.parallel.tp <= kv_heads and kv_heads % learn.parallel.tp == 0
+
+
+@pytest.mark.parametrize(
+    "path", sorted(RECIPES.glob("*/rollout/*.yaml")), ids=lambda p: str(p.relative_to(RECIPES))
+)
+def test_every_rollout_recipe_has_a_tools_variant(path: Path) -> None:
+    """The override each header names puts the env in tool mode; the env declares its own tools,
+    and a Qwen2.5-shaped template (the golden fixture's) is read as the Hermes family."""
+    from agentgym_rl.config import ActionFormat
+    from agentgym_rl.episode.tools import ToolFamily, tool_reader
+    from agentgym_rl.trajectory import ChatTokenizer
+
+    override = "envs.0.action_format=tools"
+    assert override in path.read_text()
+    config = load_rollout_config(path, [override])
+    [env] = config.envs
+    assert env.action_format is ActionFormat.TOOLS
+    qwen = ChatTokenizer.from_dir(ROOT / "tests" / "fixtures" / "templates" / "qwen25_tools")
+    reader = tool_reader(env.env, qwen, env.tool_parser)
+    assert reader.family is ToolFamily.HERMES and reader.tools.names != ["act"]

@@ -66,8 +66,10 @@ def test_flags_round_trip_what_a_section_sets(tmp_path) -> None:  # type: ignore
         phrase_tokens=False,
         warmup_lr=1e-3,
         thought_line="Goal:",
+        action_format="tools",
     )
     argv = to_flags(given)
+    assert argv[argv.index("--action-format") + 1] == "tools"  # an enum flag takes its value
     assert argv[:2] == ["--env", "searchqa"] and "--no-phrase-tokens" in argv
     assert from_flags(InitModelConfig, parse(InitModelConfig, argv)) == given
     # a flag left out keeps the model's default: stated once, in the model

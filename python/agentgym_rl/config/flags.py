@@ -14,6 +14,7 @@ what was given and raises
 from __future__ import annotations
 
 import argparse
+import enum
 import types
 from collections.abc import Sequence
 from pathlib import Path
@@ -88,13 +89,15 @@ def to_flags(model: BaseModel) -> list[str]:
         elif isinstance(value, list):
             argv += [a for item in value for a in (flag, _flag_value(item))]
         elif value is not None:
-            argv += [flag, str(value)]
+            argv += [flag, _flag_value(value)]
     return argv
 
 
 def _flag_value(item: Any) -> str:
-    """A list item as its flag takes it: a section (a model) as JSON."""
-    return item.model_dump_json(exclude_unset=True) if isinstance(item, BaseModel) else str(item)
+    """A value as its flag takes it: a section (a model) as JSON, an enum member as its value."""
+    if isinstance(item, BaseModel):
+        return item.model_dump_json(exclude_unset=True)
+    return str(item.value) if isinstance(item, enum.Enum) else str(item)
 
 
 def _unwrap(annotation: Any) -> Any:
