@@ -10,10 +10,12 @@ from __future__ import annotations
 import functools
 import http.server
 import os
+import random
 import re
 import shutil
 import signal
 import threading
+from collections import Counter
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -288,6 +290,32 @@ def test_max_steps_ends_the_episode(base: str, env: PagesEnv) -> None:
         ep.close()
     finally:
         env.max_steps = old
+
+
+def test_random_actions_are_commands_the_page_accepts(env: PagesEnv) -> None:
+    """`random_action` on real pages: concrete commands on what the observation shows, written
+    back unchanged by the tool calls that stand for them, never refused; None once it is over."""
+    from agentgym_rl.episode.tools import ToolSet
+
+    tools = ToolSet.from_wire([t.wire() for t in PagesEnv.tool_set()])
+    rng, drawn = random.Random(0), Counter[str]()
+    ep = env.new_episode()
+    assert ep.random_action(rng) is None
+    for index in range(len(PagesTaskSet.FILES)):
+        result = ep.reset(index)
+        for _ in range(10):
+            action = ep.random_action(rng)
+            assert action is not None
+            call = tools.call_for(action)
+            assert call is not None and tools.action_for(call) == action, action
+            result = ep.step(action)
+            assert not result.invalid, (action, result.observation)
+            drawn[call.name] += 1
+            if result.done:
+                assert ep.random_action(rng) is None
+                break
+    ep.close()
+    assert {"click", "type", "scroll"} <= set(drawn), drawn
 
 
 class OnWorker:

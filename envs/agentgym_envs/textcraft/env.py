@@ -4,7 +4,9 @@ Task `data_idx` is goal `goals.json[data_idx]` (sorted by depth then name, writt
 make_data.py, checked against the recipe data at start-up). Reset shows the crafting commands the
 goal needs plus up to 10 distractor recipes, shuffled by a per-task seed, then `Goal: craft X.`
 Actions: `get N item`, `craft N X using N a, N b`, `inventory`. Reward 1 when the goal is
-crafted, which ends the episode.
+crafted, which ends the episode. A random action (`random_action`) is a crafting command the
+reset observation lists, a get of a gettable ingredient they list (with its listed count) or
+`inventory`.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from agentgym_envs.server.base import REACT_RULES, Environment, Episode, StepResult
+from agentgym_envs.server.tools import Param, Tool
 from agentgym_envs.textcraft.recipes import CraftingGraph, Recipe, display
 
 DATA = Path(__file__).parent / "data"
@@ -71,12 +74,19 @@ class TextCraftEpisode(Episode):
         self._inventory: Counter[str] = Counter()
         self._last = ""
         self._score = 0.0
+        self._listed: list[str] = []  # the crafting commands the reset observation lists
+        self._gets: list[str] = []  # their gettable ingredients, as listed ("2 iron ingot")
 
     def reset(self, data_idx: int) -> StepResult:
         self._goal = self._goals[data_idx][0]
         self._inventory = Counter()
         self._score = 0.0
         self._last = task_text(self._graph, self._goal, data_idx)
+        self._listed = [line for line in self._last.split("\n") if line.startswith("craft ")]
+        parts = (p for line in self._listed for p in line.split(" using ", 1)[1].split(", "))
+        self._gets = [
+            p for p in dict.fromkeys(parts) if item_key(p.split(" ", 1)[1]) in self._graph.gettable
+        ]
         return StepResult(self._last)
 
     def step(self, action: str) -> StepResult:
@@ -105,6 +115,18 @@ class TextCraftEpisode(Episode):
 
     def available_actions(self) -> list[str]:
         return list(ACTIONS)
+
+    def random_action(self, rng: random.Random) -> str | None:
+        """A listed crafting command or a get of one of their gettable ingredients (each
+        9 times in 20), else `inventory`; None before a reset and once the goal is crafted."""
+        if not self._goal or self._score > 0:
+            return None
+        draw = rng.random()
+        if draw < 0.45 and self._listed:
+            return rng.choice(self._listed)
+        if draw < 0.9 and self._gets:
+            return f"get {rng.choice(self._gets)}"
+        return "inventory"
 
     # -- actions ---------------------------------------------------------------------------------
     def _inventory_text(self) -> str:
@@ -163,6 +185,30 @@ class TextCraftEnvironment(Environment):
         "You craft Minecraft items. Use 'get N item' to fetch base items, 'craft N X using N a, "
         "N b' to follow a listed recipe and 'inventory' to list what you hold. Reach the goal "
         "item. " + REACT_RULES
+    )
+    tools: ClassVar[tuple[Tool, ...]] = (
+        Tool(
+            "get",
+            "Fetch a base item (one that no recipe makes) into your inventory.",
+            "get {item}",
+            (Param("item", "string", "Count and name, e.g. '1 oak log'."),),
+        ),
+        Tool(
+            "craft",
+            "Craft an item following one of the listed crafting commands; the ingredients must "
+            "be in your inventory.",
+            "craft {target} using {ingredients}",
+            (
+                Param("target", "string", "Count and name of the item made, e.g. '4 oak planks'."),
+                Param(
+                    "ingredients",
+                    "string",
+                    "Count and name of each ingredient, comma-separated, as the recipe lists "
+                    "them, e.g. '1 oak log' or '2 iron ingot, 1 stick'.",
+                ),
+            ),
+        ),
+        Tool("inventory", "List the items you hold.", "inventory"),
     )
     splits: ClassVar[dict[str, str | range]] = {
         "train": "data/train.json",

@@ -16,12 +16,18 @@ moved; a text node's is the observed one), except `type` on a `<select>` (a comb
 chooses the option with that label or value (its native pop-up is not in the page, so it could
 not be clicked); then it waits for a navigation the action started and for the page's `load`.
 `stop` is not executed here (the env ends the episode).
+
+`random_command(observation, objective, rng)` is a valid command drawn at random from what an
+observation shows, knowing nothing of which one helps (the web episode's `random_action`).
 """
 
 from __future__ import annotations
 
+import ast
 import contextlib
+import random
 import re
+from collections.abc import Container
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -50,6 +56,85 @@ USAGE = (
     "scroll [up|down], goto [url], new_tab, go_back, go_forward, tab_focus [n], close_tab, "
     "stop [answer]"
 )
+
+
+# `random_command`: a tree line's id, role and name (the name as Python's repr writes it)
+_TREE_LINE = re.compile(r"""^\t*\[(\d+)\] (\S+)(?: ('(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*"))?""")
+_WORD = re.compile(r"[^\W_]+")  # letters and digits: nothing that would end a command's [arg]
+MAX_WORD = 24
+# Roles a click does something on (clicks go to any shown element, these most of the time)
+CLICKABLE = frozenset(
+    {
+        "link",
+        "button",
+        "textbox",
+        "searchbox",
+        "combobox",
+        "checkbox",
+        "radio",
+        "switch",
+        "menuitem",
+        "menuitemcheckbox",
+        "menuitemradio",
+        "option",
+        "tab",
+        "treeitem",
+        "slider",
+        "spinbutton",
+        "listbox",
+    }
+)
+# Roles `type` writes a word into (not a combobox: on a <select> only an option's label goes)
+TYPEABLE = frozenset({"textbox", "searchbox"})
+# How often each kind of command is drawn (kinds with nothing to act on are left out)
+RANDOM_WEIGHTS = {"click": 45, "hover": 8, "type": 22, "scroll": 12, "stop": 5, "go_back": 3}
+
+
+def random_command(
+    observation: str, objective: str, rng: random.Random, ids: Container[int] | None = None
+) -> str:
+    """A valid command drawn at random from what `observation` shows (its tree lines; `ids`, when
+    given, the ids an action may address: others are passed over): `click [N]` (2 times in 3 on
+    an element of a `CLICKABLE` role when one is shown) or `hover [N]` on a shown element,
+    `type [N] [word] [1|0]` on a textbox, `scroll [down|up]`, rarely `stop [word]` and `go_back`,
+    by `RANDOM_WEIGHTS`. Words are the page's names' and the objective's (letters and digits)."""
+    elements: list[tuple[int, str]] = []
+    names: list[str] = []
+    for line in observation.splitlines():
+        match = _TREE_LINE.match(line)
+        if match is None or (ids is not None and int(match[1]) not in ids):
+            continue
+        if match[2] != "RootWebArea":  # its box is no element's: nothing there to click
+            elements.append((int(match[1]), match[2]))
+        if match[3]:
+            try:
+                names.append(str(ast.literal_eval(match[3])))
+            except (ValueError, SyntaxError):
+                pass
+    words = list(
+        dict.fromkeys(
+            w for text in (*names, objective) for w in _WORD.findall(text) if len(w) <= MAX_WORD
+        )
+    )
+    textboxes = [i for i, role in elements if role in TYPEABLE]
+    kinds = {
+        kind: weight
+        for kind, weight in RANDOM_WEIGHTS.items()
+        if (kind not in ("click", "hover") or elements)
+        and (kind != "type" or bool(textboxes and words))
+    }
+    kind = rng.choices(list(kinds), list(kinds.values()))[0]
+    if kind in ("click", "hover"):
+        clickable = [i for i, role in elements if role in CLICKABLE]
+        pool = clickable if clickable and rng.random() < 2 / 3 else [i for i, _ in elements]
+        return f"{kind} [{rng.choice(pool)}]"
+    if kind == "type":
+        return f"type [{rng.choice(textboxes)}] [{rng.choice(words)}] [{rng.choice('10')}]"
+    if kind == "scroll":
+        return f"scroll [{rng.choice(('down', 'up'))}]"
+    if kind == "stop":
+        return f"stop [{rng.choice(words)}]" if words else "stop []"
+    return "go_back"
 
 
 class InvalidAction(Exception):

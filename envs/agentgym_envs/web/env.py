@@ -12,7 +12,8 @@ WebArena server reads it; an unknown command or id: an observation with a `NOTE:
 `invalid=True`, nothing else changes), executes it, then asks `taskset.judge`; `stop [answer]`
 ends the episode with the judge's final verdict, as does the judge saying done or the
 `max_steps`-th action. `score` is the verdict's score, `reward` its change this step. When the
-episode ends its context is closed; its last observation stays readable.
+episode ends its context is closed; its last observation stays readable. `random_action` draws a
+concrete command from the current observation (`actions.random_command`).
 
 A browser that died fails each of its live episodes' next call with `internal` (the message
 says so); new episodes (and a reset of the failed one) get a fresh browser. The env is
@@ -32,6 +33,7 @@ import atexit
 import itertools
 import logging
 import os
+import random
 import shutil
 from typing import Any, ClassVar
 
@@ -44,10 +46,12 @@ from agentgym_envs.server.base import (
     StepResult,
 )
 from agentgym_envs.server.env_options import float_option, int_option
-from agentgym_envs.web.actions import USAGE, Command, InvalidAction, Tabs, parse
+from agentgym_envs.server.tools import Tool
+from agentgym_envs.web.actions import USAGE, Command, InvalidAction, Tabs, parse, random_command
 from agentgym_envs.web.browser import BrowserPool, Lease
 from agentgym_envs.web.observation import render, tabs_line
 from agentgym_envs.web.taskset import TaskSet, Verdict, WebTask
+from agentgym_envs.web.tools import WEB_TOOLS
 
 log = logging.getLogger("agentgym_envs.web")
 
@@ -144,6 +148,14 @@ class WebEpisode(Episode):
         self._check()
         return list(ACTIONS)
 
+    def random_action(self, rng: random.Random) -> str | None:
+        """A concrete command on what the current observation shows (`random_command`: an id
+        it shows that the page still has, a word of the page or the objective); None before a
+        reset and once the episode is over."""
+        if self._tabs is None or self._lease is None or self._broken is not None:
+            return None
+        return random_command(self._last, self._objective, rng, self._tabs.targets)
+
     def close(self) -> None:
         self._release()
 
@@ -223,6 +235,7 @@ class WebEnvironment(Environment):
     # one wire, so AgentGym's WebArena client drives either
     http_dialect: ClassVar[str] = "webarena"
     action_format: ClassVar[str] = "webarena"  # its prompt: the generic one of that format
+    tools: ClassVar[tuple[Tool, ...]] = WEB_TOOLS
     needs: ClassVar[dict[str, str]] = {
         "chromium": "install Chromium (as root: `apt-get install chromium`; scripts/install.sh does)"
     }
