@@ -79,3 +79,19 @@ def test_flags_given_override_the_runs_and_missing_parts_are_named(tmp_path: Pat
         command.eval_options(parser.parse_args(["--run", str(run), "--model", str(run)]))
     with pytest.raises(EvalError, match="not a readable train run folder"):
         options_for_run(tmp_path)
+
+
+def test_the_runs_action_format_per_env_and_the_flag_over_it(tmp_path: Path) -> None:
+    envs = [{"env": "babyai", "action_format": "tools", "tool_parser": "hermes"}]
+    run = a_run(tmp_path, envs=envs, eval={"split": HELD_OUT})
+    options = options_for_run(run)
+    assert options.action_format == {"babyai": "tools"}
+    assert options.tool_parser == {"babyai": "hermes"}
+    assert options.tool_calls_per_turn == {"babyai": 1}
+    (tmp_path / "own").mkdir()
+    own = options_for_run(a_run(tmp_path / "own", eval={"split": HELD_OUT}))
+    assert own.action_format == {"babyai": "react"}  # the format babyai declares
+    parser = argparse.ArgumentParser()
+    command.add_arguments(parser)
+    args = parser.parse_args(["--run", str(run), "--action-format", "react"])
+    assert command.eval_options(args).action_format == "react"

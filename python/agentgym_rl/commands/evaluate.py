@@ -24,8 +24,10 @@ DESCRIPTION = (
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from typing import get_args
+
     from agentgym_rl.config.flags import add_flags
-    from agentgym_rl.config.rollout import DEFAULT_TURN_CAPS, EngineConfig
+    from agentgym_rl.config.rollout import DEFAULT_TURN_CAPS, ActionFormat, EngineConfig, ToolParser
 
     src = parser.add_argument_group("policy (one of)")
     src.add_argument("--model", type=Path, metavar="DIR", help="local HF checkpoint (vLLM)")
@@ -84,6 +86,28 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="KEY=VALUE",
         help="option of the env servers eval starts, e.g. observation=compact (repeatable)",
     )
+    acting = parser.add_argument_group("action format")
+    acting.add_argument(
+        "--action-format",
+        choices=[f.value for f in ActionFormat],
+        help="how every env's actions are written (default: each env's own; with --run: the "
+        "run's). tools: native tool calls, the env's tools offered as `tools`; an API answers "
+        "with `tool_calls` and gets the results as `role: tool` messages, a local model calls "
+        "them in its chat template's layout",
+    )
+    acting.add_argument(
+        "--tool-parser",
+        choices=list(get_args(ToolParser)),
+        help="with --action-format tools and --model: how the model writes a call (default "
+        "auto: recognised from its chat template; an API's calls come structured)",
+    )
+    acting.add_argument(
+        "--tool-calls-per-turn",
+        type=int,
+        metavar="N",
+        help="with --action-format tools: calls of one reply that are executed (default 1; "
+        "the rest are answered 'not executed')",
+    )
 
 
 def parse_addresses(items: list[str]) -> dict[str, list[str]]:
@@ -118,6 +142,9 @@ def eval_options(args: argparse.Namespace) -> EvalOptions:
             ("turn_cap", args.turn_cap),
             ("limit", args.limit),
             ("system_prompt", args.system_prompt),
+            ("action_format", args.action_format),
+            ("tool_parser", args.tool_parser),
+            ("tool_calls_per_turn", args.tool_calls_per_turn),
         )
         if value is not None
     }

@@ -476,15 +476,19 @@ def tool_message(content: str, call_id: str) -> dict[str, str]:
 
 
 def tool_reader(
-    env: str, chat: ChatTokenizer, parser: str = "auto", calls_per_turn: int = 1
+    env: str, chat: ChatTokenizer | None, parser: str = "auto", calls_per_turn: int = 1
 ) -> ToolReader:
     """`env`'s tools (as its class declares them) read in the layout `parser` names, or, for
-    `auto`, the one `chat`'s template writes."""
+    `auto`, the one `chat`'s template writes (no chat: an API's structured calls, whose layout
+    only the feedback's example shows: Hermes)."""
     rows = env_traits(env).tools
     if not rows:
         raise ValueError(
             f"env {env!r}: its tools are unknown here (its class cannot be imported on this "
             f"machine: install its package)"
         )
-    family = detect_family(chat) if parser == "auto" else ToolFamily(parser)
+    if parser != "auto":
+        family = ToolFamily(parser)
+    else:
+        family = ToolFamily.HERMES if chat is None else detect_family(chat)
     return ToolReader(ToolSet.from_wire(rows), family, calls_per_turn)

@@ -2,6 +2,7 @@
 
 - `runner`: every task `n` times through a `Policy`, bounded concurrency.
 - `policies`: the training agent loop on a vLLM engine; an OpenAI-compatible chat endpoint.
+- `tool_calls`: tool mode of the text policies (an API's `tools` / `tool_calls`).
 - `servers`: env servers started by an evaluation itself.
 - `job`: the whole evaluation, the coroutine `run_evaluation(EvalOptions)` the CLI runs.
 - `blocking`: `evaluate(...)`, the same as a synchronous call (the public one).

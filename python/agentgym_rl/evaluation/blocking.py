@@ -38,7 +38,8 @@ def evaluate(
     `from_run.py`) on `splits`, and return the report: `rows` (Avg@n / Pass@n per env and
     category), `records` (every episode) and `meta`. Left out, `engine`, `n`, `turn_cap` and
     `limit` are the run's (with `run`) or the defaults; `options` are other `EvalOptions`
-    fields (`env_addresses`, `system_prompt`, `env_options`, `concurrency`, `progress`...)."""
+    fields (`env_addresses`, `system_prompt`, `env_options`, `concurrency`, `progress`,
+    `action_format="tools"` for native tool calls...)."""
     given: dict[str, Any] = {k: v for k, v in options.items() if v is not None}
     if splits is not None:
         listed = [splits] if isinstance(splits, str | Path) else list(splits)

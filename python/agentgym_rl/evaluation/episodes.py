@@ -8,7 +8,9 @@ function), or an OpenAI-compatible base URL (then `model` names the served model
 item ids (`"babyai_17"`), `Task`s, or the path of a split file. Env servers missing from
 `env_addresses` are started for the call (`env_options` as `env serve --env-option` takes them)
 and stopped after it. For data generation, debugging an env, or baselines; synchronous, also
-from a notebook whose event loop runs.
+from a notebook whose event loop runs. `action_format="tools"` plays every env in tool mode: an
+endpoint gets the env's tools as `tools` and answers with `tool_calls`; a function may return
+such a message, or text whose calls are read in `tool_parser`'s layout (Hermes for `auto`).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 from agentgym_rl.episode.dataset import Task, load_split, parse_item_id
 from agentgym_rl.episode.outcome import is_success
@@ -28,8 +31,9 @@ from agentgym_rl.evaluation.policies import ApiSettings, ChatApiPolicy, Function
 from agentgym_rl.evaluation.runner import EpisodeOutcome
 from agentgym_rl.evaluation.servers import LocalEnvServers
 
-Reply = Callable[[list[dict[str, str]]], str | Awaitable[str]]
-"""A policy as a function: the chat messages so far -> the assistant's next message."""
+Reply = Callable[[list[dict[str, Any]]], str | dict[str, Any] | Awaitable[str | dict[str, Any]]]
+"""A policy as a function: the chat messages so far -> the assistant's next message (its text,
+or in tool mode also an assistant message with `tool_calls`)."""
 
 
 @dataclass(frozen=True)
@@ -43,7 +47,8 @@ class Episode:
     status: str
     """done, turn_cap, truncated, env_failure (see `wire.types.Status`)."""
     turns: int
-    messages: tuple[dict[str, str], ...]
+    messages: tuple[dict[str, Any], ...]
+    """The chat messages (tool mode: assistant `tool_calls`, answered by `role: tool` ones)."""
     failure: str | None = None
 
 
@@ -58,6 +63,8 @@ def play(
     env_options: Sequence[str] = (),
     system_prompt: str | None = None,
     concurrency: int = 8,
+    action_format: str | None = None,
+    tool_parser: str = "auto",
 ) -> list[Episode]:
     """See the module docstring."""
     chosen = _tasks(tasks)
@@ -65,7 +72,8 @@ def play(
         raise ValueError("n, turn_cap and concurrency must be >= 1")
     if isinstance(policy, str) and not model:
         raise ValueError("a policy given as an endpoint URL needs model= (the served name)")
-    run = partial(_play, policy, chosen, n, turn_cap, model, system_prompt, concurrency)
+    formats = {"action_format": action_format, "tool_parser": tool_parser}
+    run = partial(_play, policy, chosen, n, turn_cap, model, system_prompt, formats, concurrency)
     envs = sorted({t.env for t in chosen})
     given = dict(env_addresses or {})
     missing = [e for e in envs if not given.get(e)]
@@ -99,11 +107,12 @@ async def _play(
     turn_cap: int,
     model: str | None,
     system_prompt: str | None,
+    formats: dict[str, Any],
     concurrency: int,
     addresses: dict[str, list[str]],
 ) -> list[Episode]:
+    specs = env_specs(sorted({t.env for t in tasks}), system_prompt, **formats)
     pool = env_pool({env: addresses[env] for env in {t.env for t in tasks}})
-    specs = env_specs(sorted({t.env for t in tasks}), system_prompt)
     player: FunctionPolicy | ChatApiPolicy
     if isinstance(policy, str):
         player = ChatApiPolicy(pool, ApiSettings(base_url=policy, model=str(model)), specs)

@@ -5,7 +5,8 @@ Contract: `options_for_run(run_dir, step=None)` reads the run's own configs
 `EvalOptions` that evaluate the latest complete checkpoint's HF export (or `step`'s) the way the
 run's held-out evaluation did: its split, samples per task, task limit and turn cap (the
 evaluation's, else the largest ScalingInter cap), the engine's options with the evaluation's
-temperature, the env's system prompt and the env servers' `--env-option`s. `given` replaces any
+temperature, each env's system prompt and action format (tool mode with its parser and calls
+per turn) and the env servers' `--env-option`s. `given` replaces any
 of those (`split`, `n`, `engine`, ...). Anything missing (not a run folder, no complete
 checkpoint, no HF export, no split) raises `EvalError` saying what to pass instead.
 """
@@ -63,7 +64,8 @@ def options_for_run(run_dir: str | Path, step: int | None = None, **given: Any) 
         engine = engine.model_copy(update={"temperature": held_out.temperature})
     envs = rollout.dataset.envs
     caps = [rollout.turn_caps(env).turn_caps[-1] for env in envs]
-    prompts = {env: rollout.env_servers(env).system_prompt for env in envs}
+    served = {env: rollout.env_servers(env) for env in envs}
+    prompts = {env: entry.system_prompt for env, entry in served.items()}
     options = EvalOptions(
         split=tuple(map(Path, split)) if isinstance(split, tuple) else Path(split),
         model=checkpoint_model(run_dir, step),
@@ -79,6 +81,9 @@ def options_for_run(run_dir: str | Path, step: int | None = None, **given: Any) 
             for env in envs
             for option in _env_options(train, env)
         ),
+        action_format={env: entry.action_format.value for env, entry in served.items()},
+        tool_parser={env: entry.tool_parser for env, entry in served.items()},
+        tool_calls_per_turn={env: entry.tool_calls_per_turn for env, entry in served.items()},
     )
     return replace(options, **given)
 

@@ -9,6 +9,10 @@ in as `engine`, or an OpenAI-compatible endpoint), runs every task `n` times, an
 path, `episodes.jsonl` for `agentgym-rl show`). Whatever it started (vLLM, env servers, HTTP
 client, env pool) is stopped before it returns. Bad options raise `EvalError` before anything
 starts. With an `engine` passed in, that engine's own sampling options apply (temperature...).
+`action_format` puts envs in another action format than their own, e.g. `tools` (native tool
+calls): an API gets each env's tools as `tools` and answers with `tool_calls`; a local model gets
+them through its chat template, its calls read in the layout `tool_parser` names (`auto`: the
+template's own), as training reads them.
 `blocking.evaluate(...)` is the same from keyword arguments, synchronously: the public
 `agentgym_rl.evaluate`.
 """
@@ -22,17 +26,26 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar, get_args
 
 from agentgym_rl import _core
-from agentgym_rl.config.rollout import DEFAULT_TURN_CAPS, EngineConfig, http_dialect
+from agentgym_rl.config.rollout import (
+    DEFAULT_TURN_CAPS,
+    ActionFormat,
+    EngineConfig,
+    ToolParser,
+    http_dialect,
+)
 from agentgym_rl.config.startup import context_misfit, turn_misfit
 from agentgym_rl.episode.actions import env_format
 from agentgym_rl.episode.dataset import DatasetError, Task, load_split
 from agentgym_rl.episode.scoring import EvalRecord, EvalReport, summarize
+from agentgym_rl.episode.tools import tool_reader
 from agentgym_rl.episode.types import Engine, EnvSpec
 from agentgym_rl.evaluation.runner import EvalError, EvalSettings, Policy, run_episodes
 from agentgym_rl.evaluation.servers import LocalEnvServers
+from agentgym_rl.evaluation.tool_calls import text_tool_reader
+from agentgym_rl.trajectory import ChatTokenizer
 
 
 @dataclass
@@ -64,6 +77,14 @@ class EvalOptions:
     env_options: tuple[str, ...] = ()
     """`KEY=VALUE` options of env servers eval starts itself (e.g. observation=compact);
     `ENV:KEY=VALUE` for one env's servers only."""
+    action_format: str | Mapping[str, str] | None = None
+    """Every env's action format (`react`, `tags`, `webarena`, `tools`), a mapping giving each
+    env its own, or None: the format each env declares."""
+    tool_parser: str | Mapping[str, str] = "auto"
+    """Tool mode, local model: how a reply writes a call (`hermes`, `llama3`, `mistral`; `auto`:
+    recognised from the chat template). An API's calls come structured (`tool_calls`)."""
+    tool_calls_per_turn: int | Mapping[str, int] = 1
+    """Tool mode: calls of one reply that are executed (the rest are answered "not executed")."""
 
     def check(self, engine_given: bool = False) -> None:
         """Raise `EvalError` naming the flag and the fix for inconsistent options."""
@@ -84,6 +105,12 @@ class EvalOptions:
             raise EvalError(f"--concurrency must be >= 1 (got {self.concurrency})")
         if self.limit is not None and self.limit < 1:
             raise EvalError(f"--limit must be >= 1 (got {self.limit})")
+        _check_choices("--action-format", self.action_format, [f.value for f in ActionFormat])
+        _check_choices("--tool-parser", self.tool_parser, list(get_args(ToolParser)))
+        calls = self.tool_calls_per_turn
+        for value in calls.values() if isinstance(calls, Mapping) else [calls]:
+            if value < 1:
+                raise EvalError(f"--tool-calls-per-turn must be >= 1 (got {value})")
         context = self.engine.max_model_len
         if self.model is not None:
             misfit = context_misfit(self.model, context, "--max-model-len")
@@ -113,12 +140,51 @@ class EvalOptions:
 
 
 def env_specs(
-    envs: list[str], system_prompt: str | Mapping[str, str] | None = None
+    envs: list[str],
+    system_prompt: str | Mapping[str, str] | None = None,
+    *,
+    action_format: str | Mapping[str, str] | None = None,
+    tool_parser: str | Mapping[str, str] = "auto",
+    tool_calls_per_turn: int | Mapping[str, int] = 1,
+    chat: ChatTokenizer | None = None,
 ) -> dict[str, EnvSpec]:
-    """Each env's action format (its own) and system prompt (`system_prompt`'s for it)."""
-    prompts = system_prompt if isinstance(system_prompt, Mapping) else {}
-    shared = None if isinstance(system_prompt, Mapping) else system_prompt
-    return {e: EnvSpec(env_format(e), prompts.get(e, shared)) for e in envs}
+    """Each env's action format (`action_format`'s for it, else its own), system prompt
+    (`system_prompt`'s for it) and, in tool mode, its tools: read through `chat`'s template
+    family (`tool_parser`), or without a chat (a text policy) in the parser's layout, Hermes
+    for `auto`. An env whose tools are unknown here raises `EvalError`."""
+    specs = {}
+    for env in envs:
+        fmt = ActionFormat(_of_env(action_format, env, None) or env_format(env))
+        tools = None
+        if fmt is ActionFormat.TOOLS:
+            parser = _of_env(tool_parser, env, "auto")
+            calls = _of_env(tool_calls_per_turn, env, 1)
+            try:
+                tools = (
+                    tool_reader(env, chat, parser, calls)
+                    if chat is not None
+                    else text_tool_reader(env, parser, calls)
+                )
+            except ValueError as e:
+                raise EvalError(f"--action-format tools: {e}") from None
+        specs[env] = EnvSpec(fmt, _of_env(system_prompt, env, None), tools=tools)
+    return specs
+
+
+T = TypeVar("T")
+
+
+def _of_env(value: T | Mapping[str, T], env: str, default: T) -> T:
+    """`value` when it is one for every env, else the mapping's entry for `env` (or `default`)."""
+    if isinstance(value, Mapping):
+        return value.get(env, default)
+    return value
+
+
+def _check_choices(flag: str, value: str | Mapping[str, str] | None, choices: list[str]) -> None:
+    for given in value.values() if isinstance(value, Mapping) else [value]:
+        if given is not None and given not in choices:
+            raise EvalError(f"{flag} {given!r}: expected one of {', '.join(choices)}")
 
 
 def env_pool(addresses: dict[str, list[str]]) -> _core.EnvPool:
@@ -142,6 +208,7 @@ async def run_evaluation(options: EvalOptions, *, engine: Engine | None = None) 
         success_threshold=options.success_threshold,
     )
     tasks = options.tasks()
+    _check_tool_mode(options, tasks)
     envs = sorted({t.env for t in tasks})
     missing = [e for e in envs if not options.env_addresses.get(e)]
     log_dir = options.out or Path("runs/eval")
@@ -211,6 +278,30 @@ async def _run(
             started.shutdown()
 
 
+def _specs(
+    options: EvalOptions, tasks: list[Task], chat: ChatTokenizer | None = None
+) -> dict[str, EnvSpec]:
+    return env_specs(
+        sorted({t.env for t in tasks}),
+        options.system_prompt,
+        action_format=options.action_format,
+        tool_parser=options.tool_parser,
+        tool_calls_per_turn=options.tool_calls_per_turn,
+        chat=chat,
+    )
+
+
+def _check_tool_mode(options: EvalOptions, tasks: list[Task]) -> None:
+    """Tool mode's problems (an env without known tools, a chat template that cannot render
+    tools) as an `EvalError` before anything starts."""
+    given = options.action_format
+    if ActionFormat.TOOLS.value not in (given.values() if isinstance(given, Mapping) else [given]):
+        return
+    _specs(options, tasks)
+    if options.model is not None:
+        _specs(options, tasks, ChatTokenizer.from_dir(options.model))
+
+
 async def _api_policy(options: EvalOptions, pool: _core.EnvPool, tasks: list[Task]) -> Policy:
     from agentgym_rl.evaluation.policies import ApiSettings, ChatApiPolicy
 
@@ -223,9 +314,7 @@ async def _api_policy(options: EvalOptions, pool: _core.EnvPool, tasks: list[Tas
         top_p=options.engine.top_p,
         max_tokens=options.engine.max_tokens_per_turn,
     )
-    policy = ChatApiPolicy(
-        pool, api, env_specs(sorted({t.env for t in tasks}), options.system_prompt)
-    )
+    policy = ChatApiPolicy(pool, api, _specs(options, tasks))
     try:
         await policy.check()
     except BaseException:
@@ -248,18 +337,18 @@ def _agent_policy(
     from agentgym_rl.episode.agent import AgentLoop
     from agentgym_rl.episode.log import EPISODES_FILE, EpisodeLog
     from agentgym_rl.evaluation.policies import AgentPolicy
-    from agentgym_rl.trajectory import ChatTokenizer
 
     model_dir = Path(getattr(engine, "model_dir", options.model or ""))
     # An engine's context may be shorter; one that does not say leaves the limit to itself.
     engine_len = getattr(getattr(engine, "options", None), "max_model_len", None)
     given = options.engine.max_model_len
     max_len = min((n for n in (given, engine_len) if n), default=1 << 30)
+    chat = ChatTokenizer.from_dir(model_dir)
     agent = AgentLoop(
         engine,
         pool,
-        ChatTokenizer.from_dir(model_dir),
-        envs=env_specs(sorted({t.env for t in tasks}), options.system_prompt),
+        chat,
+        envs=_specs(options, tasks, chat),
         max_model_len=max_len,
         max_tokens_per_turn=min(options.engine.max_tokens_per_turn, max_len - 1),
         stop_ids=getattr(engine, "stop_token_ids", None),

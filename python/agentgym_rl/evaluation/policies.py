@@ -12,6 +12,13 @@ Contract:
   model or unreachable endpoint (`check()`) raises `EvalError` and stops the evaluation.
 - `FunctionPolicy` plays the same text episode with `reply(messages)` (a function or coroutine
   function) writing each assistant turn: baselines, scripted agents, data generation.
+- Tool mode (an env whose `EnvSpec.action_format` is TOOLS): `ChatApiPolicy` sends the env's
+  tool schemas as `tools` (`tool_choice: "auto"`) and reads the reply's `message.tool_calls`
+  (`evaluation/tool_calls.py`), played by `turn.act_on_calls`; the assistant message goes back
+  as the API sent it (content plus `tool_calls`), each call answered by a `role: tool` message
+  with its `tool_call_id`. A reply without `tool_calls` is an invalid turn, its feedback a user
+  message. `FunctionPolicy`'s reply may be such a message (a dict with `tool_calls`) or text,
+  whose calls are read in the env reader's family layout (Hermes `<tool_call>` by default).
 - Text policies keep each episode's messages on its outcome (`EpisodeOutcome.messages`).
 """
 
@@ -27,16 +34,28 @@ from typing import Any
 import httpx
 
 from agentgym_rl import _core
+from agentgym_rl.config import ActionFormat
 from agentgym_rl.episode.actions import restore_stop_string, stop_strings
 from agentgym_rl.episode.agent import AgentLoop, in_env_episode
 from agentgym_rl.episode.dataset import Task
 from agentgym_rl.episode.log import EpisodeLog
 from agentgym_rl.episode.outcome import reward_of
-from agentgym_rl.episode.prompts import episode_prefix, observation_message
-from agentgym_rl.episode.turn import act
+from agentgym_rl.episode.prompts import episode_prefix
+from agentgym_rl.episode.tools import ToolReader, ToolReading
+from agentgym_rl.episode.turn import act, act_on_calls
 from agentgym_rl.episode.types import EnvSpec, EpisodePlan, TurnBudget
 from agentgym_rl.evaluation.runner import EpisodeOutcome, EvalError
+from agentgym_rl.evaluation.tool_calls import (
+    as_api_reader,
+    assistant_message,
+    read_api_calls,
+    text_tool_reader,
+)
 from agentgym_rl.wire.types import Status
+
+Message = dict[str, Any]
+"""A chat message as the chat-completions API takes it (`content` may be None next to
+`tool_calls`)."""
 
 
 class AgentPolicy:
@@ -82,20 +101,40 @@ _CONTEXT_WORDS = ("context", "maximum", "too long", "max_tokens", "prompt length
 
 
 class TextPolicy:
-    """A policy that writes each assistant turn as text from the chat messages so far: the
-    episode is played in text (`complete` is what differs)."""
+    """A policy that writes each assistant turn from the chat messages so far: the episode is
+    played in text, or in tool mode in messages with `tool_calls` (`respond` is what differs)."""
+
+    native_calls = False
+    """Tool mode reads only structured `tool_calls` (an API): a reply without them called
+    nothing. False: a reply's text is read for calls in its reader's family layout."""
 
     def __init__(self, pool: _core.EnvPool, envs: Mapping[str, EnvSpec]) -> None:
         self.pool, self.envs = pool, dict(envs)
 
-    async def complete(
-        self, messages: list[dict[str, str]], stop: Sequence[str] = ()
-    ) -> str | None:
+    async def complete(self, messages: list[Message], stop: Sequence[str] = ()) -> str | None:
         """The assistant's reply, or None when the context is too long to go on."""
         raise NotImplementedError
 
+    async def respond(
+        self,
+        messages: list[Message],
+        stop: Sequence[str] = (),
+        tools: list[dict[str, Any]] | None = None,
+    ) -> Message | None:
+        """The assistant's message (tool mode: offered `tools`, the env's schemas), or None
+        when the context is too long to go on. By default `complete`'s text."""
+        text = await self.complete(messages, stop)
+        return None if text is None else {"role": "assistant", "content": text}
+
     async def aclose(self) -> None:
         """Nothing to release by default."""
+
+    def tools_of(self, env: str, spec: EnvSpec) -> ToolReader | None:
+        """How tool mode reads `env`'s calls (None: not in tool mode)."""
+        if spec.action_format is not ActionFormat.TOOLS:
+            return None
+        reader = spec.tools or text_tool_reader(env)
+        return as_api_reader(reader) if self.native_calls else reader
 
     async def episode(self, task: Task, *, turn_cap: int, request_id: str) -> EpisodeOutcome:
         spec = self.envs.get(task.env, EnvSpec())
@@ -107,56 +146,96 @@ class TextPolicy:
             lambda reason: EpisodeOutcome(0.0, Status.ENV_FAILURE.value, 0, reason),
         )
 
+    def read_calls(
+        self, reply: Message, tools: ToolReader, turn: int
+    ) -> tuple[ToolReading, Message]:
+        """A tool-mode reply's calls, and the assistant message that goes back for it."""
+        calls = reply.get("tool_calls")
+        if calls:
+            reading = read_api_calls(tools, calls, turn)
+            return reading, assistant_message(reply, reading)
+        text = str(reply.get("content") or "")
+        reading = tools.read_calls([], turn) if self.native_calls else tools.read(text, turn)
+        return reading, {"role": "assistant", "content": text}
+
     async def _turns(
         self, task: Task, spec: EnvSpec, episode: int, observation: str, turn_cap: int
     ) -> EpisodeOutcome:
-        messages = episode_prefix(task.env, observation, spec.action_format, spec.system_prompt)
+        fmt = spec.action_format
+        tools = self.tools_of(task.env, spec)
+        schemas = tools.tools.schemas if tools is not None else None
+        messages: list[Message] = list(
+            episode_prefix(task.env, observation, fmt, spec.system_prompt)
+        )
         score, turn = 0.0, 0
         failure: str | None = None
         step = partial(self.pool.step, episode)
         while True:
-            text = await self.complete(messages, stop_strings(spec.action_format))
-            if text is None:
+            reply = await self.respond(messages, stop_strings(fmt), schemas)
+            if reply is None:
                 status = Status.TRUNCATED
                 break
-            text = restore_stop_string(text, spec.action_format)
             turn += 1
-            messages.append({"role": "assistant", "content": text})
-            acted = await act(step, text, spec.action_format, score)
-            score, observation = acted.score, acted.observation
+            if tools is None:
+                text = restore_stop_string(str(reply.get("content") or ""), fmt)
+                messages.append({"role": "assistant", "content": text})
+                acted = await act(step, text, fmt, score)
+            else:
+                reading, sent = self.read_calls(reply, tools, turn)
+                messages.append(sent)
+                acted = await act_on_calls(step, reading, score)
+            score = acted.score
             if acted.ended is not None:
                 status, failure = acted.ended, acted.failure
                 break
             if turn >= turn_cap:
                 status = Status.TURN_CAP
                 break
-            messages.append(observation_message(observation))
+            messages.extend(acted.messages)
         reward = reward_of(task.env, score)
         return EpisodeOutcome(reward, status.value, turn, failure, tuple(messages))
 
 
 class FunctionPolicy(TextPolicy):
-    """`reply(messages) -> str` (or a coroutine function) as a `Policy`."""
+    """`reply(messages) -> str` (or a coroutine function) as a `Policy`; in tool mode the reply
+    may also be an assistant message with `tool_calls` (a dict)."""
 
     def __init__(
         self,
         pool: _core.EnvPool,
-        reply: Callable[[list[dict[str, str]]], str | Awaitable[str]],
+        reply: Callable[[list[Message]], str | Message | Awaitable[str | Message]],
         envs: Mapping[str, EnvSpec],
     ) -> None:
         super().__init__(pool, envs)
         self.reply = reply
 
-    async def complete(
-        self, messages: list[dict[str, str]], stop: Sequence[str] = ()
-    ) -> str | None:
+    async def _call(self, messages: list[Message]) -> str | Message:
         if inspect.iscoroutinefunction(self.reply):
-            return str(await self.reply(list(messages)))
-        return str(await asyncio.to_thread(self.reply, list(messages)))
+            out = await self.reply(list(messages))
+        else:
+            out = await asyncio.to_thread(self.reply, list(messages))
+        return out if isinstance(out, dict) else str(out)
+
+    async def complete(self, messages: list[Message], stop: Sequence[str] = ()) -> str | None:
+        out = await self._call(messages)
+        return str(out.get("content") or "") if isinstance(out, dict) else str(out)
+
+    async def respond(
+        self,
+        messages: list[Message],
+        stop: Sequence[str] = (),
+        tools: list[dict[str, Any]] | None = None,
+    ) -> Message | None:
+        out = await self._call(messages)
+        if isinstance(out, dict):
+            return {**out, "role": "assistant"}
+        return {"role": "assistant", "content": str(out)}
 
 
 class ChatApiPolicy(TextPolicy):
     """Chat completions over HTTP as a `Policy`; see the module docstring."""
+
+    native_calls = True
 
     def __init__(
         self,
@@ -198,10 +277,19 @@ class ChatApiPolicy(TextPolicy):
     async def aclose(self) -> None:
         await self.client.aclose()
 
-    async def complete(
-        self, messages: list[dict[str, str]], stop: Sequence[str] = ()
-    ) -> str | None:
+    async def complete(self, messages: list[Message], stop: Sequence[str] = ()) -> str | None:
         """The assistant's reply text, or None when the context is too long for the model."""
+        reply = await self.respond(messages, stop)
+        return None if reply is None else str(reply.get("content") or "")
+
+    async def respond(
+        self,
+        messages: list[Message],
+        stop: Sequence[str] = (),
+        tools: list[dict[str, Any]] | None = None,
+    ) -> Message | None:
+        """The assistant's message as the API wrote it (with `tools`: offered to the model, its
+        calls in `tool_calls`), or None when the context is too long for the model."""
         body: dict[str, Any] = {
             "model": self.api.model,
             "messages": messages,
@@ -209,6 +297,7 @@ class ChatApiPolicy(TextPolicy):
             "top_p": self.api.top_p,
             "max_tokens": self.api.max_tokens,
             **({"stop": list(stop)} if stop else {}),
+            **({"tools": tools, "tool_choice": "auto"} if tools else {}),
         }
         for attempt in range(self.api.retries + 1):
             try:
@@ -219,7 +308,8 @@ class ChatApiPolicy(TextPolicy):
                 await asyncio.sleep(0.5 * 2**attempt)  # back off: the server is restarting
                 continue
             if r.status_code == 200:
-                return str(r.json()["choices"][0]["message"].get("content") or "")
+                message = r.json()["choices"][0]["message"]
+                return dict(message) if isinstance(message, dict) else {"content": ""}
             if r.status_code == 429 or r.status_code >= 500:
                 if attempt == self.api.retries:
                     r.raise_for_status()
@@ -228,5 +318,13 @@ class ChatApiPolicy(TextPolicy):
             text = r.text
             if r.status_code == 400 and any(w in text.lower() for w in _CONTEXT_WORDS):
                 return None
-            raise EvalError(f"{self.api.base_url}/chat/completions: {r.status_code} {text[:300]}")
+            note = (
+                " (tool mode: the endpoint must accept `tools` and answer with `tool_calls`; "
+                "e.g. `vllm serve --enable-auto-tool-choice --tool-call-parser hermes`)"
+                if tools and "tool" in text.lower()
+                else ""
+            )
+            raise EvalError(
+                f"{self.api.base_url}/chat/completions: {r.status_code} {text[:300]}{note}"
+            )
         raise AssertionError("unreachable")

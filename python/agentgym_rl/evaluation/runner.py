@@ -18,7 +18,7 @@ import asyncio
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from agentgym_rl.episode.dataset import Task
 from agentgym_rl.episode.outcome import is_success
@@ -41,8 +41,9 @@ class EpisodeOutcome:
     turns: int
     failure: str | None = None
     """Why the episode ended as an env failure (`episode.turn.env_failure`); None otherwise."""
-    messages: tuple[dict[str, str], ...] = ()
-    """The chat messages of the episode (text policies; the token-level agent logs its own)."""
+    messages: tuple[dict[str, Any], ...] = ()
+    """The chat messages of the episode (text policies; the token-level agent logs its own);
+    in tool mode with `tool_calls` and `role: tool` messages."""
 
 
 class Policy(Protocol):

@@ -139,14 +139,16 @@ def create_tiny_model(
     intermediate: int | None = None,
     max_positions: int = 2048,
     phrase_tokens: bool = False,
+    added_tokens: Sequence[str] = (),
     seed: int = 0,
 ) -> Path:
     """Write a tiny ChatML Qwen2 checkpoint to `out_dir` and return its path.
 
-    `vocab_size` is the BPE training target; the model's vocabulary is the tokenizer's actual
-    size (a corpus too small for the target gives fewer tokens), so every id the model can sample
-    decodes. `phrase_tokens` adds the corpus's `learned_phrases` as tokens. Weights are random
-    (`torch.manual_seed(seed)`), fp32, tied embeddings.
+        `vocab_size` is the BPE training target; the model's vocabulary is the tokenizer's actual
+        size (a corpus too small for the target gives fewer tokens), so every id the model can sample
+        decodes. `phrase_tokens` adds the corpus's `learned_phrases` as tokens, `added_tokens` these
+    strings (e.g. the fixed pieces of a tool call). Weights are random
+        (`torch.manual_seed(seed)`), fp32, tied embeddings.
     """
     if heads % kv_heads != 0:
         raise ValueError(f"heads ({heads}) must be a multiple of kv_heads ({kv_heads})")
@@ -163,11 +165,12 @@ def create_tiny_model(
 
     texts = list(corpus)
     raw = _train_tokenizer(texts, vocab_size)
-    if phrase_tokens:
+    if phrase_tokens or added_tokens:
         from tokenizers import AddedToken
 
-        phrases = learned_phrases(texts, vocab_size)
-        raw.add_tokens([AddedToken(p, normalized=False, special=False) for p in phrases])
+        phrases = learned_phrases(texts, vocab_size) if phrase_tokens else []
+        pieces = [*phrases, *added_tokens]
+        raw.add_tokens([AddedToken(p, normalized=False, special=False) for p in pieces])
     tokenizer = PreTrainedTokenizerFast(
         tokenizer_object=raw,
         eos_token="<|im_end|>",

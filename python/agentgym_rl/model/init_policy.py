@@ -26,7 +26,7 @@ from agentgym_rl.config.init_model import InitModelConfig, InitModelEnv
 from agentgym_rl.env_discovery import is_split_name, load_env, portable_path, shipped_path
 from agentgym_rl.episode.dataset import Task, load_split
 from agentgym_rl.model.factory import create_tiny_model
-from agentgym_rl.model.transcripts import Transcript, corpus_text, random_transcripts
+from agentgym_rl.model.transcripts import Transcript, call_pieces, corpus_text, random_transcripts
 from agentgym_rl.model.warmup import format_warmup
 
 INFO_FILE = "init_model.json"
@@ -103,6 +103,7 @@ def init_policy(
         corpus=corpus_text(played) + reference,
         vocab_size=options.vocab_size,
         phrase_tokens=options.phrase_tokens,
+        added_tokens=call_pieces(played),
         hidden=options.hidden,
         layers=options.layers,
         heads=options.heads,

@@ -132,6 +132,23 @@ def _call_text(tools: ToolSet, action: str, thought: str | None) -> str:
     return text if thought is None else f"{thought}\n{text}"
 
 
+def call_pieces(transcripts: Iterable[Transcript]) -> list[str]:
+    """The fixed text of the Qwen-style calls of tool transcripts' tools: each tool's opening up
+    to its first argument's value (`<tool_call>\n{"name": "search", "arguments": {"query": `)
+    and the closing `}}\n</tool_call>`. As single tokens, a tiny model writes a well-formed call
+    as soon as it picks the tool: the format costs it nothing to learn, the choice stays its own."""
+    pieces: set[str] = set()
+    for schema in (s for t in transcripts for s in t.tools or ()):
+        fn = schema["function"]
+        params = list(fn.get("parameters", {}).get("properties", {}))
+        opening = f'<tool_call>\n{{"name": {json.dumps(fn["name"])}, "arguments": {{'
+        pieces.add(opening + (f"{json.dumps(params[0])}: " if params else "}}\n</tool_call>"))
+        pieces.update(f", {json.dumps(p)}: " for p in params[1:])
+    if pieces:
+        pieces.add("}}\n</tool_call>")
+    return sorted(pieces)
+
+
 def corpus_text(transcripts: Iterable[Transcript]) -> list[str]:
     """Every message as the chat template shows it, role line included (the tokenizer's corpus:
     role names then become single tokens too), and the tool schemas of tool transcripts."""
@@ -140,4 +157,4 @@ def corpus_text(transcripts: Iterable[Transcript]) -> list[str]:
     return out
 
 
-__all__ = ["Transcript", "corpus_text", "random_transcripts", "thought_from"]
+__all__ = ["Transcript", "call_pieces", "corpus_text", "random_transcripts", "thought_from"]
