@@ -257,3 +257,32 @@ def test_searchqa_tokenizer_learns_the_corpus_names_the_warmup_never_met(tmp_pat
     words = [w for q in questions if q["id"] in held_out for w in q["golden_answers"][0].split()]
     whole = sum(len(tok.encode(" " + w, add_special_tokens=False)) == 1 for w in words)
     assert whole / len(words) > 0.95
+
+
+def test_tool_transcripts_write_calls_of_the_envs_tools(small_policy: Path) -> None:
+    """Tool-mode transcripts: each random action as the call of the tool that writes it, the
+    results as tool messages, the schemas on the transcript; the warm-up's per-message encoding
+    equals the created template's whole render with tools; the call's fixed text becomes
+    tokens of its own."""
+    from transformers import AutoTokenizer
+
+    from agentgym_rl.config import ActionFormat
+    from agentgym_rl.env_discovery import env_traits
+    from agentgym_rl.episode.tools import ToolFamily, ToolReader, ToolSet
+    from agentgym_rl.model.transcripts import call_pieces
+
+    tasks = load_split("train", "babyai")[:3]
+    played = random_transcripts("babyai", tasks, turn_cap=3, action_format=ActionFormat.TOOLS)
+    reader = ToolReader(ToolSet.from_wire(env_traits("babyai").tools), ToolFamily.HERMES)
+    for t in played:
+        assert t.tools == reader.tools.schemas
+        replies = [m for m in t.messages if m["role"] == "assistant"]
+        assert replies and all(reader.read(m["content"], 0).steps[0].action for m in replies)
+        assert {m["role"] for m in t.messages[2:]} <= {"assistant", "tool"}
+    pieces = call_pieces(played)
+    assert '<tool_call>\n{"name": "go_to", "arguments": {"object": "' in pieces
+    assert '"}}\n</tool_call>' in pieces
+    tok = AutoTokenizer.from_pretrained(str(small_policy))
+    whole = tok.apply_chat_template(played[0].messages, tools=played[0].tools, tokenize=False)
+    enc = encode(tok, played[0].messages, tools=played[0].tools)
+    assert enc.ids == tok.encode(whole, add_special_tokens=False)

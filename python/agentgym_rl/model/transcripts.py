@@ -134,18 +134,23 @@ def _call_text(tools: ToolSet, action: str, thought: str | None) -> str:
 
 def call_pieces(transcripts: Iterable[Transcript]) -> list[str]:
     """The fixed text of the Qwen-style calls of tool transcripts' tools: each tool's opening up
-    to its first argument's value (`<tool_call>\n{"name": "search", "arguments": {"query": `)
-    and the closing `}}\n</tool_call>`. As single tokens, a tiny model writes a well-formed call
-    as soon as it picks the tool: the format costs it nothing to learn, the choice stays its own."""
+    to its first argument's value (`<tool_call>\n{"name": "search", "arguments": {"query": "`,
+    the quote included for a string), the joints between arguments and the closings
+    (`"}}\n</tool_call>`). As single tokens, a tiny model writes a well-formed call as soon as
+    it picks the tool: the format costs it little to learn, the choice stays its own."""
     pieces: set[str] = set()
     for schema in (s for t in transcripts for s in t.tools or ()):
         fn = schema["function"]
-        params = list(fn.get("parameters", {}).get("properties", {}))
+        params = fn.get("parameters", {}).get("properties", {})
+        names = list(params)
         opening = f'<tool_call>\n{{"name": {json.dumps(fn["name"])}, "arguments": {{'
-        pieces.add(opening + (f"{json.dumps(params[0])}: " if params else "}}\n</tool_call>"))
-        pieces.update(f", {json.dumps(p)}: " for p in params[1:])
-    if pieces:
-        pieces.add("}}\n</tool_call>")
+        if not names:
+            pieces.add(opening + "}}\n</tool_call>")
+            continue
+        quote = '"' if params[names[0]].get("type", "string") == "string" else ""
+        pieces.add(f"{opening}{json.dumps(names[0])}: {quote}")
+        pieces.update(f", {json.dumps(p)}: " for p in names[1:])
+        pieces.update(['"}}\n</tool_call>', "}}\n</tool_call>"])
     return sorted(pieces)
 
 
