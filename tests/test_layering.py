@@ -29,12 +29,15 @@ LAYERS: dict[str, set[str]] = {
     "weights": {"_core", "auth", "config"},
     "episode": {"_core", "config", "env_discovery", "trajectory", "wire"},
     "inference": {"config", "episode"},
+    # the OpenAI-compatible endpoint: the episode layer's engine contract and tool calls
+    "gateway": {"_core", "episode", "trajectory", "wire"},
     "rollout": {
         "_core",
         "auth",
         "config",
         "env_discovery",
         "episode",
+        "gateway",
         "inference",
         "trajectory",
         "weights",

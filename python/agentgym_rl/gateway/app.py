@@ -1,0 +1,251 @@
+"""The OpenAI-compatible endpoint a user's agent talks to, served from the policy being trained.
+
+Contract (a bare ASGI app, as the env servers are; served by uvicorn):
+- `GET /v1/models` lists the served model; `POST /v1/chat/completions` answers one call, whole
+  or streamed (`stream: true`: server-sent `chat.completion.chunk`s then `data: [DONE]`), with
+  `tools` / `tool_calls` as OpenAI's API has them; `POST /v1/episodes/{key}/reward` with
+  `{"reward": float}` ends an episode (`Gateway.on_finished` gets its samples).
+- Every call names its episode: the `X-Episode-Key` header, else the body's `user` field, else
+  `metadata.episode_key`; a call without one is refused (400). Calls of one episode may run
+  concurrently; `episodes.py` keeps them token-in/token-out.
+- Sampling is the run's (the engine's temperature: the learner corrects for exactly that
+  distribution); a request's `max_tokens` (or `max_completion_tokens`) caps the reply.
+- With a `token`, every request must carry `Authorization: Bearer <token>` (401 otherwise).
+- Errors are OpenAI-shaped: `{"error": {"message", "type", "code"}}` with 400 (malformed
+  request, context too long), 401, 404 (unknown route or episode), 409 (episode ended).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import uuid
+from collections.abc import Awaitable, Callable, MutableMapping, Sequence
+from typing import Any
+
+from agentgym_rl import _core
+from agentgym_rl.episode.tools import ToolFamily
+from agentgym_rl.episode.types import Engine
+from agentgym_rl.gateway.episodes import AgentEpisode, GatewayError, Message
+from agentgym_rl.trajectory import ChatTokenizer
+
+Scope = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
+Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
+Finished = Callable[[AgentEpisode, list[_core.Sample]], None]
+
+MAX_BODY_BYTES = 8 << 20
+_JSON = [(b"content-type", b"application/json")]
+
+
+class Gateway:
+    """The endpoint's state: engine, template, episodes by key; see the module docstring."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        chat: ChatTokenizer,
+        *,
+        model: str,
+        max_model_len: int,
+        max_tokens_per_turn: int,
+        stop_ids: Sequence[int] | None = None,
+        family: ToolFamily | None = None,
+        token: str | None = None,
+        on_finished: Finished | None = None,
+    ) -> None:
+        self.engine, self.chat, self.model = engine, chat, model
+        self.max_model_len, self.max_tokens_per_turn = max_model_len, max_tokens_per_turn
+        eos = chat.eos_token_id
+        self.stop_ids = list(stop_ids) if stop_ids is not None else ([] if eos is None else [eos])
+        self.family, self.token = family, token
+        self.on_finished = on_finished
+        self.episodes: dict[str, AgentEpisode] = {}
+        self.finished: dict[str, float] = {}
+        """Key -> reward of every ended episode (a second reward is refused, not trained)."""
+
+    def episode(self, key: str) -> AgentEpisode:
+        if key in self.finished:
+            raise GatewayError(409, f"episode {key!r} has ended (its reward was posted)")
+        found = self.episodes.get(key)
+        if found is None:
+            found = AgentEpisode(
+                key, self.chat, self.max_model_len, self.engine.version, self.family
+            )
+            self.episodes[key] = found
+        return found
+
+    async def complete(self, body: dict[str, Any], key: str) -> dict[str, Any]:
+        """One chat completion of episode `key` (the response body, not streamed)."""
+        messages = _messages(body)
+        tools = body.get("tools") or None
+        if tools is not None and not isinstance(tools, list):
+            raise GatewayError(400, "tools must be a list")
+        episode = self.episode(key)
+        seg = episode.place(messages, tools)
+        try:
+            limit = body.get("max_completion_tokens") or body.get("max_tokens")
+            room = min(self.max_tokens_per_turn, seg.builder.remaining)
+            if isinstance(limit, int) and limit > 0:
+                room = min(room, limit)
+            if room <= 0:
+                raise GatewayError(400, "the conversation exceeds the model's context length")
+            gen = await self.engine.generate(
+                seg.builder.ids.tolist(),
+                max_tokens=room,
+                request_id=f"gw-{key}-{episode.calls}-{uuid.uuid4().hex[:6]}",
+            )
+        except BaseException:
+            episode.release(seg)
+            raise
+        message = episode.reply(seg, gen, self.stop_ids)
+        finish = "tool_calls" if message.get("tool_calls") else _finish(gen.finish_reason)
+        return {
+            "id": f"chatcmpl-{uuid.uuid4().hex}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": self.model,
+            "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+            "usage": {
+                "prompt_tokens": len(seg.builder) - len(gen.token_ids),
+                "completion_tokens": len(gen.token_ids),
+                "total_tokens": len(seg.builder),
+            },
+        }
+
+    def reward(self, key: str, body: dict[str, Any]) -> dict[str, Any]:
+        """Ends episode `key` with the posted reward; its samples go to `on_finished`."""
+        if key in self.finished:
+            raise GatewayError(409, f"episode {key!r} already has its reward")
+        episode = self.episodes.get(key)
+        if episode is None:
+            raise GatewayError(404, f"no episode {key!r} (no call named it)", "not_found_error")
+        value = body.get("reward")
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise GatewayError(400, 'the body must be {"reward": <number>}')
+        samples = episode.finish(float(value))
+        del self.episodes[key]
+        self.finished[key] = float(value)
+        if self.on_finished is not None:
+            self.on_finished(episode, samples)
+        return {"episode": key, "reward": float(value), "samples": len(samples)}
+
+    # --- ASGI ---
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return
+        path, method = scope["path"].rstrip("/"), scope["method"]
+        try:
+            self._authorize(scope)
+            if (method, path) == ("GET", "/v1/models"):
+                data = [{"id": self.model, "object": "model", "owned_by": "agentgym-rl"}]
+                await _respond(send, 200, {"object": "list", "data": data})
+                return
+            if (method, path) == ("POST", "/v1/chat/completions"):
+                body = await _json_body(receive)
+                key = _episode_key(scope, body)
+                if body.get("stream"):
+                    await self._stream(send, await self.complete(body, key))
+                else:
+                    await _respond(send, 200, await self.complete(body, key))
+                return
+            parts = path.split("/")
+            if method == "POST" and len(parts) == 5 and parts[1:3] == ["v1", "episodes"]:
+                if parts[4] == "reward":
+                    await _respond(send, 200, self.reward(parts[3], await _json_body(receive)))
+                    return
+            raise GatewayError(404, f"no route {method} {path}", "not_found_error")
+        except GatewayError as e:
+            code = {401: "invalid_api_key", 404: "not_found"}.get(e.status)
+            error = {"message": e.message, "type": e.kind, "code": code}
+            await _respond(send, e.status, {"error": error})
+
+    def _authorize(self, scope: Scope) -> None:
+        if self.token is None:
+            return
+        headers = dict(scope.get("headers") or [])
+        if headers.get(b"authorization", b"").decode() != f"Bearer {self.token}":
+            raise GatewayError(401, "missing or wrong bearer token", "authentication_error")
+
+    async def _stream(self, send: Send, done: dict[str, Any]) -> None:
+        """`done` as server-sent chunks: the role, the text piece by piece, the calls, the end."""
+        head = {k: done[k] for k in ("id", "created", "model")}
+        choice = done["choices"][0]
+        message = choice["message"]
+        text = message.get("content") or ""
+        deltas: list[dict[str, Any]] = [{"role": "assistant", "content": ""}]
+        deltas += [{"content": text[i : i + 16]} for i in range(0, len(text), 16)]
+        if message.get("tool_calls"):
+            deltas.append(
+                {"tool_calls": [{"index": i, **c} for i, c in enumerate(message["tool_calls"])]}
+            )
+        headers = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        chunks = [{"index": 0, "delta": d, "finish_reason": None} for d in deltas]
+        chunks.append({"index": 0, "delta": {}, "finish_reason": choice["finish_reason"]})
+        for c in chunks:
+            event = {**head, "object": "chat.completion.chunk", "choices": [c]}
+            data = f"data: {json.dumps(event, ensure_ascii=False)}\n\n".encode()
+            await send({"type": "http.response.body", "body": data, "more_body": True})
+            await asyncio.sleep(0)
+        await send({"type": "http.response.body", "body": b"data: [DONE]\n\n"})
+
+
+def _messages(body: dict[str, Any]) -> list[Message]:
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
+        raise GatewayError(400, "messages must be a list of message objects")
+    out = []
+    for m in messages:
+        if m.get("role") not in ("system", "user", "assistant", "tool"):
+            raise GatewayError(400, f"unknown message role {m.get('role')!r}")
+        content = m.get("content")
+        if isinstance(content, list):  # content parts: their text, in order
+            content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
+        out.append({**m, "content": content if content is not None else ""})
+    return out
+
+
+def _episode_key(scope: Scope, body: dict[str, Any]) -> str:
+    headers = dict(scope.get("headers") or [])
+    key = headers.get(b"x-episode-key", b"").decode()
+    metadata = body.get("metadata")
+    in_metadata = metadata.get("episode_key") if isinstance(metadata, dict) else None
+    key = key or body.get("user") or in_metadata or ""
+    if not isinstance(key, str) or not key:
+        raise GatewayError(
+            400,
+            "name the call's episode: an X-Episode-Key header, the `user` field or "
+            "metadata.episode_key",
+        )
+    return key
+
+
+def _finish(reason: str) -> str:
+    return "length" if reason == "length" else "stop"
+
+
+async def _json_body(receive: Receive) -> dict[str, Any]:
+    raw = b""
+    while True:
+        message = await receive()
+        raw += message.get("body", b"")
+        if len(raw) > MAX_BODY_BYTES:
+            raise GatewayError(400, f"the body is over {MAX_BODY_BYTES} bytes")
+        if not message.get("more_body"):
+            break
+    try:
+        body = json.loads(raw or b"{}")
+    except json.JSONDecodeError as e:
+        raise GatewayError(400, f"the body is not JSON: {e.msg}") from None
+    if not isinstance(body, dict):
+        raise GatewayError(400, "the body must be a JSON object")
+    return body
+
+
+async def _respond(send: Send, status: int, body: Any) -> None:
+    payload = json.dumps(body, ensure_ascii=False).encode()
+    await send({"type": "http.response.start", "status": status, "headers": _JSON})
+    await send({"type": "http.response.body", "body": payload})
