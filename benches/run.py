@@ -30,6 +30,7 @@ BENCHES = {
     "web": "bench_web.py",
     "games": "bench_games.py",
     "tools": "bench_tools.py",
+    "gateway": "bench_gateway.py",
     "weights": "bench_weights.py",
 }
 HERE = Path(__file__).resolve().parent

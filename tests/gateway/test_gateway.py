@@ -235,3 +235,24 @@ def test_bad_requests_get_openai_errors_and_lose_nothing(rec: Recorded) -> None:
 
     run(agent)
     assert list(rec.samples) == ["E"] and len(rec.samples["E"]) == 1  # trained once
+
+
+def test_text_completions_extend_their_prompt_token_in_token_out(rec: Recorded) -> None:
+    async def agent() -> None:
+        client = rec.client()
+        first = await client.completions.create(model="policy", prompt="Q: lamps?\nA:", user="T")
+        text = first.choices[0].text
+        prompt = f"Q: lamps?\nA:{text}\nQ: cheaper?\nA:"
+        second = await client.completions.create(model="policy", prompt=prompt, user="T")
+        assert second.choices[0].text
+        other = await client.completions.create(model="policy", prompt="Unrelated.", user="T")
+        assert other.choices[0].text
+        assert dict(rec.gateway.episodes["T"].forks) == {"branch": 1}
+        assert (await rec.reward("T", 1.0)).status_code == 200
+
+    run(agent)
+    long, short = rec.samples["T"]
+    assert (long.turns, short.turns) == (2, 1) and not long.drift and not short.drift
+    trained = [ids for s in (long, short) for ids in sampled(s)]
+    assert trained == [g.token_ids for g in rec.generations]
+    check_sample_arrays(long)

@@ -30,6 +30,8 @@ struct Pending {
     task_id: String,
     env: String,
     samples: Vec<Sample>,
+    /// Finished episodes; an episode may give several samples (a user agent's segments).
+    episodes: usize,
 }
 
 #[derive(Debug)]
@@ -99,6 +101,7 @@ impl TrajectoryBuffer {
                 task_id: task_id.to_owned(),
                 env: env.to_owned(),
                 samples: Vec::with_capacity(self.config.group_size),
+                episodes: 0,
             },
         );
         self.counters.admitted += 1;
@@ -111,16 +114,25 @@ impl TrajectoryBuffer {
 
     /// Add one finished episode to its group; the last one completes the group.
     pub fn add_sample(&mut self, group_id: u64, sample: Sample) -> Result<AddOutcome> {
+        self.add_episode(group_id, vec![sample])
+    }
+
+    /// Add one finished episode given as several samples (the token-consistent segments of a
+    /// user agent's episode: each trains as a sample); `group_size` episodes complete the group.
+    pub fn add_episode(&mut self, group_id: u64, samples: Vec<Sample>) -> Result<AddOutcome> {
         let pending = self
             .pending
             .get_mut(&group_id)
             .ok_or(BufferError::UnknownGroup(group_id))?;
-        self.counters.samples += 1;
-        if sample.status == Status::EnvFailure {
-            self.counters.env_failures += 1;
+        for sample in &samples {
+            self.counters.samples += 1;
+            if sample.status == Status::EnvFailure {
+                self.counters.env_failures += 1;
+            }
         }
-        pending.samples.push(sample);
-        let have = pending.samples.len();
+        pending.samples.extend(samples);
+        pending.episodes += 1;
+        let have = pending.episodes;
         let want = self.config.group_size;
         if have < want {
             return Ok(AddOutcome::Pending { have, want });

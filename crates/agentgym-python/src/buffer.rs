@@ -109,11 +109,17 @@ impl PyTrajectoryBuffer {
             .0
             .add_sample(group_id, sample.0.clone())
             .map_err(to_py)?;
-        Ok(match outcome {
-            AddOutcome::Pending { .. } => "pending",
-            AddOutcome::Ready => "ready",
-            AddOutcome::Filtered => "filtered",
-        })
+        Ok(outcome_name(outcome))
+    }
+    /// One episode as several samples; returns "pending", "ready" or "filtered".
+    fn add_episode(
+        &mut self,
+        group_id: u64,
+        samples: Vec<PyRef<'_, PySample>>,
+    ) -> PyResult<&'static str> {
+        let samples = samples.iter().map(|s| s.0.clone()).collect();
+        let outcome = self.0.add_episode(group_id, samples).map_err(to_py)?;
+        Ok(outcome_name(outcome))
     }
     fn abort_group(&mut self, group_id: u64) -> PyResult<usize> {
         self.0.abort_group(group_id).map_err(to_py)
@@ -156,4 +162,12 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
         py.get_type::<VersionRegressionError>(),
     )?;
     Ok(())
+}
+
+fn outcome_name(outcome: AddOutcome) -> &'static str {
+    match outcome {
+        AddOutcome::Pending { .. } => "pending",
+        AddOutcome::Ready => "ready",
+        AddOutcome::Filtered => "filtered",
+    }
 }

@@ -347,6 +347,34 @@ class HeldOutEvalConfig(ConfigModel):
     False: weights may change mid-evaluation; the record's `versions` says how far."""
 
 
+class AgentConfig(ConfigModel):
+    """A user's own agent, trained as it is: it talks to an OpenAI-compatible endpoint this
+    server opens (docs/agents.md), one run per episode."""
+
+    function: str | None = None
+    """`module:function`, an `async def agent(client, task) -> reward` (`client`: an
+    `openai.AsyncOpenAI` bound to the endpoint and the episode)."""
+    command: list[str] = Field(default_factory=list)
+    """Or a command line run per episode (the endpoint, its token, the episode key and the
+    task in its environment; it posts the reward or prints `{"reward": x}` last)."""
+    host: str = "127.0.0.1"
+    """Where the endpoint listens (loopback unless agents run elsewhere)."""
+    port: int = Field(default=0, ge=0, le=65535)
+    """Its port (0: a free one)."""
+    timeout_s: float = Field(default=600.0, gt=0.0)
+    """An episode without a reward after this long is dropped (its group aborted, counted)."""
+    tool_parser: ToolParser = "auto"
+    """How replies' tool calls are read when a request sends `tools` (see `EnvSettings`)."""
+    model_name: str = "policy"
+    """The model id `/v1/models` lists."""
+
+    @model_validator(mode="after")
+    def one_way_to_run(self) -> AgentConfig:
+        if (self.function is None) == (not self.command):
+            raise ValueError("give the agent's `function` or its `command`, one of the two")
+        return self
+
+
 class RolloutSettings(ConfigModel):
     """What a `serve-rollouts` process is told besides its wiring (`RolloutConfig` minus the
     wiring, and minus the sections whose wiring is nested in them)."""
@@ -375,6 +403,9 @@ class RolloutSettings(ConfigModel):
     episode_log_every: int = Field(default=1, ge=0)
     """Append every N-th finished episode to `<log_dir>/episodes.jsonl` (read by
     `agentgym-rl show`); 0 turns episode logs off."""
+    agent: AgentConfig | None = None
+    """Episodes played by a user's own agent through an OpenAI-compatible endpoint instead of
+    the built-in agent loop (None: the built-in loop)."""
 
 
 class RolloutSection(RolloutSettings):

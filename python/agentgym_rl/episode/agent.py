@@ -42,6 +42,8 @@ class Played:
     sample: _core.Sample
     failure: str | None = None
     """`<call>: <the pool's error message>` (call: create, reset or step)."""
+    extra: tuple[_core.Sample, ...] = ()
+    """More samples of the same episode (a user agent's further segments), trained alike."""
 
 
 class AgentLoop:

@@ -3,8 +3,12 @@
 Contract (a bare ASGI app, as the env servers are; served by uvicorn):
 - `GET /v1/models` lists the served model; `POST /v1/chat/completions` answers one call, whole
   or streamed (`stream: true`: server-sent `chat.completion.chunk`s then `data: [DONE]`), with
-  `tools` / `tool_calls` as OpenAI's API has them; `POST /v1/episodes/{key}/reward` with
-  `{"reward": float}` ends an episode (`Gateway.on_finished` gets its samples).
+  `tools` / `tool_calls` as OpenAI's API has them; `POST /v1/completions` continues a raw text
+  prompt (one string, not streamed; `text.py`); `POST /v1/episodes/{key}/reward` with
+  `{"reward": float}` ends an episode: its samples wait for `claim(key)` (the agent runner) and go
+  to `on_finished` when given. `open(key, ...)` announces an episode with its version and turn
+  cap (a call beyond the cap is refused); a key never announced is opened by its first call.
+  `drop(key)` forgets an episode that will get no reward (counted in `dropped`).
 - Every call names its episode: the `X-Episode-Key` header, else the body's `user` field, else
   `metadata.episode_key`; a call without one is refused (400). Calls of one episode may run
   concurrently; `episodes.py` keeps them token-in/token-out.
@@ -26,7 +30,7 @@ from typing import Any
 
 from agentgym_rl import _core
 from agentgym_rl.episode.tools import ToolFamily
-from agentgym_rl.episode.types import Engine
+from agentgym_rl.episode.types import Engine, Generation
 from agentgym_rl.gateway.episodes import AgentEpisode, GatewayError, Message
 from agentgym_rl.trajectory import ChatTokenizer
 
@@ -64,17 +68,48 @@ class Gateway:
         self.episodes: dict[str, AgentEpisode] = {}
         self.finished: dict[str, float] = {}
         """Key -> reward of every ended episode (a second reward is refused, not trained)."""
+        self.unclaimed: dict[str, list[_core.Sample]] = {}
+        self.dropped = 0
+
+    def open(
+        self,
+        key: str,
+        *,
+        version: int,
+        turn_cap: int = 0,
+        stage: int = 0,
+        sampling: dict[str, Any] | None = None,
+    ) -> None:
+        """Announce episode `key`: its calls run at `version`'s budget, at most `turn_cap`, with
+        `sampling` passed to every generate call."""
+        self.episodes[key] = AgentEpisode(
+            key,
+            self.chat,
+            self.max_model_len,
+            version,
+            self.family,
+            turn_cap,
+            stage,
+            dict(sampling or {}),
+            stop_ids=frozenset(self.stop_ids),
+        )
 
     def episode(self, key: str) -> AgentEpisode:
         if key in self.finished:
             raise GatewayError(409, f"episode {key!r} has ended (its reward was posted)")
-        found = self.episodes.get(key)
-        if found is None:
-            found = AgentEpisode(
-                key, self.chat, self.max_model_len, self.engine.version, self.family
-            )
-            self.episodes[key] = found
-        return found
+        if key not in self.episodes:
+            self.open(key, version=self.engine.version)
+        return self.episodes[key]
+
+    def drop(self, key: str) -> None:
+        """Forget episode `key` (its agent failed or timed out): nothing of it trains."""
+        if self.episodes.pop(key, None) is not None:
+            self.dropped += 1
+        self.unclaimed.pop(key, None)
+
+    def claim(self, key: str) -> list[_core.Sample] | None:
+        """The samples of episode `key` once its reward was posted (None: not yet)."""
+        return self.unclaimed.pop(key, None)
 
     async def complete(self, body: dict[str, Any], key: str) -> dict[str, Any]:
         """One chat completion of episode `key` (the response body, not streamed)."""
@@ -85,21 +120,11 @@ class Gateway:
         episode = self.episode(key)
         seg = episode.place(messages, tools)
         try:
-            limit = body.get("max_completion_tokens") or body.get("max_tokens")
-            room = min(self.max_tokens_per_turn, seg.builder.remaining)
-            if isinstance(limit, int) and limit > 0:
-                room = min(room, limit)
-            if room <= 0:
-                raise GatewayError(400, "the conversation exceeds the model's context length")
-            gen = await self.engine.generate(
-                seg.builder.ids.tolist(),
-                max_tokens=room,
-                request_id=f"gw-{key}-{episode.calls}-{uuid.uuid4().hex[:6]}",
-            )
+            gen = await self._generate(episode, seg.builder.ids.tolist(), body)
         except BaseException:
             episode.release(seg)
             raise
-        message = episode.reply(seg, gen, self.stop_ids)
+        message = episode.reply(seg, gen)
         finish = "tool_calls" if message.get("tool_calls") else _finish(gen.finish_reason)
         return {
             "id": f"chatcmpl-{uuid.uuid4().hex}",
@@ -113,6 +138,51 @@ class Gateway:
                 "total_tokens": len(seg.builder),
             },
         }
+
+    async def complete_text(self, body: dict[str, Any], key: str) -> dict[str, Any]:
+        """One `/v1/completions` call of episode `key` (a raw text prompt, no template)."""
+        prompt = body.get("prompt")
+        if isinstance(prompt, list) and len(prompt) == 1:
+            prompt = prompt[0]
+        if not isinstance(prompt, str) or not prompt:
+            raise GatewayError(400, "prompt must be one non-empty string")
+        episode = self.episode(key)
+        seg = episode.place_text(prompt)
+        try:
+            gen = await self._generate(episode, list(seg.ids), body)
+        except BaseException:
+            episode.release(seg)
+            raise
+        text = episode.reply_text(seg, gen)
+        return {
+            "id": f"cmpl-{uuid.uuid4().hex}",
+            "object": "text_completion",
+            "created": int(time.time()),
+            "model": self.model,
+            "choices": [{"index": 0, "text": text, "finish_reason": _finish(gen.finish_reason)}],
+            "usage": {
+                "prompt_tokens": len(seg.ids) - len(gen.token_ids),
+                "completion_tokens": len(gen.token_ids),
+                "total_tokens": len(seg.ids),
+            },
+        }
+
+    async def _generate(
+        self, episode: AgentEpisode, ids: list[int], body: dict[str, Any]
+    ) -> Generation:
+        """One turn after `ids`, capped by the request's `max_tokens` and the context left."""
+        limit = body.get("max_completion_tokens") or body.get("max_tokens")
+        room = min(self.max_tokens_per_turn, self.max_model_len - len(ids))
+        if isinstance(limit, int) and limit > 0:
+            room = min(room, limit)
+        if room <= 0:
+            raise GatewayError(400, "the conversation exceeds the model's context length")
+        return await self.engine.generate(
+            ids,
+            max_tokens=room,
+            request_id=f"gw-{episode.key}-{episode.calls}-{uuid.uuid4().hex[:6]}",
+            **episode.sampling,
+        )
 
     def reward(self, key: str, body: dict[str, Any]) -> dict[str, Any]:
         """Ends episode `key` with the posted reward; its samples go to `on_finished`."""
@@ -129,6 +199,8 @@ class Gateway:
         self.finished[key] = float(value)
         if self.on_finished is not None:
             self.on_finished(episode, samples)
+        else:
+            self.unclaimed[key] = samples
         return {"episode": key, "reward": float(value), "samples": len(samples)}
 
     # --- ASGI ---
@@ -150,6 +222,12 @@ class Gateway:
                     await self._stream(send, await self.complete(body, key))
                 else:
                     await _respond(send, 200, await self.complete(body, key))
+                return
+            if (method, path) == ("POST", "/v1/completions"):
+                body = await _json_body(receive)
+                if body.get("stream"):
+                    raise GatewayError(400, "stream is not served for /v1/completions")
+                await _respond(send, 200, await self.complete_text(body, _episode_key(scope, body)))
                 return
             parts = path.split("/")
             if method == "POST" and len(parts) == 5 and parts[1:3] == ["v1", "episodes"]:

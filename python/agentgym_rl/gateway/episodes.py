@@ -36,6 +36,7 @@ from typing import Any
 from agentgym_rl import _core
 from agentgym_rl.episode.tools import ToolFamily, parse_tool_calls
 from agentgym_rl.episode.types import Generation
+from agentgym_rl.gateway.text import TextSegment
 from agentgym_rl.trajectory import ChatTokenizer, TrajectoryBuilder
 from agentgym_rl.wire.types import Status
 
@@ -113,22 +114,59 @@ class AgentEpisode:
     max_len: int
     version: int
     family: ToolFamily | None = None
+    turn_cap: int = 0
+    """Calls allowed (0: any number)."""
+    stage: int = 0
+    sampling: dict[str, Any] = field(default_factory=dict)
+    """Extra keyword arguments of its generate calls (held-out episodes: a temperature)."""
     segments: list[Segment] = field(default_factory=list)
+    texts: list[TextSegment] = field(default_factory=list)
+    """`/v1/completions` segments (`text.py`)."""
+    stop_ids: frozenset[int] = frozenset()
     forks: Counter[str] = field(default_factory=Counter)
     calls: int = 0
     reward: float | None = None
     last_active: float = field(default_factory=time.monotonic)
     _ids: itertools.count[int] = field(default_factory=itertools.count)
 
-    def place(self, messages: Sequence[Message], tools: Sequence[Message] | None) -> Segment:
-        """The segment `messages` continue (their delta appended), or a new one; marked busy."""
+    def _call(self) -> None:
         if self.reward is not None:
             raise GatewayError(409, f"episode {self.key!r} has ended (its reward was posted)")
-        if not messages:
-            raise GatewayError(400, "messages must not be empty")
-        tools_key = json.dumps(tools or [], sort_keys=True)
+        if self.turn_cap and self.calls >= self.turn_cap:
+            raise GatewayError(
+                400, f"episode {self.key!r} reached its turn cap of {self.turn_cap} calls"
+            )
         self.calls += 1
         self.last_active = time.monotonic()
+
+    def place_text(self, prompt: str) -> TextSegment:
+        """The completions segment `prompt` continues (its new text appended), or a new one."""
+        self._call()
+        for seg in reversed(self.texts):
+            if not seg.busy and seg.turns and prompt.startswith(seg.text):
+                seg.extend(self.chat, prompt[len(seg.text) :])
+                seg.busy = True
+                return seg
+        if self.texts or self.segments:
+            self.forks[Fork.BRANCH.value] += 1
+        seg = TextSegment.start(self.chat, prompt, self.version)
+        seg.busy = True
+        self.texts.append(seg)
+        return seg
+
+    def reply_text(self, seg: TextSegment, gen: Generation) -> str:
+        """Append a sampled completion to `seg`; its text as returned (stop tokens left out)."""
+        seg.busy = False
+        text = self.chat.decode([i for i in gen.token_ids if i not in self.stop_ids])
+        seg.add(gen, text)
+        return text
+
+    def place(self, messages: Sequence[Message], tools: Sequence[Message] | None) -> Segment:
+        """The segment `messages` continue (their delta appended), or a new one; marked busy."""
+        if not messages:
+            raise GatewayError(400, "messages must not be empty")
+        self._call()
+        tools_key = json.dumps(tools or [], sort_keys=True)
         why, given = Fork.BRANCH, [normal(m) for m in messages]
         for seg in reversed(self.segments):
             rest = seg.continues(messages, tools_key)
@@ -163,7 +201,7 @@ class AgentEpisode:
         self.segments.append(seg)
         return seg
 
-    def reply(self, seg: Segment, gen: Generation, stop_ids: Sequence[int]) -> Message:
+    def reply(self, seg: Segment, gen: Generation) -> Message:
         """Append the sampled turn to `seg` and return the assistant message it is."""
         seg.busy = False
         if not gen.token_ids or not seg.builder.add_generated(
@@ -171,7 +209,7 @@ class AgentEpisode:
         ):
             raise GatewayError(400, "the reply exceeds the model's context length")
         seg.turns += 1
-        text = self.chat.decode([i for i in gen.token_ids if i not in set(stop_ids)])
+        text = self.chat.decode([i for i in gen.token_ids if i not in self.stop_ids])
         message: Message = {"role": "assistant", "content": text}
         if self.family is not None:
             parsed = parse_tool_calls(text, self.family)
@@ -191,11 +229,11 @@ class AgentEpisode:
         seg.known.append(normal(message))
         return message
 
-    def release(self, seg: Segment) -> None:
+    def release(self, seg: Segment | TextSegment) -> None:
         """A call that failed before its reply: the segment may be continued again."""
         seg.busy = False
 
-    def finish(self, reward: float, *, stage: int = 0, turn_cap: int = 0) -> list[_core.Sample]:
+    def finish(self, reward: float) -> list[_core.Sample]:
         """End the episode with `reward`: one sample per segment with a sampled turn."""
         if self.reward is not None:
             raise GatewayError(409, f"episode {self.key!r} already has its reward")
@@ -216,11 +254,23 @@ class AgentEpisode:
                     status=(Status.TRUNCATED if t.truncated else Status.DONE).value,
                     drift=t.drift,
                     turns=t.turns,
-                    turn_cap=turn_cap,
-                    stage=stage,
+                    turn_cap=self.turn_cap,
+                    stage=self.stage,
                     dispatch_version=self.version,
                 )
             )
+        stops = set(self.stop_ids)
+        for text in self.texts:
+            if text.turns:
+                samples.append(
+                    text.sample(
+                        self.chat,
+                        stops,
+                        reward=self.reward,
+                        turn_cap=self.turn_cap,
+                        stage=self.stage,
+                    )
+                )
         return samples
 
 

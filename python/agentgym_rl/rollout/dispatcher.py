@@ -27,19 +27,31 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from agentgym_rl import _core
-from agentgym_rl.episode.agent import AgentLoop
+from agentgym_rl.episode.agent import Played
 from agentgym_rl.episode.dataset import Task, TaskMix, TaskSource
 from agentgym_rl.episode.log import EpisodeLog
 from agentgym_rl.episode.metrics import RolloutMetrics
-from agentgym_rl.episode.types import EpisodePlan
+from agentgym_rl.episode.types import Engine, EpisodePlan
 from agentgym_rl.rollout.schedule import TurnSchedule
 from agentgym_rl.rollout.sink import LearnerStream
 from agentgym_rl.rollout.status import StatusSink
 from agentgym_rl.wire.ledger import GroupLedger, group_key
 
 log = logging.getLogger(__name__)
+
+
+class Player(Protocol):
+    """What plays an episode: the agent loop, or a user's own agent behind the gateway."""
+
+    metrics: RolloutMetrics
+
+    @property
+    def engine(self) -> Engine: ...
+
+    async def play(self, plan: EpisodePlan) -> Played: ...
 
 
 @dataclass
@@ -58,7 +70,7 @@ class Dispatcher:
 
     def __init__(
         self,
-        agent: AgentLoop,
+        agent: Player,
         buffer: _core.TrajectoryBuffer,
         source: TaskSource | TaskMix,
         schedule: TurnSchedule,
@@ -154,7 +166,7 @@ class Dispatcher:
         if self.episode_log is not None:
             self.episode_log.record(sample, plan, group_id, played.failure)
         if group_id in self.groups:
-            outcome = self.buffer.add_sample(group_id, sample)
+            outcome = self.buffer.add_episode(group_id, [sample, *played.extra])
             if outcome != "pending":
                 del self.groups[group_id]
                 self._more.set()

@@ -3,7 +3,7 @@
 Contract: `HeldOutEval.run()` watches the engine's policy version and evaluates each env's
 held-out split (one per env of a mixed run), each at its own turn cap, at the version the server starts at (`at_start`: 0, or a resumed run's),
 each multiple of `every_versions` and `final_version` (a version skipped by a fast learner is evaluated once, at the version
-seen). Evaluation episodes go through their own `AgentLoop` (same engine, env pool, chat
+seen). Evaluation episodes go through their own `AgentLoop` (or the user's agent; same engine, env pool, chat
 template and action parser as training, separate metrics) and are never sent to a learner.
 Each evaluation appends one record to `<log_dir>/eval.jsonl`:
 `{"version", "success" (Avg@n), "pass" (Pass@n), "reward_mean", "episodes", "by_category":
@@ -24,17 +24,26 @@ import logging
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
+from agentgym_rl import _core
 from agentgym_rl.config.rollout import HeldOutEvalConfig
-from agentgym_rl.episode.agent import AgentLoop
 from agentgym_rl.episode.dataset import Task, load_split
 from agentgym_rl.episode.outcome import is_success
 from agentgym_rl.episode.scoring import ALL, EvalRecord, EvalReport, summarize
-from agentgym_rl.episode.types import EpisodePlan, TurnBudget
+from agentgym_rl.episode.types import Engine, EpisodePlan, TurnBudget
 
 log = logging.getLogger(__name__)
 EVAL_FILE = "eval.jsonl"
+
+
+class EvalPlayer(Protocol):
+    """What plays held-out episodes: the agent loop, or a user's agent behind the gateway."""
+
+    @property
+    def engine(self) -> Engine: ...
+
+    async def run(self, plan: EpisodePlan) -> _core.Sample: ...
 
 
 class HeldOutEval:
@@ -43,7 +52,7 @@ class HeldOutEval:
     def __init__(
         self,
         config: HeldOutEvalConfig,
-        agent: AgentLoop,
+        agent: EvalPlayer,
         *,
         splits: dict[str, Path],
         turn_caps: dict[str, int],

@@ -38,10 +38,13 @@ from agentgym_rl.episode.agent import AgentLoop
 from agentgym_rl.episode.dataset import Cursor, MixCursor, TaskMix, TaskSource, load_split
 from agentgym_rl.episode.log import EpisodeLog
 from agentgym_rl.episode.metrics import RolloutMetrics
-from agentgym_rl.episode.tools import tool_reader
+from agentgym_rl.episode.tools import ToolFamily, detect_family, tool_reader
 from agentgym_rl.episode.types import Engine, EnvSpec
-from agentgym_rl.rollout.dispatcher import Dispatcher, DispatchSummary
-from agentgym_rl.rollout.held_out import HeldOutEval
+from agentgym_rl.gateway.app import Gateway
+from agentgym_rl.gateway.runner import UserAgents, load_agent
+from agentgym_rl.gateway.serve import GatewayServer, bearer_token
+from agentgym_rl.rollout.dispatcher import Dispatcher, DispatchSummary, Player
+from agentgym_rl.rollout.held_out import EvalPlayer, HeldOutEval
 from agentgym_rl.rollout.schedule import TurnSchedule
 from agentgym_rl.rollout.sink import LearnerStream
 from agentgym_rl.rollout.status import StatusSink
@@ -87,14 +90,19 @@ async def run_service(
         await receiver.until_current()  # the gate: nothing below generates before this
     runner: Dispatcher | SyncLoop
     pool, ledger = env_pool(config), GroupLedger(config.log_dir)
+    endpoint = await open_gateway(config, engine, chat, secret)
     if sync:
         # with a learner, each step's batches wait for the weights trained on the last step's
         parts = (config, engine, chat, stream, source, schedule, metrics, status, ledger)
         runner = sync_loop(*parts, on_policy=receiver is not None)
     else:
-        agent = agent_loop(config, engine, pool, chat, metrics)
+        agent: Player = (
+            agent_loop(config, engine, pool, chat, metrics)
+            if endpoint is None
+            else user_agents(config, endpoint, metrics)
+        )
         runner = dispatcher(config, agent, source, schedule, stream, status, ledger, max_groups)
-    held_out = held_out_eval(config, engine, pool, chat, schedule, runner, weights_hold)
+    held_out = held_out_eval(config, engine, pool, chat, schedule, runner, weights_hold, endpoint)
     evaluating = None if held_out is None else asyncio.create_task(held_out.run())
     try:
         with stopped_by_signals(runner, evaluating):
@@ -106,6 +114,8 @@ async def run_service(
         if receiver is not None:
             await receiver.stop()
         await pool.shutdown()
+        if endpoint is not None:
+            await endpoint.close()
         _close_stream(stream)
         ledger.close()
         status.close()
@@ -227,6 +237,61 @@ def agent_loop(
     )
 
 
+async def open_gateway(
+    config: RolloutConfig, engine: Engine, chat: ChatTokenizer, secret: bytes | None
+) -> GatewayServer | None:
+    """With `config.agent`: the OpenAI-compatible endpoint the user's agent talks to, serving
+    this engine (its URL and bearer token also written to `<log_dir>/gateway.json`)."""
+    a = config.agent
+    if a is None:
+        return None
+    try:
+        family = detect_family(chat) if a.tool_parser == "auto" else ToolFamily(a.tool_parser)
+    except ValueError:
+        family = None  # a template without tools: replies are text
+    gateway = Gateway(
+        engine,
+        chat,
+        model=a.model_name,
+        max_model_len=context_length(config, engine),
+        max_tokens_per_turn=config.engine.max_tokens_per_turn,
+        stop_ids=getattr(engine, "stop_token_ids", None),
+        family=family,
+        token=bearer_token(secret),
+    )
+    server = await GatewayServer.start(gateway, a.host, a.port)
+    Path(config.log_dir).mkdir(parents=True, exist_ok=True)
+    info = {"url": server.url, "token": gateway.token}
+    (Path(config.log_dir) / "gateway.json").write_text(json.dumps(info) + "\n")
+    log.info("agent endpoint at %s", server.url)
+    return server
+
+
+def user_agents(
+    config: RolloutConfig,
+    endpoint: GatewayServer,
+    metrics: RolloutMetrics,
+    *,
+    held_out: bool = False,
+) -> UserAgents:
+    """The user's agent as the episode player (held out: the evaluation's temperature)."""
+    a = config.agent
+    assert a is not None
+    temperature = config.eval.temperature if held_out and config.eval is not None else None
+    assert endpoint.gateway.token is not None
+    return UserAgents(
+        endpoint.gateway,
+        endpoint.url,
+        endpoint.gateway.token,
+        agent=load_agent(a.function) if a.function else None,
+        command=a.command,
+        env_urls={e.env: [x for x in e.addresses if x.startswith("http://")] for e in config.envs},
+        timeout_s=a.timeout_s,
+        metrics=metrics,
+        sampling={} if temperature is None else {"temperature": temperature},
+    )
+
+
 def trajectory_buffer(config: RolloutConfig, start_version: int) -> _core.TrajectoryBuffer:
     b = config.buffer
     return _core.TrajectoryBuffer(
@@ -254,7 +319,7 @@ def episode_log(config: RolloutConfig) -> EpisodeLog | None:
 
 def dispatcher(
     config: RolloutConfig,
-    agent: AgentLoop,
+    agent: Player,
     source: TaskSource | TaskMix,
     schedule: TurnSchedule,
     stream: LearnerStream,
@@ -324,15 +389,22 @@ def held_out_eval(
     schedule: TurnSchedule,
     runner: Dispatcher | SyncLoop,
     weights_hold: asyncio.Lock,
+    endpoint: GatewayServer | None = None,
 ) -> HeldOutEval | None:
-    """With `config.eval`: the evaluation, whose final one stops `runner` first."""
+    """With `config.eval`: the evaluation, whose final one stops `runner` first (played by the
+    user's agent when the episodes are)."""
     if config.eval is None:
         return None
     splits = config.eval_splits()
     caps = {env: config.eval.turn_cap or schedule.for_env(env).max_turn_cap for env in splits}
+    player: EvalPlayer = (
+        agent_loop(config, engine, pool, chat, RolloutMetrics(), held_out=True)
+        if endpoint is None
+        else user_agents(config, endpoint, RolloutMetrics(), held_out=True)
+    )
     return HeldOutEval(
         config.eval,
-        agent_loop(config, engine, pool, chat, RolloutMetrics(), held_out=True),
+        player,
         splits=splits,
         turn_caps=caps,
         log_dir=config.log_dir,

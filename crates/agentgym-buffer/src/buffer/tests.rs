@@ -43,6 +43,22 @@ fn complete(buf: &mut TrajectoryBuffer, t: Ticket, rewards: &[f32]) -> AddOutcom
 }
 
 #[test]
+fn an_episode_of_several_samples_counts_once() {
+    let mut buf = TrajectoryBuffer::new(config(2, 1, 0)).unwrap();
+    let t = buf.try_admit("babyai_1", "babyai").unwrap();
+    let forked = vec![sample(1.0, 0, Status::Done), sample(1.0, 0, Status::Done)];
+    assert_eq!(
+        buf.add_episode(t.group_id, forked).unwrap(),
+        AddOutcome::Pending { have: 1, want: 2 }
+    );
+    let outcome = buf.add_episode(t.group_id, vec![sample(0.0, 0, Status::Done)]);
+    assert_eq!(outcome.unwrap(), AddOutcome::Ready);
+    let group = buf.pop_ready().unwrap();
+    assert_eq!(group.samples.len(), 3);
+    assert_eq!(buf.counters().samples, 3);
+}
+
+#[test]
 fn staleness_budget_follows_the_formula() {
     // S = 1, B = 2: by version v at most (1 + v + 1) * 2 groups may have started.
     let mut buf = TrajectoryBuffer::new(config(2, 2, 1)).unwrap();

@@ -1,0 +1,125 @@
+"""The agent endpoint's cost per call against calling the engine directly, at 64 concurrent
+episodes.
+
+Both sides run the same episodes on the same stand-in engine (a fixed reply after a fixed
+`--engine-ms`, no model: only the overhead shows): 64 episodes of `--turns` calls each, all in
+flight at once.
+(a) direct: the token-level loop's work per turn: builder ids -> `engine.generate` -> append the
+    turn and the next observation (what `AgentLoop` does around a generate call);
+(b) endpoint: the `openai` client's `chat.completions.create` over loopback HTTP to the gateway
+    (uvicorn), which finds the episode's segment, appends the new messages' delta, generates,
+    appends the turn and answers; the client sends the whole history each call, as agents do.
+Printed: calls/s and milliseconds per call of each, and the key line
+`gateway: <x> ms/call over the engine's <y> ms (<r>x the direct loop's time per call)`.
+
+    python benches/bench_gateway.py [--quick] [--engine-ms 20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import time
+from pathlib import Path
+from typing import Any
+
+from agentgym_rl.episode.types import Generation
+from agentgym_rl.gateway.app import Gateway
+from agentgym_rl.gateway.serve import GatewayServer
+from agentgym_rl.trajectory import ChatTokenizer, TrajectoryBuilder
+
+ROOT = Path(__file__).resolve().parents[1]
+CHAT = ROOT / "tests" / "fixtures" / "templates" / "chatml"
+EPISODES = 64
+REPLY = "Thought: the ball is ahead.\nAction: go to red ball 1"
+OBSERVATION = "You go to the red ball. You see a grey key 2 steps left and a door ahead."
+
+
+class StandIn:
+    """A fixed reply after a fixed delay: an engine whose cost is known."""
+
+    def __init__(self, chat: ChatTokenizer, delay_s: float) -> None:
+        self.ids = [int(i) for i in chat.encode(REPLY)] + [int(chat.eos_token_id or 0)]
+        self.delay_s, self.version = delay_s, 0
+
+    async def generate(self, prompt_ids: list[int], **kwargs: Any) -> Generation:
+        await asyncio.sleep(self.delay_s)
+        return Generation(self.ids, [-0.5] * len(self.ids), [0] * len(self.ids), "stop")
+
+
+def start_messages(i: int) -> list[dict[str, str]]:
+    return [
+        {"role": "system", "content": "You are in a BabyAI grid world."},
+        {"role": "user", "content": f"Your goal: go to the red ball. Episode {i}."},
+    ]
+
+
+async def direct(chat: ChatTokenizer, engine: StandIn, turns: int) -> float:
+    async def episode(i: int) -> None:
+        builder = TrajectoryBuilder(chat, start_messages(i))
+        for _ in range(turns):
+            gen = await engine.generate(builder.ids.tolist())
+            builder.add_generated(gen.token_ids, gen.logprobs, gen.versions)
+            builder.add_observation({"role": "user", "content": OBSERVATION})
+        builder.finish()
+
+    start = time.perf_counter()
+    await asyncio.gather(*(episode(i) for i in range(EPISODES)))
+    return time.perf_counter() - start
+
+
+async def through_endpoint(chat: ChatTokenizer, engine: StandIn, turns: int) -> float:
+    import httpx
+    import openai
+
+    gateway = Gateway(engine, chat, model="policy", max_model_len=8192, max_tokens_per_turn=64)
+    server = await GatewayServer.start(gateway)
+    limits = httpx.Limits(max_connections=EPISODES, max_keepalive_connections=EPISODES)
+    http = httpx.AsyncClient(limits=limits, timeout=60.0)
+    client = openai.AsyncOpenAI(base_url=server.url, api_key="x", http_client=http)
+
+    async def episode(i: int) -> None:
+        messages: list[Any] = start_messages(i)
+        for _ in range(turns):
+            reply = await client.chat.completions.create(
+                model="policy", messages=messages, user=f"ep-{i}"
+            )
+            messages += [
+                reply.choices[0].message.model_dump(exclude_none=True),
+                {"role": "user", "content": OBSERVATION},
+            ]
+        gateway.reward(f"ep-{i}", {"reward": 1.0})
+
+    try:
+        start = time.perf_counter()
+        await asyncio.gather(*(episode(i) for i in range(EPISODES)))
+        took = time.perf_counter() - start
+        assert all(not e.forks for e in gateway.episodes.values())
+        return took
+    finally:
+        await client.close()
+        await server.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="fewer turns")
+    parser.add_argument("--engine-ms", type=float, default=20.0, help="the stand-in's delay")
+    args = parser.parse_args()
+    turns = 4 if args.quick else 12
+    chat = ChatTokenizer.from_dir(CHAT)
+    engine = StandIn(chat, args.engine_ms / 1000)
+    calls = EPISODES * turns
+    a = asyncio.run(direct(chat, engine, turns))
+    b = asyncio.run(through_endpoint(chat, engine, turns))
+    print(f"{EPISODES} concurrent episodes x {turns} calls, engine {args.engine_ms:g} ms a call")
+    for name, took in (("direct", a), ("endpoint", b)):
+        print(f"  {name:9s} {calls / took:8.1f} calls/s  {1000 * took / calls:7.2f} ms/call")
+    print(
+        f"gateway: {1000 * b / calls:.2f} ms/call over the engine's {args.engine_ms:g} ms "
+        f"({b / a:.2f}x the direct loop's time per call)"
+    )
+
+
+if __name__ == "__main__":
+    main()
