@@ -1,7 +1,7 @@
 """An agent as people write them: a ReAct loop against the official `openai` client, over the
 BabyAI env server's HTTP API (AgentGym's /create, /reset, /step, /close). Nothing here knows it
-is being trained: `rollout.agent.function: examples.openai_agent:agent` runs it unchanged, its
-client pointed at the rollout server's endpoint (configs/train/babyai_openai_agent.yaml)."""
+is being trained: `agent.function: examples.openai_agent:agent` in a train config runs it
+unchanged, its client pointed at the rollout server's endpoint (docs/agents.md)."""
 
 from __future__ import annotations
 

@@ -25,8 +25,8 @@ def test_train_runs_a_users_agent_end_to_end(tmp_path: Path) -> None:
     model = create_tiny_model(tmp_path / "model", corpus=tiny_corpus(), vocab_size=320, seed=0)
     run = tmp_path / "run"
     config = tiny_train_config(str(run), str(model))
-    config["env_servers"][0]["transport"] = "http"  # the agent speaks the env's HTTP API
-    config["rollout"]["agent"] = {"function": "examples.openai_agent:agent"}
+    # the pool steps over ZeroMQ; the agent gets the same servers' HTTP addresses
+    config["agent"] = {"function": "examples.openai_agent:agent"}
     config["rollout"]["eval"] = {
         "split": SPLIT,
         "every_versions": 2,

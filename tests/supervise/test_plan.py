@@ -311,3 +311,23 @@ def test_a_new_run_refuses_a_folder_that_holds_a_run(train_data: dict[str, Any])
     assert found.startswith(f"run_dir: {run_dir} already holds a run")
     assert f"agentgym-rl train --resume {run_dir}" in found
     plan_run(train_config(train_data), resume=True)  # continuing it is what --resume is for
+
+
+def test_an_agent_section_reaches_every_rollout_server(train_data: dict[str, Any]) -> None:
+    """`agent:` goes to each rollout server's config with the env servers' HTTP addresses (the
+    pool still steps over ZeroMQ); the regimes it cannot run in are refused."""
+    train_data["env_servers"] = [{"env": "noop", "replicas": 2}]
+    train_data["agent"] = {"function": "examples.openai_agent:agent"}
+    plan = plan_run(train_config(train_data))
+    [rollout] = plan.rollout_configs
+    http_ports = [c.argv[c.argv.index("--port") + 1] for c in plan.envs]
+    assert rollout.agent is not None and rollout.agent.function == "examples.openai_agent:agent"
+    assert rollout.agent.env_urls == {"noop": [f"http://127.0.0.1:{p}" for p in http_ports]}
+    assert all(a.startswith("tcp://") for a in rollout.envs[0].addresses)
+    train_data.update(mode="sync", rollout_servers=2)
+    train_data["agent"]["port"] = 9000
+    found = problems(train_data)
+    assert any(p.startswith("agent: a user's agent runs in mode async only") for p in found)
+    assert any(p.startswith("agent.port: 9000 for 2 rollout servers") for p in found)
+    with pytest.raises(ValidationError, match="one of the two"):
+        train_config({**train_data, "agent": {"function": "a:b", "command": ["x"]}})

@@ -367,6 +367,11 @@ class AgentConfig(ConfigModel):
     """How replies' tool calls are read when a request sends `tools` (see `EnvSettings`)."""
     model_name: str = "policy"
     """The model id `/v1/models` lists."""
+    env_urls: Annotated[dict[str, list[str]], Wired("the env servers' HTTP ports")] = Field(
+        default_factory=dict
+    )
+    """Env -> HTTP addresses of its servers, one of which each task names (`task.env_url`);
+    empty: the `http://` addresses among `envs`."""
 
     @model_validator(mode="after")
     def one_way_to_run(self) -> AgentConfig:

@@ -26,6 +26,7 @@ from agentgym_rl.config.learn import LearnConfig, LearnSection
 from agentgym_rl.config.rollout import (
     GROUPS_PER_STEP,
     MAX_STALENESS,
+    AgentConfig,
     RolloutConfig,
     RolloutSection,
 )
@@ -138,6 +139,9 @@ class TrainConfig(ConfigModel):
     and checked again by the learner. `mode: sync` runs with 0."""
     rollout: RolloutSection = RolloutSection()
     """The rollout servers' settings (see configs/rollout/); train fills in the wiring."""
+    agent: AgentConfig | None = None
+    """Your own agent plays the episodes, through each rollout server's OpenAI-compatible
+    endpoint (docs/agents.md; the same as `rollout.agent`)."""
     learn: LearnSection = LearnSection()
     """The learner's settings (see configs/learn/); train fills in the wiring."""
     learner_threads: int | None = Field(default=None, ge=1)

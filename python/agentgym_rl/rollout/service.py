@@ -285,7 +285,8 @@ def user_agents(
         endpoint.gateway.token,
         agent=load_agent(a.function) if a.function else None,
         command=a.command,
-        env_urls={e.env: [x for x in e.addresses if x.startswith("http://")] for e in config.envs},
+        env_urls=a.env_urls
+        or {e.env: [x for x in e.addresses if x.startswith("http://")] for e in config.envs},
         timeout_s=a.timeout_s,
         metrics=metrics,
         sampling={} if temperature is None else {"temperature": temperature},

@@ -121,9 +121,14 @@ def _endpoint(value: str | None, where: str, ports: PortBook) -> tuple[str, str]
     return f"tcp://{bind_host}:{port}", f"tcp://{connect_host}:{port}"
 
 
-def _env_children(train: TrainConfig, ports: PortBook) -> tuple[list[ChildSpec], dict[str, list]]:
+def _env_children(
+    train: TrainConfig, ports: PortBook
+) -> tuple[list[ChildSpec], dict[str, list[str]], dict[str, list[str]]]:
+    """The env servers, the addresses the rollout pool uses, and each server's HTTP address
+    (every env server serves HTTP: the sync regime's clients and a user's agent use it)."""
     children: list[ChildSpec] = []
     addresses: dict[str, list[str]] = {}
+    http_urls: dict[str, list[str]] = {}
     for i, spec in enumerate(train.env_servers):
         for r in range(spec.replicas):
             fix = f"change env_servers.{i}.{{key}} or leave it empty to choose free ports"
@@ -149,10 +154,11 @@ def _env_children(train: TrainConfig, ports: PortBook) -> tuple[list[ChildSpec],
                 address = f"http://127.0.0.1:{http}"
             args += spec.args
             addresses.setdefault(spec.name, []).append(address)
+            http_urls.setdefault(spec.name, []).append(f"http://127.0.0.1:{http}")
             name = f"env-{spec.name}-{r}"
             shell = shlex.join(["agentgym-rl", *args])
             children.append(ChildSpec(name, "env", _cli(*args), shell, health_port=http))
-    return children, addresses
+    return children, addresses, http_urls
 
 
 def _set(model: BaseModel, name: str) -> bool:
@@ -204,6 +210,7 @@ def _rollout_data(
     groups_to: str | None,
     weights_at: str | None,
     resume: bool,
+    http_urls: dict[str, list[str]] | None = None,
 ) -> dict[str, Any]:
     """Rollout server `index`'s config mapping."""
     section = train.rollout
@@ -230,6 +237,10 @@ def _rollout_data(
         weights_endpoint=weights_at,
         log_dir=train.run_dir / f"rollout-{index}",
     )
+    if train.agent is not None:
+        rollout["agent"] = train.agent.model_dump()
+    if rollout["agent"] is not None:
+        rollout["agent"]["env_urls"] = dict(http_urls or {})
     if rollout["eval"] is not None and rollout["eval"]["final_version"] is None:
         # the final held-out eval runs on the learner's last weights, then the server exits
         rollout["eval"]["final_version"] = train.learn.max_steps
@@ -244,6 +255,15 @@ def _unserved(train: TrainConfig) -> list[str]:
         for i, entry in enumerate(train.rollout.envs)
         if entry.env not in served
     ]
+    agent = train.agent or train.rollout.agent
+    if agent is not None:
+        if train.mode == "sync":
+            problems.append("agent: a user's agent runs in mode async only (set mode=async)")
+        if agent.port and train.rollout_servers > 1:
+            problems.append(
+                f"agent.port: {agent.port} for {train.rollout_servers} rollout servers, each "
+                "with its own endpoint: leave it 0 (free ports)"
+            )
     if train.mode == "sync" and train.rollout_servers != 1:
         problems.append(
             f"rollout_servers: {train.rollout_servers}, but mode sync runs the reference's "
@@ -275,10 +295,10 @@ def plan_run(train: TrainConfig, *, resume: bool = False) -> RunPlan:
             "logging.wandb: Weights & Biases is not installed: `pip install wandb`, or leave "
             "logging.wandb out"
         )
-    envs, addresses = _env_children(train, ports)
+    envs, addresses, http_urls = _env_children(train, ports)
     learn, groups_to, weights_at = _learn_data(train, ports, problems)
     rollouts = [
-        _rollout_data(train, i, addresses, groups_to, weights_at, resume)
+        _rollout_data(train, i, addresses, groups_to, weights_at, resume, http_urls)
         for i in range(train.rollout_servers)
     ]
     problems += _validate(LearnConfig, learn, "learn")
