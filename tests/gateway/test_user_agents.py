@@ -176,3 +176,55 @@ def test_an_agent_without_calls_or_reward_fails_clearly(agent: Any, chat: Any) -
     assert (
         ("made no call" in message) if agent is silent else ("gave no reward in 0.5 s" in message)
     )
+
+
+COMMAND_AGENT = """
+import json, os, sys
+import httpx
+from openai import OpenAI
+
+task = json.loads(os.environ["AGENTGYM_TASK"])
+key = os.environ["AGENTGYM_EPISODE_KEY"]
+client = OpenAI(default_headers={"X-Episode-Key": key})  # OPENAI_BASE_URL, OPENAI_API_KEY
+client.chat.completions.create(model="policy", messages=[{"role": "user", "content": "go"}])
+if sys.argv[1] == "print":
+    print(json.dumps({"reward": 0.5}))
+elif sys.argv[1] == "post":
+    headers = {"Authorization": "Bearer " + os.environ["OPENAI_API_KEY"]}
+    url = os.environ["OPENAI_BASE_URL"] + "/episodes/" + key + "/reward"
+    httpx.post(url, json={"reward": 0.25}, headers=headers).raise_for_status()
+else:
+    sys.exit("the agent broke: " + task["item_id"])
+"""
+
+
+@pytest.mark.parametrize(("how", "reward"), [("print", 0.5), ("post", 0.25), ("crash", None)])
+def test_a_command_line_agent(how: str, reward: float | None, chat: Any, tmp_path: Path) -> None:
+    script = tmp_path / "agent.py"
+    script.write_text(COMMAND_AGENT)
+    engine = Recording(chat)
+
+    async def main() -> Any:
+        server = await serve(engine, chat)
+        players = UserAgents(
+            server.gateway,
+            server.url,
+            server.gateway.token or "",
+            command=[sys.executable, str(script), how],
+        )
+        from agentgym_rl.episode.types import EpisodePlan, TurnBudget
+
+        plan = EpisodePlan(Task("babyai_7", "babyai", 7), 0, TurnBudget(0, 3), "g2-e1")
+        try:
+            if reward is None:
+                with pytest.raises(AgentFailure, match="exited 1: the agent broke: babyai_7"):
+                    await players.play(plan)
+                return None
+            return await players.play(plan)
+        finally:
+            await server.close()
+
+    played = asyncio.run(main())
+    if reward is not None:
+        assert played.sample.reward == reward and played.sample.turns == 1
+        assert played.sample.input_ids[played.sample.loss_mask == 1].tolist() == engine.sampled[0]

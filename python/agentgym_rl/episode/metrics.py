@@ -45,6 +45,8 @@ class RolloutMetrics:
         self.successes = 0
         self.env_episodes: Counter[str] = Counter()
         self.env_successes: Counter[str] = Counter()
+        self.forks: Counter[str] = Counter()
+        """A user agent's episodes that left their token-consistent segment, by why."""
         # Episodes since the last snapshot: (env, reward, success), for windowed rates.
         self._window: list[tuple[str, float, bool]] = []
         self._in_flight = 0
@@ -118,6 +120,7 @@ class RolloutMetrics:
             "turns_max": self.turns_max,
             "env_failures": self.env_failures,
             "drift": self.drift,
+            "forks": dict(self.forks),
             "aborted_episodes": self.aborted_episodes,
             "groups_sent": self.groups_sent,
             "send_timeouts": self.send_timeouts,

@@ -29,6 +29,7 @@ from collections.abc import Awaitable, Callable, MutableMapping, Sequence
 from typing import Any
 
 from agentgym_rl import _core
+from agentgym_rl.episode.metrics import RolloutMetrics
 from agentgym_rl.episode.tools import ToolFamily
 from agentgym_rl.episode.types import Engine, Generation
 from agentgym_rl.gateway.episodes import AgentEpisode, GatewayError, Message
@@ -79,9 +80,10 @@ class Gateway:
         turn_cap: int = 0,
         stage: int = 0,
         sampling: dict[str, Any] | None = None,
+        metrics: RolloutMetrics | None = None,
     ) -> None:
         """Announce episode `key`: its calls run at `version`'s budget, at most `turn_cap`, with
-        `sampling` passed to every generate call."""
+        `sampling` passed to every generate call, counted in `metrics`."""
         self.episodes[key] = AgentEpisode(
             key,
             self.chat,
@@ -92,6 +94,7 @@ class Gateway:
             stage,
             dict(sampling or {}),
             stop_ids=frozenset(self.stop_ids),
+            metrics=metrics,
         )
 
     def episode(self, key: str) -> AgentEpisode:
@@ -177,12 +180,16 @@ class Gateway:
             room = min(room, limit)
         if room <= 0:
             raise GatewayError(400, "the conversation exceeds the model's context length")
-        return await self.engine.generate(
-            ids,
-            max_tokens=room,
-            request_id=f"gw-{episode.key}-{episode.calls}-{uuid.uuid4().hex[:6]}",
-            **episode.sampling,
-        )
+        metrics = episode.metrics or RolloutMetrics()
+        with metrics.generating():
+            gen = await self.engine.generate(
+                ids,
+                max_tokens=room,
+                request_id=f"gw-{episode.key}-{episode.calls}-{uuid.uuid4().hex[:6]}",
+                **episode.sampling,
+            )
+        metrics.generated_tokens += len(gen.token_ids)
+        return gen
 
     def reward(self, key: str, body: dict[str, Any]) -> dict[str, Any]:
         """Ends episode `key` with the posted reward; its samples go to `on_finished`."""

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentgym_rl import _core
+from agentgym_rl.episode.metrics import RolloutMetrics
 from agentgym_rl.episode.tools import ToolFamily, parse_tool_calls
 from agentgym_rl.episode.types import Generation
 from agentgym_rl.gateway.text import TextSegment
@@ -123,6 +124,8 @@ class AgentEpisode:
     texts: list[TextSegment] = field(default_factory=list)
     """`/v1/completions` segments (`text.py`)."""
     stop_ids: frozenset[int] = frozenset()
+    metrics: RolloutMetrics | None = None
+    """Where its generate calls, tokens and forks are counted (None: nowhere)."""
     forks: Counter[str] = field(default_factory=Counter)
     calls: int = 0
     reward: float | None = None
@@ -148,7 +151,7 @@ class AgentEpisode:
                 seg.busy = True
                 return seg
         if self.texts or self.segments:
-            self.forks[Fork.BRANCH.value] += 1
+            self._fork(Fork.BRANCH)
         seg = TextSegment.start(self.chat, prompt, self.version)
         seg.busy = True
         self.texts.append(seg)
@@ -183,11 +186,16 @@ class AgentEpisode:
                 why = Fork.REWRITE
         return self._new_segment(messages, tools, tools_key, why)
 
+    def _fork(self, why: Fork) -> None:
+        self.forks[why.value] += 1
+        if self.metrics is not None:
+            self.metrics.forks[why.value] += 1
+
     def _new_segment(
         self, messages: Sequence[Message], tools: Sequence[Message] | None, key: str, why: Fork
     ) -> Segment:
         if self.segments:
-            self.forks[why.value] += 1
+            self._fork(why)
         builder = TrajectoryBuilder(
             self.chat,
             list(messages),

@@ -156,8 +156,7 @@ class UserAgents:
         except Exception as e:
             self.gateway.drop(key)
             raise AgentFailure(f"episode {key}: the agent raised {e!r}") from e
-        for sample in samples:
-            self.metrics.record_episode(sample, plan.task.env)
+        self.metrics.record_episode(samples[0], plan.task.env)  # one episode, whatever its segments
         return Played(samples[0], None, tuple(samples[1:]))
 
     def _samples(self, key: str, reward: float | None) -> list[Any]:
