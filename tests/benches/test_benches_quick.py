@@ -3,7 +3,7 @@ and prints its figures with the ratio against its baseline. A bench that drifts 
 measures (a renamed argument, a changed signature) fails here, not the next time someone runs it.
 
 Quick forms measured on 2 cores: builder ~10 s, codec ~4 s, transport ~1 s, envpool ~13 s,
-learner ~15 s, weights ~22 s, games ~2 s, rollout ~70 s (its own vLLM engine: the bench is a
+learner ~15 s, weights ~22 s, games ~2 s, tools ~6 s, gateway ~4 s, rollout ~70 s (its own vLLM engine: the bench is a
 separate process, so the test session's shared engine cannot serve it).
 """
 
@@ -76,6 +76,15 @@ FIGURES = {
     "games": [
         rf"^wordle: {NUMBER} steps/s in process, {NUMBER} us/step \({NUMBER}x the noop loop",
         rf"^maze: {NUMBER} steps/s in process, {NUMBER} us/step \({NUMBER}x the noop loop",
+    ],
+    "tools": [
+        rf"^babyai: tools {NUMBER} tok/turn vs react {NUMBER} tok/turn \({NUMBER}x\); parse "
+        rf"{NUMBER} us vs {NUMBER} us \({NUMBER}x\); schemas \+\d+ tok$",
+        rf"^searchqa: tools {NUMBER} tok/turn vs tags {NUMBER} tok/turn \({NUMBER}x\)",
+    ],
+    "gateway": [
+        rf"^\s+direct\s+{NUMBER} calls/s\s+{NUMBER} ms/call$",
+        rf"^gateway: {NUMBER} ms/call over the engine's 20 ms \({NUMBER}x the direct loop's",
     ],
     "weights": [
         r"^receivers are stand-ins: processes running the real WeightSubscriber",

@@ -132,6 +132,11 @@ class AgentEpisode:
     last_active: float = field(default_factory=time.monotonic)
     _ids: itertools.count[int] = field(default_factory=itertools.count)
 
+    @property
+    def sampled(self) -> bool:
+        """Whether any call of it produced a turn."""
+        return any(s.turns for s in self.segments) or any(t.turns for t in self.texts)
+
     def _call(self) -> None:
         if self.reward is not None:
             raise GatewayError(409, f"episode {self.key!r} has ended (its reward was posted)")
