@@ -228,3 +228,39 @@ def test_a_command_line_agent(how: str, reward: float | None, chat: Any, tmp_pat
     if reward is not None:
         assert played.sample.reward == reward and played.sample.turns == 1
         assert played.sample.input_ids[played.sample.loss_mask == 1].tolist() == engine.sampled[0]
+
+
+def test_the_runner_counts_calls_and_samples_as_told(chat: Any) -> None:
+    """Each episode's calls are counted in the runner's metrics and sampled with its settings
+    (held-out episodes: the evaluation's temperature)."""
+    engine = Recording(chat)
+    seen: list[dict[str, Any]] = []
+    generate = engine.generate
+
+    async def spy(prompt_ids: list[int], temperature: float = 1.0, **kwargs: Any) -> Generation:
+        seen.append({"temperature": temperature, **kwargs})
+        return await generate(prompt_ids, **kwargs)
+
+    engine.generate = spy  # type: ignore[method-assign]
+
+    async def main() -> UserAgents:
+        server = await serve(engine, chat)
+        players = UserAgents(
+            server.gateway,
+            server.url,
+            server.gateway.token or "",
+            agent=crashing,
+            sampling={"temperature": 0.0},
+        )
+        from agentgym_rl.episode.types import EpisodePlan, TurnBudget
+
+        try:
+            await players.play(EpisodePlan(Task("babyai_2", "babyai", 2), 0, TurnBudget(0, 3), "k"))
+            return players
+        finally:
+            await server.close()
+
+    players = asyncio.run(main())
+    assert [k["temperature"] for k in seen] == [0.0]
+    assert players.metrics.generate_calls == 1
+    assert players.metrics.generated_tokens == len(engine.sampled[0])

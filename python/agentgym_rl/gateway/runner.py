@@ -140,6 +140,8 @@ class UserAgents:
             version=plan.dispatch_version,
             turn_cap=plan.budget.turn_cap,
             stage=plan.budget.stage,
+            sampling=self.sampling,
+            metrics=self.metrics,
         )
         task = self.task(plan)
         try:
