@@ -69,7 +69,6 @@ async def direct(chat: ChatTokenizer, engine: StandIn, turns: int) -> float:
 
 
 async def through_endpoint(chat: ChatTokenizer, engine: StandIn, turns: int) -> float:
-    import httpx
     import openai
 
     gateway = Gateway(engine, chat, model="policy", max_model_len=8192, max_tokens_per_turn=64)
@@ -78,7 +77,7 @@ async def through_endpoint(chat: ChatTokenizer, engine: StandIn, turns: int) -> 
     async def episode(i: int) -> None:
         # one client per episode, as the agent runner gives each (one shared pool of 64
         # connections costs httpcore a scan of the pool per request), without TLS set-up
-        http = httpx.AsyncClient(verify=False, timeout=60.0)
+        http = openai.DefaultAsyncHttpxClient(verify=False, timeout=60.0)
         async with openai.AsyncOpenAI(base_url=server.url, api_key="x", http_client=http) as client:
             messages: list[Any] = start_messages(i)
             for _ in range(turns):

@@ -245,8 +245,14 @@ def test_text_completions_extend_their_prompt_token_in_token_out(rec: Recorded) 
         prompt = f"Q: lamps?\nA:{text}\nQ: cheaper?\nA:"
         second = await client.completions.create(model="policy", prompt=prompt, user="T")
         assert second.choices[0].text
-        other = await client.completions.create(model="policy", prompt="Unrelated.", user="T")
-        assert other.choices[0].text
+        stream = await client.completions.create(
+            model="policy", prompt="Unrelated.", user="T", stream=True
+        )
+        chunks = [c async for c in stream]
+        assert "".join(c.choices[0].text for c in chunks) == rec.engine.chat.decode(
+            [i for i in rec.generations[-1].token_ids if i != rec.engine.chat.eos_token_id]
+        )
+        assert chunks[-1].choices[0].finish_reason == "stop"
         assert dict(rec.gateway.episodes["T"].forks) == {"branch": 1}
         assert (await rec.reward("T", 1.0)).status_code == 200
 

@@ -4,7 +4,7 @@ Contract (a bare ASGI app, as the env servers are; served by uvicorn):
 - `GET /v1/models` lists the served model; `POST /v1/chat/completions` answers one call, whole
   or streamed (`stream: true`: server-sent `chat.completion.chunk`s then `data: [DONE]`), with
   `tools` / `tool_calls` as OpenAI's API has them; `POST /v1/completions` continues a raw text
-  prompt (one string, not streamed; `text.py`); `POST /v1/episodes/{key}/reward` with
+  prompt (one string, whole or streamed; `text.py`); `POST /v1/episodes/{key}/reward` with
   `{"reward": float}` ends an episode: its samples wait for `claim(key)` (the agent runner) and go
   to `on_finished` when given. `open(key, ...)` announces an episode with its version and turn
   cap (a call beyond the cap is refused); a key never announced is opened by its first call.
@@ -232,9 +232,11 @@ class Gateway:
                 return
             if (method, path) == ("POST", "/v1/completions"):
                 body = await _json_body(receive)
+                done = await self.complete_text(body, _episode_key(scope, body))
                 if body.get("stream"):
-                    raise GatewayError(400, "stream is not served for /v1/completions")
-                await _respond(send, 200, await self.complete_text(body, _episode_key(scope, body)))
+                    await self._stream(send, done)
+                else:
+                    await _respond(send, 200, done)
                 return
             parts = path.split("/")
             if method == "POST" and len(parts) == 5 and parts[1:3] == ["v1", "episodes"]:
@@ -255,23 +257,31 @@ class Gateway:
             raise GatewayError(401, "missing or wrong bearer token", "authentication_error")
 
     async def _stream(self, send: Send, done: dict[str, Any]) -> None:
-        """`done` as server-sent chunks: the role, the text piece by piece, the calls, the end."""
+        """`done` (a chat or text completion) as server-sent chunks: the role, the text piece by
+        piece, the calls, the end; then `data: [DONE]`."""
         head = {k: done[k] for k in ("id", "created", "model")}
         choice = done["choices"][0]
-        message = choice["message"]
+        chat = "message" in choice
+        message = choice["message"] if chat else {"content": choice["text"]}
         text = message.get("content") or ""
-        deltas: list[dict[str, Any]] = [{"role": "assistant", "content": ""}]
-        deltas += [{"content": text[i : i + 16]} for i in range(0, len(text), 16)]
-        if message.get("tool_calls"):
-            deltas.append(
-                {"tool_calls": [{"index": i, **c} for i, c in enumerate(message["tool_calls"])]}
-            )
+        pieces = [text[i : i + 16] for i in range(0, len(text), 16)]
+        chunks: list[dict[str, Any]]
+        if chat:
+            deltas: list[dict[str, Any]] = [{"role": "assistant", "content": ""}]
+            deltas += [{"content": p} for p in pieces]
+            if message.get("tool_calls"):
+                calls = [{"index": i, **c} for i, c in enumerate(message["tool_calls"])]
+                deltas.append({"tool_calls": calls})
+            chunks = [{"index": 0, "delta": d, "finish_reason": None} for d in deltas]
+            chunks.append({"index": 0, "delta": {}, "finish_reason": choice["finish_reason"]})
+        else:
+            chunks = [{"index": 0, "text": p, "finish_reason": None} for p in pieces]
+            chunks.append({"index": 0, "text": "", "finish_reason": choice["finish_reason"]})
+        kind = "chat.completion.chunk" if chat else "text_completion"
         headers = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")]
         await send({"type": "http.response.start", "status": 200, "headers": headers})
-        chunks = [{"index": 0, "delta": d, "finish_reason": None} for d in deltas]
-        chunks.append({"index": 0, "delta": {}, "finish_reason": choice["finish_reason"]})
         for c in chunks:
-            event = {**head, "object": "chat.completion.chunk", "choices": [c]}
+            event = {**head, "object": kind, "choices": [c]}
             data = f"data: {json.dumps(event, ensure_ascii=False)}\n\n".encode()
             await send({"type": "http.response.body", "body": data, "more_body": True})
             await asyncio.sleep(0)

@@ -177,7 +177,6 @@ class UserAgents:
 
     async def _run(self, task: AgentTask) -> float | None:
         if self.agent is not None:
-            import httpx
             import openai
 
             client = openai.AsyncOpenAI(
@@ -186,7 +185,7 @@ class UserAgents:
                 default_headers={"X-Episode-Key": task.episode_key},
                 max_retries=0,
                 # plain HTTP to this server: loading the CA store per episode cost ~25 ms of CPU
-                http_client=httpx.AsyncClient(verify=False, timeout=self.timeout_s),
+                http_client=openai.DefaultAsyncHttpxClient(verify=False, timeout=self.timeout_s),
             )
             try:
                 return float(await self.agent(client, task))
