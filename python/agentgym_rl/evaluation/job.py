@@ -44,7 +44,6 @@ from agentgym_rl.episode.tools import tool_reader
 from agentgym_rl.episode.types import Engine, EnvSpec
 from agentgym_rl.evaluation.runner import EvalError, EvalSettings, Policy, run_episodes
 from agentgym_rl.evaluation.servers import LocalEnvServers
-from agentgym_rl.evaluation.tool_calls import text_tool_reader
 from agentgym_rl.trajectory import ChatTokenizer
 
 
@@ -163,7 +162,7 @@ def env_specs(
                 tools = (
                     tool_reader(env, chat, parser, calls)
                     if chat is not None
-                    else text_tool_reader(env, parser, calls)
+                    else tool_reader(env, None, parser, calls)
                 )
             except ValueError as e:
                 raise EvalError(f"--action-format tools: {e}") from None

@@ -41,7 +41,7 @@ from agentgym_rl.episode.dataset import Task
 from agentgym_rl.episode.log import EpisodeLog
 from agentgym_rl.episode.outcome import reward_of
 from agentgym_rl.episode.prompts import episode_prefix
-from agentgym_rl.episode.tools import ToolReader, ToolReading
+from agentgym_rl.episode.tools import ToolReader, ToolReading, tool_reader
 from agentgym_rl.episode.turn import act, act_on_calls
 from agentgym_rl.episode.types import EnvSpec, EpisodePlan, TurnBudget
 from agentgym_rl.evaluation.runner import EpisodeOutcome, EvalError
@@ -49,7 +49,6 @@ from agentgym_rl.evaluation.tool_calls import (
     as_api_reader,
     assistant_message,
     read_api_calls,
-    text_tool_reader,
 )
 from agentgym_rl.wire.types import Status
 
@@ -133,7 +132,7 @@ class TextPolicy:
         """How tool mode reads `env`'s calls (None: not in tool mode)."""
         if spec.action_format is not ActionFormat.TOOLS:
             return None
-        reader = spec.tools or text_tool_reader(env)
+        reader = spec.tools or tool_reader(env, None)
         return as_api_reader(reader) if self.native_calls else reader
 
     async def episode(self, task: Task, *, turn_cap: int, request_id: str) -> EpisodeOutcome:

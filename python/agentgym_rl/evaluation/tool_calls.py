@@ -1,10 +1,7 @@
-"""Tool mode for the text policies: an env's tools without a chat template, and an API's
-structured `tool_calls` read by the same turn rule training uses.
+"""Tool mode for the text policies: an API's structured `tool_calls` read by the same turn rule
+training uses (an env's tools without a chat: `episode.tools.tool_reader(env, None)`).
 
 Contract:
-- `text_tool_reader(env, parser, calls_per_turn)` is `episode.tools.tool_reader` without a chat
-  tokenizer: `auto` reads calls in the Hermes layout (a text policy has no template to
-  recognise one from); the family only matters for calls written in text and for the hint.
 - `ApiToolReader` is a `ToolReader` for calls an API returns structured: its hint names the
   tools instead of showing a text layout the API model should not imitate.
 - `read_api_calls(reader, tool_calls, turn)` reads a chat completion's `message.tool_calls`
@@ -22,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from agentgym_rl.episode.tools import ToolCall, ToolReader, ToolReading, tool_reader
+from agentgym_rl.episode.tools import ToolCall, ToolReader, ToolReading
 
 
 class ApiToolReader(ToolReader):
@@ -33,11 +30,6 @@ class ApiToolReader(ToolReader):
             "Call one of the tools you are given (a function call, not text); the tools are: "
             f"{self.tools.describe()}."
         )
-
-
-def text_tool_reader(env: str, parser: str = "auto", calls_per_turn: int = 1) -> ToolReader:
-    """`env`'s tools as a text policy reads them (no chat template to recognise a family by)."""
-    return tool_reader(env, None, parser, calls_per_turn)
 
 
 def as_api_reader(reader: ToolReader) -> ToolReader:
@@ -105,5 +97,4 @@ __all__ = [
     "as_api_reader",
     "assistant_message",
     "read_api_calls",
-    "text_tool_reader",
 ]
