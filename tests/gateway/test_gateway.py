@@ -262,3 +262,15 @@ def test_text_completions_extend_their_prompt_token_in_token_out(rec: Recorded) 
     trained = [ids for s in (long, short) for ids in sampled(s)]
     assert trained == [g.token_ids for g in rec.generations]
     check_sample_arrays(long)
+
+
+def test_ended_episodes_are_remembered_within_a_bound(
+    rec: Recorded, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from agentgym_rl.gateway import app
+
+    monkeypatch.setattr(app, "FINISHED_KEPT", 2)
+    for key in ("a", "b", "c"):
+        rec.gateway.open(key, version=0)
+        rec.gateway.reward(key, {"reward": 0.0})
+    assert list(rec.gateway.finished) == ["b", "c"]  # a long run does not grow

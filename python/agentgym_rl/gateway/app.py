@@ -41,6 +41,8 @@ Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 Finished = Callable[[AgentEpisode, list[_core.Sample]], None]
 
 MAX_BODY_BYTES = 8 << 20
+FINISHED_KEPT = 65_536
+"""Ended episodes remembered (to refuse a second reward or a late call), newest kept."""
 _JSON = [(b"content-type", b"application/json")]
 
 
@@ -204,6 +206,8 @@ class Gateway:
         samples = episode.finish(float(value))
         del self.episodes[key]
         self.finished[key] = float(value)
+        if len(self.finished) > FINISHED_KEPT:  # a long run must not grow: forget the oldest
+            del self.finished[next(iter(self.finished))]
         if self.on_finished is not None:
             self.on_finished(episode, samples)
         else:
