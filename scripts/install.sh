@@ -66,6 +66,10 @@ if [[ $DEV == 1 ]]; then
     say "test tools: pytest, ruff, mypy; wandb and pandas (the W&B sink, run records as frames)"
     pip_q "pytest>=8" "ruff>=0.8" "mypy>=1.13" "wandb>=0.19" "pandas>=2"
   fi
+  if ! "$PY" -c "import ray, ray.dashboard.optional_deps" 2>/dev/null; then
+    say "ray[default] (launch --ray; its tests start a local Ray cluster)"
+    pip_q "ray[default]>=2.40,<3"
+  fi
 fi
 
 # 4. The env servers' package agentgym-envs (envs/, editable) and its dependencies, as
@@ -115,6 +119,19 @@ need_system() {  # command, Debian package, what needs it
 }
 need_system java default-jre-headless "a Java runtime (11 or later) for SciWorld"
 need_system chromium chromium "Chromium for the web envs (webarena, miniwob)"
+# With --dev: Slurm 22.05 and munge for tests/cluster, which start their own one-host cluster
+# (a private munged, slurmctld and slurmd in a temp dir; the packages' services are not used).
+# Without them, or not as root, those tests are skipped.
+if [[ $DEV == 1 ]] && ! command -v slurmctld >/dev/null && [[ ! -x /usr/sbin/slurmctld ]]; then
+  if [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null; then
+    say "SLURM for the cluster tests (Debian: slurmctld slurmd slurm-client munge)"
+    apt_install slurmctld slurmd slurm-client munge
+  else
+    echo "[install] note: SLURM is not installed ('slurmctld' not found): the SLURM tests" \
+      "(tests/cluster) will be skipped; as root run 'apt-get install slurmctld slurmd" \
+      "slurm-client munge' (Debian/Ubuntu)." >&2
+  fi
+fi
 
 # 6. The Rust extension agentgym_rl._core (editable: python/ is used in place). cargo only
 #    rebuilds what changed.

@@ -24,7 +24,16 @@ import pytest
 
 TIERS = ("unit", "process", "engine")
 ENGINE_FIXTURES = {"vllm_engine"}
-PROCESS_FIXTURES = {"spawn_server", "babyai_server", "noop_server", "spawn", "babyai", "textcraft"}
+PROCESS_FIXTURES = {
+    "spawn_server",
+    "babyai_server",
+    "noop_server",
+    "spawn",
+    "babyai",
+    "textcraft",
+    "ray_cluster",
+    "slurm_cluster",
+}
 
 
 def tier_of(item: pytest.Item) -> str:

@@ -16,6 +16,7 @@ beyond this host without a secret refuses to start (`check_exposure`), unless it
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import logging
 import os
@@ -59,6 +60,15 @@ def write_secret_file(path: Path, *, overwrite: bool = False) -> Path:
         os.fchmod(f.fileno(), 0o600)
         f.write(new_secret() + "\n")
     return path
+
+
+def kept_secret(path: Path) -> str:
+    """The secret in `path`, made there (0600) on first use: a launched run's, kept in its run
+    folder for its requeued and resumed jobs. Refused as `read_secret` refuses a file."""
+    if not path.exists():
+        with contextlib.suppress(SecretError):  # two starts at once: the other one wrote it
+            write_secret_file(path)
+    return _from_file(path).decode()
 
 
 def _from_file(path: Path) -> bytes:

@@ -21,12 +21,15 @@ from agentgym_rl.commands import (
     evaluate,
     info,
     init_model,
+    job,
+    launch,
     learn,
     plot,
     secret,
     serve_rollouts,
     show,
     soak,
+    status,
     train,
 )
 
@@ -49,6 +52,8 @@ COMMANDS = _commands(
     serve_rollouts,
     learn,
     train,
+    launch,
+    status,
     chaos,
     compare,
     plot,
@@ -59,6 +64,7 @@ COMMANDS = _commands(
     soak,
     info,
     env,
+    job,
 )
 """In the order `agentgym-rl --help` lists them."""
 

@@ -21,6 +21,7 @@ from typing import Any, Literal, Union, get_args, get_origin
 from pydantic import BaseModel, Field, model_validator
 
 from agentgym_rl.config.base import ConfigModel, wired_fields
+from agentgym_rl.config.cluster import ClusterConfig
 from agentgym_rl.config.init_model import InitModelConfig, InitModelSettings
 from agentgym_rl.config.learn import LearnConfig, LearnSection
 from agentgym_rl.config.rollout import (
@@ -153,6 +154,9 @@ class TrainConfig(ConfigModel):
     """Restarting crashed env and rollout servers."""
     logging: LoggingConfig = LoggingConfig()
     """Metric sinks besides the JSONL records (TensorBoard, Weights & Biases)."""
+    cluster: ClusterConfig | None = None
+    """The nodes of each role when `agentgym-rl launch` takes this run to a cluster (SLURM or
+    Ray; docs/split-clusters.md); `train` on one machine ignores it."""
 
     def threads_per_learner_rank(self) -> int:
         if self.learner_threads is not None:
@@ -185,6 +189,10 @@ class TrainConfig(ConfigModel):
         names = [spec.env for spec in self.env_servers]  # references: their names need an import
         if len(set(names)) != len(names):
             raise ValueError(f"env_servers lists an environment twice: {names}")
+        if self.cluster is not None:
+            problems = self.cluster.problems(self.learner_procs, self.rollout_servers)
+            if problems:
+                raise ValueError("\n".join(problems))
         return self
 
 

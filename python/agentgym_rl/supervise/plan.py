@@ -25,22 +25,20 @@ from __future__ import annotations
 import importlib.util
 import re
 import shlex
-import sys
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from agentgym_rl.config.flags import to_flags
 from agentgym_rl.config.learn import LearnConfig
 from agentgym_rl.config.rollout import DatasetConfig, DatasetSource, RolloutConfig
 from agentgym_rl.config.startup import missing_model
 from agentgym_rl.config.train import TrainConfig
-from agentgym_rl.supervise.ports import PortBook
+from agentgym_rl.supervise.children import ChildSpec, RunPlan, assemble, cli_argv
+from agentgym_rl.supervise.placement import LOCAL, Placement
+from agentgym_rl.supervise.ports import JobPorts, PortBook
 from agentgym_rl.supervise.preflight import env_problems
 
-Role = Literal["init", "env", "learn", "rollout"]
 _TCP = re.compile(r"^tcp://([^\s:/]+):(\d{1,5})$")
 
 
@@ -50,45 +48,6 @@ class PlanError(ValueError):
     def __init__(self, problems: list[str]) -> None:
         super().__init__("cannot start the run:\n" + "\n".join(f"  {p}" for p in problems))
         self.problems = problems
-
-
-@dataclass(frozen=True)
-class ChildSpec:
-    """How to start one child process and when it is ready."""
-
-    name: str
-    role: Role
-    argv: list[str]
-    shell: str
-    """The same command as a user types it (the split-cluster recipe in configs/commands.sh)."""
-    health_port: int | None = None
-    """HTTP port whose /health answers once the child is ready."""
-    listen_ports: tuple[int, ...] = ()
-    """TCP ports the child binds once ready."""
-
-
-@dataclass
-class RunPlan:
-    """Every process of the run, in start order, and the configs they read."""
-
-    train: TrainConfig
-    init: ChildSpec | None
-    envs: list[ChildSpec]
-    learn: ChildSpec
-    rollouts: list[ChildSpec]
-    learn_config: LearnConfig
-    rollout_configs: list[RolloutConfig]
-    has_eval: bool
-    configs: dict[str, dict[str, Any]] = field(default_factory=dict)
-    """File name under run_dir/configs -> the composed YAML mapping."""
-
-    @property
-    def run_dir(self) -> Path:
-        return self.train.run_dir
-
-
-def _cli(*args: str) -> list[str]:
-    return [sys.executable, "-m", "agentgym_rl.cli", *args]
 
 
 def _validate(model: type[BaseModel], data: dict[str, Any], prefix: str) -> list[str]:
@@ -103,26 +62,34 @@ def _validate(model: type[BaseModel], data: dict[str, Any], prefix: str) -> list
     return []
 
 
-def _endpoint(value: str | None, where: str, ports: PortBook) -> tuple[str, str] | None:
+Ports = PortBook | JobPorts
+
+
+def _endpoint(
+    value: str | None, where: str, ports: Ports, place: Placement
+) -> tuple[str, str] | None:
     """(bind, connect) endpoints for `value`: pinned when the config gives a tcp port,
     otherwise (None, or port 0) a free port. None when the value is not tcp (then it is
-    reported)."""
+    reported). Placed on a cluster, the learner binds every interface and is reached at its
+    rank-0 host, whatever host the value names."""
     if value is None:
         port = ports.free()
-        return f"tcp://127.0.0.1:{port}", f"tcp://127.0.0.1:{port}"
+        return f"tcp://{place.bind_host}:{port}", f"tcp://{place.reach(place.learner_host)}:{port}"
     m = _TCP.match(value)
     if m is None:
         return None
     host, port = m.group(1), int(m.group(2))
     fix = f"set {where}=tcp://127.0.0.1:0 to choose a free port"
     port = ports.free() if port == 0 else ports.pinned(port, where, fix, host)
+    if place.bind_all:
+        return f"tcp://0.0.0.0:{port}", f"tcp://{place.reach(place.learner_host)}:{port}"
     bind_host = host if host != "localhost" else "127.0.0.1"
     connect_host = "127.0.0.1" if host in ("*", "0.0.0.0") else bind_host
     return f"tcp://{bind_host}:{port}", f"tcp://{connect_host}:{port}"
 
 
 def _env_children(
-    train: TrainConfig, ports: PortBook
+    train: TrainConfig, ports: Ports, place: Placement
 ) -> tuple[list[ChildSpec], dict[str, list[str]], dict[str, list[str]]]:
     """The env servers, the addresses the rollout pool uses, and each server's HTTP address
     (every env server serves HTTP: the sync regime's clients and a user's agent use it)."""
@@ -137,7 +104,10 @@ def _env_children(
                 http = ports.pinned(spec.http_ports[r], where, fix.format(key="http_ports"))
             else:
                 http = ports.free()
+            host = place.env_host(len(children))
+            reach = place.reach(host)
             args = ["env", "serve", spec.env, "--port", str(http)]
+            args += ["--host", place.bind_host] if place.bind_all else []
             if spec.transport == "zmq":  # the sync regime still steps over HTTP
                 where = f"env_servers.{i}.zmq_ports.{r}"
                 fixed = spec.zmq_ports[r] if spec.zmq_ports else None
@@ -149,15 +119,16 @@ def _env_children(
                 args += ["--zmq-port", str(zmq)]
             sync_client = train.mode == "sync"  # AgentGym's HTTP clients, as the reference
             if spec.transport == "zmq" and not sync_client:
-                address = f"tcp://127.0.0.1:{zmq}"
+                address = f"tcp://{reach}:{zmq}"
             else:
-                address = f"http://127.0.0.1:{http}"
+                address = f"http://{reach}:{http}"
             args += spec.args
             addresses.setdefault(spec.name, []).append(address)
-            http_urls.setdefault(spec.name, []).append(f"http://127.0.0.1:{http}")
+            http_urls.setdefault(spec.name, []).append(f"http://{reach}:{http}")
             name = f"env-{spec.name}-{r}"
             shell = shlex.join(["agentgym-rl", *args])
-            children.append(ChildSpec(name, "env", _cli(*args), shell, health_port=http))
+            child = ChildSpec(name, "env", cli_argv(*args), shell, http, host=host, address=reach)
+            children.append(child)
     return children, addresses, http_urls
 
 
@@ -167,7 +138,7 @@ def _set(model: BaseModel, name: str) -> bool:
 
 
 def _learn_data(
-    train: TrainConfig, ports: PortBook, problems: list[str]
+    train: TrainConfig, ports: Ports, place: Placement, problems: list[str]
 ) -> tuple[dict[str, Any], str | None, str | None]:
     """The learner's config mapping, the receive connect endpoint and the weights endpoint."""
     section = train.learn
@@ -182,12 +153,12 @@ def _learn_data(
     learn["checkpoint"]["dir"] = train.run_dir / "checkpoints"
     groups_to = weights_at = None
     bind = section.receive.bind if _set(section.receive, "bind") else None
-    got = _endpoint(bind, "learn.receive.bind", ports)
+    got = _endpoint(bind, "learn.receive.bind", ports, place)
     if got is not None:
         learn["receive"]["bind"], groups_to = got
     if section.weights is not None:
         pinned = section.weights.endpoint if _set(section.weights, "endpoint") else None
-        got = _endpoint(pinned, "learn.weights.endpoint", ports)
+        got = _endpoint(pinned, "learn.weights.endpoint", ports, place)
         if got is not None:
             learn["weights"]["endpoint"], weights_at = got
     parallel, n = section.parallel, train.learner_procs
@@ -272,11 +243,18 @@ def _unserved(train: TrainConfig) -> list[str]:
     return problems
 
 
-def plan_run(train: TrainConfig, *, resume: bool = False) -> RunPlan:
+def plan_run(
+    train: TrainConfig,
+    *,
+    resume: bool = False,
+    placement: Placement = LOCAL,
+    ports: Ports | None = None,
+) -> RunPlan:
     """Compose and check the run described by `train`; raises `PlanError` listing every
-    problem. Nothing is started and nothing is written."""
+    problem. Nothing is started and nothing is written. On one machine by default; a cluster
+    launcher passes the placement its scheduler gave and its job's ports."""
     problems: list[str] = []
-    ports = PortBook()
+    ports = ports if ports is not None else PortBook()
     if not resume and (train.run_dir / "run.jsonl").exists():
         # a second run in the same folder would append to the first one's logs and metrics
         problems.append(
@@ -295,8 +273,9 @@ def plan_run(train: TrainConfig, *, resume: bool = False) -> RunPlan:
             "logging.wandb: Weights & Biases is not installed: `pip install wandb`, or leave "
             "logging.wandb out"
         )
-    envs, addresses, http_urls = _env_children(train, ports)
-    learn, groups_to, weights_at = _learn_data(train, ports, problems)
+    envs, addresses, http_urls = _env_children(train, ports, placement)
+    learn, groups_to, weights_at = _learn_data(train, ports, placement, problems)
+    rdzv = ports.free() if len(placement.learner_hosts) > 1 else None
     rollouts = [
         _rollout_data(train, i, addresses, groups_to, weights_at, resume, http_urls)
         for i in range(train.rollout_servers)
@@ -307,94 +286,12 @@ def plan_run(train: TrainConfig, *, resume: bool = False) -> RunPlan:
     problems += ports.errors
     if problems:
         raise PlanError(problems)
-    return _assemble(
+    return assemble(
         train,
         LearnConfig.model_validate(learn),
         [RolloutConfig.model_validate(r) for r in rollouts],
         envs,
         resume,
+        placement,
+        rdzv,
     )
-
-
-def _assemble(
-    train: TrainConfig,
-    learn_config: LearnConfig,
-    rollouts: list[RolloutConfig],
-    envs: list[ChildSpec],
-    resume: bool,
-) -> RunPlan:
-    cfg_dir = train.run_dir / "configs"
-    learn_args = [
-        "learn",
-        "--config",
-        str(cfg_dir / "learn.yaml"),
-        *(["--resume"] if resume else []),
-    ]
-    n = train.learner_procs
-    if n > 1:
-        launcher = ["-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={n}"]
-        argv = [sys.executable, *launcher, "-m", "agentgym_rl.cli", *learn_args]
-        shell = shlex.join(
-            [
-                "torchrun",
-                "--standalone",
-                f"--nproc_per_node={n}",
-                "-m",
-                "agentgym_rl.cli",
-                *learn_args,
-            ]
-        )
-    else:
-        argv, shell = _cli(*learn_args), shlex.join(["agentgym-rl", *learn_args])
-    listen = [int(learn_config.receive.bind.rsplit(":", 1)[1])]
-    if learn_config.weights is not None:
-        listen.append(int(learn_config.weights.endpoint.rsplit(":", 1)[1]))
-    learner = ChildSpec("learn", "learn", argv, shell, listen_ports=tuple(listen))
-    children = []
-    for i in range(len(rollouts)):
-        args = ["serve-rollouts", "--config", str(cfg_dir / f"rollout-{i}.yaml")]
-        args += ["--sync"] if train.mode == "sync" else []
-        children.append(
-            ChildSpec(f"rollout-{i}", "rollout", _cli(*args), shlex.join(["agentgym-rl", *args]))
-        )
-    init = None
-    if train.init_model is not None and not train.model.exists():
-        args = ["init-model", "--out", str(train.model), *to_flags(train.init_model)]
-        init = ChildSpec("init-model", "init", _cli(*args), shlex.join(["agentgym-rl", *args]))
-    configs = {
-        "learn.yaml": learn_config.model_dump(mode="json"),
-        **{f"rollout-{i}.yaml": r.model_dump(mode="json") for i, r in enumerate(rollouts)},
-    }
-    return RunPlan(
-        train=train,
-        init=init,
-        envs=envs,
-        learn=learner,
-        rollouts=children,
-        learn_config=learn_config,
-        rollout_configs=rollouts,
-        has_eval=rollouts[0].eval is not None,
-        configs=configs,
-    )
-
-
-def write_plan(plan: RunPlan) -> Path:
-    """Write run_dir/configs/: the effective train config (what `--resume` reads), every
-    composed per-process config and commands.sh, the commands in start order (re-launch any
-    part by hand; on split clusters, the same commands with the addresses changed)."""
-    import yaml  # type: ignore[import-untyped]
-
-    cfg_dir = plan.run_dir / "configs"
-    cfg_dir.mkdir(parents=True, exist_ok=True)
-    train = plan.train.model_dump(mode="json")
-    (cfg_dir / "train.yaml").write_text(yaml.safe_dump(train, sort_keys=False))
-    for name, data in plan.configs.items():
-        (cfg_dir / name).write_text(yaml.safe_dump(data, sort_keys=False))
-    lines = [
-        "#!/bin/sh",
-        "# The processes of this run in start order (agentgym-rl train runs them).",
-    ]
-    children = [*([plan.init] if plan.init else []), *plan.envs, plan.learn, *plan.rollouts]
-    lines += [c.shell + (" &" if c.role != "init" else "") for c in children]
-    (cfg_dir / "commands.sh").write_text("\n".join(lines) + "\n")
-    return cfg_dir

@@ -83,3 +83,39 @@ class PortBook:
             )
         self.used.add(port)
         return port
+
+
+class JobPorts:
+    """The ports of one job on a cluster: consecutive ports of the job's block, the same on every
+    node (a port is bound on a node this process cannot probe, so none is checked here: a busy
+    one fails its bind, naming the port). Same interface as `PortBook`."""
+
+    def __init__(self, base: int, size: int) -> None:
+        self.base, self.size = base, size
+        self.used: set[int] = set()
+        self.errors: list[str] = []
+        self._next = base
+
+    @classmethod
+    def for_job(cls, job_id: int, port_base: int, ports_per_job: int) -> JobPorts:
+        """The block of job `job_id`: blocks follow each other from `port_base` up to the start
+        of the ephemeral range, and job ids take them in turn (jobs far apart in id may share a
+        block; two at once on one node rarely are)."""
+        blocks = max(1, (ephemeral_start() - port_base) // ports_per_job)
+        return cls(port_base + (job_id % blocks) * ports_per_job, ports_per_job)
+
+    def free(self) -> int:
+        while self._next in self.used:
+            self._next += 1
+        if self._next >= self.base + self.size:
+            self.errors.append(
+                f"cluster.ports_per_job: the job needs more than {self.size} ports; raise it"
+            )
+        self.used.add(self._next)
+        return self._next
+
+    def pinned(self, port: int, where: str, fix: str, host: str = "127.0.0.1") -> int:
+        if port in self.used:
+            self.errors.append(f"{where}: port {port} is used twice in this run; {fix}")
+        self.used.add(port)
+        return port

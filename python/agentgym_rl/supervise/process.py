@@ -7,7 +7,9 @@ also gets SIGTERM if the supervisor dies (no orphans even after a SIGKILL of `tr
 `terminate()` sends SIGTERM to the child only (it then drains or checkpoints and stops its own
 children); `kill_group()` sends SIGKILL to the whole group. `stop(grace_s)` does both in order
 and always reaps the leftovers of the group. `tail(n)` returns the last lines of the log.
-`health_ok(port)` is how a server child says it is ready: its `/health` answers 200.
+`health_ok(port, host)` is how a server child says it is ready: its `/health` answers 200.
+`Launched` is what the supervisor needs of a child, whoever starts it: `Child` here, a child
+started through `srun` or by a Ray actor on another node (`agentgym_rl.cluster`).
 """
 
 from __future__ import annotations
@@ -22,8 +24,9 @@ import time
 import urllib.request
 from collections import deque
 from pathlib import Path
+from typing import Protocol
 
-from agentgym_rl.supervise.plan import ChildSpec
+from agentgym_rl.supervise.children import ChildSpec
 
 _PR_SET_PDEATHSIG = 1
 
@@ -35,13 +38,33 @@ def die_with_parent() -> None:
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
-def health_ok(port: int) -> bool:
-    """True when `http://127.0.0.1:port/health` answers 200 within a second."""
+def health_ok(port: int, host: str = "127.0.0.1") -> bool:
+    """True when `http://host:port/health` answers 200 within a second."""
     try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1.0) as r:
+        with urllib.request.urlopen(f"http://{host}:{port}/health", timeout=1.0) as r:
             return bool(r.status == 200)
     except OSError:
         return False
+
+
+class Launched(Protocol):
+    """A supervised child as the supervisor sees it."""
+
+    spec: ChildSpec
+    log_path: Path
+    restarts: int
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def pid(self) -> int | None: ...
+    def start(self) -> Launched: ...
+    def poll(self) -> int | None: ...
+    def running(self) -> bool: ...
+    def terminate(self) -> None: ...
+    def kill_group(self) -> None: ...
+    def wait(self, timeout_s: float) -> int | None: ...
+    def tail(self, lines: int = 30) -> list[str]: ...
 
 
 class Child:
@@ -75,7 +98,7 @@ class Child:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
-                env=self.env,
+                env={**(self.env or os.environ), **self.spec.env} if self.spec.env else self.env,
                 preexec_fn=die_with_parent if sys.platform == "linux" else None,
             )
         self.started_at = time.monotonic()

@@ -127,8 +127,12 @@ class RunWatcher:
         max_steps: int,
         sinks: Sequence[MetricSink] = (),
         eval_env: str = "",
+        *,
+        timeline: bool = True,
     ) -> None:
         self.run_dir = run_dir
+        self.timeline = timeline
+        """Append learner steps to timeline.jsonl (the supervisor's watcher; a reader's not)."""
         self.sinks = list(sinks)
         self.eval_env = eval_env
         self.state = RunState(max_steps=max_steps)
@@ -150,8 +154,9 @@ class RunWatcher:
             step = record.get("step")
             if isinstance(step, int) and step != state.step:
                 state.step = step
-                with (self.run_dir / "timeline.jsonl").open("a") as f:
-                    f.write(json.dumps({"time": time.time(), "step": step}) + "\n")
+                if self.timeline:
+                    with (self.run_dir / "timeline.jsonl").open("a") as f:
+                        f.write(json.dumps({"time": time.time(), "step": step}) + "\n")
             if isinstance(record.get("tokens_per_s"), int | float):
                 state.learner_tokens_per_s = float(record["tokens_per_s"])
             state.waiting = ""

@@ -23,7 +23,8 @@ from typing import Any, Literal, overload
 from agentgym_rl.config.train import TrainConfig
 from agentgym_rl.report import write_report
 from agentgym_rl.report.records import read_jsonl
-from agentgym_rl.supervise.plan import PlanError, plan_run, write_plan
+from agentgym_rl.supervise.children import RunPlan, write_plan
+from agentgym_rl.supervise.plan import PlanError, plan_run
 from agentgym_rl.supervise.supervisor import EXIT, Supervisor
 
 OUTCOMES = {code: outcome for outcome, code in EXIT.items()}
@@ -155,18 +156,33 @@ def _start(
     plan = plan_run(config, resume=resume)  # raises PlanError before anything starts
     if background:
         return _spawn(config, resume)
+    return RunResult(config.run_dir, run_plan(plan, resume=resume, say=say))
+
+
+def run_plan(
+    plan: RunPlan,
+    *,
+    resume: bool,
+    say: Callable[[str], None] = print,
+    who: str = "train",
+    **supervisor: Any,
+) -> int:
+    """Write `plan`'s configs, supervise its children to the end (`Supervisor`, with the
+    launcher's `supervisor` options: its secret, how children start, which signals stop the
+    run), write the report; the exit code."""
+    run_dir = plan.run_dir
     configs = write_plan(plan)
-    say(f"train: run folder {config.run_dir} (configs and commands in {configs})")
-    code = Supervisor(plan, resume=resume).run()
+    say(f"{who}: run folder {run_dir} (configs and commands in {configs})")
+    code = Supervisor(plan, resume=resume, **supervisor).run()
     try:
-        written = write_report(config.run_dir)
+        written = write_report(run_dir)
     except Exception as e:  # a plotting problem must not hide the run's own outcome
-        say(f"train: could not write the report: {e!r}")
+        say(f"{who}: could not write the report: {e!r}")
     else:
         summary = next(p for p in written if p.name == "summary.md")
-        say(f"train: plots in {config.run_dir / 'plots'}, summary in {summary}")
-    say(f"train: logs in {config.run_dir / 'logs'}; exit {code}")
-    return RunResult(config.run_dir, code)
+        say(f"{who}: plots in {run_dir / 'plots'}, summary in {summary}")
+    say(f"{who}: logs in {run_dir / 'logs'}; exit {code}")
+    return code
 
 
 def _written(config: TrainConfig) -> Path:
@@ -191,4 +207,4 @@ def _spawn(config: TrainConfig, resume: bool) -> RunHandle:
     return RunHandle(config.run_dir, process)
 
 
-__all__ = ["RunHandle", "RunResult", "resume", "train"]
+__all__ = ["RunHandle", "RunResult", "resume", "run_plan", "train"]

@@ -11,13 +11,15 @@ until one of:
 - a child crashes: env and rollout servers are restarted up to `restart.max_restarts` times;
   otherwise (and always for the learner) its name, exit code and last 30 log lines are printed
   and the run stops; outcome "crashed", exit code 1;
-- SIGINT/SIGTERM: outcome "interrupted", exit code 130 (SIGINT) or 143 (SIGTERM).
+- SIGINT/SIGTERM: outcome "interrupted", exit code 130 (SIGINT) or 143 (SIGTERM); a cluster
+  launcher may add SIGUSR1 (its scheduler's time-limit warning), exit code 138.
 
 Shutdown is always the same order: rollout servers (SIGTERM: they stop admission and drain),
 then the learner (SIGTERM: it stops after the step in hand), then env servers; a child still
 running after `stop_grace_s` is SIGKILLed with its whole process group, so nothing outlives the
-run. A second Ctrl-C skips the grace period. The learner and the rollout servers share a secret
-made for this invocation (`AGENTGYM_RL_SECRET` in their environment), which signs every group
+run. A second Ctrl-C skips the grace period. How a child starts is the launcher's (`launch`:
+`Child` here; an `srun` step or a Ray actor's process on a cluster). The learner and the rollout
+servers share a secret made for this invocation (or given by a cluster launcher) (`AGENTGYM_RL_SECRET` in their environment), which signs every group
 and weight message between them. Each invocation appends `{"start", "end",
 "outcome", "exit_code", "resume"}` to `run_dir/run.jsonl` (summaries add up wall time), and
 every child start and exit seen goes to `run_dir/children.jsonl` (`{"time", "child", "event":
@@ -40,11 +42,12 @@ from agentgym_rl.auth import ENV_VAR as SECRET_ENV_VAR
 from agentgym_rl.auth import new_secret
 from agentgym_rl.config.train import TrainConfig
 from agentgym_rl.report.scalars import MetricSink
-from agentgym_rl.supervise.plan import RunPlan
-from agentgym_rl.supervise.process import Child, health_ok
+from agentgym_rl.supervise.children import ChildSpec, RunPlan
+from agentgym_rl.supervise.process import Child, Launched, health_ok
 from agentgym_rl.supervise.progress import ProgressView, RunWatcher
 
-EXIT = {"finished": 0, "crashed": 1, "SIGINT": 130, "SIGTERM": 143}
+EXIT = {"finished": 0, "crashed": 1, "SIGINT": 130, "SIGUSR1": 138, "SIGTERM": 143}
+"""Outcome -> exit code (SIGUSR1: a scheduler's time-limit warning, `agentgym_rl.cluster`)."""
 
 
 def metric_sinks(train: TrainConfig) -> list[MetricSink]:
@@ -71,36 +74,49 @@ class _Stop(Exception):
         self.outcome = outcome
 
 
-def _listening(port: int) -> bool:
+def _listening(host: str, port: int) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.settimeout(1.0)
-        return s.connect_ex(("127.0.0.1", port)) == 0
+        return s.connect_ex((host, port)) == 0
+
+
+Launch = Callable[[ChildSpec, Path, "dict[str, str]"], Launched]
+"""Makes the child of a spec (its log folder, its environment): `Child` on this machine."""
 
 
 class Supervisor:
     """Runs one plan to its end (see the module docstring for the outcomes)."""
 
     def __init__(
-        self, plan: RunPlan, view: ProgressView | None = None, *, resume: bool = False
+        self,
+        plan: RunPlan,
+        view: ProgressView | None = None,
+        *,
+        resume: bool = False,
+        secret: str | None = None,
+        launch: Launch = Child,
+        signals: tuple[signal.Signals, ...] = (signal.SIGINT, signal.SIGTERM),
     ) -> None:
         self.plan = plan
         self.resume = resume
         train = plan.train
         self.log_dir = train.run_dir / "logs"
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-        self.init = Child(plan.init, self.log_dir, env) if plan.init else None
-        self.envs = [Child(s, self.log_dir, env) for s in plan.envs]
-        # A new secret for each run signs the group and weight streams; it reaches the learner
-        # and the rollout servers through their environment, never a command line.
-        signed = {**env, SECRET_ENV_VAR: new_secret()}
+        self.init = launch(plan.init, self.log_dir, env) if plan.init else None
+        self.envs = [launch(s, self.log_dir, env) for s in plan.envs]
+        # A secret signs the group and weight streams (a new one for each run unless a launcher
+        # made the run's); it reaches the learner and the rollout servers through their
+        # environment, never a command line.
+        signed = {**env, SECRET_ENV_VAR: secret or new_secret()}
         threads = str(train.threads_per_learner_rank())
-        self.learn = Child(plan.learn, self.log_dir, {**signed, "OMP_NUM_THREADS": threads})
-        self.rollouts = [Child(s, self.log_dir, signed) for s in plan.rollouts]
+        self.learn = launch(plan.learn, self.log_dir, {**signed, "OMP_NUM_THREADS": threads})
+        self.rollouts = [launch(s, self.log_dir, signed) for s in plan.rollouts]
         self.view = view or ProgressView(plan.learn_config.max_steps)
         eval_env = plan.rollout_configs[0].dataset.envs[0]
         sinks = metric_sinks(train)
         self.watcher = RunWatcher(train.run_dir, plan.learn_config.max_steps, sinks, eval_env)
         self.poll_s = 0.5
+        self.stop_signals = signals
         self._signals: list[str] = []
 
     # --- signals -----------------------------------------------------------------------------
@@ -116,7 +132,7 @@ class Supervisor:
         self._check_signal()
 
     # --- start-up ----------------------------------------------------------------------------
-    def _crashed(self, child: Child, code: int, during: str = "") -> _Stop:
+    def _crashed(self, child: Launched, code: int, during: str = "") -> _Stop:
         where = f" {during}" if during else ""
         self.view.message(
             f"train: {child.name} exited with code {code}{where}; last lines of {child.log_path}:"
@@ -127,7 +143,7 @@ class Supervisor:
 
     def _wait_until(
         self,
-        child: Child,
+        child: Launched,
         ready: Callable[[], bool],
         what: str,
         *,
@@ -164,29 +180,32 @@ class Supervisor:
         for child in self.envs:
             self._launch(child)
         for child in self.envs:
-            port = child.spec.health_port
+            port, host = child.spec.health_port, child.spec.address or child.spec.host
             if port is not None:
-                self._wait_until(child, partial(health_ok, port), f"/health on port {port}")
+                ready = partial(health_ok, port, host)
+                self._wait_until(child, ready, f"/health on {host}:{port}")
         self.view.message(f"train: {len(self.envs)} env server(s) ready")
         self._launch(self.learn)
         ports = self.learn.spec.listen_ports
-        self._wait_until(self.learn, lambda: all(_listening(p) for p in ports), f"ports {ports}")
+        host = self.learn.spec.address or self.learn.spec.host
+        listening = lambda: all(_listening(host, p) for p in ports)  # noqa: E731
+        self._wait_until(self.learn, listening, f"ports {ports} on {host}")
         self.view.message("train: learner ready")
         for child in self.rollouts:
             self._launch(child)
         self.view.message(f"train: {len(self.rollouts)} rollout server(s) started")
 
-    def _launch(self, child: Child) -> None:
+    def _launch(self, child: Launched) -> None:
         child.start()
         self._note(child, "start", code=None)
 
-    def _note(self, child: Child, event: str, code: int | None) -> None:
+    def _note(self, child: Launched, event: str, code: int | None) -> None:
         record = {"time": time.time(), "child": child.name, "event": event, "pid": child.pid}
         with (self.plan.run_dir / "children.jsonl").open("a") as f:
             f.write(json.dumps({**record, "code": code}) + "\n")
 
     # --- following the run -------------------------------------------------------------------
-    def _restart_or_stop(self, child: Child, code: int) -> None:
+    def _restart_or_stop(self, child: Launched, code: int) -> None:
         self._note(child, "exit", code)
         limit = self.plan.train.restart.max_restarts
         if child.restarts >= limit:
@@ -248,7 +267,7 @@ class Supervisor:
         return "finished"
 
     # --- shutdown ----------------------------------------------------------------------------
-    def _stop_all(self, children: list[Child]) -> None:
+    def _stop_all(self, children: list[Launched]) -> None:
         running = [c for c in children if c.running()]
         for child in running:
             child.terminate()
@@ -271,7 +290,7 @@ class Supervisor:
 
     def run(self) -> int:
         """Start, follow and stop the run; returns the exit code."""
-        handlers = {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+        handlers = {s: signal.signal(s, self._on_signal) for s in self.stop_signals}
         started = time.time()
         outcome = "crashed"
         try:
@@ -280,7 +299,7 @@ class Supervisor:
         except _Stop as stop:
             outcome = stop.outcome
         finally:
-            if outcome in ("SIGINT", "SIGTERM"):
+            if outcome.startswith("SIG"):
                 self.view.message(f"train: {outcome}: stopping (rollouts, learner, env servers)")
             self.shutdown()
             self.view.update(self.watcher.poll())

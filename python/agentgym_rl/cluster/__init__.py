@@ -1,0 +1,1 @@
+"""Running a training run on a cluster: SLURM jobs, Ray actors."""

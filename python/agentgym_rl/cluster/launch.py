@@ -1,0 +1,114 @@
+"""From a train config to a job on a cluster's scheduler: what `agentgym-rl launch` does.
+
+Contract: `prepare(train)` checks the run as it will be planned on a cluster (every problem of
+`plan_run`, on stand-in hosts, so a bad config fails here and not in the queue) and writes the
+run's effective config to `run_dir/configs/train.yaml`, which the job reads back.
+`launch_slurm(train, dry_run)` also writes `run_dir/launch/job.sbatch` and, unless `dry_run`,
+submits it; `launch_ray(train, address, dry_run)` submits `agentgym-rl job --ray RUN_DIR` as a
+Ray job at `address` (the cluster's dashboard, `http://HEAD:8265`). Both record what they
+submitted in `run_dir/launch.json` (`{"scheduler", "job_id", ...}`), which `status` reads.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from agentgym_rl.cluster.slurm_script import SubmitError, batch_script, submit
+from agentgym_rl.config.cluster import ClusterConfig
+from agentgym_rl.config.train import TrainConfig
+from agentgym_rl.supervise.placement import Placement
+from agentgym_rl.supervise.plan import PlanError, plan_run
+from agentgym_rl.supervise.ports import JobPorts
+
+
+@dataclass(frozen=True)
+class Launched:
+    """What was written and submitted."""
+
+    run_dir: Path
+    scheduler: str
+    script: Path | None
+    job_id: str | None
+    """None for a dry run."""
+
+
+def prepare(train: TrainConfig) -> TrainConfig:
+    """Check the run on stand-in hosts (raises `PlanError`) and write its effective config."""
+    cluster = train.cluster or ClusterConfig()
+    absolute = {"run_dir": train.run_dir.resolve(), "model": train.model.resolve()}
+    train = train.model_copy(update={"cluster": cluster, **absolute})
+    stand_in = Placement.spread(
+        [f"env-{i}" for i in range(cluster.env.nodes)],
+        [f"rollout-{i}" for i in range(cluster.rollout.nodes)],
+        [f"learner-{i}" for i in range(cluster.learner.nodes)],
+        rollout_servers=train.rollout_servers,
+        rollout_gpus_per_node=cluster.rollout.gpus_per_node,
+    )
+    ports = JobPorts.for_job(0, cluster.port_base, cluster.ports_per_job)
+    plan_run(train, placement=stand_in, ports=ports)
+    configs = train.run_dir / "configs"
+    configs.mkdir(parents=True, exist_ok=True)
+    train.to_yaml(configs / "train.yaml")
+    return train
+
+
+def _record(launched: Launched, **extra: object) -> Launched:
+    record = {
+        "scheduler": launched.scheduler,
+        "job_id": launched.job_id,
+        "script": str(launched.script) if launched.script else None,
+        "time": time.time(),
+        **extra,
+    }
+    with (launched.run_dir / "launch.json").open("w") as f:
+        json.dump(record, f, indent=1)
+    return launched
+
+
+def launch_slurm(train: TrainConfig, *, dry_run: bool = False) -> Launched:
+    """Write the batch script of `train` and submit it (see the module contract)."""
+    train = prepare(train)
+    script = train.run_dir / "launch" / "job.sbatch"
+    script.parent.mkdir(parents=True, exist_ok=True)
+    (train.run_dir / "logs").mkdir(exist_ok=True)  # sbatch's --output folder must exist
+    script.write_text(batch_script(train))
+    script.chmod(0o755)
+    job_id = None if dry_run else str(submit(script))
+    return _record(Launched(train.run_dir, "slurm", script, job_id))
+
+
+def launch_ray(train: TrainConfig, address: str, *, dry_run: bool = False) -> Launched:
+    """Submit the run as a Ray job at `address` (see the module contract). The job's driver runs
+    this Python (`sys.executable`) on the head node, with nothing uploaded: the run folder and
+    this installation must be where every node sees them."""
+    train = prepare(train)
+    submission = f"agentgym-rl-{train.run_dir.name}-{int(time.time())}"
+    job = [sys.executable, "-m", "agentgym_rl.cli", "job", "--ray", str(train.run_dir)]
+    # the driver starts where `ray start` ran: go where the config's relative paths point
+    entry = ["bash", "-c", f"cd {shlex.quote(str(Path.cwd()))} && exec {shlex.join(job)}"]
+    # `ray job stop` kills the driver this long after its SIGTERM (Ray's default: 3 s): the
+    # rollout servers drain and the learner saves its step first
+    wait = {"env_vars": {"RAY_JOB_STOP_WAIT_TIME_S": str(int(train.stop_grace_s * 3 + 30))}}
+    argv = ["ray", "job", "submit", "--address", address, "--submission-id", submission]
+    argv += ["--runtime-env-json", json.dumps(wait), "--no-wait", "--", *entry]
+    script = train.run_dir / "launch" / "ray-submit.sh"
+    script.parent.mkdir(parents=True, exist_ok=True)
+    script.write_text("#!/bin/sh\n" + shlex.join(argv) + "\n")
+    if not dry_run:
+        try:
+            done = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+        except FileNotFoundError as e:
+            raise SubmitError("ray not found: pip install 'agentgym-rl[ray]'") from e
+        if done.returncode != 0:
+            raise SubmitError(f"ray job submit failed: {done.stderr.strip()[-2000:]}")
+    job_id = None if dry_run else submission
+    return _record(Launched(train.run_dir, "ray", script, job_id), address=address)
+
+
+__all__ = ["Launched", "PlanError", "SubmitError", "launch_ray", "launch_slurm", "prepare"]

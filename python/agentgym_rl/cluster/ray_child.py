@@ -1,0 +1,267 @@
+"""A child process started by a Ray actor on the node Ray placed it on, supervised from the driver.
+
+Contract: `ProcessActor` is a plain class; the launcher makes it an actor where it uses it,
+`ray.remote(num_cpus=0, ...)(ProcessActor).options(name=..., resources=...).remote()`, so this
+module imports without Ray. The actor only launches and watches: `start(argv, env, log_path)`
+runs `argv` in a new session with stdout and stderr appended to `log_path` (on the actor's
+node), in the actor's environment (the node's, with the devices Ray gave the actor:
+`CUDA_VISIBLE_DEVICES` for `num_gpus`) updated with `env`; the child gets SIGTERM when the actor
+process dies (PR_SET_PDEATHSIG, `die_with_parent`), so a killed actor or a stopped Ray job
+leaves no process behind. The signal follows the thread that started the child: keep the
+actor's default `max_concurrency=1` (its methods run on the worker's main thread), never a
+threaded or async actor. `poll()`, `wait(timeout_s)`, `terminate()` (SIGTERM to the
+child), `kill_group()` (SIGKILL to its process group), `tail(n)` and `pid()` act on the child
+of the last `start`. The processes of a run talk over their own sockets, never through Ray.
+
+`RayChild(spec, log_dir, env, actor)` is the driver's side: the interface of
+`agentgym_rl.supervise.process.Child` (a `Launched`) over an actor handle, every call a
+`ray.get` with a deadline. `env` is the run's environment as the supervisor builds it on the
+driver; the driver's own Ray variables (`RAY_*`) and device list (`CUDA_VISIBLE_DEVICES`) are
+left out, so the child keeps its node's and the devices Ray assigned, unless `spec.env` sets
+them. A child whose actor died (its node lost, the actor killed) counts as exited with
+`ACTOR_LOST` (its own exit code is unknown: it got SIGTERM with the actor's death).
+
+Logs are written on the actor's node at `log_dir/<name>.log`: on one machine that is the
+driver's file system; on a real cluster `run_dir` must be on a file system shared by every node
+(the supervisor and `agentgym-rl show` read the logs and the run's records there). `tail(n)`
+asks the actor, so it works either way while the actor lives.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from collections import deque
+from pathlib import Path
+from typing import Any
+
+from agentgym_rl.supervise.children import ChildSpec
+from agentgym_rl.supervise.process import die_with_parent
+
+ACTOR_LOST = -int(signal.SIGKILL)
+"""`poll()` / `wait()` of a `RayChild` whose actor died (the child died with it)."""
+
+DRIVER_ONLY = ("CUDA_VISIBLE_DEVICES",)
+"""Variables of the driver's environment a `RayChild` does not forward (besides `RAY_*`)."""
+
+
+def _tail(path: Path, lines: int) -> list[str]:
+    try:
+        with path.open("rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - 256 * 1024))  # enough for 30 lines of any log
+            text = f.read().decode(errors="replace")
+    except OSError:
+        return []
+    return list(deque(text.splitlines(), maxlen=lines))
+
+
+class ProcessActor:
+    """Starts one child process at a time on its node and watches it (a Ray actor's class)."""
+
+    def __init__(self) -> None:
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._log_path: Path | None = None
+
+    def node_ip(self) -> str:
+        """The address of the node the actor runs on (as Ray knows it)."""
+        import ray
+
+        return str(ray.util.get_node_ip_address())
+
+    def environ(self) -> dict[str, str]:
+        """The actor's environment (what a child starts from)."""
+        return dict(os.environ)
+
+    def start(self, argv: list[str], env: dict[str, str], log_path: str) -> int:
+        """Start `argv` (the previous child, if any, is forgotten); its pid."""
+        path = Path(log_path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("ab") as log:
+            stamp = time.strftime("%Y-%m-%d %H:%M:%S")
+            log.write(f"=== {stamp} start: {shlex.join(argv)}\n".encode())
+            log.flush()
+            self._proc = subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                env={**os.environ, **env},
+                preexec_fn=die_with_parent if sys.platform == "linux" else None,
+            )
+        self._log_path = path
+        return self._proc.pid
+
+    def pid(self) -> int | None:
+        return None if self._proc is None else self._proc.pid
+
+    def poll(self) -> int | None:
+        """The exit code once the child has exited (None while it runs or before start)."""
+        return None if self._proc is None else self._proc.poll()
+
+    def terminate(self) -> None:
+        """SIGTERM to the child itself (it stops its own children in order)."""
+        if self._proc is not None and self._proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self._proc.pid, signal.SIGTERM)
+
+    def kill_group(self) -> None:
+        """SIGKILL to every process left in the child's group."""
+        if self._proc is not None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self._proc.pid, signal.SIGKILL)
+
+    def wait(self, timeout_s: float) -> int | None:
+        """The exit code, waiting up to `timeout_s` (None if still running)."""
+        if self._proc is None:
+            return None
+        try:
+            return self._proc.wait(timeout=max(timeout_s, 0.0))
+        except subprocess.TimeoutExpired:
+            return None
+
+    def tail(self, n: int = 30) -> list[str]:
+        """The last `n` lines of the child's log."""
+        return [] if self._log_path is None else _tail(self._log_path, n)
+
+
+class RayChild:
+    """A supervised child started by a `ProcessActor` (the `Child` interface, synchronous)."""
+
+    def __init__(
+        self,
+        spec: ChildSpec,
+        log_dir: Path,
+        env: dict[str, str] | None,
+        actor: Any,
+        *,
+        call_timeout_s: float = 60.0,
+    ) -> None:
+        self.spec = spec
+        self.log_path = log_dir / f"{spec.name}.log"
+        self.env = env
+        self.actor = actor
+        self.call_timeout_s = call_timeout_s
+        self.restarts = 0
+        self.started_at = 0.0
+        self.lost: str | None = None
+        """Why the actor is gone (None while it lives)."""
+        self._pid: int | None = None
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def pid(self) -> int | None:
+        """The child's pid on its node (not this machine's, on a cluster)."""
+        return self._pid
+
+    def child_env(self) -> dict[str, str]:
+        """What the child's environment gets on top of its actor's."""
+        given = self.env or {}
+        kept = {k: v for k, v in given.items() if k not in DRIVER_ONLY and not k.startswith("RAY_")}
+        return {**kept, **self.spec.env}
+
+    def _call(self, method: str, *args: Any, timeout_s: float | None = None) -> Any:
+        import ray
+
+        ref = getattr(self.actor, method).remote(*args)
+        return ray.get(ref, timeout=self.call_timeout_s if timeout_s is None else timeout_s)
+
+    def _gone(self, error: Exception) -> bool:
+        """Whether `error` says the actor died (remembered in `lost`)."""
+        from ray.exceptions import ActorUnavailableError, RayActorError
+
+        if isinstance(error, RayActorError) and not isinstance(error, ActorUnavailableError):
+            self.lost = self.lost or str(error).splitlines()[0]
+            return True
+        return False
+
+    def start(self) -> RayChild:
+        self._pid = int(self._call("start", self.spec.argv, self.child_env(), str(self.log_path)))
+        self.lost = None
+        self.started_at = time.monotonic()
+        return self
+
+    def poll(self) -> int | None:
+        """The exit code once the child has exited; None while it runs, before start, or when
+        the actor does not answer in time; `ACTOR_LOST` once the actor is gone."""
+        if self.lost is not None:
+            return ACTOR_LOST
+        if self._pid is None:
+            return None
+        try:
+            code = self._call("poll")
+        except Exception as e:
+            if self._gone(e):
+                return ACTOR_LOST
+            from ray.exceptions import ActorUnavailableError, GetTimeoutError
+
+            if isinstance(e, (GetTimeoutError, ActorUnavailableError)):
+                return None
+            raise
+        return None if code is None else int(code)
+
+    def running(self) -> bool:
+        return self._pid is not None and self.poll() is None
+
+    def _signal(self, method: str) -> None:
+        if self._pid is None or self.lost is not None:
+            return
+        try:
+            self._call(method)
+        except Exception as e:
+            if not self._gone(e):
+                raise
+
+    def terminate(self) -> None:
+        """SIGTERM to the child itself (not its group: it stops its own children in order)."""
+        self._signal("terminate")
+
+    def kill_group(self) -> None:
+        """SIGKILL to every process left in the child's group."""
+        self._signal("kill_group")
+
+    def wait(self, timeout_s: float) -> int | None:
+        if self._pid is None:
+            return None
+        if self.lost is not None:
+            return ACTOR_LOST
+        timeout_s = max(timeout_s, 0.0)
+        try:
+            code = self._call("wait", timeout_s, timeout_s=timeout_s + self.call_timeout_s)
+        except Exception as e:
+            if self._gone(e):
+                return ACTOR_LOST
+            raise
+        return None if code is None else int(code)
+
+    def stop(self, grace_s: float) -> int | None:
+        """SIGTERM, wait up to `grace_s`, SIGKILL the group if needed; returns the exit code."""
+        self.terminate()
+        code = self.wait(grace_s)
+        if code is None:
+            self.kill_group()
+            code = self.wait(10.0)
+        self.kill_group()  # grandchildren that outlived their parent
+        return code
+
+    def tail(self, lines: int = 30) -> list[str]:
+        """The last `lines` lines of the child's log, asked of the actor (read here, from a
+        shared file system, when the actor is gone or does not answer)."""
+        if self.lost is None:
+            try:
+                return [str(line) for line in self._call("tail", lines)]
+            except Exception as e:
+                self._gone(e)
+        return _tail(self.log_path, lines)
+
+
+__all__ = ["ACTOR_LOST", "DRIVER_ONLY", "ProcessActor", "RayChild"]

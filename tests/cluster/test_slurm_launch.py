@@ -1,0 +1,111 @@
+"""`launch --slurm` on a real SLURM cluster (`slurm_cluster`: Debian's slurmctld, slurmd and
+munge on this host, three nodes, oversubscribed): the tiny run as a heterogeneous job (learner,
+rollout and env components, one srun step per process) stopped by its time-limit warning,
+requeued, resumed from its checkpoint and finished with the group accounting balanced;
+`status` shows it; `scancel` mid-run leaves no process behind."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from .launched_runs import (
+    ROOT,
+    children,
+    cluster_config,
+    launch,
+    learner_step,
+    logs,
+    processes_mentioning,
+    wait_for,
+)
+from .slurm_cluster import SlurmCluster
+
+pytestmark = [pytest.mark.engine, pytest.mark.slow]
+
+
+def _starts(run: Path) -> list[dict[str, object]]:
+    path = run / "run.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.is_file() else []
+
+
+def _ended(cluster: SlurmCluster, job_id: str) -> bool:
+    return cluster.state(job_id) in ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL")
+
+
+def test_slurm_run_requeued_at_its_time_limit_resumes_and_finishes(
+    slurm_cluster: SlurmCluster, tiny_policy: Path, tmp_path: Path
+) -> None:
+    # no periodic checkpoint: the one the run resumes from is the one its stop saved
+    config = cluster_config(tmp_path, tiny_policy, max_steps=8, checkpoint_every=1000)
+    job = launch(["--slurm", str(config)], slurm_cluster.env)
+    run: Path = job["run_dir"]
+    job_id: str = job["job_id"]
+    wait_for("at step 2", lambda: learner_step(run) >= 2, run, 600)
+    names = {c["child"] for c in children(run)}
+    assert names == {"env-babyai-0", "learn", "rollout-0"}
+
+    slurm_cluster.cancel(job_id, signal="USR1", batch=True)  # the time-limit warning
+    wait_for("stopped and requeued", lambda: len(_starts(run)) >= 1, run, 300)
+    # a requeued job waits for its credentials to expire (a cluster setting): start it now
+    slurm_cluster.wait_state(job_id, "PENDING", timeout_s=120)
+    slurm_cluster.scontrol("update", f"JobId={job_id}", "StartTime=now")
+    first = _starts(run)[0]
+    assert first["outcome"] == "SIGUSR1" and 2 <= int(str(first["step"])) < 8
+    # the learner was stopped by SIGTERM to its task (srun's own SIGTERM would SIGKILL it):
+    # it saved the step it stopped at
+    assert [p.name for p in (run / "checkpoints").iterdir()] == [f"step_{first['step']}"]
+    wait_for("finished", lambda: len(_starts(run)) == 2 and _ended(slurm_cluster, job_id), run, 900)
+
+    assert slurm_cluster.state(job_id) == "COMPLETED", logs(run)
+    assert slurm_cluster.job(job_id).get("Restarts") == "1"
+    second = _starts(run)[1]
+    assert second["outcome"] == "finished" and second["resume"] is True
+    out = (run / "logs" / f"slurm-{job_id}.out").read_text()
+    assert f"requeueing job {job_id}" in out and "resuming it" in out
+    learn_log = (run / "logs" / "learn.log").read_text()
+    assert f"resumed from {run / 'checkpoints' / ('step_' + str(first['step']))}" in learn_log
+    ledger = (run / "learn" / "metrics.jsonl").read_text().splitlines()
+    assert [json.loads(line)["step"] for line in ledger][-1] == 8
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["outcome"] == "finished" and summary["steps"] == 8
+    assert summary["groups"]["balanced"] is True, summary["groups"]
+
+    status = subprocess.run(
+        [sys.executable, "-m", "agentgym_rl.cli", "status", str(run)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+    )
+    assert status.returncode == 0, status.stderr
+    assert f"slurm job {job_id}" in status.stdout and "step 8/8" in status.stdout
+    assert "start 1 at" in status.stdout and "SIGUSR1" in status.stdout
+    assert "start 2 (resumed)" in status.stdout and "finished" in status.stdout
+    assert processes_mentioning(str(run)) == []
+
+
+def test_scancel_mid_run_leaves_no_process(
+    slurm_cluster: SlurmCluster, tiny_policy: Path, tmp_path: Path
+) -> None:
+    config = cluster_config(tmp_path, tiny_policy, max_steps=50, name="cancelled")
+    job = launch(["--slurm", str(config)], slurm_cluster.env)
+    run: Path = job["run_dir"]
+    wait_for(
+        "running its rollout server",
+        lambda: any(c["child"] == "rollout-0" for c in children(run)),
+        run,
+        600,
+    )
+    assert processes_mentioning(str(run))  # the run's processes, before
+    slurm_cluster.cancel(job["job_id"])
+    deadline = time.monotonic() + 90
+    while processes_mentioning(str(run)) and time.monotonic() < deadline:
+        time.sleep(1.0)
+    assert processes_mentioning(str(run)) == [], logs(run)
+    slurm_cluster.wait_state(job["job_id"], "CANCELLED", timeout_s=60)

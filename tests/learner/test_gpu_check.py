@@ -1,0 +1,53 @@
+"""scripts/gpu_check.sh in its CPU form (`--cpu --tiny`), so the one-GPU check never rots: it
+exits 0 and its summary holds the figures, parsed as numbers."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from agentgym_rl.learner.gpu_check import TOLERANCE
+
+pytestmark = pytest.mark.engine
+
+ROOT = Path(__file__).resolve().parents[2]
+NUMBER = r"([0-9.]+(?:e[-+]?\d+)?)"
+
+
+def _figure(pattern: str, text: str) -> tuple[float, ...]:
+    found = re.search(pattern, text)
+    assert found, f"no match for {pattern!r} in:\n{text}"
+    return tuple(float(g) for g in found.groups())
+
+
+def test_cpu_tiny_form_reports_every_figure(tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHON": sys.executable}
+    args = ["--cpu", "--tiny", "--steps", "2", "--out", str(tmp_path / "model")]
+    proc = subprocess.run(
+        ["bash", str(ROOT / "scripts/gpu_check.sh"), *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    out = proc.stdout
+    assert proc.returncode == 0, out + proc.stderr[-3000:]
+    (tokens_per_s,) = _figure(rf"train\s+tokens/s\s+{NUMBER}\s+2 steps of", out)
+    assert tokens_per_s > 0
+    assert re.search(r"train\s+MFU\s+n/a", out)  # no peak FLOPs on CPU
+    max_diff, tol = _figure(rf"logp fp32\s+max \|diff\|\s+{NUMBER}\s+\(tol {NUMBER}\) PASS", out)
+    (mean_diff,) = _figure(rf"logp fp32\s+mean \|diff\|\s+{NUMBER}", out)
+    assert tol == TOLERANCE["fp32"] and 0 <= mean_diff <= max_diff < tol
+    assert "logp bf16" not in out  # fp32 on CPU: one precision to compare
+    for stage in ("export", "publish"):
+        rate, gb, seconds = _figure(
+            rf"{stage}\s+GB/s\s+{NUMBER}\s+\({NUMBER} GB in {NUMBER} s\)", out
+        )
+        assert rate > 0 and seconds > 0 and gb == pytest.approx(0.021, abs=0.001)
+    assert out.rstrip().endswith("RESULT: PASS")
+    assert (tmp_path / "model" / "config.json").is_file()  # --out keeps the model
