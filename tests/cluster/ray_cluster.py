@@ -19,7 +19,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import random
 import shutil
 import signal
 import socket
@@ -29,6 +28,8 @@ import time
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from agentgym_rl.supervise.ports import free_ports
 
 HEAD_RESOURCES = {"env_host": 2}
 NUM_CPUS = 2
@@ -51,28 +52,6 @@ def ray_missing() -> str | None:
 def _ray_cli() -> str | None:
     here = Path(sys.executable).parent / "ray"
     return str(here) if here.is_file() else shutil.which("ray")
-
-
-def _free_ports(n: int) -> list[int]:
-    """`n` distinct TCP ports free on 127.0.0.1 a moment ago, below the kernel's ephemeral
-    range (and above Ray's worker ports, 10002-19999): the ports Ray picks for itself (bound to
-    port 0) can never take one of them between this check and Ray's bind."""
-    top = 32768  # Linux's default ephemeral range starts there
-    with contextlib.suppress(OSError, ValueError, IndexError):
-        top = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
-    top = top if top > 20000 + 100 * n else 30000
-    picked: list[int] = []
-    rng = random.Random()
-    while len(picked) < n:
-        port = rng.randrange(20000, top)
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-        if port not in picked:
-            picked.append(port)
-    return picked
 
 
 def ray_env(base: dict[str, str] | None = None) -> dict[str, str]:
@@ -221,7 +200,7 @@ def start_ray_cluster(temp_dir: Path, *, log_path: Path | None = None) -> RayClu
     """Start a head node under `temp_dir` (keep it short: Ray's socket paths live there)."""
     cli = _ray_cli()
     assert cli is not None
-    gcs, dashboard, client, agent = _free_ports(4)
+    gcs, dashboard, client, agent = free_ports(4, low=20000)  # above Ray's worker ports
     env = ray_env()
     argv = [
         cli,

@@ -31,7 +31,6 @@ Facts of Slurm 22.05 (Debian's packages) that shaped it:
 from __future__ import annotations
 
 import atexit
-import contextlib
 import os
 import random
 import re
@@ -44,6 +43,8 @@ import tempfile
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
+
+from agentgym_rl.supervise.ports import free_ports
 
 DAEMONS = ("munged", "slurmctld", "slurmd")
 CLIENTS = ("munge", "sbatch", "srun", "scontrol", "scancel", "sinfo", "squeue")
@@ -82,27 +83,6 @@ def find_binaries() -> dict[str, str]:
             "slurmctld slurmd slurm-client munge)"
         )
     return {name: str(path) for name, path in found.items()}
-
-
-def _free_ports(count: int) -> list[int]:
-    """`count` distinct TCP ports free on 127.0.0.1 a moment ago, from 20000 up to the kernel's
-    ephemeral range: no outgoing connection (an srun's, say) takes one before the daemon binds."""
-    top = 32768  # Linux's default ephemeral range starts there
-    with contextlib.suppress(OSError, ValueError, IndexError):
-        top = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
-    top = top if top > 20000 + 100 * count else 30000
-    picked: list[int] = []
-    rng = random.Random()
-    while len(picked) < count:
-        port = rng.randrange(20000, top)
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-        if port not in picked:
-            picked.append(port)
-    return picked
 
 
 def _freezer_mount() -> Path | None:
@@ -328,7 +308,7 @@ class SlurmCluster:
         )
         with os.fdopen(key, "wb") as f:  # munged's own key, readable by root only
             f.write(os.urandom(1024))
-        ctld_port, *slurmd_ports = _free_ports(1 + self.node_count)
+        ctld_port, *slurmd_ports = free_ports(1 + self.node_count, low=20000)
         self._freezer = _freezer_mount()
         self.proctrack = "proctrack/cgroup" if self._freezer else "proctrack/linuxproc"
         r = self.root

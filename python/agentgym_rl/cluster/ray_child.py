@@ -29,19 +29,15 @@ asks the actor, so it works either way while the actor lives.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shlex
 import signal
-import subprocess
-import sys
 import time
-from collections import deque
 from pathlib import Path
 from typing import Any
 
 from agentgym_rl.supervise.children import ChildSpec
-from agentgym_rl.supervise.process import die_with_parent
+from agentgym_rl.supervise.process import Child, log_tail
 
 ACTOR_LOST = -int(signal.SIGKILL)
 """`poll()` / `wait()` of a `RayChild` whose actor died (the child died with it)."""
@@ -50,23 +46,12 @@ DRIVER_ONLY = ("CUDA_VISIBLE_DEVICES",)
 """Variables of the driver's environment a `RayChild` does not forward (besides `RAY_*`)."""
 
 
-def _tail(path: Path, lines: int) -> list[str]:
-    try:
-        with path.open("rb") as f:
-            f.seek(0, os.SEEK_END)
-            f.seek(max(0, f.tell() - 256 * 1024))  # enough for 30 lines of any log
-            text = f.read().decode(errors="replace")
-    except OSError:
-        return []
-    return list(deque(text.splitlines(), maxlen=lines))
-
-
 class ProcessActor:
-    """Starts one child process at a time on its node and watches it (a Ray actor's class)."""
+    """Starts one child process at a time on its node and watches it (a Ray actor's class): a
+    `Child` of the supervisor's own kind, on the actor's node."""
 
     def __init__(self) -> None:
-        self._proc: subprocess.Popen[bytes] | None = None
-        self._log_path: Path | None = None
+        self._child: Child | None = None
 
     def node_ip(self) -> str:
         """The address of the node the actor runs on (as Ray knows it)."""
@@ -81,54 +66,35 @@ class ProcessActor:
     def start(self, argv: list[str], env: dict[str, str], log_path: str) -> int:
         """Start `argv` (the previous child, if any, is forgotten); its pid."""
         path = Path(log_path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with path.open("ab") as log:
-            stamp = time.strftime("%Y-%m-%d %H:%M:%S")
-            log.write(f"=== {stamp} start: {shlex.join(argv)}\n".encode())
-            log.flush()
-            self._proc = subprocess.Popen(
-                argv,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-                env={**os.environ, **env},
-                preexec_fn=die_with_parent if sys.platform == "linux" else None,
-            )
-        self._log_path = path
-        return self._proc.pid
+        spec = ChildSpec(path.stem, "env", argv, shlex.join(argv))
+        self._child = Child(spec, path.parent, {**os.environ, **env}).start()
+        assert self._child.pid is not None
+        return self._child.pid
 
     def pid(self) -> int | None:
-        return None if self._proc is None else self._proc.pid
+        return None if self._child is None else self._child.pid
 
     def poll(self) -> int | None:
         """The exit code once the child has exited (None while it runs or before start)."""
-        return None if self._proc is None else self._proc.poll()
+        return None if self._child is None else self._child.poll()
 
     def terminate(self) -> None:
         """SIGTERM to the child itself (it stops its own children in order)."""
-        if self._proc is not None and self._proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(self._proc.pid, signal.SIGTERM)
+        if self._child is not None:
+            self._child.terminate()
 
     def kill_group(self) -> None:
         """SIGKILL to every process left in the child's group."""
-        if self._proc is not None:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(self._proc.pid, signal.SIGKILL)
+        if self._child is not None:
+            self._child.kill_group()
 
     def wait(self, timeout_s: float) -> int | None:
         """The exit code, waiting up to `timeout_s` (None if still running)."""
-        if self._proc is None:
-            return None
-        try:
-            return self._proc.wait(timeout=max(timeout_s, 0.0))
-        except subprocess.TimeoutExpired:
-            return None
+        return None if self._child is None else self._child.wait(timeout_s)
 
     def tail(self, n: int = 30) -> list[str]:
         """The last `n` lines of the child's log."""
-        return [] if self._log_path is None else _tail(self._log_path, n)
+        return [] if self._child is None else self._child.tail(n)
 
 
 class RayChild:
@@ -261,7 +227,7 @@ class RayChild:
                 return [str(line) for line in self._call("tail", lines)]
             except Exception as e:
                 self._gone(e)
-        return _tail(self.log_path, lines)
+        return log_tail(self.log_path, lines)
 
 
 __all__ = ["ACTOR_LOST", "DRIVER_ONLY", "ProcessActor", "RayChild"]

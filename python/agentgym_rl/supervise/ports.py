@@ -42,14 +42,16 @@ def ephemeral_start() -> int:
         return 32768
 
 
-def free_port(taken: set[int] | frozenset[int] = frozenset(), tries: int = 200) -> int:
-    """A 127.0.0.1 port free now and not in `taken`: a random one between 10000 and the start of
-    the ephemeral range, or, when none of `tries` is free, one the OS picks."""
+def free_port(
+    taken: set[int] | frozenset[int] = frozenset(), tries: int = 200, low: int = _LOWEST
+) -> int:
+    """A 127.0.0.1 port free now and not in `taken`: a random one between `low` and the start
+    of the ephemeral range, or, when none of `tries` is free, one the OS picks."""
     top = ephemeral_start()
-    if top - _LOWEST >= 1000:
+    if top - low >= 1000:
         rng = random.SystemRandom()
         for _ in range(tries):
-            port = rng.randrange(_LOWEST, top)
+            port = rng.randrange(low, top)
             if port not in taken and not port_is_busy(port):
                 return port
     while True:
@@ -58,6 +60,15 @@ def free_port(taken: set[int] | frozenset[int] = frozenset(), tries: int = 200) 
             port = int(s.getsockname()[1])
         if port not in taken:
             return port
+
+
+def free_ports(count: int, low: int = _LOWEST) -> list[int]:
+    """`count` distinct ports free now (`free_port`; `low` above another service's range, such
+    as Ray's worker ports below 20000)."""
+    taken: set[int] = set()
+    for _ in range(count):
+        taken.add(free_port(taken, low=low))
+    return sorted(taken)
 
 
 class PortBook:

@@ -144,11 +144,16 @@ class Child:
 
     def tail(self, lines: int = 30) -> list[str]:
         """The last `lines` lines of the child's log."""
-        try:
-            with self.log_path.open("rb") as f:
-                f.seek(0, os.SEEK_END)
-                f.seek(max(0, f.tell() - 256 * 1024))  # enough for 30 lines of any log
-                text = f.read().decode(errors="replace")
-        except OSError:
-            return []
-        return list(deque(text.splitlines(), maxlen=lines))
+        return log_tail(self.log_path, lines)
+
+
+def log_tail(path: Path, lines: int = 30) -> list[str]:
+    """The last `lines` lines of a log file (none when it cannot be read)."""
+    try:
+        with path.open("rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - 256 * 1024))  # enough for 30 lines of any log
+            text = f.read().decode(errors="replace")
+    except OSError:
+        return []
+    return list(deque(text.splitlines(), maxlen=lines))
