@@ -116,7 +116,8 @@ def test_actors_placed_by_resource_start_watch_and_terminate_a_child(
         first = children[0].pid
         children[0].start()
         assert children[0].pid != first and children[0].running()
-        assert children[0].stop(5.0) == -signal.SIGTERM
+        children[0].terminate()
+        assert children[0].wait(5.0) == -signal.SIGTERM
     finally:
         for actor in (env_actor, gpu_actor):
             ray.kill(actor)

@@ -209,16 +209,6 @@ class RayChild:
             raise
         return None if code is None else int(code)
 
-    def stop(self, grace_s: float) -> int | None:
-        """SIGTERM, wait up to `grace_s`, SIGKILL the group if needed; returns the exit code."""
-        self.terminate()
-        code = self.wait(grace_s)
-        if code is None:
-            self.kill_group()
-            code = self.wait(10.0)
-        self.kill_group()  # grandchildren that outlived their parent
-        return code
-
     def tail(self, lines: int = 30) -> list[str]:
         """The last `lines` lines of the child's log, asked of the actor (read here, from a
         shared file system, when the actor is gone or does not answer)."""
