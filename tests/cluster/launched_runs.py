@@ -20,14 +20,20 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def cluster_config(
-    tmp_path: Path, model: Path, *, max_steps: int, name: str = "run", checkpoint_every: int = 1
+    tmp_path: Path,
+    model: Path,
+    *,
+    max_steps: int,
+    name: str = "run",
+    checkpoint_every: int = 1,
+    het_job: bool = True,
 ) -> Path:
     """The split-cluster test's topology on one host: one BabyAI env server, one rollout
     server, one learner rank; restarts allowed."""
     data: dict[str, Any] = tiny_train_config(str(tmp_path / name), str(model), max_steps=max_steps)
     data["learn"]["checkpoint"] = {"every_steps": checkpoint_every, "export_hf": False}
     data["restart"] = {"max_restarts": 2}
-    data["cluster"] = {"slurm": {"time": "30:00", "signal_grace_s": 60}}
+    data["cluster"] = {"slurm": {"time": "30:00", "signal_grace_s": 60, "het_job": het_job}}
     path = tmp_path / f"{name}.yaml"
     path.write_text(yaml.safe_dump(data))
     return path

@@ -2,7 +2,8 @@
 munge on this host, three nodes, oversubscribed): the tiny run as a heterogeneous job (learner,
 rollout and env components, one srun step per process) stopped by its time-limit warning,
 requeued, resumed from its checkpoint and finished with the group accounting balanced;
-`status` shows it; `scancel` mid-run leaves no process behind."""
+`status` shows it; the same run as one allocation split by `srun --nodelist` (sites without
+het jobs) starts, and `scancel` mid-run leaves no process behind."""
 
 from __future__ import annotations
 
@@ -34,6 +35,11 @@ def _starts(run: Path) -> list[dict[str, object]]:
     return [json.loads(line) for line in path.read_text().splitlines()] if path.is_file() else []
 
 
+def _srun_lines(run: Path) -> list[str]:
+    """The srun command of each process, as its log's first line records it."""
+    return [p.read_text().splitlines()[0] for p in (run / "logs").glob("*.log") if p.stat().st_size]
+
+
 def _ended(cluster: SlurmCluster, job_id: str) -> bool:
     return cluster.state(job_id) in ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL")
 
@@ -49,6 +55,9 @@ def test_slurm_run_requeued_at_its_time_limit_resumes_and_finishes(
     wait_for("at step 2", lambda: learner_step(run) >= 2, run, 600)
     names = {c["child"] for c in children(run)}
     assert names == {"env-babyai-0", "learn", "rollout-0"}
+    assert (run / "secret").stat().st_mode & 0o777 == 0o600
+    groups = {line.split("--het-group=")[1].split()[0] for line in _srun_lines(run)}
+    assert groups == {"0", "1", "2"}  # a step in each component
 
     slurm_cluster.cancel(job_id, signal="USR1", batch=True)  # the time-limit warning
     wait_for("stopped and requeued", lambda: len(_starts(run)) >= 1, run, 300)
@@ -93,7 +102,7 @@ def test_slurm_run_requeued_at_its_time_limit_resumes_and_finishes(
 def test_scancel_mid_run_leaves_no_process(
     slurm_cluster: SlurmCluster, tiny_policy: Path, tmp_path: Path
 ) -> None:
-    config = cluster_config(tmp_path, tiny_policy, max_steps=50, name="cancelled")
+    config = cluster_config(tmp_path, tiny_policy, max_steps=50, name="cancelled", het_job=False)
     job = launch(["--slurm", str(config)], slurm_cluster.env)
     run: Path = job["run_dir"]
     wait_for(
@@ -103,6 +112,9 @@ def test_scancel_mid_run_leaves_no_process(
         600,
     )
     assert processes_mentioning(str(run))  # the run's processes, before
+    assert "hetjob" not in (run / "launch" / "job.sbatch").read_text()
+    hosts = {line.split("--nodelist=")[1].split()[0] for line in _srun_lines(run)}
+    assert len(hosts) == 3  # learner, rollout and env on a node each of the one allocation
     slurm_cluster.cancel(job["job_id"])
     deadline = time.monotonic() + 90
     while processes_mentioning(str(run)) and time.monotonic() < deadline:

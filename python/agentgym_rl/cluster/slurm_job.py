@@ -18,6 +18,7 @@ the processes stop in order (the learner checkpoints its step) and the job reque
 from __future__ import annotations
 
 import os
+import shlex
 import signal
 import subprocess
 from collections.abc import Callable, Mapping
@@ -154,7 +155,8 @@ def srun_launch(het_job: bool, job_id: int = 0) -> Launch:
             f"--job-name={step}",
             "--export=ALL",
         ]
-        return SrunChild(replace(spec, argv=[*prefix, *spec.argv]), log_dir, env, step)
+        shell = f"{shlex.join(prefix)} {spec.shell}"  # what the log's start line shows
+        return SrunChild(replace(spec, argv=[*prefix, *spec.argv], shell=shell), log_dir, env, step)
 
     return launch
 
