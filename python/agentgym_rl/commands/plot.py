@@ -1,5 +1,7 @@
 """`agentgym-rl plot RUN_DIR [RUN_DIR ...] [--out DIR]`: regenerate a run's plots and summary,
-or overlay several runs' curves (e.g. ScalingInter against a fixed turn cap) in one folder."""
+or overlay several runs' curves (e.g. ScalingInter against a fixed turn cap) in one folder;
+`--group LABEL=GLOB ... --out DIR`: runs grouped by label (seeds of one schedule), drawn as mean
+and band."""
 
 from __future__ import annotations
 
@@ -11,12 +13,23 @@ NAME = "plot"
 HELP = "regenerate a run's plots and summary, or overlay several runs"
 DESCRIPTION = (
     "RUN_DIR: writes RUN_DIR/plots/*.png and RUN_DIR/summary.md; several runs with --out "
-    "DIR: their curves overlaid in DIR."
+    "DIR: their curves overlaid in DIR. --group LABEL=GLOB (repeated) --out DIR: the runs of "
+    "each label (e.g. the seeds of one schedule) as the mean and the min-max band of their "
+    "held-out success against step and wall-clock minutes (bands.png), with a table "
+    "(bands.md, bands.json)."
 )
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("runs", nargs="+", metavar="RUN_DIR", help="run folders of `train`")
+    parser.add_argument("runs", nargs="*", metavar="RUN_DIR", help="run folders of `train`")
+    parser.add_argument(
+        "--group",
+        action="append",
+        default=[],
+        metavar="LABEL=GLOB",
+        help="a label and the run folders it covers, e.g. 'ScalingInter=runs/si-seed*' "
+        "(repeat for each label; needs --out)",
+    )
     parser.add_argument(
         "--out",
         metavar="DIR",
@@ -26,6 +39,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.group:
+        return _bands(args)
+    if not args.runs:
+        print("plot: give RUN_DIR(s) or --group LABEL=GLOB", file=sys.stderr)
+        return 2
     runs = [Path(r) for r in args.runs]
     missing = [str(r) for r in runs if not r.is_dir()]
     if missing:
@@ -44,5 +62,21 @@ def run(args: argparse.Namespace) -> int:
         print("plot: nothing to plot (no metrics found)", file=sys.stderr)
         return 1
     for path in written:
+        print(path)
+    return 0
+
+
+def _bands(args: argparse.Namespace) -> int:
+    from agentgym_rl.report.bands import group_runs, write_bands
+
+    if args.out is None or args.runs:
+        print("plot: --group takes no RUN_DIR and needs --out DIR", file=sys.stderr)
+        return 2
+    try:
+        groups = group_runs(args.group)
+    except ValueError as e:
+        print(f"plot: {e}", file=sys.stderr)
+        return 2
+    for path in write_bands(groups, Path(args.out)):
         print(path)
     return 0
