@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from agentgym_rl.supervise.children import ChildSpec
-from agentgym_rl.supervise.process import Child, log_tail
+from agentgym_rl.supervise.process import Child, Launched, log_tail
 
 ACTOR_LOST = -int(signal.SIGKILL)
 """`poll()` / `wait()` of a `RayChild` whose actor died (the child died with it)."""
@@ -220,4 +220,61 @@ class RayChild:
         return log_tail(self.log_path, lines)
 
 
-__all__ = ["ACTOR_LOST", "DRIVER_ONLY", "ProcessActor", "RayChild"]
+class ChildGroup:
+    """One process of the run that runs on several nodes (the learner: a torchrun on each),
+    its members started, watched and stopped together: it has exited once any member failed
+    (that member's code) or every member finished (0)."""
+
+    def __init__(self, spec: ChildSpec, members: list[Launched]) -> None:
+        self.spec = spec
+        self.members = members
+        self.log_path = members[0].log_path
+        self.restarts = 0
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def pid(self) -> int | None:
+        return self.members[0].pid
+
+    def start(self) -> ChildGroup:
+        for member in self.members:
+            member.start()
+        return self
+
+    def poll(self) -> int | None:
+        codes = [member.poll() for member in self.members]
+        failed = next((c for c in codes if c not in (None, 0)), None)
+        if failed is not None:
+            return failed
+        return 0 if all(c == 0 for c in codes) else None
+
+    def running(self) -> bool:
+        return self.poll() is None
+
+    def terminate(self) -> None:
+        for member in self.members:
+            member.terminate()
+
+    def kill_group(self) -> None:
+        for member in self.members:
+            member.kill_group()
+
+    def wait(self, timeout_s: float) -> int | None:
+        deadline = time.monotonic() + max(timeout_s, 0.0)
+        for member in self.members:
+            member.wait(max(deadline - time.monotonic(), 0.0))
+        return self.poll()
+
+    def tail(self, lines: int = 30) -> list[str]:
+        """The last lines of each member's log that has any, member after member."""
+        out: list[str] = []
+        for member in self.members:
+            got = member.tail(lines)
+            out += [f"[{member.name}] {line}" for line in got]
+        return out[-lines:]
+
+
+__all__ = ["ACTOR_LOST", "DRIVER_ONLY", "ChildGroup", "ProcessActor", "RayChild"]

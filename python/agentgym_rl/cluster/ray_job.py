@@ -12,26 +12,29 @@ stopped (`ray job stop`: SIGTERM to this driver; actors, and the processes they 
 with the job). The actors only launch and watch: groups and weights flow over the run's own
 ZeroMQ streams, signed with the run's secret (`run_dir/secret`, 0600, which every node reads
 from the shared run folder through its process's environment). A run that started before
-(`run_dir/run.jsonl`) is resumed. The learner runs on one node under Ray (its ranks on that
-node's GPUs); across nodes use SLURM or torchrun by hand.
+(`run_dir/run.jsonl`) is resumed. A learner on several nodes gets an actor per node (its share
+of the GPUs), each running the node's torchrun, supervised as one process (`ChildGroup`).
 """
 
 from __future__ import annotations
 
 import signal
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from agentgym_rl.auth import kept_secret
-from agentgym_rl.cluster.ray_child import ProcessActor, RayChild
+from agentgym_rl.cluster.ray_child import ChildGroup, ProcessActor, RayChild
 from agentgym_rl.config.cluster import ClusterConfig
 from agentgym_rl.config.train import TrainConfig
 from agentgym_rl.supervise.children import ChildSpec
 from agentgym_rl.supervise.placement import Placement
-from agentgym_rl.supervise.plan import PlanError, plan_run
+from agentgym_rl.supervise.plan import plan_run
 from agentgym_rl.supervise.ports import JobPorts
+from agentgym_rl.supervise.process import Launched
 from agentgym_rl.supervise.run import run_plan
+from agentgym_rl.supervise.supervisor import Launch
 
 
 class RayJobError(RuntimeError):
@@ -53,8 +56,11 @@ def _actors(train: TrainConfig, cluster: ClusterConfig, prefix: str) -> dict[str
     for i in range(train.rollout_servers):
         name = f"rollout-{i}"
         out[name] = actor.options(name=prefix + name, num_gpus=1 if gpus else 0).remote()
-    learner_gpus = train.learner_procs if cluster.learner.gpus_per_node else 0
-    out["learn"] = actor.options(name=prefix + "learn", num_gpus=learner_gpus).remote()
+    nodes = cluster.learner.nodes
+    learner_gpus = train.learner_procs // nodes if cluster.learner.gpus_per_node else 0
+    for i in range(nodes):
+        name = "learn" if nodes == 1 else f"learn-{i}"
+        out[name] = actor.options(name=prefix + name, num_gpus=learner_gpus).remote()
     return out
 
 
@@ -74,11 +80,19 @@ def _node_ips(actors: dict[str, Any], timeout_s: float) -> dict[str, str]:
     return dict(zip(names, (str(ip) for ip in ips), strict=True))
 
 
-def ray_launch(actors: dict[str, Any]) -> Callable[[ChildSpec, Path, dict[str, str]], RayChild]:
-    """Children started by their actors (model creation by the learner's, before it)."""
+def ray_launch(actors: dict[str, Any]) -> Launch:
+    """Children started by their actors (model creation by the learner's first, before it);
+    a learner on several nodes is one `ChildGroup` of a torchrun per node (`learn-<i>.log`)."""
 
-    def launch(spec: ChildSpec, log_dir: Path, env: dict[str, str]) -> RayChild:
-        return RayChild(spec, log_dir, env, actors["learn" if spec.role == "init" else spec.name])
+    def launch(spec: ChildSpec, log_dir: Path, env: dict[str, str]) -> Launched:
+        if spec.role == "learn" and len(spec.hosts) > 1:
+            members: list[Launched] = [
+                RayChild(replace(spec, name=f"learn-{i}"), log_dir, env, actors[f"learn-{i}"])
+                for i in range(len(spec.hosts))
+            ]
+            return ChildGroup(spec, members)
+        first = "learn" if "learn" in actors else "learn-0"
+        return RayChild(spec, log_dir, env, actors[first if spec.role == "init" else spec.name])
 
     return launch
 
@@ -90,13 +104,6 @@ def run_ray_job(run_dir: Path, say: Callable[[str], None] = print) -> int:
     config = TrainConfig.from_yaml(run_dir / "configs" / "train.yaml")
     train = config.model_copy(update={"run_dir": run_dir})
     cluster = train.cluster or ClusterConfig()
-    if cluster.learner.nodes > 1:
-        raise PlanError(
-            [
-                "cluster.learner.nodes: launch --ray runs the learner on one node; use SLURM "
-                "(launch --slurm) or torchrun by hand for a learner across nodes"
-            ]
-        )
     ray.init(log_to_driver=False)
     job_id = int(ray.get_runtime_context().get_job_id(), 16)
     actors = _actors(train, cluster, f"agentgym-rl:{run_dir.name}:")
@@ -104,8 +111,9 @@ def run_ray_job(run_dir: Path, say: Callable[[str], None] = print) -> int:
     env_ips = [ip for name, ip in ips.items() if name.startswith("env-")]
     rollout_ips = [ips[f"rollout-{i}"] for i in range(train.rollout_servers)]
     say(f"job: Ray job {job_id}: placed " + ", ".join(f"{n}@{ip}" for n, ip in ips.items()))
+    learner_ips = [ip for name, ip in ips.items() if name.split("-")[0] == "learn"]
     placement = Placement(
-        tuple(env_ips), tuple(rollout_ips), (ips["learn"],), train.rollout_servers, bind_all=True
+        tuple(env_ips), tuple(rollout_ips), tuple(learner_ips), train.rollout_servers, bind_all=True
     )
     ports = JobPorts.for_job(job_id, cluster.port_base, cluster.ports_per_job)
     resume = (run_dir / "run.jsonl").exists()
