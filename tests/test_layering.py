@@ -60,7 +60,7 @@ LAYERS: dict[str, set[str]] = {
     "supervise": {"_core", "auth", "config", "env_discovery", "report", "wire"},
     "runs": {"episode", "report"},
     # a run on a cluster's scheduler: the supervisor over srun steps or Ray actors
-    "cluster": {"auth", "config", "supervise"},
+    "cluster": {"auth", "config", "report", "supervise"},
 }
 """Unit -> the units (or `unit.module`s) it may import, besides itself."""
 

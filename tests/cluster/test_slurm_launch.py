@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 from .launched_runs import (
     ROOT,
@@ -28,6 +29,8 @@ from .launched_runs import (
 from .slurm_cluster import SlurmCluster
 
 pytestmark = [pytest.mark.engine, pytest.mark.slow]
+
+STEPS = 12
 
 
 def _starts(run: Path) -> list[dict[str, object]]:
@@ -48,7 +51,12 @@ def test_slurm_run_requeued_at_its_time_limit_resumes_and_finishes(
     slurm_cluster: SlurmCluster, tiny_policy: Path, tmp_path: Path
 ) -> None:
     # no periodic checkpoint: the one the run resumes from is the one its stop saved
-    config = cluster_config(tmp_path, tiny_policy, max_steps=8, checkpoint_every=1000)
+    config = cluster_config(tmp_path, tiny_policy, max_steps=STEPS, checkpoint_every=1000)
+    # a small buffer: the groups the rollout server drains on the warning train a step or
+    # two, not the rest of the run
+    data = yaml.safe_load(config.read_text())
+    data["rollout"]["buffer"] = {"max_in_flight": 2, "max_ready": 2}
+    config.write_text(yaml.safe_dump(data))
     job = launch(["--slurm", str(config)], slurm_cluster.env)
     run: Path = job["run_dir"]
     job_id: str = job["job_id"]
@@ -65,7 +73,7 @@ def test_slurm_run_requeued_at_its_time_limit_resumes_and_finishes(
     slurm_cluster.wait_state(job_id, "PENDING", timeout_s=120)
     slurm_cluster.scontrol("update", f"JobId={job_id}", "StartTime=now")
     first = _starts(run)[0]
-    assert first["outcome"] == "SIGUSR1" and 2 <= int(str(first["step"])) < 8
+    assert first["outcome"] == "SIGUSR1" and 2 <= int(str(first["step"])) < STEPS
     # the learner was stopped by SIGTERM to its task (srun's own SIGTERM would SIGKILL it):
     # it saved the step it stopped at
     assert [p.name for p in (run / "checkpoints").iterdir()] == [f"step_{first['step']}"]
@@ -80,9 +88,9 @@ def test_slurm_run_requeued_at_its_time_limit_resumes_and_finishes(
     learn_log = (run / "logs" / "learn.log").read_text()
     assert f"resumed from {run / 'checkpoints' / ('step_' + str(first['step']))}" in learn_log
     ledger = (run / "learn" / "metrics.jsonl").read_text().splitlines()
-    assert [json.loads(line)["step"] for line in ledger][-1] == 8
+    assert [json.loads(line)["step"] for line in ledger][-1] == STEPS
     summary = json.loads((run / "summary.json").read_text())
-    assert summary["outcome"] == "finished" and summary["steps"] == 8
+    assert summary["outcome"] == "finished" and summary["steps"] == STEPS
     assert summary["groups"]["balanced"] is True, summary["groups"]
 
     status = subprocess.run(
@@ -93,7 +101,7 @@ def test_slurm_run_requeued_at_its_time_limit_resumes_and_finishes(
         cwd=ROOT,
     )
     assert status.returncode == 0, status.stderr
-    assert f"slurm job {job_id}" in status.stdout and "step 8/8" in status.stdout
+    assert f"slurm job {job_id}" in status.stdout and f"step {STEPS}/{STEPS}" in status.stdout
     assert "start 1 at" in status.stdout and "SIGUSR1" in status.stdout
     assert "start 2 (resumed)" in status.stdout and "finished" in status.stdout
     assert processes_mentioning(str(run)) == []

@@ -30,6 +30,7 @@ from agentgym_rl.cluster.hostlist import expand_hostlist
 from agentgym_rl.cluster.slurm_script import ROLES
 from agentgym_rl.config.cluster import ClusterConfig
 from agentgym_rl.config.train import TrainConfig
+from agentgym_rl.report.records import read_jsonl
 from agentgym_rl.supervise.children import ChildSpec
 from agentgym_rl.supervise.placement import Placement
 from agentgym_rl.supervise.plan import plan_run
@@ -198,6 +199,10 @@ def run_slurm_job(
         ),
         signals=(signal.SIGINT, signal.SIGTERM, signal.SIGUSR1),
     )
+    learned = read_jsonl(run_dir / "learn" / "metrics.jsonl")
+    if code == EXIT["SIGUSR1"] and learned and learned[-1].get("step") == train.learn.max_steps:
+        say("job: the learner reached its last step while the run stopped; nothing to requeue")
+        return 0
     if code == EXIT["SIGUSR1"] and cluster.slurm.requeue and job_id:
         say(f"job: stopped before the time limit, checkpointed; requeueing job {job_id}")
         done = subprocess.run(["scontrol", "requeue", str(job_id)], capture_output=True, text=True)
