@@ -43,6 +43,10 @@ def _srun_lines(run: Path) -> list[str]:
     return [p.read_text().splitlines()[0] for p in (run / "logs").glob("*.log") if p.stat().st_size]
 
 
+def _pending(cluster: SlurmCluster, job_id: str) -> bool:
+    return cluster.state(job_id) == "PENDING"
+
+
 def _ended(cluster: SlurmCluster, job_id: str) -> bool:
     return cluster.state(job_id) in ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL")
 
@@ -70,8 +74,12 @@ def test_slurm_run_requeued_at_its_time_limit_resumes_and_finishes(
     slurm_cluster.cancel(job_id, signal="USR1", batch=True)  # the time-limit warning
     wait_for("stopped and requeued", lambda: len(_starts(run)) >= 1, run, 300)
     # a requeued job waits for its credentials to expire (a cluster setting): start it now
-    slurm_cluster.wait_state(job_id, "PENDING", timeout_s=120)
-    slurm_cluster.scontrol("update", f"JobId={job_id}", "StartTime=now")
+    deadline = time.monotonic() + 300
+    while slurm_cluster.job(job_id).get("Restarts") != "1" or _pending(slurm_cluster, job_id):
+        assert time.monotonic() < deadline, f"not restarted: {slurm_cluster.job(job_id)}"
+        if _pending(slurm_cluster, job_id):
+            slurm_cluster.scontrol("update", f"JobId={job_id}", "StartTime=now")
+        time.sleep(2.0)
     first = _starts(run)[0]
     assert first["outcome"] == "SIGUSR1" and 2 <= int(str(first["step"])) < STEPS
     # the learner was stopped by SIGTERM to its task (srun's own SIGTERM would SIGKILL it):
