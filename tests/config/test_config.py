@@ -86,11 +86,11 @@ def test_every_shipped_yaml_parses(
             assert all(load_split(split, env) for env, split in splits.items())
         return
     if path.parts[-2] == "cluster":  # a train config for `launch`, planned on stand-in nodes
+        from agentgym_rl.cluster.launch import stand_in
         from agentgym_rl.cluster.slurm_script import batch_script
         from agentgym_rl.config.loader import load_config
         from agentgym_rl.config.train import TrainConfig
         from agentgym_rl.supervise import plan_run
-        from agentgym_rl.supervise.placement import Placement
         from agentgym_rl.supervise.ports import JobPorts
 
         model = tmp_path / "model"  # the config names a model only a cluster has
@@ -101,15 +101,7 @@ def test_every_shipped_yaml_parses(
         overrides = [f"run_dir={tmp_path / 'run'}", f"model={model}"]
         train = load_config(TrainConfig, path, overrides)
         assert train.cluster is not None
-        nodes = train.cluster
-        placement = Placement.spread(
-            [f"env{i}" for i in range(nodes.env.nodes)],
-            [f"infer{i}" for i in range(nodes.rollout.nodes)],
-            [f"train{i}" for i in range(nodes.learner.nodes)],
-            rollout_servers=train.rollout_servers,
-            rollout_gpus_per_node=nodes.rollout.gpus_per_node,
-        )
-        plan = plan_run(train, placement=placement, ports=JobPorts(20000, 64))
+        plan = plan_run(train, placement=stand_in(train), ports=JobPorts(20000, 64))
         assert len(plan.rollouts) == train.rollout_servers
         assert batch_script(train).count("#SBATCH hetjob") == 2
         return

@@ -38,20 +38,26 @@ class Launched:
     """None for a dry run."""
 
 
-def prepare(train: TrainConfig) -> TrainConfig:
-    """Check the run on stand-in hosts (raises `PlanError`) and write its effective config."""
+def stand_in(train: TrainConfig) -> Placement:
+    """The nodes `train`'s cluster section asks for, named by role (`env-0`, `rollout-0`,
+    `learner-0`, ...): a placement to check the run on before any scheduler gives real ones."""
     cluster = train.cluster or ClusterConfig()
-    absolute = {"run_dir": train.run_dir.resolve(), "model": train.model.resolve()}
-    train = train.model_copy(update={"cluster": cluster, **absolute})
-    stand_in = Placement.spread(
+    return Placement.spread(
         [f"env-{i}" for i in range(cluster.env.nodes)],
         [f"rollout-{i}" for i in range(cluster.rollout.nodes)],
         [f"learner-{i}" for i in range(cluster.learner.nodes)],
         rollout_servers=train.rollout_servers,
         rollout_gpus_per_node=cluster.rollout.gpus_per_node,
     )
+
+
+def prepare(train: TrainConfig) -> TrainConfig:
+    """Check the run on stand-in hosts (raises `PlanError`) and write its effective config."""
+    cluster = train.cluster or ClusterConfig()
+    absolute = {"run_dir": train.run_dir.resolve(), "model": train.model.resolve()}
+    train = train.model_copy(update={"cluster": cluster, **absolute})
     ports = JobPorts.for_job(0, cluster.port_base, cluster.ports_per_job)
-    plan_run(train, placement=stand_in, ports=ports)
+    plan_run(train, placement=stand_in(train), ports=ports)
     configs = train.run_dir / "configs"
     configs.mkdir(parents=True, exist_ok=True)
     train.to_yaml(configs / "train.yaml")
@@ -111,4 +117,12 @@ def launch_ray(train: TrainConfig, address: str, *, dry_run: bool = False) -> La
     return _record(Launched(train.run_dir, "ray", script, job_id), address=address)
 
 
-__all__ = ["Launched", "PlanError", "SubmitError", "launch_ray", "launch_slurm", "prepare"]
+__all__ = [
+    "Launched",
+    "PlanError",
+    "SubmitError",
+    "launch_ray",
+    "launch_slurm",
+    "prepare",
+    "stand_in",
+]
