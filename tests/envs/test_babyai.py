@@ -113,6 +113,20 @@ def test_goto_splits_are_held_out_and_single_room_goto() -> None:
     assert levels and all(level.startswith("BabyAI-GoTo") for level in levels)
 
 
+def test_study_split_is_held_out_from_every_train_split() -> None:
+    from agentgym_envs.babyai.make_splits import STUDY_LEVELS
+
+    ids = {
+        name: {int(r["item_id"].removeprefix("babyai_")) for r in json.loads(text)}
+        for name in ("train", "goto_train", "study_train", "study_test")
+        for text in [(DATA / f"{name}.json").read_text()]
+    }
+    assert len(ids["study_train"]) == 5000 and len(ids["study_test"]) == 75
+    assert not ids["study_test"] & (ids["train"] | ids["goto_train"] | ids["study_train"])
+    tested = sorted(level_for(i)[0] for i in ids["study_test"])
+    assert tested == sorted(level for level in STUDY_LEVELS for _ in range(15))
+
+
 def test_compact_observation_states_the_same_facts() -> None:
     from agentgym_envs import load_env
 

@@ -271,6 +271,8 @@ class BabyAIEnvironment(Environment):
         "test": "data/test.json",
         "goto_train": "data/goto_train.json",
         "goto_test": "data/goto_test.json",
+        "study_train": "data/study_train.json",
+        "study_test": "data/study_test.json",
     }
 
     def __init__(self, observation: str = "verbose") -> None:

@@ -9,6 +9,11 @@ the category is the level's short name in train and the evaluation category in t
 The GoTo family (the single-room GoTo levels of `GOTO_LEVELS`, the README's demo) gets its own
 pair: goto_train.json (seeds 2000-2999 of each level) and goto_test.json (seeds 1000-1039, held
 out: disjoint from every train split); the category is the level's short name.
+
+The ScalingInter study (docs/results/scalinginter/) trains on `STUDY_LEVELS`, single rooms and
+open multi-room layouts where the goal object or door is often out of view, so a policy that
+copies the goal well still needs turns to find it: study_train.json (seeds 2000-2999 of each
+level) and study_test.json (seeds 1000-1014 of each, held out).
 """
 
 from __future__ import annotations
@@ -30,11 +35,28 @@ GOTO_LEVELS = (
 )
 GOTO_TRAIN_SEEDS = range(2000, 3000)
 GOTO_TEST_SEEDS = range(1000, 1040)
+STUDY_LEVELS = (
+    "BabyAI-GoToLocal-v0",
+    "BabyAI-GoToDoor-v0",
+    "BabyAI-GoToObjDoor-v0",
+    "BabyAI-PickupLoc-v0",
+    "BabyAI-GoToOpen-v0",
+)
+STUDY_TEST_SEEDS = range(1000, 1015)
 
 
 def short(level: str) -> str:
     """'BabyAI-GoToLocal-v0' -> 'GoToLocal'."""
     return level.removeprefix("BabyAI-").removesuffix("-v0")
+
+
+def family(levels: tuple[str, ...], seeds: range) -> list[dict[str, str]]:
+    """Rows of every level of `levels` on each seed, seed-major."""
+    return [
+        {"item_id": f"babyai_{task_id(level, s)}", "category": short(level)}
+        for s in seeds
+        for level in levels
+    ]
 
 
 def main() -> None:
@@ -48,12 +70,10 @@ def main() -> None:
         key=lambda r: int(r["item_id"].split("_")[1]),
     )
     goto_train, goto_test = (
-        [
-            {"item_id": f"babyai_{task_id(level, s)}", "category": short(level)}
-            for s in seeds
-            for level in GOTO_LEVELS
-        ]
-        for seeds in (GOTO_TRAIN_SEEDS, GOTO_TEST_SEEDS)
+        family(GOTO_LEVELS, seeds) for seeds in (GOTO_TRAIN_SEEDS, GOTO_TEST_SEEDS)
+    )
+    study_train, study_test = (
+        family(STUDY_LEVELS, seeds) for seeds in (GOTO_TRAIN_SEEDS, STUDY_TEST_SEEDS)
     )
     DATA.mkdir(exist_ok=True)
     splits = (
@@ -61,6 +81,8 @@ def main() -> None:
         ("test.json", test),
         ("goto_train.json", goto_train),
         ("goto_test.json", goto_test),
+        ("study_train.json", study_train),
+        ("study_test.json", study_test),
     )
     for name, rows in splits:
         (DATA / name).write_text("[\n" + ",\n".join(json.dumps(r) for r in rows) + "\n]\n")

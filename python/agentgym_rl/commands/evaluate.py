@@ -64,7 +64,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--n", type=int, help="samples per task (default 1)")
     parser.add_argument(
-        "--turn-cap", type=int, help=f"turns per episode (default {DEFAULT_TURN_CAPS[-1]})"
+        "--turn-cap",
+        type=int,
+        action="append",
+        help=f"turns per episode (default {DEFAULT_TURN_CAPS[-1]}; with --run: the run's); "
+        "repeatable: the policy at each cap on one engine, and success against cap in "
+        "caps.md/caps.json (each cap's files in OUT/cap-N/)",
     )
     parser.add_argument("--limit", type=int, help="only the first N tasks of the split")
     parser.add_argument("--out", type=Path, help="write eval.md, eval.json (and episodes) here")
@@ -139,7 +144,7 @@ def eval_options(args: argparse.Namespace) -> EvalOptions:
         for key, value in (
             ("split", _splits(args.split)),
             ("n", args.n),
-            ("turn_cap", args.turn_cap),
+            ("turn_cap", args.turn_cap[0] if args.turn_cap else None),
             ("limit", args.limit),
             ("system_prompt", args.system_prompt),
             ("action_format", args.action_format),
@@ -191,6 +196,7 @@ def run(args: argparse.Namespace) -> int:
 
     from agentgym_rl.evaluation.job import run_evaluation
     from agentgym_rl.evaluation.runner import EvalError
+    from agentgym_rl.evaluation.turn_caps import sweep_turn_caps
     from agentgym_rl.inference.engine import EngineStartError
 
     if args.verbose:
@@ -201,8 +207,12 @@ def run(args: argparse.Namespace) -> int:
     except (ValueError, EvalError) as e:  # ConfigError is a ValueError: it names the flag
         print(f"eval: {e}", file=sys.stderr)
         return 2
+    caps = sorted(set(args.turn_cap or ()))
     try:
-        report = asyncio.run(run_evaluation(options))
+        if len(caps) > 1:
+            sweep = asyncio.run(sweep_turn_caps(options, caps))
+        else:
+            report = asyncio.run(run_evaluation(options))
     except EvalError as e:
         print(f"eval: {e}", file=sys.stderr)
         return 2
@@ -211,6 +221,11 @@ def run(args: argparse.Namespace) -> int:
             traceback.print_exception(e)
         print(f"eval: {e}", file=sys.stderr)
         return 1
+    if len(caps) > 1:
+        print(sweep.to_markdown(), end="")
+        if args.out is not None:
+            print(f"wrote {args.out / 'caps.md'}, {args.out / 'caps.json'} and cap-N/ per cap")
+        return 0
     print(report.to_markdown(), end="")
     if args.out is not None:
         print(f"wrote {args.out / 'eval.md'} and {args.out / 'eval.json'}")

@@ -16,7 +16,8 @@ DESCRIPTION = (
     "DIR: their curves overlaid in DIR. --group LABEL=GLOB (repeated) --out DIR: the runs of "
     "each label (e.g. the seeds of one schedule) as the mean and the min-max band of their "
     "held-out success against step and wall-clock minutes (bands.png), with a table "
-    "(bands.md, bands.json)."
+    "(bands.md, bands.json); runs evaluated at several test-time turn caps (eval --run RUN "
+    "--turn-cap A --turn-cap B --out RUN/turn-caps) add success against cap (turn_caps.png)."
 )
 
 

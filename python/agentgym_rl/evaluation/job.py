@@ -265,7 +265,7 @@ async def _run(
             policy = await _api_policy(options, pool, tasks)
         else:
             if engine is None:
-                started = engine = await _start_engine(options)
+                started = engine = await start_engine(options)
             policy = _agent_policy(options, engine, pool, tasks)
         with EvalProgress(len(tasks) * settings.n, enabled=options.progress) as bar:
             return await run_episodes(policy, tasks, settings, run_id=run_id, on_episode=bar.add)
@@ -322,7 +322,8 @@ async def _api_policy(options: EvalOptions, pool: _core.EnvPool, tasks: list[Tas
     return policy
 
 
-async def _start_engine(options: EvalOptions) -> Engine:
+async def start_engine(options: EvalOptions) -> Engine:
+    """The vLLM engine of `options.model` (one sequence slot per concurrent episode)."""
     from agentgym_rl.inference.engine import EngineOptions, VllmEngine
 
     assert options.model is not None

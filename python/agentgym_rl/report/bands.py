@@ -7,7 +7,9 @@ the run's first evaluation, right: per group the mean line over its runs, the mi
 shaded, each run faint; a collapse marked) and `bands.md` / `bands.json` (per group: runs, final
 held-out success as mean, standard deviation and each run's, the best version's mean, tokens and
 turns per episode, wall minutes, the collapse if any). A collapse is the paper's Figure 7
-pattern: after its peak, the group's mean falls `COLLAPSE` or more below it. A group's point at version v is the mean over the runs that evaluated
+pattern: after its peak, the group's mean falls `COLLAPSE` or more below it. Runs evaluated at
+several test-time turn caps (`eval --run RUN --turn-cap ... --out RUN/turn-caps`) also get
+`turn_caps.png/.md/.json` (`cap_curves`). A group's point at version v is the mean over the runs that evaluated
 v; its wall-clock x is the mean of theirs. `group_runs(specs)` reads `LABEL=GLOB` strings (the
 `plot --group` option) into that mapping.
 """
@@ -24,6 +26,7 @@ from typing import Any
 
 from matplotlib.figure import Figure
 
+from agentgym_rl.report.cap_curves import write_cap_curves
 from agentgym_rl.report.records import RunRecords
 from agentgym_rl.report.regimes import RegimeRun
 
@@ -197,7 +200,8 @@ def write_bands(groups: dict[str, list[Path]], out_dir: Path) -> list[Path]:
     figures = {g.label: g.figures() for g in loaded}
     (out_dir / "bands.json").write_text(json.dumps(figures, indent=2) + "\n")
     (out_dir / "bands.md").write_text(_markdown(figures))
-    return [*written, out_dir / "bands.md", out_dir / "bands.json"]
+    curves = write_cap_curves(groups, out_dir)
+    return [*written, out_dir / "bands.md", out_dir / "bands.json", *curves]
 
 
 __all__ = ["Group", "group_runs", "write_bands"]

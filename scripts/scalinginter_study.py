@@ -1,0 +1,263 @@
+"""The ScalingInter study (docs/results/scalinginter/): every arm of
+configs/studies/scalinginter/arms.yaml on each of its seeds, each final policy evaluated at the
+test-time turn caps, then the figures and tables.
+
+    python scripts/scalinginter_study.py                 # everything (about 3 h on 2 cores)
+    python scripts/scalinginter_study.py --seeds 0       # one seed of each arm
+    python scripts/scalinginter_study.py --report-only   # figures and tables from what ran
+
+Resumable: a finished run is kept, an interrupted one is resumed (`train --resume`), an
+evaluated policy is not evaluated again; after an interruption, run the same command. Runs go
+one at a time, seed by seed (a partial study has whole seeds): their wall-clock figures are
+compared, so give them the machine. Runs live under --runs; what is worth keeping (configs,
+metrics, held-out curves, summaries, success per test-time cap; no checkpoints) is copied to
+--records, where `agentgym-rl plot --group` draws:
+  schedules/  the fixed-cap and ScalingInter arms: held-out success against step and wall-clock
+              minutes (mean and min-max band over seeds), success against test-time turn cap
+  params/     ScalingInter against the larger policy trained on the same wall-clock budget
+An arm with `budget_of: ARM` is stopped once its minutes of RL (from its first held-out
+evaluation) reach the mean of ARM's runs, and its last checkpoint is evaluated.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from statistics import mean
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+STUDY = ROOT / "configs/studies/scalinginter"
+KEPT = (
+    "configs",
+    "learn/metrics.jsonl",
+    "rollout-0/metrics.jsonl",
+    "rollout-0/eval.jsonl",
+    "timeline.jsonl",
+    "run.jsonl",
+    "summary.json",
+    "summary.md",
+    "budget.json",
+    "turn-caps/caps.md",
+    "turn-caps/caps.json",
+)
+"""What a run's record keeps (paths under the run folder)."""
+BUDGET_FILE = "budget.json"
+
+
+@dataclass
+class Arm:
+    name: str
+    label: str
+    overrides: list[str]
+    seeds: list[int]
+    budget_of: str | None = None
+
+
+@dataclass
+class Study:
+    arms: dict[str, Arm]
+    seeds: list[int]
+    test_turn_caps: list[int] = field(default_factory=list)
+
+    @classmethod
+    def load(cls, path: Path) -> Study:
+        raw = yaml.safe_load(path.read_text())
+        seeds = list(raw["seeds"])
+        arms = {
+            name: Arm(
+                name,
+                spec.get("label", name),
+                [str(o) for o in spec.get("overrides") or []],
+                list(spec.get("seeds", seeds)),
+                spec.get("budget_of"),
+            )
+            for name, spec in raw["arms"].items()
+        }
+        for arm in arms.values():
+            if arm.budget_of is not None and arm.budget_of not in arms:
+                raise SystemExit(f"{path}: arm {arm.name}: budget_of {arm.budget_of!r} is no arm")
+        return cls(arms, seeds, list(raw.get("test_turn_caps") or []))
+
+
+def say(message: str) -> None:
+    print(f"[study {time.strftime('%H:%M:%S')}] {message}", flush=True)
+
+
+def outcome(run_dir: Path) -> str | None:
+    """The run's outcome as `train` recorded it (finished, stopped, failed...), None if none."""
+    summary = run_dir / "summary.json"
+    if not summary.is_file():
+        return None
+    return str(json.loads(summary.read_text()).get("outcome"))
+
+
+def done(run_dir: Path, arm: Arm) -> bool:
+    if arm.budget_of is not None:
+        return (run_dir / BUDGET_FILE).is_file() or outcome(run_dir) == "finished"
+    return outcome(run_dir) == "finished"
+
+
+def rl_minutes(run_dir: Path) -> float:
+    """Minutes from the run's first held-out evaluation to its learner's last step."""
+    from agentgym_rl.report.regimes import RegimeRun
+
+    return RegimeRun.load(run_dir).minutes
+
+
+def first_eval_start(run_dir: Path) -> float | None:
+    """When the run's first held-out evaluation started (epoch seconds), once it has ended."""
+    path = run_dir / "rollout-0" / "eval.jsonl"
+    if not path.is_file():
+        return None
+    for line in path.read_text().splitlines():
+        if line.strip():
+            e = json.loads(line)
+            return float(e["time"]) - float(e.get("wall_s", 0.0))
+    return None
+
+
+def train(study: Study, arm: Arm, seed: int, run_dir: Path, budget_min: float | None) -> None:
+    """Run (or resume) one arm x seed; with a budget, stop it once its RL minutes reach it."""
+    if (run_dir / "configs" / "train.yaml").is_file():
+        cmd = ["agentgym-rl", "train", "--resume", str(run_dir)]
+    else:
+        seeds = [f"{key}={seed}" for key in SEED_KEYS]
+        cmd = [
+            "agentgym-rl",
+            "train",
+            "--config",
+            str(STUDY / "study.yaml"),
+            f"run_dir={run_dir}",
+            *arm.overrides,
+            *seeds,
+        ]
+    say(f"{arm.name} seed {seed}: {' '.join(cmd)}")
+    log = run_dir.parent / f"{run_dir.name}.log"
+    with log.open("a") as out:
+        child = subprocess.Popen(cmd, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
+        stopped_at = _watch_budget(child, run_dir, budget_min) if budget_min else None
+        code = child.wait()
+    if stopped_at is not None:
+        record = {"budget_minutes": budget_min, "stopped_at_minutes": stopped_at}
+        (run_dir / BUDGET_FILE).write_text(json.dumps(record) + "\n")
+    say(f"{arm.name} seed {seed}: exit {code}, outcome {outcome(run_dir)} (log {log})")
+
+
+SEED_KEYS = ("rollout.engine.seed", "rollout.dataset.shuffle_seed", "learn.seed")
+
+
+def _watch_budget(child: subprocess.Popen[bytes], run_dir: Path, budget_min: float) -> float | None:
+    """Poll until the child ends or its RL minutes reach `budget_min` (then SIGINT it: `train`
+    stops in order and the learner checkpoints); the minutes it was stopped at, or None."""
+    while child.poll() is None:
+        start = first_eval_start(run_dir)
+        if start is not None and (time.time() - start) / 60 >= budget_min:
+            elapsed = (time.time() - start) / 60
+            say(f"budget of {budget_min:.1f} min reached ({elapsed:.1f}): stopping")
+            child.send_signal(signal.SIGINT)
+            return elapsed
+        time.sleep(2.0)
+    return None
+
+
+def evaluate_caps(run_dir: Path, caps: list[int]) -> None:
+    """Success of the run's last checkpoint at each test-time cap (in run_dir/turn-caps)."""
+    out = run_dir / "turn-caps"
+    if not caps or (out / "caps.json").is_file():
+        return
+    flags = [f"--turn-cap={c}" for c in caps]
+    cmd = ["agentgym-rl", "eval", "--run", str(run_dir), *flags, "--out", str(out), "--no-progress"]
+    say(" ".join(cmd))
+    with (run_dir.parent / f"{run_dir.name}.eval.log").open("a") as log:
+        subprocess.run(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, check=True)
+
+
+def keep_records(run_dir: Path, dest: Path) -> None:
+    for rel in KEPT:
+        src = run_dir / rel
+        if src.is_dir():
+            shutil.copytree(src, dest / rel, dirs_exist_ok=True)
+        elif src.is_file():
+            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dest / rel)
+
+
+def plot(groups: dict[str, str], out: Path) -> None:
+    specs = [f"--group={label}={pattern}" for label, pattern in groups.items()]
+    subprocess.run(["agentgym-rl", "plot", *specs, "--out", str(out)], cwd=ROOT, check=True)
+
+
+def report(study: Study, records: Path) -> None:
+    """The figures and tables of every arm with at least one recorded run."""
+    runs = records / "runs"
+
+    def groups(names: list[str]) -> dict[str, str]:
+        return {
+            study.arms[n].label: str(runs / f"{n}-s*")
+            for n in names
+            if n in study.arms and any(runs.glob(f"{n}-s*"))
+        }
+
+    schedules = groups([n for n, a in study.arms.items() if a.budget_of is None])
+    if schedules:
+        plot(schedules, records / "schedules")
+    budgeted = [a for a in study.arms.values() if a.budget_of is not None]
+    for arm in budgeted:
+        pair = groups([arm.budget_of or "", arm.name])
+        if len(pair) == 2:
+            plot(pair, records / "params")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--arms-file", type=Path, default=STUDY / "arms.yaml")
+    parser.add_argument("--runs", type=Path, default=ROOT / "runs/studies/scalinginter")
+    parser.add_argument("--records", type=Path, default=ROOT / "docs/results/scalinginter")
+    parser.add_argument("--seeds", type=int, nargs="+", help="only these seeds (default: all)")
+    parser.add_argument("--arms", nargs="+", help="only these arms (default: all)")
+    parser.add_argument("--report-only", action="store_true", help="no runs: figures, tables")
+    args = parser.parse_args()
+    study = Study.load(args.arms_file)
+    chosen = [study.arms[a] for a in args.arms or study.arms]
+    if not args.report_only:
+        # budgeted arms last: their budget is what the arm they follow used
+        chosen.sort(key=lambda a: a.budget_of is not None)
+        for seed in args.seeds or sorted({s for a in chosen for s in a.seeds}):
+            for arm in chosen:
+                if seed in arm.seeds:
+                    run_arm(study, arm, seed, args.runs, args.records)
+    report(study, args.records)
+    say(f"records in {args.records}")
+    return 0
+
+
+def run_arm(study: Study, arm: Arm, seed: int, runs: Path, records: Path) -> None:
+    run_dir = runs / f"{arm.name}-s{seed}"
+    if not done(run_dir, arm):
+        budget = None
+        if arm.budget_of is not None:
+            ref = [r for r in runs.glob(f"{arm.budget_of}-s*") if outcome(r) == "finished"]
+            if not ref:
+                say(f"{arm.name}: no finished {arm.budget_of} run to take the budget of; skipped")
+                return
+            budget = mean(rl_minutes(r) for r in ref)
+        runs.mkdir(parents=True, exist_ok=True)
+        train(study, arm, seed, run_dir, budget)
+        if not done(run_dir, arm):
+            say(f"{arm.name} seed {seed} did not finish; run the study again to resume it")
+            return
+    evaluate_caps(run_dir, study.test_turn_caps)
+    keep_records(run_dir, records / "runs" / run_dir.name)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
