@@ -7,6 +7,8 @@ import json
 import re
 from collections import Counter
 
+import pytest
+
 from agentgym_envs.textcraft.env import DATA, TextCraftEnvironment, TextCraftEpisode
 from agentgym_envs.textcraft.recipes import CraftingGraph
 
@@ -87,6 +89,35 @@ def test_splits_match_the_reference_sizes() -> None:
     ids = [r["item_id"] for split in rows.values() for r in split]
     assert len(ids) == len(set(ids)) == 551
     assert {r["category"] for r in rows["test"]} == {"depth_1", "depth_2", "depth_3", "depth_4"}
+
+
+def test_shallow_splits_hold_depth_1_2_with_the_test_split_held_out() -> None:
+    rows = {
+        n: {r["item_id"]: r["category"] for r in json.loads((DATA / f"{n}.json").read_text())}
+        for n in ("train", "test", "extra", "shallow_train", "shallow_test")
+    }
+    shallow = {"depth_1", "depth_2"}
+    assert rows["shallow_test"] == {i: c for i, c in rows["test"].items() if c in shallow}
+    others = {**rows["train"], **rows["extra"]}
+    assert rows["shallow_train"] == {i: c for i, c in others.items() if c in shallow}
+    assert len(rows["shallow_test"]) + len(rows["shallow_train"]) == 143 + 281
+
+
+def test_fewer_distractors_list_a_prefix_of_the_same_draw_and_stay_solvable() -> None:
+    full, few = TextCraftEnvironment(), TextCraftEnvironment(distractors=3)
+    a, b = full.new_episode(), few.new_episode()
+    for idx in (0, 150, 300, 500):
+        listed = [
+            line for line in a.reset(idx).observation.splitlines() if line.startswith("craft")
+        ]
+        shown = b.reset(idx).observation
+        kept = [line for line in shown.splitlines() if line.startswith("craft")]
+        assert set(kept) < set(listed)
+        assert len(kept) == len(full.graph.plan(full.goals[idx][0])) + 3
+        solver = _Solver(b, shown)
+        assert solver.ensure(solver.goal, 1) and solver.done
+    with pytest.raises(ValueError, match="distractors must be 0-10"):
+        TextCraftEnvironment(distractors=11)
 
 
 def test_observation_is_deterministic_and_messages() -> None:

@@ -2,7 +2,8 @@
 
 Task `data_idx` is goal `goals.json[data_idx]` (sorted by depth then name, written by
 make_data.py, checked against the recipe data at start-up). Reset shows the crafting commands the
-goal needs plus up to 10 distractor recipes, shuffled by a per-task seed, then `Goal: craft X.`
+goal needs plus up to 10 distractor recipes (the `distractors` option: fewer for small policies),
+shuffled by a per-task seed, then `Goal: craft X.`
 Actions: `get N item`, `craft N X using N a, N b`, `inventory`. Reward 1 when the goal is
 crafted, which ends the episode. A random action (`random_action`) is a crafting command the
 reset observation lists, a get of a gettable ingredient they list (with its listed count) or
@@ -19,7 +20,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any, ClassVar
 
-from agentgym_envs.server.base import REACT_RULES, Environment, Episode, StepResult
+from agentgym_envs.server.base import REACT_RULES, Environment, EnvOption, Episode, StepResult
 from agentgym_envs.server.tools import Param, Tool
 from agentgym_envs.textcraft.recipes import CraftingGraph, Recipe, display
 
@@ -52,13 +53,17 @@ def load() -> tuple[CraftingGraph, tuple[tuple[str, int], ...]]:
     return graph, goals
 
 
-def task_text(graph: CraftingGraph, goal: str, data_idx: int) -> str:
-    """The reset observation of a task: needed + distractor commands, shuffled, then the goal."""
+def task_text(
+    graph: CraftingGraph, goal: str, data_idx: int, distractors: int = MAX_DISTRACTORS
+) -> str:
+    """The reset observation of a task: needed + distractor commands, shuffled, then the goal.
+    Fewer `distractors` keep a prefix of the same draw: the first k of the ten."""
     rng = random.Random(f"textcraft-{data_idx}")
     needed = graph.plan(goal)
     skip = set(needed)
     pool = [r for r in graph.all_recipes() if r not in skip and r.result != goal]
-    commands = needed + rng.sample(pool, min(MAX_DISTRACTORS, len(pool)))
+    drawn = rng.sample(pool, min(MAX_DISTRACTORS, len(pool)))
+    commands = needed + drawn[:distractors]
     rng.shuffle(commands)
     lines = "\n".join(r.command() for r in commands)
     return f"Crafting commands:\n{lines}\n\nGoal: craft {display(goal)}."
@@ -67,9 +72,15 @@ def task_text(graph: CraftingGraph, goal: str, data_idx: int) -> str:
 class TextCraftEpisode(Episode):
     """Inventory and goal of one crafting task."""
 
-    def __init__(self, graph: CraftingGraph, goals: tuple[tuple[str, int], ...]) -> None:
+    def __init__(
+        self,
+        graph: CraftingGraph,
+        goals: tuple[tuple[str, int], ...],
+        distractors: int = MAX_DISTRACTORS,
+    ) -> None:
         self._graph = graph
         self._goals = goals
+        self._distractors = distractors
         self._goal = ""
         self._inventory: Counter[str] = Counter()
         self._last = ""
@@ -81,7 +92,7 @@ class TextCraftEpisode(Episode):
         self._goal = self._goals[data_idx][0]
         self._inventory = Counter()
         self._score = 0.0
-        self._last = task_text(self._graph, self._goal, data_idx)
+        self._last = task_text(self._graph, self._goal, data_idx, self._distractors)
         self._listed = [line for line in self._last.split("\n") if line.startswith("craft ")]
         parts = (p for line in self._listed for p in line.split(" using ", 1)[1].split(", "))
         self._gets = [
@@ -210,17 +221,31 @@ class TextCraftEnvironment(Environment):
         ),
         Tool("inventory", "List the items you hold.", "inventory"),
     )
+    options: ClassVar[tuple[EnvOption, ...]] = (
+        EnvOption(
+            "distractors",
+            type=int,
+            default=MAX_DISTRACTORS,
+            minimum=0,
+            help=f"unneeded recipes listed with the needed ones (at most {MAX_DISTRACTORS})",
+        ),
+    )
     splits: ClassVar[dict[str, str | range]] = {
         "train": "data/train.json",
         "test": "data/test.json",
+        "shallow_train": "data/shallow_train.json",
+        "shallow_test": "data/shallow_test.json",
     }
     create_resets: ClassVar[bool] = True
 
-    def __init__(self) -> None:
+    def __init__(self, distractors: int = MAX_DISTRACTORS) -> None:
+        if not 0 <= distractors <= MAX_DISTRACTORS:
+            raise ValueError(f"distractors must be 0-{MAX_DISTRACTORS}, not {distractors}")
+        self.distractors = distractors
         self.graph, self.goals = load()
 
     def new_episode(self) -> TextCraftEpisode:
-        return TextCraftEpisode(self.graph, self.goals)
+        return TextCraftEpisode(self.graph, self.goals, self.distractors)
 
     def num_tasks(self) -> int | None:
         return len(self.goals)

@@ -6,6 +6,9 @@ goals.json lists every goal (crafting depth 1-4) sorted by (depth, name): task i
 filesystem order. Splits follow the reference's sizes, 100 test and 374 train ids, stratified by
 depth (largest remainder) with a fixed seed; the remaining ids go to extra.json (valid tasks in
 neither split). Rows: {"item_id": "textcraft_<id>", "category": "depth_<d>"}.
+shallow_test.json holds the test ids of depth 1-2 and shallow_train.json every other id of
+depth 1-2 (train and extra): the goals a small policy is trained on (configs/train/
+textcraft_shallow.yaml).
 """
 
 from __future__ import annotations
@@ -54,6 +57,10 @@ def main() -> None:
         "train.json": _rows([i for v in train.values() for i in v], depth_of),
         "extra.json": _rows(extra, depth_of),
     }
+    shallow = [i for i, d in enumerate(depth_of) if d <= 2]
+    held_out = {i for v in test.values() for i in v}
+    files["shallow_test.json"] = _rows([i for i in shallow if i in held_out], depth_of)
+    files["shallow_train.json"] = _rows([i for i in shallow if i not in held_out], depth_of)
     for name, rows in files.items():
         text = "[\n" + ",\n".join(json.dumps(r) for r in rows) + "\n]\n"
         (DATA / name).write_text(text)
