@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import signal
 import subprocess
@@ -35,7 +36,8 @@ from statistics import mean
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
-STUDY = ROOT / "configs/studies/scalinginter"
+STUDY = Path("configs/studies/scalinginter")
+"""Paths are relative to the repository root (the script runs there): records name no machine."""
 KEPT = (
     "configs",
     "learn/metrics.jsonl",
@@ -189,6 +191,11 @@ def keep_records(run_dir: Path, dest: Path) -> None:
         elif src.is_file():
             (dest / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(src, dest / rel)
+    for path in dest.rglob("*"):  # a run given absolute paths recorded them: keep them relative
+        if path.is_file():
+            text = path.read_text()
+            if f"{ROOT}/" in text:
+                path.write_text(text.replace(f"{ROOT}/", ""))
 
 
 def plot(groups: dict[str, str], out: Path) -> None:
@@ -220,12 +227,13 @@ def report(study: Study, records: Path) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--arms-file", type=Path, default=STUDY / "arms.yaml")
-    parser.add_argument("--runs", type=Path, default=ROOT / "runs/studies/scalinginter")
-    parser.add_argument("--records", type=Path, default=ROOT / "docs/results/scalinginter")
+    parser.add_argument("--runs", type=Path, default=Path("runs/studies/scalinginter"))
+    parser.add_argument("--records", type=Path, default=Path("docs/results/scalinginter"))
     parser.add_argument("--seeds", type=int, nargs="+", help="only these seeds (default: all)")
     parser.add_argument("--arms", nargs="+", help="only these arms (default: all)")
     parser.add_argument("--report-only", action="store_true", help="no runs: figures, tables")
     args = parser.parse_args()
+    os.chdir(ROOT)
     study = Study.load(args.arms_file)
     chosen = [study.arms[a] for a in args.arms or study.arms]
     if not args.report_only:
