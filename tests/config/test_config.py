@@ -70,6 +70,11 @@ def test_configs_load_without_torch_or_vllm(loader: str, path: str, kind: str) -
 def test_every_shipped_yaml_parses(
     path: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
+    if "studies" in path.parts:  # a study's config with each arm's overrides, planned as train
+        if path.name == "study.yaml":
+            monkeypatch.chdir(ROOT)
+            _check_study(path, tmp_path)
+        return
     if path.parts[-2] == "train":  # composed and checked as `train` would, nothing started
         from agentgym_rl.config.loader import load_config
         from agentgym_rl.config.train import TrainConfig
@@ -111,6 +116,37 @@ def test_every_shipped_yaml_parses(
         return
     config = load_rollout_config(path)
     assert set(config.dataset.envs) <= {e.env for e in config.envs}
+
+
+def _check_study(path: Path, tmp_path: Path) -> None:
+    """Every arm of the study's arms.yaml composes with study.yaml into a plannable run whose
+    held-out evaluation is the same in every arm, at the arm's longest cap or above."""
+    import importlib.util
+
+    from agentgym_rl.config.loader import load_config
+    from agentgym_rl.config.train import TrainConfig
+    from agentgym_rl.supervise import plan_run
+
+    name = "scalinginter_study"
+    spec = importlib.util.spec_from_file_location(name, ROOT / f"scripts/{name}.py")
+    assert spec is not None and spec.loader is not None
+    script = importlib.util.module_from_spec(spec)
+    sys.modules[name] = script  # its dataclasses look their module up
+    spec.loader.exec_module(script)
+    study = script.Study.load(path.parent / "arms.yaml")
+    assert study.arms and study.seeds
+    held_out = set()
+    for arm in study.arms.values():
+        seeds = [f"{key}=7" for key in script.SEED_KEYS]
+        overrides = [f"run_dir={tmp_path / arm.name}", *arm.overrides, *seeds]
+        train = load_config(TrainConfig, path, overrides)
+        [rollout] = plan_run(train).rollout_configs
+        caps = rollout.turn_caps("babyai").turn_caps
+        assert rollout.engine.seed == rollout.dataset.shuffle_seed == train.learn.seed == 7
+        assert rollout.eval is not None and rollout.eval.turn_cap is not None
+        assert max(caps) <= rollout.eval.turn_cap <= max(study.test_turn_caps)
+        held_out.add((str(rollout.eval.split), rollout.eval.turn_cap, rollout.eval.limit))
+    assert len(held_out) == 1
 
 
 def test_shipped_configs_exist() -> None:

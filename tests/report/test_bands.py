@@ -37,6 +37,7 @@ def test_a_groups_curve_is_the_mean_and_band_over_its_seeds(tmp_path: Path) -> N
     assert figures["final_sd"] == pytest.approx(0.1)
     assert figures["base_mean"] == pytest.approx(0.4)
     assert figures["collapse"] is None
+    assert figures["rl_min"] == pytest.approx(2.0)  # first evaluation to the last step, 4 x 30 s
 
 
 def test_a_fall_after_the_peak_is_marked_a_collapse(tmp_path: Path) -> None:

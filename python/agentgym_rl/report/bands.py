@@ -6,7 +6,8 @@ Contract: `write_bands(groups, out_dir)` takes `{label: [run_dir, ...]}` and wri
 the run's first evaluation, right: per group the mean line over its runs, the min-max band
 shaded, each run faint; a collapse marked) and `bands.md` / `bands.json` (per group: runs, final
 held-out success as mean, standard deviation and each run's, the best version's mean, tokens and
-turns per episode, wall minutes, the collapse if any). A collapse is the paper's Figure 7
+turns per episode, generated tokens per run, wall minutes of the whole run and of its RL (first
+evaluation to last learner step), the collapse if any). A collapse is the paper's Figure 7
 pattern: after its peak, the group's mean falls `COLLAPSE` or more below it. Runs evaluated at
 several test-time turn caps (`eval --run RUN --turn-cap ... --out RUN/turn-caps`) also get
 `turn_caps.png/.md/.json` (`cap_curves`). A group's point at version v is the mean over the runs that evaluated
@@ -91,8 +92,10 @@ class Group:
             "best_mean": max((m for _, m, _, _, _ in curve), default=None),
             "base_mean": curve[0][1] if curve else None,
             "tokens_per_episode": mean(per) if per else None,
+            "tokens_total": mean(tokens) if tokens else None,
             "turns_per_episode": mean(turns_per) if turns_per else None,
             "wall_min": mean(walls) / 60 if walls else None,
+            "rl_min": mean(c.minutes for c in self.curves) if self.curves else None,
             "collapse": self.collapse(),
         }
 
@@ -174,8 +177,8 @@ def _collapse_text(fall: dict[str, float] | None) -> str:
 def _markdown(figures: dict[str, dict[str, Any]]) -> str:
     lines = [
         "| group | runs | base | final (mean ± sd) | each run | best | tokens/episode | "
-        "turns/episode | wall min | collapse |",
-        "|---|---:|---:|---:|---|---:|---:|---:|---:|---|",
+        "tokens per run | turns/episode | wall min | RL min | collapse |",
+        "|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---|",
     ]
     for label, f in figures.items():
         each = ", ".join(format(s, ".3f") for s in f["final_success"])
@@ -183,7 +186,8 @@ def _markdown(figures: dict[str, dict[str, Any]]) -> str:
         lines.append(
             f"| {label} | {len(f['runs'])} | {_fmt(f['base_mean'], '.3f')} | {final} | {each} | "
             f"{_fmt(f['best_mean'], '.3f')} | {_fmt(f['tokens_per_episode'], '.0f')} | "
-            f"{_fmt(f['turns_per_episode'], '.2f')} | {_fmt(f['wall_min'], '.1f')} | "
+            f"{_fmt(f['tokens_total'], ',.0f')} | {_fmt(f['turns_per_episode'], '.2f')} | "
+            f"{_fmt(f['wall_min'], '.1f')} | {_fmt(f['rl_min'], '.1f')} | "
             f"{_collapse_text(f['collapse'])} |"
         )
     return "\n".join(lines) + "\n"
