@@ -229,7 +229,12 @@ def main() -> int:
     parser.add_argument("--arms-file", type=Path, default=STUDY / "arms.yaml")
     parser.add_argument("--runs", type=Path, default=Path("runs/studies/scalinginter"))
     parser.add_argument("--records", type=Path, default=Path("docs/results/scalinginter"))
-    parser.add_argument("--seeds", type=int, nargs="+", help="only these seeds (default: all)")
+    parser.add_argument(
+        "--seeds",
+        type=int,
+        nargs="+",
+        help="these seeds, of every chosen arm (default: arms.yaml's)",
+    )
     parser.add_argument("--arms", nargs="+", help="only these arms (default: all)")
     parser.add_argument("--report-only", action="store_true", help="no runs: figures, tables")
     args = parser.parse_args()
@@ -239,9 +244,10 @@ def main() -> int:
     if not args.report_only:
         # budgeted arms last: their budget is what the arm they follow used
         chosen.sort(key=lambda a: a.budget_of is not None)
+        # seeds given run every chosen arm; else each arm runs its own (arms.yaml)
         for seed in args.seeds or sorted({s for a in chosen for s in a.seeds}):
             for arm in chosen:
-                if seed in arm.seeds:
+                if args.seeds or seed in arm.seeds:
                     run_arm(study, arm, seed, args.runs, args.records)
     report(study, args.records)
     say(f"records in {args.records}")
