@@ -120,6 +120,24 @@ def test_fewer_distractors_list_a_prefix_of_the_same_draw_and_stay_solvable() ->
         TextCraftEnvironment(distractors=11)
 
 
+def test_state_observation_restates_commands_inventory_and_goal_after_each_step() -> None:
+    plain, state = TextCraftEnvironment(distractors=3), TextCraftEnvironment("state", 3)
+    a, b = plain.new_episode(), state.new_episode()
+    first = a.reset(0).observation
+    assert b.reset(0).observation == first
+    listing = first.split("\n\n")[0]
+    goal = first.splitlines()[-1]
+    assert goal == "Goal: craft acacia planks."
+    got = b.step("get 1 acacia log").observation
+    message = a.step("get 1 acacia log").observation
+    assert message == "Got 1 acacia log"
+    assert got == f"{message}\n{listing}\nInventory: 1 acacia log\n{goal}"
+    done = b.step("craft 4 acacia planks using 1 acacia log")
+    assert done.done and done.observation == "Crafted 4 minecraft:acacia_planks"
+    with pytest.raises(ValueError, match="observation must be 'reference' or 'state'"):
+        TextCraftEnvironment("verbose")
+
+
 def test_observation_is_deterministic_and_messages() -> None:
     env = TextCraftEnvironment()
     a, b = env.new_episode(), env.new_episode()

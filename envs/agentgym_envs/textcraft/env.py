@@ -3,7 +3,9 @@
 Task `data_idx` is goal `goals.json[data_idx]` (sorted by depth then name, written by
 make_data.py, checked against the recipe data at start-up). Reset shows the crafting commands the
 goal needs plus up to 10 distractor recipes (the `distractors` option: fewer for small policies),
-shuffled by a per-task seed, then `Goal: craft X.`
+shuffled by a per-task seed, then `Goal: craft X.` Each step answers with its message only, as the
+reference does; `observation=state` (for small policies, whose context reaches back poorly) adds
+after it the crafting commands again, the inventory and the goal.
 Actions: `get N item`, `craft N X using N a, N b`, `inventory`. Reward 1 when the goal is
 crafted, which ends the episode. A random action (`random_action`) is a crafting command the
 reset observation lists, a get of a gettable ingredient they list (with its listed count) or
@@ -77,10 +79,12 @@ class TextCraftEpisode(Episode):
         graph: CraftingGraph,
         goals: tuple[tuple[str, int], ...],
         distractors: int = MAX_DISTRACTORS,
+        state: bool = False,
     ) -> None:
         self._graph = graph
         self._goals = goals
         self._distractors = distractors
+        self._state = state  # restate commands, inventory and goal after every step
         self._goal = ""
         self._inventory: Counter[str] = Counter()
         self._last = ""
@@ -93,6 +97,7 @@ class TextCraftEpisode(Episode):
         self._inventory = Counter()
         self._score = 0.0
         self._last = task_text(self._graph, self._goal, data_idx, self._distractors)
+        self._listing = self._last.split("\n\n")[0]  # "Crafting commands:" and its lines
         self._listed = [line for line in self._last.split("\n") if line.startswith("craft ")]
         parts = (p for line in self._listed for p in line.split(" using ", 1)[1].split(", "))
         self._gets = [
@@ -119,6 +124,8 @@ class TextCraftEpisode(Episode):
         reward = 0.0
         if self._score == 0 and self._inventory[self._goal] > 0:
             reward = self._score = 1.0
+        if self._state and self._score == 0:
+            self._last = f"{self._last}\n{self._state_text()}"
         return StepResult(self._last, reward, self._score, self._score > 0, invalid)
 
     def observation(self) -> str:
@@ -140,6 +147,12 @@ class TextCraftEpisode(Episode):
         return "inventory"
 
     # -- actions ---------------------------------------------------------------------------------
+    def _state_text(self) -> str:
+        held = ", ".join(f"{n} {display(k)}" for k, n in sorted((+self._inventory).items()))
+        return (
+            f"{self._listing}\nInventory: {held or 'nothing'}\nGoal: craft {display(self._goal)}."
+        )
+
     def _inventory_text(self) -> str:
         if not +self._inventory:
             return "Inventory: You are not carrying anything."
@@ -223,6 +236,13 @@ class TextCraftEnvironment(Environment):
     )
     options: ClassVar[tuple[EnvOption, ...]] = (
         EnvOption(
+            "observation",
+            default="reference",
+            choices=("reference", "state"),
+            help="state: every step also restates the commands, inventory and goal (small "
+            "policies); reference: the step's message only, as AgentGym's server",
+        ),
+        EnvOption(
             "distractors",
             type=int,
             default=MAX_DISTRACTORS,
@@ -238,14 +258,17 @@ class TextCraftEnvironment(Environment):
     }
     create_resets: ClassVar[bool] = True
 
-    def __init__(self, distractors: int = MAX_DISTRACTORS) -> None:
+    def __init__(self, observation: str = "reference", distractors: int = MAX_DISTRACTORS) -> None:
+        if observation not in ("reference", "state"):
+            raise ValueError(f"observation must be 'reference' or 'state', not {observation!r}")
         if not 0 <= distractors <= MAX_DISTRACTORS:
             raise ValueError(f"distractors must be 0-{MAX_DISTRACTORS}, not {distractors}")
+        self.state = observation == "state"
         self.distractors = distractors
         self.graph, self.goals = load()
 
     def new_episode(self) -> TextCraftEpisode:
-        return TextCraftEpisode(self.graph, self.goals, self.distractors)
+        return TextCraftEpisode(self.graph, self.goals, self.distractors, self.state)
 
     def num_tasks(self) -> int | None:
         return len(self.goals)
