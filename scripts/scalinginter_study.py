@@ -53,6 +53,8 @@ KEPT = (
 )
 """What a run's record keeps (paths under the run folder)."""
 BUDGET_FILE = "budget.json"
+SEED_KEYS = ("rollout.engine.seed", "rollout.dataset.shuffle_seed", "learn.seed")
+"""What a seed sets: sampling, task order, the learner."""
 
 
 @dataclass
@@ -152,9 +154,6 @@ def train(study: Study, arm: Arm, seed: int, run_dir: Path, budget_min: float | 
         record = {"budget_minutes": budget_min, "stopped_at_minutes": stopped_at}
         (run_dir / BUDGET_FILE).write_text(json.dumps(record) + "\n")
     say(f"{arm.name} seed {seed}: exit {code}, outcome {outcome(run_dir)} (log {log})")
-
-
-SEED_KEYS = ("rollout.engine.seed", "rollout.dataset.shuffle_seed", "learn.seed")
 
 
 def _watch_budget(child: subprocess.Popen[bytes], run_dir: Path, budget_min: float) -> float | None:

@@ -59,6 +59,21 @@ def test_sweep_evaluates_each_cap_on_one_engine(
     assert len(report.records) == 1
 
 
+def test_sweep_starts_missing_env_servers_once_for_every_cap(
+    vllm_engine: EngineHandle, tmp_path: Path
+) -> None:
+    options = EvalOptions(split=SPLIT, limit=2, out=tmp_path, progress=False)
+    sweep = vllm_engine.run(
+        sweep_turn_caps(options, [1, 2], engine=vllm_engine.engine), timeout=300
+    )
+    assert {cap: len(r.records) for cap, r in sweep.reports.items()} == {1: 2, 2: 2}
+    assert all(r.status != "env_failure" for rep in sweep.reports.values() for r in rep.records)
+    # the sweep's own servers (their log in OUT), not a start per cap (a log in each OUT/cap-N)
+    assert [p.relative_to(tmp_path) for p in tmp_path.rglob("env-*.log")] == [
+        Path("env-babyai.log")
+    ]
+
+
 def test_turn_cap_flag_repeats_and_bad_caps_are_refused(tmp_path: Path) -> None:
     args = build_parser().parse_args(
         [

@@ -3,15 +3,17 @@
 
 Contract: `await sweep_turn_caps(options, caps)` runs `run_evaluation` once per cap (ascending,
 `options.turn_cap` replaced), all on one vLLM engine it starts for a local model (an API needs
-none), each cap's files under `options.out / cap-<N>/`, and returns a `CapSweep`. With `out`, it
+none) and on the env servers it starts for envs `options.env_addresses` lacks, each cap's files under `options.out / cap-<N>/`, and returns a `CapSweep`. With `out`, it
 also writes `caps.md` and `caps.json` there: per cap and env, Avg@n, Pass@n and the share of
 episodes that ended on the cap (still going when the turns ran out).
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +21,7 @@ from agentgym_rl.episode.scoring import ALL, EvalReport
 from agentgym_rl.episode.types import Engine
 from agentgym_rl.evaluation.job import EvalOptions, run_evaluation, start_engine
 from agentgym_rl.evaluation.runner import EvalError
+from agentgym_rl.evaluation.servers import LocalEnvServers
 
 CAPPED = "turn_cap"
 """The status of an episode that was still going when its turns ran out."""
@@ -78,18 +81,29 @@ async def sweep_turn_caps(
         raise EvalError(f"--turn-cap must be >= 1 (got {caps})")
     options.check(engine_given=engine is not None)
     started: Any = None  # an engine this call started (and stops)
+    servers: LocalEnvServers | None = None  # env servers it started, shared by every cap
     base = options
-    if engine is None and options.model is not None:
-        started = engine = await start_engine(options)
-        base = replace(options, model=None)
-    reports: dict[int, EvalReport] = {}
     try:
+        if engine is None and options.model is not None:
+            started = engine = await start_engine(options)
+            base = replace(options, model=None)
+        envs = sorted({t.env for t in options.tasks()})
+        missing = [e for e in envs if not options.env_addresses.get(e)]
+        if missing:
+            log_dir = options.out or Path("runs/eval")
+            servers = await asyncio.to_thread(
+                partial(LocalEnvServers.start, missing, log_dir, env_options=options.env_options)
+            )
+            base = replace(base, env_addresses={**options.env_addresses, **servers.addresses()})
+        reports: dict[int, EvalReport] = {}
         for cap in sorted(set(caps)):
             out = options.out / f"cap-{cap}" if options.out is not None else None
             report = await run_evaluation(replace(base, turn_cap=cap, out=out), engine=engine)
             report.meta["policy"] = str(options.model or options.api_model or "engine")
             reports[cap] = report
     finally:
+        if servers is not None:
+            servers.stop()
         if started is not None:
             started.shutdown()
     sweep = CapSweep(reports)
