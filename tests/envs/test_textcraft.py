@@ -74,6 +74,20 @@ def test_every_goal_is_solvable_from_its_observation() -> None:
         assert solver.done and episode.step("inventory").observation.startswith("Inventory: ")
 
 
+def test_lexicon_names_every_item_an_observation_lists() -> None:
+    """`init-model` makes each lexicon name one token: every name a task lists or aims at is
+    one of them."""
+    env = TextCraftEnvironment()
+    lexicon = set(env.lexicon())
+    episode = env.new_episode()
+    for idx in range(0, len(env.goals), 7):
+        listed = episode.reset(idx).observation
+        solver = _Solver(episode, listed)
+        names = {solver.goal} | set(solver.recipes)
+        names |= {i for rs in solver.recipes.values() for _, parts in rs for _, i in parts}
+        assert names <= lexicon, names - lexicon
+
+
 def test_goal_mapping_is_pinned_and_sorted() -> None:
     goals = json.loads((DATA / "goals.json").read_text())
     assert [(g["item"], g["depth"]) for g in goals] == CraftingGraph().goals
@@ -132,8 +146,17 @@ def test_state_observation_restates_commands_inventory_and_goal_after_each_step(
     message = a.step("get 1 acacia log").observation
     assert message == "Got 1 acacia log"
     assert got == f"{message}\n{listing}\nInventory: 1 acacia log\n{goal}"
+    # messages name items as the commands do, so a missing ingredient copies into a get
+    assert b.step("craft 8 acacia planks using 2 acacia log").observation.startswith(
+        "Could not find enough items to craft acacia planks (missing 1 acacia log)\n"
+    )
+    assert a.step("craft 8 acacia planks using 2 acacia log").observation == (
+        "Could not find enough items to craft minecraft:acacia_planks "
+        "(missing 1 minecraft:acacia_log)"
+    )
+    assert b.step("inventory").observation.startswith("Inventory: 1 acacia log\n")
     done = b.step("craft 4 acacia planks using 1 acacia log")
-    assert done.done and done.observation == "Crafted 4 minecraft:acacia_planks"
+    assert done.done and done.observation == "Crafted 4 acacia planks"
     with pytest.raises(ValueError, match="observation must be 'reference' or 'state'"):
         TextCraftEnvironment("verbose")
 

@@ -259,6 +259,50 @@ def test_searchqa_tokenizer_learns_the_corpus_names_the_warmup_never_met(tmp_pat
     assert whole / len(words) > 0.95
 
 
+@pytest.mark.parametrize("lexicon_tokens", [True, False])
+def test_textcraft_item_names_are_one_token_each(tmp_path: Path, lexicon_tokens: bool) -> None:
+    """With lexicon tokens every item name of the env, even one the few transcripts never
+    showed, encodes after a space as one token (a tiny policy copies it as one choice); without
+    them a rare name falls apart into BPE pieces."""
+    from transformers import AutoTokenizer
+
+    from agentgym_envs.textcraft.env import TextCraftEnvironment
+
+    out = tmp_path / "policy"
+    options = InitModelConfig(
+        out=out,
+        env="textcraft",
+        transcripts=4,
+        turn_cap=2,
+        lexicon_tokens=lexicon_tokens,
+        hidden=64,
+        layers=1,
+        heads=1,
+        kv_heads=1,
+        intermediate=128,
+        warmup_steps=1,
+        warmup_batch=2,
+    )
+    record = init_policy(options, say=lambda _: None)
+    tok = AutoTokenizer.from_pretrained(str(out))
+    names = list(TextCraftEnvironment().lexicon())
+    assert "oak planks" in names and len(names) > 600
+    whole = [len(tok.encode(" " + name, add_special_tokens=False)) == 1 for name in names]
+    if lexicon_tokens:
+        assert all(whole) and record["lexicon_tokens"] == len(names)
+        # a listed command splits at the names: counts and 'using' stay their own tokens
+        pieces = tok.tokenize("craft 2 dark oak slab using 1 dark oak planks")
+        assert [tok.convert_tokens_to_string([p]) for p in pieces][-4:] == [
+            " using",
+            " ",
+            "1",
+            " dark oak planks",
+        ]
+        assert tok.decode(tok.encode("get 6 cobblestone wall")) == "get 6 cobblestone wall"
+    else:
+        assert sum(whole) < len(names) / 2 and record["lexicon_tokens"] == 0
+
+
 def test_tool_transcripts_write_calls_of_the_envs_tools(small_policy: Path) -> None:
     """Tool-mode transcripts: each random action as the call of the tool that writes it, the
     results as tool messages, the schemas on the transcript; the warm-up's per-message encoding

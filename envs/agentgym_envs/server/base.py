@@ -212,6 +212,13 @@ class Environment(ABC):
         the warm-up never met are still whole tokens. Default: none."""
         return ()
 
+    def lexicon(self) -> Iterable[str]:
+        """The names an agent copies from its observations into its actions (TextCraft: every
+        item name). `init-model` makes each, after a space, one token of the created tokenizer:
+        a tiny policy then copies a name as one token rather than letter by letter, as it copies
+        the phrases a BPE learns for frequent names. Default: none."""
+        return ()
+
     @classmethod
     def tool_set(cls) -> tuple[Tool, ...]:
         """The tools it offers: those declared, else the generic `act(action)`."""

@@ -5,7 +5,8 @@ make_data.py, checked against the recipe data at start-up). Reset shows the craf
 goal needs plus up to 10 distractor recipes (the `distractors` option: fewer for small policies),
 shuffled by a per-task seed, then `Goal: craft X.` Each step answers with its message only, as the
 reference does; `observation=state` (for small policies, whose context reaches back poorly) adds
-after it the crafting commands again, the inventory and the goal.
+after it the crafting commands again, the inventory and the goal, and names items in messages as
+the commands do ('oak planks', not 'minecraft:oak_planks').
 Actions: `get N item`, `craft N X using N a, N b`, `inventory`. Reward 1 when the goal is
 crafted, which ends the episode. A random action (`random_action`) is a crafting command the
 reset observation lists, a get of a gettable ingredient they list (with its listed count) or
@@ -18,6 +19,7 @@ import json
 import random
 import re
 from collections import Counter
+from collections.abc import Iterable
 from functools import cache
 from pathlib import Path
 from typing import Any, ClassVar
@@ -153,11 +155,19 @@ class TextCraftEpisode(Episode):
             f"{self._listing}\nInventory: {held or 'nothing'}\nGoal: craft {display(self._goal)}."
         )
 
+    def _name(self, item: str) -> str:
+        """An item as the messages name it: the reference's 'minecraft:oak_planks', or with
+        `observation=state` 'oak planks', as the listed commands and the actions write it (a
+        missing ingredient is then copied straight into the `get` that fetches it)."""
+        return display(item) if self._state else f"minecraft:{item}"
+
     def _inventory_text(self) -> str:
         if not +self._inventory:
             return "Inventory: You are not carrying anything."
-        items = " ".join(f"[minecraft:{k}] ({n})" for k, n in sorted((+self._inventory).items()))
-        return f"Inventory: {items}"
+        held = sorted((+self._inventory).items())
+        if self._state:
+            return "Inventory: " + ", ".join(f"{n} {display(k)}" for k, n in held)
+        return "Inventory: " + " ".join(f"[minecraft:{k}] ({n})" for k, n in held)
 
     def _get(self, n: int, item: str) -> str:
         if item not in self._graph.gettable:
@@ -178,15 +188,18 @@ class TextCraftEpisode(Episode):
         if recipe is None:
             return f"Could not find a valid recipe for {n} {display(target)} using the given items"
         missing = [
-            f"{k - self._inventory[i]} minecraft:{i}"
+            f"{k - self._inventory[i]} {self._name(i)}"
             for i, k in given.items()
             if self._inventory[i] < k
         ]
         if missing:
-            return f"Could not find enough items to craft minecraft:{target} (missing {', '.join(missing)})"
+            return (
+                f"Could not find enough items to craft {self._name(target)} "
+                f"(missing {', '.join(missing)})"
+            )
         self._inventory -= given
         self._inventory[target] += n
-        return f"Crafted {n} minecraft:{target}"
+        return f"Crafted {n} {self._name(target)}"
 
     def _match(self, n: int, target: str, given: Counter[str]) -> Recipe | None:
         if not 0 < n <= MAX_COUNT:
@@ -239,8 +252,9 @@ class TextCraftEnvironment(Environment):
             "observation",
             default="reference",
             choices=("reference", "state"),
-            help="state: every step also restates the commands, inventory and goal (small "
-            "policies); reference: the step's message only, as AgentGym's server",
+            help="state: every step also restates the commands, inventory and goal, and messages "
+            "name items as the commands do (small policies); reference: the step's message only, "
+            "as AgentGym's server",
         ),
         EnvOption(
             "distractors",
@@ -272,6 +286,11 @@ class TextCraftEnvironment(Environment):
 
     def num_tasks(self) -> int | None:
         return len(self.goals)
+
+    def lexicon(self) -> Iterable[str]:
+        """Every item name as the observations write it ('oak planks')."""
+        items = {i for rs in self.graph.recipes.values() for r in rs for i, _ in r.ingredients}
+        return sorted(display(i) for i in items | set(self.graph.recipes))
 
     def info(self) -> dict[str, Any]:
         depths = Counter(d for _, d in self.goals)

@@ -84,6 +84,9 @@ class InitModelSettings(ConfigModel):
     phrase_tokens: bool = True
     """Add the multiword tokens a superword BPE learns on the transcripts (e.g. 'go to red
     ball'): a tiny model copies an object as one token sooner than word by word."""
+    lexicon_tokens: bool = True
+    """Make each name of the env's lexicon one token (TextCraft: its item names, e.g. 'oak
+    planks'; BabyAI declares none): copied whole, a multi-word name is one choice, not several."""
     hidden: int = Field(default=128, ge=1)
     """Hidden size."""
     layers: int = Field(default=3, ge=1)

@@ -3,9 +3,9 @@
 Contract: `init_policy(options)` (1) plays `transcripts` training tasks of `env` (cycling
 through the split when it is shorter) with uniformly random valid actions (`transcripts.py`),
 (2) trains a byte-level BPE tokenizer on their text and the env's reference text, if any
-(SearchQA's passages), (with phrase tokens by default, so that
-frequent phrases such as an action become one token) and writes a randomly initialised
-Qwen2-architecture checkpoint sized for a CPU (`factory.py`; head dim 64 for vLLM's CPU
+(SearchQA's passages), with phrase tokens by default (so that frequent phrases such as an
+action become one token) and each name of the env's lexicon as one token (TextCraft's items),
+and writes a randomly initialised Qwen2-architecture checkpoint sized for a CPU (`factory.py`; head dim 64 for vLLM's CPU
 attention), (3) runs the format warm-up (`warmup.py`: next-token training on the assistant
 turns of those random-action transcripts, no expert data) and (4) records what it did in
 `<out>/init_model.json`. The result is an ordinary HF checkpoint directory: any other HF
@@ -52,8 +52,8 @@ def tasks_to_play(split: list[Task], count: int, seed: int) -> list[Task]:
 
 def _play(
     source: InitModelEnv, count: int, options: InitModelConfig
-) -> tuple[list[Transcript], list[str]]:
-    """`count` random-action transcripts of `source`'s env and the env's reference text."""
+) -> tuple[list[Transcript], list[str], list[str]]:
+    """`count` random-action transcripts of `source`'s env, its reference text and lexicon."""
     tasks = tasks_to_play(load_split(split_of(source), source.env), count, options.seed)
     environment = load_env(source.env, **source.env_option_pairs())
     try:
@@ -67,7 +67,7 @@ def _play(
             environment=environment,
             action_format=options.action_format,
         )
-        return played, list(environment.reference_text())
+        return played, list(environment.reference_text()), list(environment.lexicon())
     finally:
         environment.close()
 
@@ -86,15 +86,16 @@ def init_policy(
         shutil.rmtree(out)
     t0 = time.perf_counter()
     sources = options.sources()
-    played, reference, chance = [], [], {}
+    played, reference, lexicon, chance = [], [], [], {}
     for i, source in enumerate(sources):
         # the env's own count, else an equal share (the first envs taking the remainder)
         share = options.transcripts // len(sources) + (i < options.transcripts % len(sources))
         count = source.transcripts or share
         say(f"playing {count} {source.env} tasks with random valid actions")
-        more, text = _play(source, count, options)
+        more, text, names = _play(source, count, options)
         played += more
         reference += text
+        lexicon += names if options.lexicon_tokens else []
         chance[source.env] = sum(t.success for t in more) / max(len(more), 1)
     random_success = sum(t.success for t in played) / len(played)
     say(f"random-action success {random_success:.3f}; training the tokenizer and the model")
@@ -103,7 +104,8 @@ def init_policy(
         corpus=corpus_text(played) + reference,
         vocab_size=options.vocab_size,
         phrase_tokens=options.phrase_tokens,
-        added_tokens=call_pieces(played),
+        # a name follows a space wherever the env writes it ("get 2 oak planks")
+        added_tokens=[*call_pieces(played), *sorted({f" {name}" for name in lexicon})],
         hidden=options.hidden,
         layers=options.layers,
         heads=options.heads,
@@ -129,6 +131,7 @@ def init_policy(
         "splits": {source.env: _portable(split_of(source)) for source in sources},
         "random_action_success_by_env": chance,
         "random_action_success": random_success,
+        "lexicon_tokens": len(set(lexicon)),
         "warmup_loss_first": losses[0] if losses else None,
         "warmup_loss_last": losses[-1] if losses else None,
         "wall_s": time.perf_counter() - t0,
