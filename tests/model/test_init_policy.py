@@ -25,6 +25,10 @@ from agentgym_rl.model.warmup import encode, format_warmup
 ROOT = Path(__file__).resolve().parents[2]
 GOTO_TRAIN = ROOT / "envs/agentgym_envs/babyai/data/goto_train.json"
 _LISTED = re.compile(r"Available actions: (\[.*\])")
+_TOKENIZER_ONLY = dict(
+    hidden=64, layers=1, heads=1, kv_heads=1, intermediate=128, warmup_steps=1, warmup_batch=2
+)
+"""The smallest model and warm-up: for tests of the created tokenizer only."""
 
 
 def test_transcripts_play_listed_actions_in_the_agent_format() -> None:
@@ -242,13 +246,7 @@ def test_searchqa_tokenizer_learns_the_corpus_names_the_warmup_never_met(tmp_pat
         env_options=["prompt=question", "topk=1", "end_on_wrong=true"],
         vocab_size=8000,
         phrase_tokens=False,
-        hidden=64,
-        layers=1,
-        heads=1,
-        kv_heads=1,
-        intermediate=128,
-        warmup_steps=1,
-        warmup_batch=2,
+        **_TOKENIZER_ONLY,
     )
     init_policy(options, say=lambda _: None)
     tok = AutoTokenizer.from_pretrained(str(out))
@@ -275,13 +273,7 @@ def test_textcraft_item_names_are_one_token_each(tmp_path: Path, lexicon_tokens:
         transcripts=4,
         turn_cap=2,
         lexicon_tokens=lexicon_tokens,
-        hidden=64,
-        layers=1,
-        heads=1,
-        kv_heads=1,
-        intermediate=128,
-        warmup_steps=1,
-        warmup_batch=2,
+        **_TOKENIZER_ONLY,
     )
     record = init_policy(options, say=lambda _: None)
     tok = AutoTokenizer.from_pretrained(str(out))

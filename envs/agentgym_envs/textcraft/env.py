@@ -149,11 +149,12 @@ class TextCraftEpisode(Episode):
         return "inventory"
 
     # -- actions ---------------------------------------------------------------------------------
+    def _held(self) -> list[tuple[str, int]]:
+        return sorted((+self._inventory).items())
+
     def _state_text(self) -> str:
-        held = ", ".join(f"{n} {display(k)}" for k, n in sorted((+self._inventory).items()))
-        return (
-            f"{self._listing}\nInventory: {held or 'nothing'}\nGoal: craft {display(self._goal)}."
-        )
+        held = ", ".join(f"{n} {display(k)}" for k, n in self._held()) or "nothing"
+        return f"{self._listing}\nInventory: {held}\nGoal: craft {display(self._goal)}."
 
     def _name(self, item: str) -> str:
         """An item as the messages name it: the reference's 'minecraft:oak_planks', or with
@@ -164,10 +165,9 @@ class TextCraftEpisode(Episode):
     def _inventory_text(self) -> str:
         if not +self._inventory:
             return "Inventory: You are not carrying anything."
-        held = sorted((+self._inventory).items())
         if self._state:
-            return "Inventory: " + ", ".join(f"{n} {display(k)}" for k, n in held)
-        return "Inventory: " + " ".join(f"[minecraft:{k}] ({n})" for k, n in held)
+            return "Inventory: " + ", ".join(f"{n} {display(k)}" for k, n in self._held())
+        return "Inventory: " + " ".join(f"[minecraft:{k}] ({n})" for k, n in self._held())
 
     def _get(self, n: int, item: str) -> str:
         if item not in self._graph.gettable:
@@ -289,8 +289,7 @@ class TextCraftEnvironment(Environment):
 
     def lexicon(self) -> Iterable[str]:
         """Every item name as the observations write it ('oak planks')."""
-        items = {i for rs in self.graph.recipes.values() for r in rs for i, _ in r.ingredients}
-        return sorted(display(i) for i in items | set(self.graph.recipes))
+        return [display(item) for item in self.graph.items]
 
     def info(self) -> dict[str, Any]:
         depths = Counter(d for _, d in self.goals)

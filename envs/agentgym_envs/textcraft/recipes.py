@@ -148,5 +148,11 @@ class CraftingGraph:
             key=lambda x: (x[1], x[0]),
         )
 
+    @cached_property
+    def items(self) -> list[str]:
+        """Every item a recipe makes or uses, sorted."""
+        used = {i for r in self.all_recipes() for i, _ in r.ingredients}
+        return sorted(used | set(self.recipes))
+
     def all_recipes(self) -> list[Recipe]:
         return [r for rs in self.recipes.values() for r in rs]

@@ -3,8 +3,8 @@
 
 Contract: `await sweep_turn_caps(options, caps)` runs `run_evaluation` once per cap (ascending,
 `options.turn_cap` replaced), all on one vLLM engine it starts for a local model (an API needs
-none) and on the env servers it starts for envs `options.env_addresses` lacks, each cap's files under `options.out / cap-<N>/`, and returns a `CapSweep`. With `out`, it
-also writes `caps.md` and `caps.json` there: per cap and env, Avg@n, Pass@n and the share of
+none) and on the env servers it starts for envs `options.env_addresses` lacks, each cap's files
+under `options.out / cap-<N>/`, and returns a `CapSweep`. With `out`, it also writes `caps.md` and `caps.json` there: per cap and env, Avg@n, Pass@n and the share of
 episodes that ended on the cap (still going when the turns ran out).
 """
 

@@ -5,10 +5,10 @@ through the split when it is shorter) with uniformly random valid actions (`tran
 (2) trains a byte-level BPE tokenizer on their text and the env's reference text, if any
 (SearchQA's passages), with phrase tokens by default (so that frequent phrases such as an
 action become one token) and each name of the env's lexicon as one token (TextCraft's items),
-and writes a randomly initialised Qwen2-architecture checkpoint sized for a CPU (`factory.py`; head dim 64 for vLLM's CPU
-attention), (3) runs the format warm-up (`warmup.py`: next-token training on the assistant
-turns of those random-action transcripts, no expert data) and (4) records what it did in
-`<out>/init_model.json`. The result is an ordinary HF checkpoint directory: any other HF
+and writes a randomly initialised Qwen2-architecture checkpoint sized for a CPU (`factory.py`;
+head dim 64 for vLLM's CPU attention), (3) runs the format warm-up (`warmup.py`: next-token
+training on the assistant turns of those random-action transcripts, no expert data) and (4)
+records what it did in `<out>/init_model.json`. The result is an ordinary HF checkpoint directory: any other HF
 checkpoint can stand in for it. It writes well-formed actions but picks them about as well as
 chance, so whatever the RL run gains on top is the RL run's.
 """
