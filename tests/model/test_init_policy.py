@@ -21,6 +21,7 @@ from agentgym_rl.model.transcripts import (
     thought_from,
 )
 from agentgym_rl.model.warmup import encode, format_warmup
+from agentgym_rl.trajectory import ChatTokenizer
 
 ROOT = Path(__file__).resolve().parents[2]
 GOTO_TRAIN = ROOT / "envs/agentgym_envs/babyai/data/goto_train.json"
@@ -291,6 +292,10 @@ def test_textcraft_item_names_are_one_token_each(tmp_path: Path, lexicon_tokens:
             " dark oak planks",
         ]
         assert tok.decode(tok.encode("get 6 cobblestone wall")) == "get 6 cobblestone wall"
+        # the Rust core's tokenizer (trajectories, drift checks) splits a turn the same way
+        turn = "Got 1 oak log\nCrafting commands:\ncraft 4 oak planks using 1 oak log"
+        core = ChatTokenizer.from_dir(out).encode(turn).tolist()
+        assert core == tok.encode(turn, add_special_tokens=False)
     else:
         assert sum(whole) < len(names) / 2 and record["lexicon_tokens"] == 0
 
