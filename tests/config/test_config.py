@@ -225,6 +225,31 @@ def test_errors_name_the_key_path(override: str, where: str) -> None:
     assert where in str(e.value)
 
 
+@pytest.mark.parametrize(
+    "override, problem",
+    [
+        (
+            "rollout.envs.0.action_format=react",
+            "init_model writes miniwob's actions as webarena but rollout.envs reads them as "
+            "react: set init_model.action_format: react",
+        ),
+        ("rollout.envs.0.system_prompt=Click.", "init_model's system prompt for miniwob is not"),
+    ],
+)
+def test_a_created_policy_must_meet_the_runs_format_and_prompt(override: str, problem: str) -> None:
+    """A policy warmed up on another reply format never writes an action the run parses."""
+    from agentgym_rl.config.loader import load_config
+    from agentgym_rl.config.train import TrainConfig
+
+    path = ROOT / "configs/train/miniwob_click.yaml"
+    assert load_config(TrainConfig, path, []).init_model is not None  # as shipped: they agree
+    with pytest.raises(ConfigError) as e:
+        load_config(TrainConfig, path, [override])
+    assert problem in str(e.value)
+    agreed = [override, f"init_model.{override.split('.', 3)[-1]}"]
+    assert load_config(TrainConfig, path, agreed).rollout.envs[0].env == "miniwob"
+
+
 def test_missing_required_sections() -> None:
     with pytest.raises(ConfigError) as e:
         load_rollout_config(None, ["model=m"])

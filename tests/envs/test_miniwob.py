@@ -25,7 +25,17 @@ if shutil.which("chromium") is None:
 from tests.envs.conftest import ServerProc, _port, processes_gone
 
 from agentgym_envs.web.browser import children
-from agentgym_envs.web.miniwob import SEEDS, TASKS, TEST_SEEDS, TRAIN_SEEDS, item_index
+from agentgym_envs.web.miniwob import (
+    CLICK_TASKS,
+    CLICK_TEST_SEEDS,
+    CLICK_TRAIN_SEEDS,
+    SEEDS,
+    SPLITS,
+    TASKS,
+    TEST_SEEDS,
+    TRAIN_SEEDS,
+    item_index,
+)
 
 pytestmark = pytest.mark.process
 
@@ -114,6 +124,7 @@ def test_known_good_sequences_solve_tasks(server: ServerProc, protocol: str, tas
     seed = 7 if protocol == "http" else 11
     obs = call("reset", id=eid, data_idx=item_index(task, seed))["observation"]
     assert obs.startswith("Tab 0 (current): ")
+    assert f"\nURL: miniwob/{task}.html\n" in obs  # not the folder the package is installed in
     actions = solve(obs)
     for i, action in enumerate(actions):
         step = call("step", id=eid, action=action)
@@ -167,14 +178,17 @@ def test_the_step_clock_times_a_task_out(server: ServerProc) -> None:
 
 
 def test_splits_name_tasks_and_seeds() -> None:
-    for name, seeds in (("train", TRAIN_SEEDS), ("test", TEST_SEEDS)):
+    for name, (seeds, tasks) in SPLITS.items():
         items = json.loads((DATA / f"miniwob_{name}.json").read_text())
-        assert len(items) == len(TASKS) * len(seeds)
+        assert len(items) == len(tasks) * len(seeds)
         for item in items:
             idx = int(item["item_id"].removeprefix("miniwob_"))
             assert 0 <= idx < len(TASKS) * SEEDS and TASKS[idx % len(TASKS)] == item["category"]
-            assert idx // len(TASKS) in seeds
+            assert idx // len(TASKS) in seeds and item["category"] in tasks
+        assert {item["category"] for item in items[: len(tasks)]} == set(tasks)  # seed-major
     assert not set(TRAIN_SEEDS) & set(TEST_SEEDS)
+    assert not set(CLICK_TRAIN_SEEDS) & set(CLICK_TEST_SEEDS)
+    assert set(CLICK_TASKS) <= set(TASKS)
 
 
 def _tree_pids(pid: int) -> list[int]:

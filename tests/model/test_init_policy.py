@@ -232,6 +232,18 @@ def test_a_short_split_is_replayed_with_fresh_random_actions(tmp_path: Path) -> 
     assert all(len(distinct) > 1 for distinct in plays.values())
 
 
+def test_init_model_says_how_far_the_transcripts_are(tmp_path: Path) -> None:
+    """Playing transcripts can take minutes (a browser env): a line every tenth of them."""
+    said: list[str] = []
+    options = InitModelConfig(
+        out=tmp_path / "policy", transcripts=20, turn_cap=2, split=GOTO_TRAIN, **_TOKENIZER_ONLY
+    )
+    init_policy(options, say=said.append)
+    played = [line for line in said if line.startswith("played ")]
+    assert [line.split(" (")[0] for line in played] == [f"played {k}/20" for k in range(2, 20, 2)]
+    assert said.index(played[0]) > said.index("playing 20 babyai tasks with random valid actions")
+
+
 def test_searchqa_tokenizer_learns_the_corpus_names_the_warmup_never_met(tmp_path: Path) -> None:
     """The tokenizer also reads the env's reference text (SearchQA: its passages), so the names
     in held-out answers are whole tokens although four transcripts never showed them."""

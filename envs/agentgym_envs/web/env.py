@@ -178,7 +178,7 @@ class WebEpisode(Episode):
         self._last = render(
             self._guard(lambda: tabs_line(tabs.pages, tabs.current)),
             self._tree,
-            tabs.current.url,
+            self._env.taskset.shown_url(tabs.current.url),
             self._objective,
             self._previous,
             self._env.max_obs_chars,
@@ -316,6 +316,8 @@ class MiniWoBEnvironment(WebEnvironment):
     splits: ClassVar[dict[str, str | range]] = {
         "train": "data/miniwob_train.json",
         "test": "data/miniwob_test.json",
+        "click_train": "data/miniwob_click_train.json",
+        "click_test": "data/miniwob_click_test.json",
     }
 
     def __init__(self, **options: str) -> None:

@@ -18,6 +18,9 @@ the episode after k earlier actions gets reward x max(0, 1 - k * step_ms / EPISO
 episode ends as MiniWoB's timer would (raw reward -1, "timed out"). Deterministic: the score
 depends on the actions, never on the model's speed.
 
+URL: the observation shows a task page's path inside the package's html folder
+(`miniwob/click-test.html`), not where the package is installed.
+
 Score: the time-discounted reward (`WOB_REWARD_GLOBAL`, in [-1, 1]); success is reward > 0,
 which is the rollout side's default rule (score > 0). `stop [...]` before the page ended the
 episode scores 0 (MiniWoB has no answer to give).
@@ -97,6 +100,17 @@ TASKS: tuple[str, ...] = (
 SEEDS = 1000
 TEST_SEEDS = range(0, 3)  # miniwob_test.json: 3 seeds per task
 TRAIN_SEEDS = range(3, 43)  # miniwob_train.json: 40 seeds per task
+# The simplest click tasks: one click on the element the utterance names solves each (the
+# small-policy recipe, configs/train/miniwob_click.yaml). Their own seed ranges, disjoint.
+CLICK_TASKS: tuple[str, ...] = (
+    "click-test",
+    "click-test-2",
+    "click-button",
+    "click-dialog",
+    "click-dialog-2",
+)
+CLICK_TEST_SEEDS = range(900, 920)  # miniwob_click_test.json: 20 seeds per task
+CLICK_TRAIN_SEEDS = range(100, 900)  # miniwob_click_train.json: 800 seeds per task
 
 _START = """async ([seed, stepMs]) => {
   Math.seedrandom(seed);
@@ -191,6 +205,9 @@ class MiniWoBTaskSet(TaskSet):
             utterance = utterance.get("utterance")
         return str(utterance) if utterance else None
 
+    def shown_url(self, url: str) -> str:
+        return url.removeprefix("file://" + self.root + os.sep)  # miniwob/click-test.html
+
     def judge(self, task: WebTask, page: Page, answer: str | None) -> Verdict:
         state = page.evaluate(_AFTER_ACTION)
         if state is None:  # the episode's task page is gone: it can only fail now
@@ -209,17 +226,26 @@ def item_index(task: str, seed: int) -> int:
     return seed * len(TASKS) + TASKS.index(task)
 
 
-def split_items(seeds: range) -> list[dict[str, str]]:
-    """`{"item_id": "miniwob_<data_idx>", "category": task}` for every task x seed."""
-    return [{"item_id": f"miniwob_{item_index(t, s)}", "category": t} for s in seeds for t in TASKS]
+def split_items(seeds: range, tasks: tuple[str, ...] = TASKS) -> list[dict[str, str]]:
+    """`{"item_id": "miniwob_<data_idx>", "category": task}` for every seed x task, seed-major
+    (so the first rows of a split cover every task)."""
+    return [{"item_id": f"miniwob_{item_index(t, s)}", "category": t} for s in seeds for t in tasks]
+
+
+SPLITS: dict[str, tuple[range, tuple[str, ...]]] = {
+    "train": (TRAIN_SEEDS, TASKS),
+    "test": (TEST_SEEDS, TASKS),
+    "click_train": (CLICK_TRAIN_SEEDS, CLICK_TASKS),
+    "click_test": (CLICK_TEST_SEEDS, CLICK_TASKS),
+}
 
 
 def write_splits(folder: str) -> None:
-    """Write `miniwob_train.json` and `miniwob_test.json` (one item a line) into `folder`."""
+    """Write `miniwob_<split>.json` of every `SPLITS` entry (one item a line) into `folder`."""
     import json
 
-    for name, seeds in (("train", TRAIN_SEEDS), ("test", TEST_SEEDS)):
-        items = split_items(seeds)
+    for name, (seeds, tasks) in SPLITS.items():
+        items = split_items(seeds, tasks)
         lines = ",\n".join(json.dumps(item) for item in items)
         with open(os.path.join(folder, f"miniwob_{name}.json"), "w") as f:
             f.write(f"[\n{lines}\n]\n")

@@ -74,6 +74,11 @@ class TaskSet(ABC):
         seed), else None: the observation then shows `task.intent`."""
         return None
 
+    def shown_url(self, url: str) -> str:
+        """The page's URL as the observation shows it (MiniWoB: without the folder the package
+        is installed in, which would tie a policy's inputs to one machine)."""
+        return url
+
     @abstractmethod
     def judge(self, task: WebTask, page: Page, answer: str | None) -> Verdict:
         """After every executed action: `answer` is the text of `stop [answer]` when the agent

@@ -27,11 +27,12 @@ from agentgym_rl.config.learn import LearnConfig, LearnSection
 from agentgym_rl.config.rollout import (
     GROUPS_PER_STEP,
     MAX_STALENESS,
+    ActionFormat,
     AgentConfig,
     RolloutConfig,
     RolloutSection,
 )
-from agentgym_rl.env_discovery import env_name
+from agentgym_rl.env_discovery import env_name, env_traits
 
 
 class EnvServerSpec(ConfigModel):
@@ -193,6 +194,34 @@ class TrainConfig(ConfigModel):
             problems = self.cluster.problems(self.learner_procs, self.rollout_servers)
             if problems:
                 raise ValueError("\n".join(problems))
+        return self
+
+    @model_validator(mode="after")
+    def init_model_shows_what_the_run_shows(self) -> TrainConfig:
+        """A policy created for the run must meet its envs' prompt and action format: one
+        warmed up on ```click [3]``` replies never writes the `Action:` line a react run parses."""
+        if self.init_model is None:
+            return self
+        spoken = {spec.env: spec for spec in self.rollout.envs}
+        problems: list[str] = []
+        for source in self.init_model.sources():
+            spec = spoken.get(source.env)
+            if spec is None:
+                continue
+            made = self.init_model.action_format or env_traits(source.env).action_format
+            written, read = ActionFormat(made).value, ActionFormat(spec.action_format).value
+            if written != read:
+                problems.append(
+                    f"init_model writes {source.env}'s actions as {written} but rollout.envs "
+                    f"reads them as {read}: set init_model.action_format: {read}"
+                )
+            if source.system_prompt != spec.system_prompt:
+                problems.append(
+                    f"init_model's system prompt for {source.env} is not the one rollout.envs "
+                    "gives it: the created policy would be warmed up on another prompt"
+                )
+        if problems:
+            raise ValueError("\n".join(problems))
         return self
 
 

@@ -51,9 +51,16 @@ def tasks_to_play(split: list[Task], count: int, seed: int) -> list[Task]:
 
 
 def _play(
-    source: InitModelEnv, count: int, options: InitModelConfig
+    source: InitModelEnv, count: int, options: InitModelConfig, say: Callable[[str], None]
 ) -> tuple[list[Transcript], list[str], list[str]]:
-    """`count` random-action transcripts of `source`'s env, its reference text and lexicon."""
+    """`count` random-action transcripts of `source`'s env, its reference text and lexicon
+    (a line said every tenth of them: a browser env takes minutes)."""
+    every, started = max(1, count // 10), time.perf_counter()
+
+    def on_played(k: int) -> None:
+        if k % every == 0 and k < count:
+            say(f"played {k}/{count} ({time.perf_counter() - started:.0f} s)")
+
     tasks = tasks_to_play(load_split(split_of(source), source.env), count, options.seed)
     environment = load_env(source.env, **source.env_option_pairs())
     try:
@@ -66,6 +73,7 @@ def _play(
             thought_line=options.thought_line,
             environment=environment,
             action_format=options.action_format,
+            on_played=on_played,
         )
         return played, list(environment.reference_text()), list(environment.lexicon())
     finally:
@@ -92,7 +100,7 @@ def init_policy(
         share = options.transcripts // len(sources) + (i < options.transcripts % len(sources))
         count = source.transcripts or share
         say(f"playing {count} {source.env} tasks with random valid actions")
-        more, text, names = _play(source, count, options)
+        more, text, names = _play(source, count, options, say)
         played += more
         reference += text
         lexicon += names if options.lexicon_tokens else []

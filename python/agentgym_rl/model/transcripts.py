@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -61,6 +61,7 @@ def random_transcripts(
     thought_line: str | None = None,
     environment: Any = None,
     action_format: ActionFormat | None = None,
+    on_played: Callable[[int], None] | None = None,
 ) -> list[Transcript]:
     """Play every task once with the env's random valid actions, at most `turn_cap` turns
     (`env_options`: the env's own options, as `env serve --env-option` gives them).
@@ -70,7 +71,8 @@ def random_transcripts(
     the actions stay uniformly random. `environment`: an env already built from these options
     (the caller's to close); by default one is built here. `action_format` (default: the env's):
     TOOLS writes each action as the Qwen-style call of the env's tool that stands for it
-    (`write_call`), answered by a `tool` message, with the tools' schemas on the transcript."""
+    (`write_call`), answered by a `tool` message, with the tools' schemas on the transcript.
+    `on_played(k)` is called after the k-th transcript (a browser env plays ~2 a second)."""
     if environment is None:
         built = load_env(env, **(env_options or {}))
         try:
@@ -83,6 +85,7 @@ def random_transcripts(
                 thought_line=thought_line,
                 environment=built,
                 action_format=action_format,
+                on_played=on_played,
             )
         finally:
             built.close()
@@ -119,6 +122,8 @@ def random_transcripts(
                     messages.append(reply)
             schemas = tools.schemas if tools is not None else None
             out.append(Transcript(task.item_id, messages, success, schemas))
+            if on_played is not None:
+                on_played(len(out))
     finally:
         episode.close()
     return out
