@@ -1,11 +1,12 @@
 """MiniWoB++ through the web env: known-good action sequences solve tasks through a real
 `agentgym_envs.server miniwob` process over HTTP and over ZMQ; the step clock's discount and
-time-out; the split files; a killed browser fails only its live episodes; no Chromium outlives
+time-out; a reward floor through the agent loop; the split files; a killed browser fails only its live episodes; no Chromium outlives
 the server.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
@@ -36,6 +37,8 @@ from agentgym_envs.web.miniwob import (
     TRAIN_SEEDS,
     item_index,
 )
+from agentgym_rl.config import ActionFormat
+from agentgym_rl.trajectory import ChatTokenizer
 
 pytestmark = pytest.mark.process
 
@@ -124,7 +127,7 @@ def test_known_good_sequences_solve_tasks(server: ServerProc, protocol: str, tas
     seed = 7 if protocol == "http" else 11
     obs = call("reset", id=eid, data_idx=item_index(task, seed))["observation"]
     assert obs.startswith("Tab 0 (current): ")
-    assert f"\nURL: miniwob/{task}.html\n" in obs  # not the folder the package is installed in
+    assert f"\nURL: miniwob/{task}.html\n" in obs and "file://" not in obs  # no install folder
     actions = solve(obs)
     for i, action in enumerate(actions):
         step = call("step", id=eid, action=action)
@@ -153,6 +156,64 @@ def test_wrong_answer_and_invalid_actions(server: ServerProc) -> None:
         step = call("step", id=eid, action=f"click [{others[0]}]")
         assert step["done"] and step["score"] == -1.0
     call("close", id=eid)
+
+
+def test_links_in_the_tree_show_no_install_folder(server: ServerProc) -> None:
+    call = _call(server, "zmq")
+    eid = call("create")["id"]
+    obs = call("reset", id=eid, data_idx=item_index("click-tab", 4))["observation"]
+    assert "link 'Tab #1' url: miniwob/click-tab.html#tabs-1" in obs and "file://" not in obs
+    call("close", id=eid)
+
+
+@pytest.mark.parametrize(("floor", "wrong_click"), [(None, -1.0), (0.0, 0.0)])
+def test_a_reward_floor_lifts_a_wrong_click_to_doing_nothing(
+    server: ServerProc, chat: ChatTokenizer, floor: float | None, wrong_click: float
+) -> None:
+    """Through the agent loop and the env pool: MiniWoB scores a wrong click -1, so a guessing
+    policy would learn to click nothing; with `reward_floor: 0` it trains on 0 instead, and a
+    right click keeps its score."""
+    from agentgym_rl import _core
+    from agentgym_rl.episode.agent import AgentLoop
+    from agentgym_rl.episode.dataset import Task
+    from agentgym_rl.episode.types import EnvSpec, EpisodePlan, TurnBudget
+    from scripted_engine import ScriptedEngine
+
+    def click(pick_right: bool) -> Callable[[str, str], str]:
+        def reply(prompt: str, request_id: str) -> str:
+            obs = prompt.rsplit("Tab 0 (current): ", 1)[1]
+            label = re.search(r'Click on the "(.*)" button\.', obs).group(1)  # type: ignore[union-attr]
+            ids = [
+                m[1]
+                for m in re.finditer(r"\[(\d+)\] button '(.*)'", obs)
+                if (m[2] == label) is pick_right
+            ]
+            return f"```click [{ids[0]}]```"
+
+        return reply
+
+    async def play(pick_right: bool, seed: int) -> _core.Sample:
+        pool = _core.EnvPool([_core.EnvServer("miniwob", f"tcp://127.0.0.1:{server.zmq_port}")])
+        spec = EnvSpec(ActionFormat.WEBARENA, reward_floor=floor)
+        agent = AgentLoop(
+            ScriptedEngine(chat, click(pick_right)),
+            pool,
+            chat,
+            envs={"miniwob": spec},
+            max_model_len=4096,
+            max_tokens_per_turn=64,
+        )
+        idx = item_index("click-button", seed)
+        plan = EpisodePlan(Task(f"miniwob_{idx}", "miniwob", idx), 0, TurnBudget(0, 2), "e0")
+        try:
+            return await asyncio.wait_for(agent.run(plan), 60)
+        finally:
+            await pool.shutdown()
+
+    wrong = asyncio.run(play(False, 21))  # seed 21 shows buttons of other labels
+    assert (wrong.status, wrong.turns, wrong.reward) == ("done", 1, wrong_click)
+    right = asyncio.run(play(True, 21))
+    assert (right.status, right.turns, right.reward) == ("done", 1, 1.0)
 
 
 def test_leaving_the_task_page_ends_the_episode_at_minus_one(server: ServerProc) -> None:

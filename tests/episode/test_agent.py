@@ -149,6 +149,11 @@ def test_episode_reward_keeps_successes_and_env_failures() -> None:
     assert episode_reward(0.0, failed, 5, 5, 0.5) == 0.0  # not the policy's doing
     assert episode_reward(0.0, capped, 0, 0, 0.5) == 0.0
     assert episode_reward(0.0, capped, 4, 2, 0.0) == 0.0
+    # a floor lifts what the agent scored below it (MiniWoB's wrong click), before the penalty
+    assert episode_reward(-1.0, Status.DONE, 1, 0, 0.0, floor=0.0) == 0.0
+    assert episode_reward(-1.0, Status.DONE, 2, 1, 0.5, floor=0.0) == -0.25
+    assert episode_reward(0.9, Status.DONE, 2, 0, 0.0, floor=0.0) == 0.9
+    assert episode_reward(-1.0, Status.DONE, 1, 0, 0.0) == -1.0
 
 
 def test_context_limit_truncates(noop_server: EnvServerProc, chat) -> None:

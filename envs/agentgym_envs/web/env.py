@@ -169,7 +169,7 @@ class WebEpisode(Episode):
     def _observe(self, note: str | None = None) -> str:
         assert self._tabs is not None
         tabs = self._tabs
-        self._tree = self._guard(lambda: tabs.observe().text)
+        self._tree = self._env.taskset.shown(self._guard(lambda: tabs.observe().text))
         return self._render(note)
 
     def _render(self, note: str | None) -> str:
@@ -178,7 +178,7 @@ class WebEpisode(Episode):
         self._last = render(
             self._guard(lambda: tabs_line(tabs.pages, tabs.current)),
             self._tree,
-            self._env.taskset.shown_url(tabs.current.url),
+            self._env.taskset.shown(tabs.current.url),
             self._objective,
             self._previous,
             self._env.max_obs_chars,

@@ -74,10 +74,10 @@ class TaskSet(ABC):
         seed), else None: the observation then shows `task.intent`."""
         return None
 
-    def shown_url(self, url: str) -> str:
-        """The page's URL as the observation shows it (MiniWoB: without the folder the package
-        is installed in, which would tie a policy's inputs to one machine)."""
-        return url
+    def shown(self, text: str) -> str:
+        """A page's URL or accessibility tree as the observation shows it (MiniWoB: without the
+        folder the package is installed in, which would tie a policy's inputs to one machine)."""
+        return text
 
     @abstractmethod
     def judge(self, task: WebTask, page: Page, answer: str | None) -> Verdict:

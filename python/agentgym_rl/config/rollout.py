@@ -173,6 +173,10 @@ class EnvSettings(ConfigModel):
     """Training reward of a failed episode: `-invalid_penalty x` its share of invalid turns
     (no action in the text, or an action the env refused) instead of the env's score. Successes
     keep their score, so success is still `reward > 0`; held-out evaluation reports raw scores."""
+    reward_floor: float | None = None
+    """Training reward of an episode is at least this (None: the env's score as it is). MiniWoB
+    scores a wrong click -1 and doing nothing 0: with floor 0, a policy that is still guessing
+    is not taught to stop clicking. Held-out evaluation reports raw scores."""
     eval_split: Path | None = None
     """This env's held-out split (a file or a declared name) when `eval` is on; with one env,
     `eval.split` may say it instead."""

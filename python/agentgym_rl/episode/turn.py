@@ -142,14 +142,25 @@ async def act_on_calls(step: StepEnv, reading: ToolReading, score: float) -> Act
     return Acted(replies[0]["content"], score, stepped, ended, invalid, reply=tuple(replies))
 
 
-def episode_reward(score: float, status: Status, turns: int, invalid: int, penalty: float) -> float:
-    """The env's score; with a `penalty`, a failed episode (score <= 0, not an env failure)
-    gets `-penalty * invalid / turns` instead.
+def episode_reward(
+    score: float,
+    status: Status,
+    turns: int,
+    invalid: int,
+    penalty: float,
+    floor: float | None = None,
+) -> float:
+    """The env's score (raised to `floor` when given); with a `penalty`, a failed episode (score
+    <= 0, not an env failure) gets `-penalty * invalid / turns` instead.
 
     Why: GRPO learns nothing from a group whose episodes all fail with the same score, and a
     small policy's commonest failure is repeating a refused action until the turn cap. The
     penalty ranks such an episode below one that failed while acting, and keeps success
-    exactly `reward > 0`."""
+    exactly `reward > 0`. The floor: an env whose failures score below 0 by what the agent did
+    (MiniWoB: -1 for a wrong click, 0 for nothing done) would teach a guessing policy to do
+    nothing."""
+    if floor is not None:
+        score = max(score, floor)
     if penalty <= 0.0 or score > 0.0 or turns == 0 or status is Status.ENV_FAILURE:
         return score
     return -penalty * invalid / turns
@@ -244,7 +255,12 @@ class EpisodeState:
         assert self.status is not None, "the episode is still running"
         score = reward_of(self.plan.task.env, self.score)
         reward = episode_reward(
-            score, self.status, self.turns, self.invalid, self.spec.invalid_penalty
+            score,
+            self.status,
+            self.turns,
+            self.invalid,
+            self.spec.invalid_penalty,
+            self.spec.reward_floor,
         )
         return finish_sample(self.plan, self.builder, reward, self.status)
 

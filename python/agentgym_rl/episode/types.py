@@ -71,6 +71,8 @@ class EnvSpec:
     system_prompt: str | None = None
     invalid_penalty: float = 0.0
     """See `turn.episode_reward` (0: the reward is the env's score)."""
+    reward_floor: float | None = None
+    """See `turn.episode_reward` (None: the env's score as it is)."""
     tools: ToolReader | None = None
     """With `action_format` TOOLS: the env's tools and how replies write a call."""
 

@@ -187,12 +187,14 @@ def env_pool(config: RolloutConfig) -> _core.EnvPool:
 def env_specs(
     config: RolloutConfig, chat: ChatTokenizer, *, penalties: bool = True
 ) -> dict[str, EnvSpec]:
-    """How the agent talks to each env; without `penalties`, rewards are the env's scores."""
+    """How the agent talks to each env; without `penalties`, rewards are the env's scores (no
+    invalid penalty, no floor)."""
     return {
         e.env: EnvSpec(
             e.action_format,
             e.system_prompt,
             e.invalid_penalty if penalties else 0.0,
+            e.reward_floor if penalties else None,
             tool_reader(e.env, chat, e.tool_parser, e.tool_calls_per_turn)
             if e.action_format is ActionFormat.TOOLS
             else None,
