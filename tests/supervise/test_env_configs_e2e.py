@@ -111,8 +111,28 @@ def test_tools_config_trains_end_to_end(env: str, tmp_path: Path) -> None:
     # MiniWoB: the 20-step policy may end a turn on <|endoftext|> (an eos of the created policy's
     # generation config) where the template closes with <|im_end|>: drift, rightly reported
 
+    # an episode whose replies got tool results (the tiny policy's last one may have none)
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(str(tmp_path / "model"))
+    logged = (run / "rollout-0" / "episodes.jsonl").read_text().splitlines()
+    answered = [
+        k
+        for k, line in enumerate(logged)
+        if "<tool_response>" in tok.decode(json.loads(line)["input_ids"])
+    ]
+    assert answered, "no episode got a tool result"
     shown = subprocess.run(
-        [sys.executable, "-m", "agentgym_rl.cli", "show", str(run), "--no-color"],
+        [
+            sys.executable,
+            "-m",
+            "agentgym_rl.cli",
+            "show",
+            str(run),
+            "--episode",
+            str(answered[0]),
+            "--no-color",
+        ],
         capture_output=True,
         text=True,
         timeout=120,
