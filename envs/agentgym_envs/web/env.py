@@ -49,6 +49,7 @@ from agentgym_envs.server.env_options import float_option, int_option
 from agentgym_envs.server.tools import Tool
 from agentgym_envs.web.actions import USAGE, Command, InvalidAction, Tabs, parse, random_command
 from agentgym_envs.web.browser import BrowserPool, Lease
+from agentgym_envs.web.miniwob import SPLITS as MINIWOB_SPLITS  # no browser or package import
 from agentgym_envs.web.observation import render, tabs_line
 from agentgym_envs.web.taskset import TaskSet, Verdict, WebTask
 from agentgym_envs.web.tools import WEB_TOOLS
@@ -313,11 +314,9 @@ class MiniWoBEnvironment(WebEnvironment):
         "MiniWoB++ task pages (miniwob package) on real Chromium, WebArena's observation and "
         "actions, scored by the task's own reward"
     )
+    # the files `miniwob.write_splits` writes, one per entry of its SPLITS
     splits: ClassVar[dict[str, str | range]] = {
-        "train": "data/miniwob_train.json",
-        "test": "data/miniwob_test.json",
-        "click_train": "data/miniwob_click_train.json",
-        "click_test": "data/miniwob_click_test.json",
+        name: f"data/miniwob_{name}.json" for name in MINIWOB_SPLITS
     }
 
     def __init__(self, **options: str) -> None:

@@ -167,6 +167,7 @@ class MiniWoBTaskSet(TaskSet):
     def __init__(self, step_ms: int = 500) -> None:
         self.step_ms = step_ms
         self.root = html_dir()
+        self._installed = "file://" + self.root + os.sep  # what `shown` drops
         missing = [t for t in TASKS if not os.path.exists(self._path(t))]
         if missing:
             raise ValueError(f"miniwob package lacks task pages {missing} under {self.root}")
@@ -206,7 +207,7 @@ class MiniWoBTaskSet(TaskSet):
         return str(utterance) if utterance else None
 
     def shown(self, text: str) -> str:
-        return text.replace("file://" + self.root + os.sep, "")  # miniwob/click-test.html
+        return text.replace(self._installed, "")  # miniwob/click-test.html
 
     def judge(self, task: WebTask, page: Page, answer: str | None) -> Verdict:
         state = page.evaluate(_AFTER_ACTION)
