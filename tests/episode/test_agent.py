@@ -7,6 +7,7 @@ from collections.abc import Callable, Coroutine
 from typing import Any
 
 import numpy as np
+import pytest
 
 from agentgym_rl import _core
 from agentgym_rl.config import ActionFormat
@@ -154,6 +155,11 @@ def test_episode_reward_keeps_successes_and_env_failures() -> None:
     assert episode_reward(-1.0, Status.DONE, 2, 1, 0.5, floor=0.0) == -0.25
     assert episode_reward(0.9, Status.DONE, 2, 0, 0.0, floor=0.0) == 0.9
     assert episode_reward(-1.0, Status.DONE, 1, 0, 0.0) == -1.0
+    # a turn cost scales successes by their length, as minigrid; failures keep their reward
+    assert episode_reward(1.0, Status.DONE, 2, 0, 0.0, turn_cost=0.9, turn_cap=8) == pytest.approx(0.775)
+    assert episode_reward(1.0, Status.DONE, 8, 0, 0.0, turn_cost=0.9, turn_cap=8) > 0.0
+    assert episode_reward(0.0, capped, 8, 4, 0.5, turn_cost=0.9, turn_cap=8) == -0.25
+    assert episode_reward(1.0, Status.DONE, 3, 0, 0.0, turn_cost=0.0, turn_cap=8) == 1.0
 
 
 def test_context_limit_truncates(noop_server: EnvServerProc, chat) -> None:

@@ -177,6 +177,11 @@ class EnvSettings(ConfigModel):
     """Training reward of an episode is at least this (None: the env's score as it is). MiniWoB
     scores a wrong click -1 and doing nothing 0: with floor 0, a policy that is still guessing
     is not taught to stop clicking. Held-out evaluation reports raw scores."""
+    turn_cost: float = Field(default=0.0, ge=0.0, lt=1.0)
+    """Training reward of a success: its score x (1 - turn_cost x turns / turn cap), as minigrid
+    scores BabyAI (0.9). When every success scores the same, a refused action that a success
+    repeated is reinforced as much as the one that helped, and the greedy policy loops on it
+    (TextCraft); a shorter success now teaches more. Held-out evaluation reports raw scores."""
     eval_split: Path | None = None
     """This env's held-out split (a file or a declared name) when `eval` is on; with one env,
     `eval.split` may say it instead."""

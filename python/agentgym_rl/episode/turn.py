@@ -149,18 +149,25 @@ def episode_reward(
     invalid: int,
     penalty: float,
     floor: float | None = None,
+    turn_cost: float = 0.0,
+    turn_cap: int = 0,
 ) -> float:
     """The env's score (raised to `floor` when given); with a `penalty`, a failed episode (score
-    <= 0, not an env failure) gets `-penalty * invalid / turns` instead.
+    <= 0, not an env failure) gets `-penalty * invalid / turns` instead; with a `turn_cost`, a
+    success gets `score * (1 - turn_cost * turns / turn_cap)`.
 
     Why: GRPO learns nothing from a group whose episodes all fail with the same score, and a
     small policy's commonest failure is repeating a refused action until the turn cap. The
     penalty ranks such an episode below one that failed while acting, and keeps success
     exactly `reward > 0`. The floor: an env whose failures score below 0 by what the agent did
     (MiniWoB: -1 for a wrong click, 0 for nothing done) would teach a guessing policy to do
-    nothing."""
+    nothing. The turn cost, as minigrid scores BabyAI (0.9): when every success scores the same,
+    a refused action a success repeated is reinforced as much as the one that helped, and a
+    greedy policy learns to loop (TextCraft); below 1 a success still scores above 0."""
     if floor is not None:
         score = max(score, floor)
+    if score > 0.0 and turn_cost > 0.0 and turn_cap > 0:
+        return score * (1.0 - turn_cost * min(turns, turn_cap) / turn_cap)
     if penalty <= 0.0 or score > 0.0 or turns == 0 or status is Status.ENV_FAILURE:
         return score
     return -penalty * invalid / turns
@@ -261,6 +268,8 @@ class EpisodeState:
             self.invalid,
             self.spec.invalid_penalty,
             self.spec.reward_floor,
+            self.spec.turn_cost,
+            self.plan.budget.turn_cap,
         )
         return finish_sample(self.plan, self.builder, reward, self.status)
 

@@ -73,6 +73,8 @@ class EnvSpec:
     """See `turn.episode_reward` (0: the reward is the env's score)."""
     reward_floor: float | None = None
     """See `turn.episode_reward` (None: the env's score as it is)."""
+    turn_cost: float = 0.0
+    """See `turn.episode_reward` (0: every success trains on its score)."""
     tools: ToolReader | None = None
     """With `action_format` TOOLS: the env's tools and how replies write a call."""
 

@@ -188,13 +188,14 @@ def env_specs(
     config: RolloutConfig, chat: ChatTokenizer, *, penalties: bool = True
 ) -> dict[str, EnvSpec]:
     """How the agent talks to each env; without `penalties`, rewards are the env's scores (no
-    invalid penalty, no floor)."""
+    invalid penalty, no floor, no turn cost)."""
     return {
         e.env: EnvSpec(
             e.action_format,
             e.system_prompt,
             e.invalid_penalty if penalties else 0.0,
             e.reward_floor if penalties else None,
+            e.turn_cost if penalties else 0.0,
             tool_reader(e.env, chat, e.tool_parser, e.tool_calls_per_turn)
             if e.action_format is ActionFormat.TOOLS
             else None,
