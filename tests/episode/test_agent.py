@@ -45,13 +45,14 @@ async def episodes(
     max_model_len: int = 4096,
     invalid_penalty: float = 0.0,
     action_format: ActionFormat = ActionFormat.REACT,
+    turn_cost: float = 0.0,
 ) -> tuple[list[_core.Sample], AgentLoop]:
     pool = _core.EnvPool([_core.EnvServer(env, address)], step_timeout_s=5.0)
     agent = AgentLoop(
         engine,
         pool,
         chat,
-        envs={env: EnvSpec(action_format, invalid_penalty=invalid_penalty)},
+        envs={env: EnvSpec(action_format, invalid_penalty=invalid_penalty, turn_cost=turn_cost)},
         max_model_len=max_model_len,
         max_tokens_per_turn=64,
     )
@@ -156,10 +157,56 @@ def test_episode_reward_keeps_successes_and_env_failures() -> None:
     assert episode_reward(0.9, Status.DONE, 2, 0, 0.0, floor=0.0) == 0.9
     assert episode_reward(-1.0, Status.DONE, 1, 0, 0.0) == -1.0
     # a turn cost scales successes by their length, as minigrid; failures keep their reward
-    assert episode_reward(1.0, Status.DONE, 2, 0, 0.0, turn_cost=0.9, turn_cap=8) == pytest.approx(0.775)
+    assert episode_reward(1.0, Status.DONE, 2, 0, 0.0, turn_cost=0.9, turn_cap=8) == pytest.approx(
+        0.775
+    )
     assert episode_reward(1.0, Status.DONE, 8, 0, 0.0, turn_cost=0.9, turn_cap=8) > 0.0
     assert episode_reward(0.0, capped, 8, 4, 0.5, turn_cost=0.9, turn_cap=8) == -0.25
     assert episode_reward(1.0, Status.DONE, 3, 0, 0.0, turn_cost=0.0, turn_cap=8) == 1.0
+
+
+@pytest.mark.parametrize(("cost", "direct", "detour"), [(0.0, 1.0, 1.0), (0.9, 0.775, 0.6625)])
+def test_a_turn_cost_ranks_a_direct_success_above_one_that_repeated_a_refused_craft(
+    spawn_server, chat, cost: float, direct: float, detour: float
+) -> None:
+    """Through the agent loop, the env pool and a real TextCraft server: every success scores 1,
+    so without a turn cost the refused craft of a detour trains as well as the direct `get`;
+    with one (cap 8) the 2-turn success trains on 1 - 0.9 x 2/8, the 3-turn one on 1 - 0.9 x 3/8."""
+    from agentgym_envs.textcraft.env import load
+
+    graph, goals = load()
+    idx, recipe = next(
+        (i, graph.plan(goal)[0])
+        for i, (goal, depth) in enumerate(goals)
+        if depth == 1
+        and len(graph.plan(goal)[0].ingredients) == 1
+        and graph.plan(goal)[0].ingredients[0][0] in graph.gettable
+    )
+    (item, count), craft = recipe.ingredients[0], recipe.command()
+    get = f"get {count} {item.replace('_', ' ')}"
+    server = spawn_server("textcraft", "--env-option", "observation=state")
+
+    def policy(actions: list[str]) -> Callable[[str, str], str]:
+        return scripted(lambda t: f"Action: {actions[t]}")
+
+    async def both() -> list[_core.Sample]:
+        out = []
+        for actions in ([get, craft], [craft, get, craft]):
+            engine = ScriptedEngine(chat, policy(actions))
+            [s], _ = await episodes(
+                server.zmq,
+                engine,
+                chat,
+                [plan("textcraft", idx, cap=8)],
+                "textcraft",
+                turn_cost=cost,
+            )
+            out.append(s)
+        return out
+
+    short, long = run(both())
+    assert (short.status, short.turns, long.status, long.turns) == ("done", 2, "done", 3)
+    assert (short.reward, long.reward) == (pytest.approx(direct), pytest.approx(detour))
 
 
 def test_context_limit_truncates(noop_server: EnvServerProc, chat) -> None:
