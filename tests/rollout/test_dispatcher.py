@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 import uvloop
 from harness import (
     FAST_SENDER,
@@ -375,3 +376,23 @@ def test_dispatcher_logs_every_finished_episode(noop_server, chat, free_port, tm
     for r in recs:
         assert r.env == "noop" and r.item_id.startswith("noop_") and r.status == "turn_cap"
         assert r.request_id.startswith(f"g{r.group_id}-e")
+
+
+def test_a_flush_does_not_wait_for_a_learner_that_is_gone(free_port) -> None:
+    """A finished run's learner exits holding groups it never took: the rollout server's flush at
+    exit gives up once the link is lost, not at its deadline; while the learner is up, it waits."""
+    endpoint = f"tcp://127.0.0.1:{free_port}"
+    stream = LearnerStream([endpoint], sender_id="test", timeout_s=5.0, **FAST_SENDER)
+    try:
+        with _core.GroupReceiver(endpoint):
+            stream.send(b"group")  # never received: never acknowledged
+            start = time.monotonic()
+            with pytest.raises(_core.TransportTimeout):
+                stream.flush(0.5)
+            assert time.monotonic() - start >= 0.5  # the learner is up: the whole wait
+        start = time.monotonic()
+        with pytest.raises(_core.TransportTimeout, match="1 sent groups not acknowledged"):
+            stream.flush(60.0)
+        assert time.monotonic() - start < 30.0  # the link is lost within its peer timeout
+    finally:
+        stream.close()

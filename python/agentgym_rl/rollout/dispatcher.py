@@ -11,7 +11,8 @@ Contract:
   learner takes groups again.
 - `stop()` (SIGTERM): admission stops, in-flight episodes get `drain_timeout_s` to finish, the
   rest are cancelled and their groups aborted (counted), ready groups are flushed for at most
-  `flush_timeout_s`, and `run()` returns a `DispatchSummary`.
+  `flush_timeout_s` (not waiting on a learner whose link is lost: a finished run's is gone), and
+  `run()` returns a `DispatchSummary`.
 - With a finite `TaskSource` (or `max_groups`), `run()` also returns once everything admitted
   has been sent.
 - With a `GroupLedger`, every complete group is recorded as ready, then sent, dropped as stale

@@ -476,8 +476,8 @@ def _close_stream(stream: LearnerStream, flush_s: float = 2.0) -> None:
     then log what each learner endpoint took: the accounting users compare with the learner's."""
     try:
         stream.flush(flush_s)
-    except _core.TransportTimeout:
-        log.warning("learner stream: groups still unacknowledged after %.0fs at exit", flush_s)
+    except _core.TransportTimeout as e:
+        log.warning("learner stream at exit: %s", e)
     for i, stats in enumerate(stream.stats()):
         log.info("learner stream %d at exit: %s", i, stats)
     stream.close()

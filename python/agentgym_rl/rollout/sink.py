@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import os
 import socket
+import time
 from collections.abc import Sequence
 
 from agentgym_rl import _core
+
+_FLUSH_SLICE_S = 0.2  # how often a flush looks whether the endpoint's link is still up
 
 
 def default_sender_id() -> str:
@@ -57,9 +60,25 @@ class LearnerStream:
         raise last
 
     def flush(self, timeout_s: float) -> None:
-        """Wait until every sent group is acknowledged (raises TransportTimeout otherwise)."""
-        for sender in self.senders:
-            sender.flush(timeout_s)
+        """Wait until every sent group is acknowledged, for at most `timeout_s` in all (raises
+        TransportTimeout otherwise). An endpoint whose link is down is not waited for: its
+        learner is gone (at a finished run's exit, for good; the link is lost 3 s after its
+        last word) and acknowledges nothing until one comes back."""
+        deadline = time.monotonic() + timeout_s
+        waiting = [s for s in self.senders if not self._flushed(s, deadline)]
+        if waiting:
+            left = sum(int(s.stats()["unacked"]) for s in waiting)
+            raise _core.TransportTimeout(f"{left} sent groups not acknowledged")
+
+    @staticmethod
+    def _flushed(sender: _core.GroupSender, deadline: float) -> bool:
+        while True:
+            try:
+                sender.flush(max(0.0, min(_FLUSH_SLICE_S, deadline - time.monotonic())))
+                return True
+            except _core.TransportTimeout:
+                if not sender.stats()["connected"] or time.monotonic() >= deadline:
+                    return False
 
     def stats(self) -> list[dict[str, int | bool]]:
         return [s.stats() for s in self.senders]
