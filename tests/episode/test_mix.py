@@ -118,6 +118,20 @@ def test_each_env_has_its_own_held_out_split_and_turn_caps() -> None:
         RolloutConfig.model_validate(_rollout(eval={"split": "test"}))
 
 
+def test_each_env_trains_on_its_own_reward_shaping_and_is_evaluated_on_raw_scores(chat) -> None:
+    from agentgym_rl.rollout.service import env_specs
+
+    envs = _rollout()["envs"]
+    envs[1] = {**envs[1], "invalid_penalty": 0.3, "reward_floor": 0.0, "turn_cost": 0.9}
+    config = RolloutConfig.model_validate(_rollout(envs=envs))
+    trained, evaluated = env_specs(config, chat), env_specs(config, chat, penalties=False)
+    shaping = [(s.invalid_penalty, s.reward_floor, s.turn_cost) for s in trained.values()]
+    assert shaping == [(0.0, None, 0.0), (0.3, 0.0, 0.9)]
+    assert {(s.invalid_penalty, s.reward_floor, s.turn_cost) for s in evaluated.values()} == {
+        (0.0, None, 0.0)
+    }
+
+
 def test_metrics_break_a_mixed_window_down_by_env() -> None:
     class Sample:
         def __init__(self, reward: float) -> None:
