@@ -34,7 +34,7 @@ DESCRIPTION = (
     "vLLM, a small model) whose groups are taken and dropped (no learner). Every --every "
     "episodes it samples resident memory and open file descriptors of each process tree, "
     "and the live episodes and asyncio tasks each process reports (with the mean and "
-    "highest of readings twice a second between samples); prints the table and fails if a "
+    "highest of readings four times a second between samples); prints the table and fails if a "
     "figure grew by more than 10% after the first --every episodes (memory, descriptors "
     "and asyncio tasks: the mean of each stretch). Ctrl-C or SIGTERM stops it and keeps "
     "the samples so far."
