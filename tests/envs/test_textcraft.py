@@ -187,3 +187,42 @@ def test_observation_is_deterministic_and_messages() -> None:
     )
     dance = a.step("dance")
     assert dance.observation.startswith("Could not execute") and dance.invalid
+
+
+def _depth_2_with_one_intermediate(graph: CraftingGraph, goals: list[tuple[str, int]]) -> int:
+    """A depth-2 goal whose plan crafts one intermediate item from gettable items only."""
+    return next(
+        i
+        for i, (goal, depth) in enumerate(goals)
+        if depth == 2
+        and len(plan := graph.plan(goal)) == 2
+        and all(item in graph.gettable for item, _ in plan[1].ingredients)
+    )
+
+
+def test_progress_credit_ranks_failures_by_intermediates_crafted_and_keeps_success_above_0() -> (
+    None
+):
+    env = TextCraftEnvironment("state", 1, progress_credit=0.2)
+    graph, goals = env.graph, list(env.goals)
+    idx = _depth_2_with_one_intermediate(graph, goals)
+    inter = graph.plan(goals[idx][0])[1]
+    ep = env.new_episode()
+    assert ep.reset(idx).score == pytest.approx(-0.2)  # nothing crafted yet
+    for item, n in inter.ingredients:
+        assert ep.step(f"get {n} {item.replace('_', ' ')}").score == pytest.approx(-0.2)
+    crafted = ep.step(inter.command())
+    assert crafted.observation.startswith("Crafted ")
+    assert (crafted.score, crafted.reward, crafted.done) == (pytest.approx(0.0), 0.2, False)
+    # the reference's scoring without the option: 0 until the goal, 1 then
+    plain = TextCraftEnvironment("state", 1).new_episode()
+    assert plain.reset(idx).score == 0.0
+    # a depth-1 goal has no intermediate: every failure scores -c, a success 1
+    one = env.new_episode()
+    d1 = next(i for i, (_, depth) in enumerate(goals) if depth == 1)
+    first = one.reset(d1)
+    solver = _Solver(one, first.observation)
+    assert solver.ensure(solver.goal, 1) and solver.done
+    assert one.step("inventory").score == 1.0
+    with pytest.raises(ValueError, match="progress_credit must be in"):
+        TextCraftEnvironment(progress_credit=1.0)

@@ -13,6 +13,7 @@ from agentgym_rl import _core
 from agentgym_rl.config import ActionFormat
 from agentgym_rl.episode.agent import AgentLoop
 from agentgym_rl.episode.dataset import Task
+from agentgym_rl.episode.outcome import is_success
 from agentgym_rl.episode.turn import episode_reward
 from agentgym_rl.episode.types import EnvSpec, EpisodePlan, Generation, TurnBudget
 from agentgym_rl.trajectory import ChatTokenizer
@@ -312,3 +313,68 @@ def test_search_turns_end_at_the_closing_tag(noop_server: EnvServerProc, chat) -
     react = ScriptedEngine(chat, scripted(lambda t: "Action: noop"))
     run(episodes(noop_server.zmq, react, chat, [plan("noop", 0, cap=1)]))
     assert react.stops == [()]  # ReAct turns end only at stop tokens
+
+
+def test_progress_credit_ranks_failed_episodes_below_successes_through_a_real_server(
+    spawn_server, chat
+) -> None:
+    """TextCraft's `progress_credit` (0.2) through the agent loop, the env pool and a real server,
+    with a turn cost of 0.9 over cap 8: a solved depth-2 goal trains on its turn-costed reward, a
+    failure that crafted the goal's one intermediate item on 0, one that crafted nothing on -0.2;
+    only the first is a success."""
+    from agentgym_envs.textcraft.env import load
+    from agentgym_envs.textcraft.recipes import Recipe
+
+    graph, goals = load()
+    idx = next(
+        i
+        for i, (goal, depth) in enumerate(goals)
+        if depth == 2
+        and len(p := graph.plan(goal)) == 2
+        and all(item in graph.gettable for item, _ in p[1].ingredients)
+        and len(p[0].ingredients) + len(p[1].ingredients) <= 4  # solved within the cap of 8
+    )
+    goal, inter = graph.plan(goals[idx][0])
+
+    def gets(recipe: Recipe, times: int) -> list[str]:
+        return [
+            f"get {n * times} {item.replace('_', ' ')}"
+            for item, n in recipe.ingredients
+            if item in graph.gettable
+        ]
+
+    need = dict(goal.ingredients)[inter.result]
+    times = -(-need // inter.count)  # batches of the intermediate the goal's recipe needs
+    parts = ", ".join(f"{n * times} {i.replace('_', ' ')}" for i, n in inter.ingredients)
+    make = f"craft {inter.count * times} {inter.result.replace('_', ' ')} using {parts}"
+    solve = [*gets(inter, times), make, *gets(goal, 1), goal.command()]
+    halfway = [*gets(inter, times), make]
+    server = spawn_server(
+        "textcraft", "--env-option", "observation=state", "--env-option", "progress_credit=0.2"
+    )
+
+    async def play() -> list[_core.Sample]:
+        out = []
+        for actions in (solve, halfway, []):
+            engine = ScriptedEngine(
+                chat,
+                scripted(lambda t, a=actions: f"Action: {a[t] if t < len(a) else 'inventory'}"),
+            )
+            [s], _ = await episodes(
+                server.zmq,
+                engine,
+                chat,
+                [plan("textcraft", idx, cap=8)],
+                "textcraft",
+                turn_cost=0.9,
+                max_model_len=16384,  # eight restated listings
+            )
+            out.append(s)
+        return out
+
+    solved, half, none = run(play())
+    assert (solved.status, solved.turns) == ("done", len(solve))
+    assert solved.reward == pytest.approx(1 - 0.9 * len(solve) / 8)
+    assert (half.status, none.status) == ("turn_cap", "turn_cap")
+    assert (half.reward, none.reward) == (pytest.approx(0.0), pytest.approx(-0.2))
+    assert [is_success("textcraft", s.reward) for s in (solved, half, none)] == [1, 0, 0]

@@ -8,7 +8,10 @@ reference does; `observation=state` (for small policies, whose context reaches b
 after it the crafting commands again, the inventory and the goal, and names items in messages as
 the commands do ('oak planks', not 'minecraft:oak_planks').
 Actions: `get N item`, `craft N X using N a, N b`, `inventory`. Reward 1 when the goal is
-crafted, which ends the episode. A random action (`random_action`) is a crafting command the
+crafted, which ends the episode. With `progress_credit` c > 0 (training small policies; 0 as the
+reference), an episode not yet successful scores -c x (1 - the share of the goal's intermediate
+items crafted so far) instead of 0: failures are ranked by how far they got, and success stays
+exactly `score > 0`. A random action (`random_action`) is a crafting command the
 reset observation lists, a get of a gettable ingredient they list (with its listed count) or
 `inventory`.
 """
@@ -82,11 +85,15 @@ class TextCraftEpisode(Episode):
         goals: tuple[tuple[str, int], ...],
         distractors: int = MAX_DISTRACTORS,
         state: bool = False,
+        progress_credit: float = 0.0,
     ) -> None:
         self._graph = graph
         self._goals = goals
         self._distractors = distractors
         self._state = state  # restate commands, inventory and goal after every step
+        self._credit = progress_credit
+        self._steps: set[str] = set()  # the goal's intermediate items (crafted items of its plan)
+        self._crafted: set[str] = set()  # items crafted so far
         self._goal = ""
         self._inventory: Counter[str] = Counter()
         self._last = ""
@@ -97,7 +104,9 @@ class TextCraftEpisode(Episode):
     def reset(self, data_idx: int) -> StepResult:
         self._goal = self._goals[data_idx][0]
         self._inventory = Counter()
-        self._score = 0.0
+        self._score = -self._credit  # nothing crafted yet
+        self._steps = {r.result for r in self._graph.plan(self._goal)} - {self._goal}
+        self._crafted = set()
         self._last = task_text(self._graph, self._goal, data_idx, self._distractors)
         self._listing = self._last.split("\n\n")[0]  # "Crafting commands:" and its lines
         self._listed = [line for line in self._last.split("\n") if line.startswith("craft ")]
@@ -105,7 +114,7 @@ class TextCraftEpisode(Episode):
         self._gets = [
             p for p in dict.fromkeys(parts) if item_key(p.split(" ", 1)[1]) in self._graph.gettable
         ]
-        return StepResult(self._last)
+        return StepResult(self._last, score=self._score)
 
     def step(self, action: str) -> StepResult:
         text = " ".join(action.strip().rstrip(".").split())
@@ -124,11 +133,18 @@ class TextCraftEpisode(Episode):
                 "'craft N item using N ingredient, N ingredient' or 'inventory'."
             )
         reward = 0.0
-        if self._score == 0 and self._inventory[self._goal] > 0:
-            reward = self._score = 1.0
-        if self._state and self._score == 0:
+        if self._score <= 0 and self._inventory[self._goal] > 0:
+            reward, self._score = 1.0 - self._score, 1.0
+        elif self._score <= 0 and self._credit > 0:
+            before, self._score = self._score, -self._credit * (1.0 - self._progress())
+            reward = self._score - before
+        if self._state and self._score <= 0:
             self._last = f"{self._last}\n{self._state_text()}"
         return StepResult(self._last, reward, self._score, self._score > 0, invalid)
+
+    def _progress(self) -> float:
+        """The share of the goal's intermediate items crafted so far (0 for depth 1)."""
+        return len(self._steps & self._crafted) / len(self._steps) if self._steps else 0.0
 
     def observation(self) -> str:
         return self._last
@@ -199,6 +215,7 @@ class TextCraftEpisode(Episode):
             )
         self._inventory -= given
         self._inventory[target] += n
+        self._crafted.add(target)
         return f"Crafted {n} {self._name(target)}"
 
     def _match(self, n: int, target: str, given: Counter[str]) -> Recipe | None:
@@ -263,6 +280,14 @@ class TextCraftEnvironment(Environment):
             minimum=0,
             help=f"unneeded recipes listed with the needed ones (at most {MAX_DISTRACTORS})",
         ),
+        EnvOption(
+            "progress_credit",
+            type=float,
+            default=0.0,
+            minimum=0.0,
+            help="c in [0, 1): until its goal is crafted an episode scores -c x (1 - the share "
+            "of the goal's intermediate items crafted), not 0; success stays score > 0",
+        ),
     )
     splits: ClassVar[dict[str, str | range]] = {
         "train": "data/train.json",
@@ -272,17 +297,27 @@ class TextCraftEnvironment(Environment):
     }
     create_resets: ClassVar[bool] = True
 
-    def __init__(self, observation: str = "reference", distractors: int = MAX_DISTRACTORS) -> None:
+    def __init__(
+        self,
+        observation: str = "reference",
+        distractors: int = MAX_DISTRACTORS,
+        progress_credit: float = 0.0,
+    ) -> None:
         if observation not in ("reference", "state"):
             raise ValueError(f"observation must be 'reference' or 'state', not {observation!r}")
         if not 0 <= distractors <= MAX_DISTRACTORS:
             raise ValueError(f"distractors must be 0-{MAX_DISTRACTORS}, not {distractors}")
+        if not 0.0 <= progress_credit < 1.0:
+            raise ValueError(f"progress_credit must be in [0, 1), not {progress_credit}")
         self.state = observation == "state"
         self.distractors = distractors
+        self.progress_credit = progress_credit
         self.graph, self.goals = load()
 
     def new_episode(self) -> TextCraftEpisode:
-        return TextCraftEpisode(self.graph, self.goals, self.distractors, self.state)
+        return TextCraftEpisode(
+            self.graph, self.goals, self.distractors, self.state, self.progress_credit
+        )
 
     def num_tasks(self) -> int | None:
         return len(self.goals)
