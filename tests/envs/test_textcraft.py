@@ -226,3 +226,23 @@ def test_progress_credit_ranks_failures_by_intermediates_crafted_and_keeps_succe
     assert one.step("inventory").score == 1.0
     with pytest.raises(ValueError, match="progress_credit must be in"):
         TextCraftEnvironment(progress_credit=1.0)
+
+
+def test_redraw_lists_each_reset_its_own_distractors_and_order_for_the_same_goal() -> None:
+    fixed, redrawn = TextCraftEnvironment("state", 3), TextCraftEnvironment("state", 3, redraw=True)
+    idx = 40
+    task = fixed.new_episode().reset(idx).observation
+    assert fixed.new_episode().reset(idx).observation == task  # the task's own draw, always
+    seen = {redrawn.new_episode().reset(idx).observation for _ in range(6)}
+    ep = redrawn.new_episode()
+    seen |= {ep.reset(idx).observation, ep.reset(idx).observation}  # per reset, not per episode
+    assert len(seen) == 8 and task not in seen
+    goal = task.rsplit("\n", 1)[1]
+    needed = {r.command() for r in fixed.graph.plan(fixed.goals[idx][0])}
+    for text in seen:
+        listed = {line for line in text.split("\n") if line.startswith("craft ")}
+        assert text.endswith(goal) and needed <= listed and len(listed) == len(needed) + 3
+    # still solvable from what it lists
+    first = ep.reset(idx)
+    solver = _Solver(ep, first.observation)
+    assert solver.ensure(solver.goal, 1) and solver.done

@@ -8,7 +8,8 @@ reference does; `observation=state` (for small policies, whose context reaches b
 after it the crafting commands again, the inventory and the goal, and names items in messages as
 the commands do ('oak planks', not 'minecraft:oak_planks').
 Actions: `get N item`, `craft N X using N a, N b`, `inventory`. Reward 1 when the goal is
-crafted, which ends the episode. With `progress_credit` c > 0 (training small policies; 0 as the
+crafted, which ends the episode. With `redraw`, each reset lists its own draw of distractors
+in its own order (task ids then fix the goal only). With `progress_credit` c > 0 (training small policies; 0 as the
 reference), an episode not yet successful scores -c x (1 - the share of the goal's intermediate
 items crafted so far) instead of 0: failures are ranked by how far they got, and success stays
 exactly `score > 0`. A random action (`random_action`) is a crafting command the
@@ -18,11 +19,12 @@ reset observation lists, a get of a gettable ingredient they list (with its list
 
 from __future__ import annotations
 
+import itertools
 import json
 import random
 import re
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from functools import cache
 from pathlib import Path
 from typing import Any, ClassVar
@@ -61,11 +63,16 @@ def load() -> tuple[CraftingGraph, tuple[tuple[str, int], ...]]:
 
 
 def task_text(
-    graph: CraftingGraph, goal: str, data_idx: int, distractors: int = MAX_DISTRACTORS
+    graph: CraftingGraph,
+    goal: str,
+    data_idx: int,
+    distractors: int = MAX_DISTRACTORS,
+    draw: int = 0,
 ) -> str:
     """The reset observation of a task: needed + distractor commands, shuffled, then the goal.
-    Fewer `distractors` keep a prefix of the same draw: the first k of the ten."""
-    rng = random.Random(f"textcraft-{data_idx}")
+    Fewer `distractors` keep a prefix of the same draw: the first k of the ten. `draw` 0 is the
+    task's own draw; another number draws the distractors and the order anew."""
+    rng = random.Random(f"textcraft-{data_idx}" + (f"-{draw}" if draw else ""))
     needed = graph.plan(goal)
     skip = set(needed)
     pool = [r for r in graph.all_recipes() if r not in skip and r.result != goal]
@@ -86,12 +93,16 @@ class TextCraftEpisode(Episode):
         distractors: int = MAX_DISTRACTORS,
         state: bool = False,
         progress_credit: float = 0.0,
+        draws: Iterator[int] | None = None,
     ) -> None:
         self._graph = graph
         self._goals = goals
         self._distractors = distractors
         self._state = state  # restate commands, inventory and goal after every step
         self._credit = progress_credit
+        self._draws = draws or itertools.repeat(
+            0
+        )  # which draw of distractors and order a reset lists (0: the task's)
         self._steps: set[str] = set()  # the goal's intermediate items (crafted items of its plan)
         self._crafted: set[str] = set()  # items crafted so far
         self._goal = ""
@@ -107,7 +118,9 @@ class TextCraftEpisode(Episode):
         self._score = -self._credit  # nothing crafted yet
         self._steps = {r.result for r in self._graph.plan(self._goal)} - {self._goal}
         self._crafted = set()
-        self._last = task_text(self._graph, self._goal, data_idx, self._distractors)
+        self._last = task_text(
+            self._graph, self._goal, data_idx, self._distractors, next(self._draws)
+        )
         self._listing = self._last.split("\n\n")[0]  # "Crafting commands:" and its lines
         self._listed = [line for line in self._last.split("\n") if line.startswith("craft ")]
         parts = (p for line in self._listed for p in line.split(" using ", 1)[1].split(", "))
@@ -288,6 +301,13 @@ class TextCraftEnvironment(Environment):
             help="c in [0, 1): until its goal is crafted an episode scores -c x (1 - the share "
             "of the goal's intermediate items crafted), not 0; success stays score > 0",
         ),
+        EnvOption(
+            "redraw",
+            type=bool,
+            default=False,
+            help="each episode lists its own draw of distractors in its own order, not the "
+            "task's fixed one: a policy must read the listing, not recall the task's",
+        ),
     )
     splits: ClassVar[dict[str, str | range]] = {
         "train": "data/train.json",
@@ -302,6 +322,7 @@ class TextCraftEnvironment(Environment):
         observation: str = "reference",
         distractors: int = MAX_DISTRACTORS,
         progress_credit: float = 0.0,
+        redraw: bool = False,
     ) -> None:
         if observation not in ("reference", "state"):
             raise ValueError(f"observation must be 'reference' or 'state', not {observation!r}")
@@ -312,11 +333,17 @@ class TextCraftEnvironment(Environment):
         self.state = observation == "state"
         self.distractors = distractors
         self.progress_credit = progress_credit
+        self._draws = itertools.count(1) if redraw else itertools.repeat(0)
         self.graph, self.goals = load()
 
     def new_episode(self) -> TextCraftEpisode:
         return TextCraftEpisode(
-            self.graph, self.goals, self.distractors, self.state, self.progress_credit
+            self.graph,
+            self.goals,
+            self.distractors,
+            self.state,
+            self.progress_credit,
+            self._draws,
         )
 
     def num_tasks(self) -> int | None:
