@@ -145,25 +145,28 @@ def test_refused_actions_count_as_invalid_and_the_penalty_ranks_failures(
 
 
 def test_episode_reward_keeps_successes_and_env_failures() -> None:
-    capped, failed = Status.TURN_CAP, Status.ENV_FAILURE
-    assert episode_reward(0.75, Status.DONE, 5, 4, 0.5) == 0.75
-    assert episode_reward(0.0, capped, 5, 5, 0.5) == -0.5
-    assert episode_reward(0.0, capped, 5, 0, 0.5) == 0.0
-    assert episode_reward(0.0, failed, 5, 5, 0.5) == 0.0  # not the policy's doing
-    assert episode_reward(0.0, capped, 0, 0, 0.5) == 0.0
-    assert episode_reward(0.0, capped, 4, 2, 0.0) == 0.0
+    capped, failed, done = Status.TURN_CAP, Status.ENV_FAILURE, Status.DONE
+
+    def reward(score: float, status: Status, turns: int, invalid: int, cap: int = 8, **spec):  # type: ignore[no-untyped-def]
+        return episode_reward(score, status, turns, invalid, EnvSpec(**spec), cap)
+
+    assert reward(0.75, done, 5, 4, invalid_penalty=0.5) == 0.75
+    assert reward(0.0, capped, 5, 5, invalid_penalty=0.5) == -0.5
+    assert reward(0.0, capped, 5, 0, invalid_penalty=0.5) == 0.0
+    assert reward(0.0, failed, 5, 5, invalid_penalty=0.5) == 0.0  # not the policy's doing
+    assert reward(0.0, capped, 0, 0, invalid_penalty=0.5) == 0.0
+    assert reward(0.0, capped, 4, 2) == 0.0
     # a floor lifts what the agent scored below it (MiniWoB's wrong click), before the penalty
-    assert episode_reward(-1.0, Status.DONE, 1, 0, 0.0, floor=0.0) == 0.0
-    assert episode_reward(-1.0, Status.DONE, 2, 1, 0.5, floor=0.0) == -0.25
-    assert episode_reward(0.9, Status.DONE, 2, 0, 0.0, floor=0.0) == 0.9
-    assert episode_reward(-1.0, Status.DONE, 1, 0, 0.0) == -1.0
+    assert reward(-1.0, done, 1, 0, reward_floor=0.0) == 0.0
+    assert reward(-1.0, done, 2, 1, invalid_penalty=0.5, reward_floor=0.0) == -0.25
+    assert reward(0.9, done, 2, 0, reward_floor=0.0) == 0.9
+    assert reward(-1.0, done, 1, 0) == -1.0
     # a turn cost scales successes by their length, as minigrid; failures keep their reward
-    assert episode_reward(1.0, Status.DONE, 2, 0, 0.0, turn_cost=0.9, turn_cap=8) == pytest.approx(
-        0.775
-    )
-    assert episode_reward(1.0, Status.DONE, 8, 0, 0.0, turn_cost=0.9, turn_cap=8) > 0.0
-    assert episode_reward(0.0, capped, 8, 4, 0.5, turn_cost=0.9, turn_cap=8) == -0.25
-    assert episode_reward(1.0, Status.DONE, 3, 0, 0.0, turn_cost=0.0, turn_cap=8) == 1.0
+    assert reward(1.0, done, 2, 0, turn_cost=0.9) == pytest.approx(0.775)
+    assert reward(1.0, done, 8, 0, turn_cost=0.9) > 0.0
+    assert reward(0.0, capped, 8, 4, invalid_penalty=0.5, turn_cost=0.9) == -0.25
+    assert reward(1.0, done, 3, 0) == 1.0
+    assert reward(1.0, done, 3, 0, cap=0, turn_cost=0.9) == 1.0  # no cap known: unscaled
 
 
 @pytest.mark.parametrize(("cost", "direct", "detour"), [(0.0, 1.0, 1.0), (0.9, 0.775, 0.6625)])

@@ -143,18 +143,12 @@ async def act_on_calls(step: StepEnv, reading: ToolReading, score: float) -> Act
 
 
 def episode_reward(
-    score: float,
-    status: Status,
-    turns: int,
-    invalid: int,
-    penalty: float,
-    floor: float | None = None,
-    turn_cost: float = 0.0,
-    turn_cap: int = 0,
+    score: float, status: Status, turns: int, invalid: int, spec: EnvSpec, turn_cap: int
 ) -> float:
-    """The env's score (raised to `floor` when given); with a `penalty`, a failed episode (score
-    <= 0, not an env failure) gets `-penalty * invalid / turns` instead; with a `turn_cost`, a
-    success gets `score * (1 - turn_cost * turns / turn_cap)`.
+    """The reward an episode trains on, shaped by its env's `spec`: the env's score (raised to
+    `spec.reward_floor` when set); with an `invalid_penalty`, a failed episode (score <= 0, not
+    an env failure) gets `-penalty * invalid / turns` instead; with a `turn_cost`, a success gets
+    `score * (1 - turn_cost * turns / turn_cap)`.
 
     Why: GRPO learns nothing from a group whose episodes all fail with the same score, and a
     small policy's commonest failure is repeating a refused action until the turn cap. The
@@ -164,10 +158,11 @@ def episode_reward(
     nothing. The turn cost, as minigrid scores BabyAI (0.9): when every success scores the same,
     a refused action a success repeated is reinforced as much as the one that helped, and a
     greedy policy learns to loop (TextCraft); below 1 a success still scores above 0."""
-    if floor is not None:
-        score = max(score, floor)
-    if score > 0.0 and turn_cost > 0.0 and turn_cap > 0:
-        return score * (1.0 - turn_cost * min(turns, turn_cap) / turn_cap)
+    if spec.reward_floor is not None:
+        score = max(score, spec.reward_floor)
+    if score > 0.0 and spec.turn_cost > 0.0 and turn_cap > 0:
+        return score * (1.0 - spec.turn_cost * min(turns, turn_cap) / turn_cap)
+    penalty = spec.invalid_penalty
     if penalty <= 0.0 or score > 0.0 or turns == 0 or status is Status.ENV_FAILURE:
         return score
     return -penalty * invalid / turns
@@ -262,14 +257,7 @@ class EpisodeState:
         assert self.status is not None, "the episode is still running"
         score = reward_of(self.plan.task.env, self.score)
         reward = episode_reward(
-            score,
-            self.status,
-            self.turns,
-            self.invalid,
-            self.spec.invalid_penalty,
-            self.spec.reward_floor,
-            self.spec.turn_cost,
-            self.plan.budget.turn_cap,
+            score, self.status, self.turns, self.invalid, self.spec, self.plan.budget.turn_cap
         )
         return finish_sample(self.plan, self.builder, reward, self.status)
 
