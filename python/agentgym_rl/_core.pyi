@@ -343,6 +343,9 @@ class TransportTimeout(TransportError):
 class TransportClosed(TransportError):
     """The sender or receiver is closed."""
 
+class TransportLinkDown(TransportError):
+    """flush(while_linked=True): the link to the receiver is down with groups unacknowledged."""
+
 class ProtocolError(TransportError):
     """The peer speaks another protocol version or sent an unacceptable message."""
 
@@ -389,8 +392,9 @@ class GroupSender:
     def sender_id(self) -> str: ...
     def send(self, payload: bytes, timeout_s: float = 60.0) -> int:
         """Queue one group; returns its sequence number."""
-    def flush(self, timeout_s: float = 60.0) -> None:
-        """Wait until every sent group is acknowledged."""
+    def flush(self, timeout_s: float = 60.0, *, while_linked: bool = False) -> None:
+        """Wait until every sent group is acknowledged (through reconnections); with
+        ``while_linked``, raise ``TransportLinkDown`` once no link is in force instead."""
     def wait_connected(self, timeout_s: float = 60.0) -> None: ...
     def stats(self) -> dict[str, int | bool]:
         """sent, acked, unacked, resent, handshakes, credit, connected, unauthenticated."""

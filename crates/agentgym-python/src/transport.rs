@@ -33,6 +33,12 @@ create_exception!(
 );
 create_exception!(
     _core,
+    TransportLinkDown,
+    TransportError,
+    "flush(while_linked=True): the link to the receiver is down with groups unacknowledged."
+);
+create_exception!(
+    _core,
     ProtocolError,
     TransportError,
     "The peer speaks another protocol version or sent an unacceptable message."
@@ -73,6 +79,7 @@ pub(crate) fn transport_error(e: RustError) -> PyErr {
     match e {
         RustError::Timeout { .. } => TransportTimeout::new_err(msg),
         RustError::Closed => TransportClosed::new_err(msg),
+        RustError::LinkDown { .. } => TransportLinkDown::new_err(msg),
         RustError::Protocol { .. } => ProtocolError::new_err(msg),
         RustError::Unauthenticated { .. } => AuthenticationError::new_err(msg),
         RustError::WeakSecret { .. } => pyo3::exceptions::PyValueError::new_err(msg),
@@ -134,11 +141,17 @@ impl GroupSender {
             .map_err(transport_error)
     }
 
-    #[pyo3(signature = (timeout_s=60.0))]
-    fn flush(&self, py: Python<'_>, timeout_s: f64) -> PyResult<()> {
+    #[pyo3(signature = (timeout_s=60.0, *, while_linked=false))]
+    fn flush(&self, py: Python<'_>, timeout_s: f64, while_linked: bool) -> PyResult<()> {
         let timeout = duration(timeout_s)?;
-        py.detach(|| self.inner.flush(timeout))
-            .map_err(transport_error)
+        py.detach(|| {
+            if while_linked {
+                self.inner.flush_while_linked(timeout)
+            } else {
+                self.inner.flush(timeout)
+            }
+        })
+        .map_err(transport_error)
     }
 
     #[pyo3(signature = (timeout_s=60.0))]
@@ -308,6 +321,7 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     )?;
     m.add("TransportError", py.get_type::<TransportError>())?;
     m.add("TransportTimeout", py.get_type::<TransportTimeout>())?;
+    m.add("TransportLinkDown", py.get_type::<TransportLinkDown>())?;
     m.add("TransportClosed", py.get_type::<TransportClosed>())?;
     m.add("ProtocolError", py.get_type::<ProtocolError>())?;
     m.add("AuthenticationError", py.get_type::<AuthenticationError>())?;

@@ -17,6 +17,11 @@ pub enum TransportError {
     #[error("transport closed")]
     Closed,
 
+    /// `flush_while_linked`: no link to the receiver is in force while groups are still
+    /// unacknowledged (the receiver went quiet for the peer timeout, or never answered).
+    #[error("the link to the receiver is down with {unacked} sent groups unacknowledged")]
+    LinkDown { unacked: u64 },
+
     /// The peer spoke a different protocol version or sent something this side cannot accept.
     #[error("protocol error: {detail}")]
     Protocol { detail: String },

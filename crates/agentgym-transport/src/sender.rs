@@ -255,15 +255,31 @@ impl GroupSender {
             })
     }
 
-    /// Wait until every group sent so far is acknowledged.
+    /// Wait until every group sent so far is acknowledged (through reconnections).
     pub fn flush(&self, timeout: Duration) -> Result<()> {
+        self.wait_acked(timeout, false)
+    }
+
+    /// [`Self::flush`], but end with [`TransportError::LinkDown`] once no link is in force while
+    /// groups are unacknowledged, instead of waiting for a reconnection: at a run's exit a
+    /// receiver that went quiet for the peer timeout is gone and acknowledges nothing more.
+    pub fn flush_while_linked(&self, timeout: Duration) -> Result<()> {
+        self.wait_acked(timeout, true)
+    }
+
+    fn wait_acked(&self, timeout: Duration, while_linked: bool) -> Result<()> {
         runtime::check_pid(self.pid)?;
         self.shared
             .wait_for(timeout, "acknowledgement of every sent group", |st| {
                 if st.stats.acked == st.stats.sent {
                     Some(Ok(()))
+                } else if let Some(end) = terminal(st) {
+                    Some(Err(end))
+                } else if while_linked && !st.stats.connected {
+                    let unacked = st.stats.unacked();
+                    Some(Err(TransportError::LinkDown { unacked }))
                 } else {
-                    terminal(st).map(Err)
+                    None
                 }
             })
     }

@@ -102,6 +102,31 @@ fn send_times_out_without_credit_and_nothing_is_queued() {
 }
 
 #[test]
+fn flush_while_linked_waits_while_the_receiver_is_up_and_ends_once_it_is_gone() {
+    let rx = receiver(DEFAULT_BIND, 4);
+    let tx = GroupSender::connect(rx.endpoint(), fast_options("f")).unwrap();
+    tx.wait_connected(WAIT).unwrap();
+    tx.send(&payload("f", 0), WAIT).unwrap();
+    // Up but not consuming: a timeout after the whole wait, as `flush`.
+    let short = Duration::from_millis(300);
+    let err = tx.flush_while_linked(short).unwrap_err();
+    assert!(matches!(err, TransportError::Timeout { .. }), "{err:?}");
+    // Gone with the group untaken: the link drops after the peer timeout (500 ms), and the
+    // flush ends then rather than after its 10 s.
+    rx.close();
+    let t0 = Instant::now();
+    let err = tx.flush_while_linked(WAIT).unwrap_err();
+    assert!(
+        matches!(err, TransportError::LinkDown { unacked: 1 }),
+        "{err:?}"
+    );
+    assert!(t0.elapsed() < Duration::from_secs(3), "{:?}", t0.elapsed());
+    // `flush` itself waits for a reconnection.
+    let err = tx.flush(short).unwrap_err();
+    assert!(matches!(err, TransportError::Timeout { .. }), "{err:?}");
+}
+
+#[test]
 fn send_times_out_when_no_receiver_listens() {
     let tx = GroupSender::connect("tcp://127.0.0.1:1", fast_options("n")).unwrap();
     let err = tx

@@ -15,8 +15,6 @@ from collections.abc import Sequence
 
 from agentgym_rl import _core
 
-_FLUSH_SLICE_S = 0.2  # how often a flush looks whether the endpoint's link is still up
-
 
 def default_sender_id() -> str:
     return f"rollout-{socket.gethostname()}-{os.getpid()}"
@@ -65,20 +63,14 @@ class LearnerStream:
         learner is gone (at a finished run's exit, for good; the link is lost 3 s after its
         last word) and acknowledges nothing until one comes back."""
         deadline = time.monotonic() + timeout_s
-        waiting = [s for s in self.senders if not self._flushed(s, deadline)]
-        if waiting:
-            left = sum(int(s.stats()["unacked"]) for s in waiting)
-            raise _core.TransportTimeout(f"{left} sent groups not acknowledged")
-
-    @staticmethod
-    def _flushed(sender: _core.GroupSender, deadline: float) -> bool:
-        while True:
+        late = 0
+        for sender in self.senders:
             try:
-                sender.flush(max(0.0, min(_FLUSH_SLICE_S, deadline - time.monotonic())))
-                return True
-            except _core.TransportTimeout:
-                if not sender.stats()["connected"] or time.monotonic() >= deadline:
-                    return False
+                sender.flush(max(0.0, deadline - time.monotonic()), while_linked=True)
+            except (_core.TransportLinkDown, _core.TransportTimeout):
+                late += int(sender.stats()["unacked"])
+        if late:
+            raise _core.TransportTimeout(f"{late} sent groups not acknowledged")
 
     def stats(self) -> list[dict[str, int | bool]]:
         return [s.stats() for s in self.senders]
