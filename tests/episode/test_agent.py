@@ -381,3 +381,25 @@ def test_progress_credit_ranks_failed_episodes_below_successes_through_a_real_se
     assert (half.status, none.status) == ("turn_cap", "turn_cap")
     assert (half.reward, none.reward) == (pytest.approx(0.0), pytest.approx(-0.2))
     assert [is_success("textcraft", s.reward) for s in (solved, half, none)] == [1, 0, 0]
+
+
+@pytest.mark.parametrize("redraw", [False, True])
+def test_textcraft_redraw_lists_every_episode_its_own_draw_through_a_real_server(
+    spawn_server, chat, redraw: bool
+) -> None:
+    """TextCraft's `redraw` through the agent loop, the env pool and a real server: three episodes
+    of one task open with three different listings; without it, all with the task's own."""
+    option = f"redraw={str(redraw).lower()}"
+    server = spawn_server("textcraft", "--env-option", "observation=state", "--env-option", option)
+    first: dict[str, str] = {}
+
+    def policy(prompt: str, rid: str) -> str:
+        first.setdefault(rid.rsplit("-t", 1)[0], prompt)
+        return "Action: inventory"
+
+    plans = [plan("textcraft", 40, cap=1, rid=f"e{i}") for i in range(3)]
+    engine = ScriptedEngine(chat, policy)
+    samples, _ = run(episodes(server.zmq, engine, chat, plans, "textcraft", max_model_len=16384))
+    assert [s.status for s in samples] == ["turn_cap"] * 3
+    listings = {p.split("Crafting commands:", 1)[1].split("Goal:", 1)[0] for p in first.values()}
+    assert len(first) == 3 and len(listings) == (3 if redraw else 1)
