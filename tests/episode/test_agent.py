@@ -169,6 +169,38 @@ def test_episode_reward_keeps_successes_and_env_failures() -> None:
     assert reward(1.0, done, 3, 0, cap=0, turn_cost=0.9) == 1.0  # no cap known: unscaled
 
 
+def play_textcraft(
+    server: EnvServerProc,
+    chat: ChatTokenizer,
+    idx: int,
+    scripts: list[list[str]],
+    turn_cost: float,
+) -> list[_core.Sample]:
+    """One episode of TextCraft task `idx` (cap 8) per script of actions, one after another;
+    `inventory` once a script runs out."""
+
+    async def play() -> list[_core.Sample]:
+        out = []
+        for actions in scripts:
+            engine = ScriptedEngine(
+                chat,
+                scripted(lambda t, a=actions: f"Action: {a[t] if t < len(a) else 'inventory'}"),
+            )
+            [s], _ = await episodes(
+                server.zmq,
+                engine,
+                chat,
+                [plan("textcraft", idx, cap=8)],
+                "textcraft",
+                turn_cost=turn_cost,
+                max_model_len=16384,  # eight restated listings
+            )
+            out.append(s)
+        return out
+
+    return list(run(play()))
+
+
 @pytest.mark.parametrize(("cost", "direct", "detour"), [(0.0, 1.0, 1.0), (0.9, 0.775, 0.6625)])
 def test_a_turn_cost_ranks_a_direct_success_above_one_that_repeated_a_refused_craft(
     spawn_server, chat, cost: float, direct: float, detour: float
@@ -189,26 +221,7 @@ def test_a_turn_cost_ranks_a_direct_success_above_one_that_repeated_a_refused_cr
     (item, count), craft = recipe.ingredients[0], recipe.command()
     get = f"get {count} {item.replace('_', ' ')}"
     server = spawn_server("textcraft", "--env-option", "observation=state")
-
-    def policy(actions: list[str]) -> Callable[[str, str], str]:
-        return scripted(lambda t: f"Action: {actions[t]}")
-
-    async def both() -> list[_core.Sample]:
-        out = []
-        for actions in ([get, craft], [craft, get, craft]):
-            engine = ScriptedEngine(chat, policy(actions))
-            [s], _ = await episodes(
-                server.zmq,
-                engine,
-                chat,
-                [plan("textcraft", idx, cap=8)],
-                "textcraft",
-                turn_cost=cost,
-            )
-            out.append(s)
-        return out
-
-    short, long = run(both())
+    short, long = play_textcraft(server, chat, idx, [[get, craft], [craft, get, craft]], cost)
     assert (short.status, short.turns, long.status, long.turns) == ("done", 2, "done", 3)
     assert (short.reward, long.reward) == (pytest.approx(direct), pytest.approx(detour))
 
@@ -356,26 +369,7 @@ def test_progress_credit_ranks_failed_episodes_below_successes_through_a_real_se
         "textcraft", "--env-option", "observation=state", "--env-option", "progress_credit=0.2"
     )
 
-    async def play() -> list[_core.Sample]:
-        out = []
-        for actions in (solve, halfway, []):
-            engine = ScriptedEngine(
-                chat,
-                scripted(lambda t, a=actions: f"Action: {a[t] if t < len(a) else 'inventory'}"),
-            )
-            [s], _ = await episodes(
-                server.zmq,
-                engine,
-                chat,
-                [plan("textcraft", idx, cap=8)],
-                "textcraft",
-                turn_cost=0.9,
-                max_model_len=16384,  # eight restated listings
-            )
-            out.append(s)
-        return out
-
-    solved, half, none = run(play())
+    solved, half, none = play_textcraft(server, chat, idx, [solve, halfway, []], 0.9)
     assert (solved.status, solved.turns) == ("done", len(solve))
     assert solved.reward == pytest.approx(1 - 0.9 * len(solve) / 8)
     assert (half.status, none.status) == ("turn_cap", "turn_cap")
