@@ -9,12 +9,12 @@ after it the crafting commands again, the inventory and the goal, and names item
 the commands do ('oak planks', not 'minecraft:oak_planks').
 Actions: `get N item`, `craft N X using N a, N b`, `inventory`. Reward 1 when the goal is
 crafted, which ends the episode. With `redraw`, each reset lists its own draw of distractors
-in its own order (task ids then fix the goal only). With `progress_credit` c > 0 (training small policies; 0 as the
-reference), an episode not yet successful scores -c x (1 - the share of the goal's intermediate
-items crafted so far) instead of 0: failures are ranked by how far they got, and success stays
-exactly `score > 0`. A random action (`random_action`) is a crafting command the
-reset observation lists, a get of a gettable ingredient they list (with its listed count) or
-`inventory`.
+in its own order (a task id then fixes the goal only). With `progress_credit` c > 0 (training
+small policies; 0 as the reference), an episode not yet successful scores -c x (1 - the share of
+the goal's intermediate items crafted so far) instead of 0: failures are ranked by how far they
+got, and success stays exactly `score > 0`. A random action (`random_action`) is a crafting
+command the reset observation lists, a get of a gettable ingredient they list (with its listed
+count) or `inventory`.
 """
 
 from __future__ import annotations
@@ -100,10 +100,9 @@ class TextCraftEpisode(Episode):
         self._distractors = distractors
         self._state = state  # restate commands, inventory and goal after every step
         self._credit = progress_credit
-        self._draws = draws or itertools.repeat(
-            0
-        )  # which draw of distractors and order a reset lists (0: the task's)
-        self._steps: set[str] = set()  # the goal's intermediate items (crafted items of its plan)
+        # which draw of distractors and order each reset lists (0: the task's own)
+        self._draws = draws or itertools.repeat(0)
+        self._intermediates: set[str] = set()  # the items the goal's plan crafts before it
         self._crafted: set[str] = set()  # items crafted so far
         self._goal = ""
         self._inventory: Counter[str] = Counter()
@@ -116,7 +115,7 @@ class TextCraftEpisode(Episode):
         self._goal = self._goals[data_idx][0]
         self._inventory = Counter()
         self._score = -self._credit  # nothing crafted yet
-        self._steps = {r.result for r in self._graph.plan(self._goal)} - {self._goal}
+        self._intermediates = {r.result for r in self._graph.plan(self._goal)} - {self._goal}
         self._crafted = set()
         self._last = task_text(
             self._graph, self._goal, data_idx, self._distractors, next(self._draws)
@@ -157,7 +156,9 @@ class TextCraftEpisode(Episode):
 
     def _progress(self) -> float:
         """The share of the goal's intermediate items crafted so far (0 for depth 1)."""
-        return len(self._steps & self._crafted) / len(self._steps) if self._steps else 0.0
+        if not self._intermediates:
+            return 0.0
+        return len(self._intermediates & self._crafted) / len(self._intermediates)
 
     def observation(self) -> str:
         return self._last
