@@ -74,10 +74,19 @@ def logs(run_dir: Path) -> str:
     return "\n".join(f"--- {p.name}\n{p.read_text(errors='replace')[-3000:]}" for p in paths)
 
 
-def wait_for(what: str, ready: Callable[[], bool], run_dir: Path, timeout_s: float) -> None:
+def wait_for(
+    what: str,
+    ready: Callable[[], bool],
+    run_dir: Path,
+    timeout_s: float,
+    explain: Callable[[], str] = lambda: "",
+) -> None:
+    """Poll `ready` until it holds; past `timeout_s`, fail with the run's logs and `explain()`
+    (what else the caller knows of the stall: the scheduler's view of the job)."""
     deadline = time.monotonic() + timeout_s
     while not ready():
-        assert time.monotonic() < deadline, f"not {what} after {timeout_s:.0f}s\n{logs(run_dir)}"
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"not {what} after {timeout_s:.0f}s\n{explain()}\n{logs(run_dir)}")
         time.sleep(2.0)
 
 

@@ -290,6 +290,16 @@ class SlurmCluster:
         """`scontrol ARGS` against this cluster; its stdout (a failure raises)."""
         return self._run("scontrol", *args).stdout
 
+    def describe(self, job_id: int | str) -> str:
+        """The job's record, each node's state and reason, and slurmctld's last lines: what a
+        failing assertion about a job needs to say why it is stuck."""
+        nodes = self._run("sinfo", "-N", "-h", "-o", "%N %T %E", check=False).stdout.strip()
+        try:
+            record = " ".join(f"{k}={v}" for k, v in self.job(job_id).items())
+        except LookupError as error:
+            record = str(error)
+        return f"job: {record}\nnodes:\n{nodes}\nslurmctld:\n{self.log_tail('slurmctld', 20)}"
+
     def log_tail(self, name: str = "slurmctld", lines: int = 5) -> str:
         """The last lines of a daemon's log ("slurmctld", "slurmd-<node>", "munged")."""
         assert self.root is not None

@@ -43,12 +43,23 @@ def _srun_lines(run: Path) -> list[str]:
     return [p.read_text().splitlines()[0] for p in (run / "logs").glob("*.log") if p.stat().st_size]
 
 
-def _pending(cluster: SlurmCluster, job_id: str) -> bool:
-    return cluster.state(job_id) == "PENDING"
-
-
 def _ended(cluster: SlurmCluster, job_id: str) -> bool:
     return cluster.state(job_id) in ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL")
+
+
+def _wait_restarted(cluster: SlurmCluster, job_id: str, timeout_s: float = 300) -> None:
+    """Wait until the requeued job runs again. A requeued job passes through states other than
+    PENDING (REQUEUED, COMPLETING) with its restart already counted, then waits pending for its
+    credentials to expire (a cluster setting): start it as soon as it is pending."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        record = cluster.job(job_id)
+        if record.get("Restarts") == "1" and record["JobState"] in ("RUNNING", "COMPLETED"):
+            return
+        assert time.monotonic() < deadline, f"not restarted:\n{cluster.describe(job_id)}"
+        if record["JobState"] == "PENDING":
+            cluster.scontrol("update", f"JobId={job_id}", "StartTime=now")
+        time.sleep(1.0)
 
 
 def test_slurm_run_requeued_at_its_time_limit_resumes_and_finishes(
@@ -73,19 +84,19 @@ def test_slurm_run_requeued_at_its_time_limit_resumes_and_finishes(
 
     slurm_cluster.cancel(job_id, signal="USR1", batch=True)  # the time-limit warning
     wait_for("stopped and requeued", lambda: len(_starts(run)) >= 1, run, 300)
-    # a requeued job waits for its credentials to expire (a cluster setting): start it now
-    deadline = time.monotonic() + 300
-    while slurm_cluster.job(job_id).get("Restarts") != "1" or _pending(slurm_cluster, job_id):
-        assert time.monotonic() < deadline, f"not restarted: {slurm_cluster.job(job_id)}"
-        if _pending(slurm_cluster, job_id):
-            slurm_cluster.scontrol("update", f"JobId={job_id}", "StartTime=now")
-        time.sleep(2.0)
+    _wait_restarted(slurm_cluster, job_id)
     first = _starts(run)[0]
     assert first["outcome"] == "SIGUSR1" and 2 <= int(str(first["step"])) < STEPS
     # the learner was stopped by SIGTERM to its task (srun's own SIGTERM would SIGKILL it):
     # it saved the step it stopped at
     assert [p.name for p in (run / "checkpoints").iterdir()] == [f"step_{first['step']}"]
-    wait_for("finished", lambda: len(_starts(run)) == 2 and _ended(slurm_cluster, job_id), run, 900)
+    wait_for(
+        "finished",
+        lambda: len(_starts(run)) == 2 and _ended(slurm_cluster, job_id),
+        run,
+        900,
+        explain=lambda: slurm_cluster.describe(job_id),
+    )
 
     assert slurm_cluster.state(job_id) == "COMPLETED", logs(run)
     assert slurm_cluster.job(job_id).get("Restarts") == "1"
