@@ -246,3 +246,49 @@ def test_redraw_lists_each_reset_its_own_distractors_and_order_for_the_same_goal
     first = ep.reset(idx)
     solver = _Solver(ep, first.observation)
     assert solver.ensure(solver.goal, 1) and solver.done
+
+
+def _copied_solution(observation: str, graph: CraftingGraph) -> list[str]:
+    """The actions a copy of a scaled listing's lines solves its goal with: for each line of the
+    goal's plan (deepest first; told from distractors by result and ingredient names), a `get` of
+    each gettable ingredient at its listed count, then the line itself. No count is computed."""
+    listed = [m for line in observation.split("\n") if (m := _COMMAND.match(line))]
+    goal = observation.rsplit("Goal: craft ", 1)[1].removesuffix(".").replace(" ", "_")
+    actions = []
+    for recipe in sorted(graph.plan(goal), key=lambda r: graph.depth[r.result]):
+        names = {i.replace("_", " ") for i, _ in recipe.ingredients}
+        [line] = [
+            m
+            for m in listed
+            if m[2] == recipe.result.replace("_", " ")
+            and {p.split(" ", 1)[1] for p in m[3].split(", ")} == names
+        ]
+        parts = [
+            p for p in line[3].split(", ") if p.split(" ", 1)[1].replace(" ", "_") in graph.gettable
+        ]
+        actions += [f"get {p}" for p in parts] + [line[0]]
+    return actions
+
+
+def test_scaled_lists_needed_recipes_at_the_goals_counts_and_a_copy_of_them_solves_every_goal() -> (
+    None
+):
+    plain, scaled = TextCraftEnvironment("state", 1), TextCraftEnvironment("state", 1, scaled=True)
+    graph, goals = scaled.graph, scaled.goals
+    multiplied = 0
+    for idx in range(len(goals)):
+        ep = scaled.new_episode()
+        first = ep.reset(idx).observation
+        actions = _copied_solution(first, graph)
+        results = [ep.step(a) for a in actions]
+        assert results[-1].done and results[-1].score == 1.0, (goals[idx], actions, results[-1])
+        assert not any(r.done for r in results[:-1])  # each line once, nothing to spare
+        # the same draw of distractors and order: only the needed lines' counts differ
+        reference = plain.new_episode().reset(idx).observation
+        assert len(first.split("\n")) == len(reference.split("\n"))
+        multiplied += first != reference
+    assert multiplied > 100  # goals whose intermediates the goal needs more than once of
+    # the acacia fence gate takes 4 sticks: 'craft 1 stick using 2 bamboo' made 4 times
+    idx = next(i for i, (item, _) in enumerate(goals) if item == "acacia_fence_gate")
+    assert "craft 4 stick using 8 bamboo" in scaled.new_episode().reset(idx).observation
+    assert "craft 1 stick using 2 bamboo" in plain.new_episode().reset(idx).observation

@@ -397,3 +397,32 @@ def test_textcraft_redraw_lists_every_episode_its_own_draw_through_a_real_server
     assert [s.status for s in samples] == ["turn_cap"] * 3
     listings = {p.split("Crafting commands:", 1)[1].split("Goal:", 1)[0] for p in first.values()}
     assert len(first) == 3 and len(listings) == (3 if redraw else 1)
+
+
+@pytest.mark.parametrize("scaled", [False, True])
+def test_textcraft_scaled_listing_is_solved_by_copying_its_lines_through_a_real_server(
+    spawn_server, chat, scaled: bool
+) -> None:
+    """TextCraft's `scaled` through the agent loop, the env pool and a real server: the acacia
+    fence gate takes 4 sticks. Scaled, its listing says 'craft 4 stick using 8 bamboo' and the
+    five actions copied from the listing craft the gate; without the option the same copy of its
+    'craft 1 stick using 2 bamboo' makes one stick of four and the gate's craft is refused."""
+    from agentgym_envs.textcraft.env import load
+
+    _, goals = load()
+    idx = next(i for i, (item, _) in enumerate(goals) if item == "acacia_fence_gate")
+    sticks = "craft 4 stick using 8 bamboo" if scaled else "craft 1 stick using 2 bamboo"
+    copy = [
+        "get 1 acacia log",
+        "craft 4 acacia planks using 1 acacia log",
+        f"get {sticks.rsplit(' ', 2)[1]} bamboo",
+        sticks,
+        "craft 1 acacia fence gate using 2 acacia planks, 4 stick",
+    ]
+    option = f"scaled={str(scaled).lower()}"
+    server = spawn_server("textcraft", "--env-option", "observation=state", "--env-option", option)
+    [episode] = play_textcraft(server, chat, idx, [copy], 0.0)
+    listing = chat.decode(episode.input_ids.tolist()).split("Goal:", 1)[0]
+    assert sticks in listing and copy[1] in listing
+    assert (episode.status, episode.turns) == (("done", 5) if scaled else ("turn_cap", 8))
+    assert is_success("textcraft", episode.reward) == scaled

@@ -9,10 +9,11 @@ after it the crafting commands again, the inventory and the goal, and names item
 the commands do ('oak planks', not 'minecraft:oak_planks').
 Actions: `get N item`, `craft N X using N a, N b`, `inventory`. Reward 1 when the goal is
 crafted, which ends the episode. With `redraw`, each reset lists its own draw of distractors
-in its own order (a task id then fixes the goal only). With `progress_credit` c > 0 (training
-small policies; 0 as the reference), an episode not yet successful scores -c x (1 - the share of
-the goal's intermediate items crafted so far) instead of 0: failures are ranked by how far they
-got, and success stays exactly `score > 0`. A random action (`random_action`) is a crafting
+in its own order (a task id then fixes the goal only); with `scaled`, the needed recipes are
+listed at the counts the goal needs, so no count is multiplied. With `progress_credit` c > 0
+(training small policies; 0 as the reference), an episode not yet successful scores -c x (1 - the
+share of the goal's intermediate items crafted so far) instead of 0: failures are ranked by how
+far they got, and success stays exactly `score > 0`. A random action (`random_action`) is a crafting
 command the reset observation lists, a get of a gettable ingredient they list (with its listed
 count) or `inventory`.
 """
@@ -68,15 +69,18 @@ def task_text(
     data_idx: int,
     distractors: int = MAX_DISTRACTORS,
     draw: int = 0,
+    scaled: bool = False,
 ) -> str:
     """The reset observation of a task: needed + distractor commands, shuffled, then the goal.
     Fewer `distractors` keep a prefix of the same draw: the first k of the ten. `draw` 0 is the
-    task's own draw; another number draws the distractors and the order anew."""
+    task's own draw; another number draws the distractors and the order anew. `scaled` lists the
+    needed recipes at the counts the goal needs (`CraftingGraph.scaled_plan`); the draw and the
+    order are the same."""
     rng = random.Random(f"textcraft-{data_idx}" + (f"-{draw}" if draw else ""))
-    needed = graph.plan(goal)
-    skip = set(needed)
+    skip = set(graph.plan(goal))
     pool = [r for r in graph.all_recipes() if r not in skip and r.result != goal]
     drawn = rng.sample(pool, min(MAX_DISTRACTORS, len(pool)))
+    needed = graph.scaled_plan(goal) if scaled else graph.plan(goal)
     commands = needed + drawn[:distractors]
     rng.shuffle(commands)
     lines = "\n".join(r.command() for r in commands)
@@ -94,6 +98,7 @@ class TextCraftEpisode(Episode):
         state: bool = False,
         progress_credit: float = 0.0,
         draws: Iterator[int] | None = None,
+        scaled: bool = False,
     ) -> None:
         self._graph = graph
         self._goals = goals
@@ -102,6 +107,7 @@ class TextCraftEpisode(Episode):
         self._credit = progress_credit
         # which draw of distractors and order each reset lists (0: the task's own)
         self._draws = draws or itertools.repeat(0)
+        self._scaled = scaled  # needed recipes listed at the counts the goal needs
         self._intermediates: set[str] = set()  # the items the goal's plan crafts before it
         self._crafted: set[str] = set()  # items crafted so far
         self._goal = ""
@@ -118,7 +124,7 @@ class TextCraftEpisode(Episode):
         self._intermediates = {r.result for r in self._graph.plan(self._goal)} - {self._goal}
         self._crafted = set()
         self._last = task_text(
-            self._graph, self._goal, data_idx, self._distractors, next(self._draws)
+            self._graph, self._goal, data_idx, self._distractors, next(self._draws), self._scaled
         )
         self._listing = self._last.split("\n\n")[0]  # "Crafting commands:" and its lines
         self._listed = [line for line in self._last.split("\n") if line.startswith("craft ")]
@@ -309,6 +315,14 @@ class TextCraftEnvironment(Environment):
             help="each episode lists its own draw of distractors in its own order, not the "
             "task's fixed one: a policy must read the listing, not recall the task's",
         ),
+        EnvOption(
+            "scaled",
+            type=bool,
+            default=False,
+            help="needed recipes are listed at the counts the goal needs ('craft 4 stick using 8 "
+            "bamboo' for a goal taking 4 sticks, not 'craft 1 stick using 2 bamboo'): every "
+            "count the task asks for is read off the listing, none multiplied",
+        ),
     )
     splits: ClassVar[dict[str, str | range]] = {
         "train": "data/train.json",
@@ -324,6 +338,7 @@ class TextCraftEnvironment(Environment):
         distractors: int = MAX_DISTRACTORS,
         progress_credit: float = 0.0,
         redraw: bool = False,
+        scaled: bool = False,
     ) -> None:
         if observation not in ("reference", "state"):
             raise ValueError(f"observation must be 'reference' or 'state', not {observation!r}")
@@ -335,6 +350,7 @@ class TextCraftEnvironment(Environment):
         self.distractors = distractors
         self.progress_credit = progress_credit
         self._draws = itertools.count(1) if redraw else itertools.repeat(0)
+        self.scaled = scaled
         self.graph, self.goals = load()
 
     def new_episode(self) -> TextCraftEpisode:
@@ -345,6 +361,7 @@ class TextCraftEnvironment(Environment):
             self.state,
             self.progress_credit,
             self._draws,
+            self.scaled,
         )
 
     def num_tasks(self) -> int | None:

@@ -39,6 +39,10 @@ class Recipe:
         parts = ", ".join(f"{n} {display(item)}" for item, n in self.ingredients)
         return f"craft {self.count} {display(self.result)} using {parts}"
 
+    def times(self, k: int) -> Recipe:
+        """The same recipe made `k` times in one craft: every count times `k`."""
+        return Recipe(self.result, self.count * k, tuple((i, n * k) for i, n in self.ingredients))
+
 
 def display(item: str) -> str:
     """'oak_planks' -> 'oak planks'."""
@@ -135,6 +139,20 @@ class CraftingGraph:
             out.append(recipe)
             stack.extend(i for i, _ in reversed(recipe.ingredients))
         return out
+
+    def scaled_plan(self, goal: str) -> list[Recipe]:
+        """`plan(goal)` with each recipe made as many times as one `goal` needs of its result
+        ('craft 4 stick using 8 bamboo' where the goal takes 4 sticks), same order."""
+        plan = self.plan(goal)
+        need = Counter({goal: 1})
+        batches: dict[str, int] = {}
+        # a best recipe's ingredients are shallower than its result: deepest first sees every
+        # user of an item before the item itself
+        for recipe in sorted(plan, key=lambda r: -self.depth[r.result]):
+            k = batches[recipe.result] = -(-need[recipe.result] // recipe.count)
+            for item, n in recipe.ingredients:
+                need[item] += n * k
+        return [r.times(batches[r.result]) for r in plan]
 
     @cached_property
     def goals(self) -> list[tuple[str, int]]:
