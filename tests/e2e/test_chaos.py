@@ -6,6 +6,8 @@ generates, and every group the rollout servers made is accounted for."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -88,3 +90,16 @@ def test_kills_of_env_rollout_and_learner_are_recovered_and_accounted(tmp_path: 
     ledger = [json.loads(line) for line in (run / "rollout-0" / "groups.jsonl").open()]
     sent = [r["sent"].split("#")[0].rsplit("_", 1)[0] for r in ledger if "sent" in r]
     assert set(sent) == {"babyai", "maze"}
+
+    # resumed once more, the finished run has nothing left to do: it says so, starts nothing
+    before = (run / "children.jsonl").read_text()
+    again = subprocess.run(
+        [sys.executable, "-m", "agentgym_rl.cli", "train", "--resume", str(run)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+    )
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert f"already finished at step {MAX_STEPS}" in again.stdout + again.stderr
+    assert (run / "children.jsonl").read_text() == before

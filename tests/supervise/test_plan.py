@@ -19,6 +19,7 @@ from agentgym_rl.config import RolloutConfig, load_learn_config, load_rollout_co
 from agentgym_rl.config.loader import ConfigError, format_errors, load_config
 from agentgym_rl.config.train import TrainConfig
 from agentgym_rl.supervise import PlanError, plan_run, write_plan
+from agentgym_rl.supervise.run import run_plan
 
 
 def problems(data: dict[str, Any]) -> list[str]:
@@ -98,6 +99,34 @@ def test_resume_and_torchrun(train_data: dict[str, Any]) -> None:
     ]
     assert plan.learn.argv[-1] == "--resume"
     assert all(r.dataset.resume for r in plan.rollout_configs)
+
+
+def test_resuming_a_finished_run_starts_nothing_and_says_what_would_continue_it(
+    train_data: dict[str, Any],
+) -> None:
+    """A run whose newest complete checkpoint is at learn.max_steps has nothing left: `run_plan`
+    returns 0 at once, starts no child and says so (before, its rollout servers waited the final
+    eval timeout on weights no learner sent); a final eval not on record is named."""
+    train_data["rollout"]["eval"] = {"split": str(SPLIT), "every_versions": 1}
+    run = Path(train_data["run_dir"])
+    said: list[str] = []
+
+    def resumed() -> int:
+        said.clear()
+        return run_plan(
+            plan_run(train_config(train_data), resume=True), resume=True, say=said.append
+        )
+
+    (run / "checkpoints" / "step_2").mkdir(parents=True)
+    (run / "checkpoints" / "step_2" / "COMPLETE").touch()
+    assert resumed() == 0
+    assert "already finished at step 2 (learn.max_steps 2)" in said[0]
+    assert "final held-out eval of rollout-0 is not on record" in said[0]
+    (run / "rollout-0").mkdir()
+    (run / "rollout-0" / "eval.jsonl").write_text('{"version": 0}\n{"version": 2}\n')
+    assert resumed() == 0
+    assert "not on record" not in said[0] and "learn.max_steps=3" in said[0]
+    assert not (run / "run.jsonl").exists() and not (run / "children.jsonl").exists()
 
 
 def test_sync_mode_is_the_reference_regime(train_data: dict[str, Any]) -> None:

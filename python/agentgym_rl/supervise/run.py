@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Literal, overload
 
 from agentgym_rl.config.train import TrainConfig
+from agentgym_rl.learner.checkpoint_dirs import complete_checkpoints
 from agentgym_rl.report import write_report
 from agentgym_rl.report.records import read_jsonl
 from agentgym_rl.supervise.children import RunPlan, write_plan
@@ -171,6 +172,10 @@ def run_plan(
     launcher's `supervisor` options: its secret, how children start, which signals stop the
     run), write the report; the exit code."""
     run_dir = plan.run_dir
+    done = _nothing_left(plan) if resume else None
+    if done is not None:  # starting the children would wait on weights no learner sends
+        say(f"{who}: {done}")
+        return EXIT["finished"]
     configs = write_plan(plan)
     say(f"{who}: run folder {run_dir} (configs and commands in {configs})")
     code = Supervisor(plan, resume=resume, **supervisor).run()
@@ -183,6 +188,35 @@ def run_plan(
         say(f"{who}: plots in {run_dir / 'plots'}, summary in {summary}")
     say(f"{who}: logs in {run_dir / 'logs'}; exit {code}")
     return code
+
+
+def _nothing_left(plan: RunPlan) -> str | None:
+    """Why a resumed run has nothing left to do, or None: its newest complete checkpoint is at
+    `learn.max_steps` and every rollout server's final held-out eval is on record (a final eval
+    cut short is not redone here: `agentgym-rl eval --run` evaluates the last checkpoint)."""
+    found = complete_checkpoints(plan.learn_config.checkpoint.dir)
+    last, steps = (found[-1][0] if found else 0), plan.learn_config.max_steps
+    if last < steps:
+        return None
+    missing = [
+        config.log_dir.name
+        for config in plan.rollout_configs
+        if config.eval is not None
+        and not any(
+            int(r.get("version", -1)) >= steps for r in read_jsonl(config.log_dir / "eval.jsonl")
+        )
+    ]
+    more = (
+        f"to train further, resume with a higher learn.max_steps (`agentgym-rl train --resume "
+        f"{plan.run_dir} learn.max_steps={steps + steps // 2}`)"
+    )
+    if missing:
+        return (
+            f"{plan.run_dir} already finished at step {last} (learn.max_steps {steps}); the final "
+            f"held-out eval of {', '.join(missing)} is not on record: `agentgym-rl eval --run "
+            f"{plan.run_dir}` evaluates the last checkpoint; {more}"
+        )
+    return f"{plan.run_dir} already finished at step {last} (learn.max_steps {steps}); {more}"
 
 
 def _written(config: TrainConfig) -> Path:
