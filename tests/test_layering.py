@@ -57,7 +57,16 @@ LAYERS: dict[str, set[str]] = {
     "learner": {"_core", "auth", "config", "weights", "wire"},
     "model": {"_core", "config", "env_discovery", "episode", "trajectory"},
     "report": {"_core", "config", "wire"},
-    "supervise": {"_core", "auth", "config", "env_discovery", "report", "wire"},
+    # a resumed run already at its last checkpoint starts nothing (`train --resume`)
+    "supervise": {
+        "_core",
+        "auth",
+        "config",
+        "env_discovery",
+        "learner.checkpoint_dirs",
+        "report",
+        "wire",
+    },
     "runs": {"episode", "report"},
     # a run on a cluster's scheduler: the supervisor over srun steps or Ray actors
     "cluster": {"auth", "config", "report", "supervise"},

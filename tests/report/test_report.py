@@ -92,6 +92,26 @@ def test_report_writes_every_plot_and_the_summary(tmp_path: Path) -> None:
     assert "| held-out success, final (v4) | 0.700 |" in md
     assert "| gain (points) | +40.0 |" in md
     assert "![turns](plots/turns.png)" in md
+    assert "creating the model" not in md  # this run's model was given
+
+
+def test_summary_rates_leave_model_creation_out(tmp_path: Path) -> None:
+    """The first invocation (0-60 s) spent 40 s creating the model: the wall time stays 120 s,
+    the rollout rate is over the 80 s that ran the loop, and the table says how long it took."""
+    run = make_run(tmp_path / "run")
+    _jsonl(
+        run / "children.jsonl",
+        [
+            {"time": 0.0, "child": "init-model", "event": "start", "pid": 1, "code": None},
+            {"time": 40.0, "child": "init-model", "event": "exit", "pid": 1, "code": 0},
+            {"time": 40.5, "child": "env-noop-0", "event": "start", "pid": 2, "code": None},
+        ],
+    )
+    summary = summarize(RunRecords.load(run))
+    assert summary["wall_time_s"] == 120.0 and summary["model_creation_s"] == 40.0
+    assert summary["rollout_tokens_per_s"] == 3000 / 80
+    write_report(run)
+    assert "| of it creating the model | 0.7 min |" in (run / "summary.md").read_text()
 
 
 def test_empty_run_writes_no_plots_and_a_summary_of_unknowns(tmp_path: Path) -> None:

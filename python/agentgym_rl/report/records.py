@@ -2,8 +2,9 @@
 
 Contract: `RunRecords.load(run_dir)` reads `learn/metrics.jsonl` (one record per learner step),
 `rollout-*/metrics.jsonl` (periodic rollout snapshots, timed), `rollout-*/eval.jsonl` (held-out
-evaluations by policy version), `timeline.jsonl` (when the supervisor saw each learner step) and
-`run.jsonl` (one record per `train` invocation). Missing files are empty lists; malformed lines
+evaluations by policy version), `timeline.jsonl` (when the supervisor saw each learner step),
+`run.jsonl` (one record per `train` invocation) and `children.jsonl` (child starts and exits:
+how long creating the model took). Missing files are empty lists; malformed lines
 are skipped. `step_at(t)` places a timed record on the learner-step axis: the record's own
 `version` when it has one, else the last step seen at or before `t`.
 """
@@ -53,6 +54,7 @@ class RunRecords:
     rollout: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     eval: list[dict[str, Any]] = field(default_factory=list)
     runs: list[dict[str, Any]] = field(default_factory=list)
+    children: list[dict[str, Any]] = field(default_factory=list)
     _times: list[float] = field(default_factory=list)
     _steps: list[int] = field(default_factory=list)
 
@@ -68,6 +70,7 @@ class RunRecords:
                 records.rollout[server.name] = read_jsonl(server / "metrics.jsonl")
                 records.eval += read_jsonl(server / "eval.jsonl")
         records.runs = read_jsonl(run_dir / "run.jsonl")
+        records.children = read_jsonl(run_dir / "children.jsonl")
         seen = [
             (float(r["time"]), int(r["step"]))
             for r in [*read_jsonl(run_dir / "timeline.jsonl"), *records.learn]
@@ -132,3 +135,16 @@ class RunRecords:
             if number(r, "end") is not None and number(r, "start") is not None
         ]
         return sum(spans) if spans else None
+
+    def model_creation_s(self) -> float:
+        """Seconds spent creating the model (`init-model` from its start to its exit 0)."""
+        started: float | None = None
+        total = 0.0
+        for r in self.children:
+            if r.get("child") != "init-model" or number(r, "time") is None:
+                continue
+            if r.get("event") == "start":
+                started = float(r["time"])
+            elif r.get("event") == "exit" and started is not None:
+                total, started = total + float(r["time"]) - started, None
+        return total

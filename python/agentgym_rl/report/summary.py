@@ -1,10 +1,10 @@
 """The run's summary: `summary.json` (figures) and `summary.md` (the same as a short table).
 
 Contract: `summarize(run)` returns the figures of one run: learner steps, wall time (summed over
-`train` invocations), base held-out success (the lowest evaluated version, normally 0) and final
+`train` invocations) and the part of it spent creating the model, base held-out success (the lowest evaluated version, normally 0) and final
 held-out success (the highest), their difference in points, the last training success rate,
 episodes and generated tokens over all rollout servers, rollout generated tokens/s (over wall
-time), the learner's mean tokens/s and the group accounting of the ledgers (`report/groups.py`:
+time less model creation), the learner's mean tokens/s and the group accounting of the ledgers (`report/groups.py`:
 where every group went, processes killed, groups trained twice); in a mixed run also each env's
 base and final held-out success (`eval_by_env`). A figure the run has no data for is None.
 `write_summary(run, plots)` writes both files into the run directory and returns their paths.
@@ -26,6 +26,8 @@ def summarize(run: RunRecords) -> dict[str, Any]:
     final = evals[-1] if evals else None
     steps = max((int(r["step"]) for r in run.learn if number(r, "step") is not None), default=0)
     wall = run.wall_time_s()
+    creating = run.model_creation_s()
+    running = None if wall is None else wall - creating
     tokens = run.counter_total("generated_tokens")
     learner_rates = [v for r in run.learn if (v := number(r, "tokens_per_s")) is not None]
     last_success = [
@@ -40,13 +42,14 @@ def summarize(run: RunRecords) -> dict[str, Any]:
         "outcome": outcome,
         "steps": steps,
         "wall_time_s": wall,
+        "model_creation_s": creating,
         "base_eval": None if base is None else {"version": base[0], "success": base[1]},
         "final_eval": None if final is None else {"version": final[0], "success": final[1]},
         "eval_gain_points": None if base is None or final is None else 100 * (final[1] - base[1]),
         "train_success_last": sum(last_success) / len(last_success) if last_success else None,
         "episodes": run.counter_total("episodes"),
         "generated_tokens": tokens,
-        "rollout_tokens_per_s": tokens / wall if wall else None,
+        "rollout_tokens_per_s": tokens / running if running else None,
         "learner_tokens_per_s": (
             sum(learner_rates) / len(learner_rates) if learner_rates else None
         ),
@@ -87,6 +90,8 @@ def _markdown(s: dict[str, Any], plots: list[Path], run_dir: Path) -> str:
         )
         for env, e in (s.get("eval_by_env") or {}).items()
     ]
+    if s["model_creation_s"]:
+        rows.insert(3, ("of it creating the model", f"{s['model_creation_s'] / 60:.1f} min"))
     lines = [f"# Run summary: {run_dir.resolve().name}", "", "| | |", "|---|---|"]
     lines += [f"| {k} | {v} |" for k, v in rows]
     if plots:

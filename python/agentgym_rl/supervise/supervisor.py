@@ -177,6 +177,7 @@ class Supervisor:
             self._wait_until(
                 init, lambda: init.poll() == 0, "init-model", bounded=False, phase="model"
             )
+            self._note(init, "exit", 0)  # summaries leave model creation out of rates
         for child in self.envs:
             self._launch(child)
         for child in self.envs:
