@@ -18,9 +18,11 @@ Facts of Slurm 22.05 (Debian's packages) that shaped it:
   starts within a second, not at the next full scheduling pass (60 s by default): the passage
   of time alone wakes neither scheduler.
 - `AuthInfo=...,cred_expire=N`: a requeued job becomes eligible again only N+1 s after its
-  requeue is done (Slurm's default N is 120 s); `scontrol update JobId=ID StartTime=now`
-  (from outside the job, once it is pending again) makes it eligible at once, and that update
-  wakes the scheduler too; `scontrol release` changes nothing.
+  requeue is done (Slurm's default N is 120 s; 10 here). `scontrol update JobId=ID
+  StartTime=now` (from outside the job, once it is pending again) makes it eligible at once and
+  wakes the scheduler, but a job started so in the second its old credential was revoked is
+  killed at launch ("Job credential revoked") and ends FAILED: wait out N instead.
+  `scontrol release` changes nothing.
 - `ProctrackType=proctrack/cgroup` (cgroup v1 freezer) where the host has it, as real clusters
   do: it also kills what left the job's process tree or group (a `setsid` child that ignores
   SIGTERM). Elsewhere `proctrack/linuxproc`, which misses such orphans.

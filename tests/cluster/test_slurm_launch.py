@@ -49,15 +49,26 @@ def _ended(cluster: SlurmCluster, job_id: str) -> bool:
 
 def _wait_restarted(cluster: SlurmCluster, job_id: str, timeout_s: float = 300) -> None:
     """Wait until the requeued job runs again. A requeued job passes through states other than
-    PENDING (REQUEUED, COMPLETING) with its restart already counted, then waits pending for its
-    credentials to expire (a cluster setting): start it as soon as it is pending."""
+    PENDING (REQUEUED, COMPLETING) with its restart already counted, then waits pending until
+    its old credential expires (`cred_expire` + 1 s) and starts. Forcing it earlier
+    (`StartTime=now`) can start it in the second its credential was revoked, and slurmctld then
+    fails the job ("Job credential revoked"): only a job still pending well past that is
+    nudged."""
     deadline = time.monotonic() + timeout_s
+    pending_since: float | None = None
     while True:
         record = cluster.job(job_id)
         if record.get("Restarts") == "1" and record["JobState"] in ("RUNNING", "COMPLETED"):
             return
-        assert time.monotonic() < deadline, f"not restarted:\n{cluster.describe(job_id)}"
-        if record["JobState"] == "PENDING":
+        assert time.monotonic() < deadline and record["JobState"] not in (
+            "FAILED",
+            "CANCELLED",
+        ), f"not restarted:\n{cluster.describe(job_id)}"
+        if record["JobState"] != "PENDING":
+            pending_since = None
+        elif pending_since is None:
+            pending_since = time.monotonic()
+        elif time.monotonic() - pending_since > cluster.cred_expire + 10:
             cluster.scontrol("update", f"JobId={job_id}", "StartTime=now")
         time.sleep(1.0)
 
