@@ -6,8 +6,6 @@ generates, and every group the rollout servers made is accounted for."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,6 +13,7 @@ import yaml
 
 from agentgym_rl.model import create_tiny_model
 from agentgym_rl.supervise.chaos import Fault, run_chaos, table
+from cli_run import agentgym_cli
 from tiny_run import tiny_train_config
 from vllm_fixtures import tiny_corpus
 
@@ -93,13 +92,7 @@ def test_kills_of_env_rollout_and_learner_are_recovered_and_accounted(tmp_path: 
 
     # resumed once more, the finished run has nothing left to do: it says so, starts nothing
     before = (run / "children.jsonl").read_text()
-    again = subprocess.run(
-        [sys.executable, "-m", "agentgym_rl.cli", "train", "--resume", str(run)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=ROOT,
-    )
+    again = agentgym_cli("train", "--resume", str(run))
     assert again.returncode == 0, again.stdout + again.stderr
     assert f"already finished at step {MAX_STEPS}" in again.stdout + again.stderr
     assert (run / "children.jsonl").read_text() == before

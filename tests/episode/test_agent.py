@@ -352,19 +352,17 @@ def test_progress_credit_ranks_failed_episodes_below_successes_through_a_real_se
     )
     goal, inter = graph.plan(goals[idx][0])
 
-    def gets(recipe: Recipe, times: int) -> list[str]:
+    def gets(recipe: Recipe) -> list[str]:
         return [
-            f"get {n * times} {item.replace('_', ' ')}"
+            f"get {n} {item.replace('_', ' ')}"
             for item, n in recipe.ingredients
             if item in graph.gettable
         ]
 
     need = dict(goal.ingredients)[inter.result]
-    times = -(-need // inter.count)  # batches of the intermediate the goal's recipe needs
-    parts = ", ".join(f"{n * times} {i.replace('_', ' ')}" for i, n in inter.ingredients)
-    make = f"craft {inter.count * times} {inter.result.replace('_', ' ')} using {parts}"
-    solve = [*gets(inter, times), make, *gets(goal, 1), goal.command()]
-    halfway = [*gets(inter, times), make]
+    inter = inter.times(-(-need // inter.count))  # as many batches as the goal's recipe needs
+    solve = [*gets(inter), inter.command(), *gets(goal), goal.command()]
+    halfway = [*gets(inter), inter.command()]
     server = spawn_server(
         "textcraft", "--env-option", "observation=state", "--env-option", "progress_credit=0.2"
     )

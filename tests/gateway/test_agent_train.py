@@ -5,18 +5,16 @@ real vLLM; the learner trains on what it sampled."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
 from agentgym_rl.model import create_tiny_model
+from cli_run import agentgym_cli
 from tiny_run import SPLIT, tiny_train_config
 from vllm_fixtures import tiny_corpus
 
-ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.engine
 
 
@@ -35,13 +33,7 @@ def test_train_runs_a_users_agent_end_to_end(tmp_path: Path) -> None:
     }
     path = tmp_path / "train.yaml"
     path.write_text(yaml.safe_dump(config))
-    done = subprocess.run(
-        [sys.executable, "-m", "agentgym_rl.cli", "train", "--config", str(path)],
-        capture_output=True,
-        text=True,
-        timeout=900,
-        cwd=ROOT,
-    )
+    done = agentgym_cli("train", "--config", str(path), timeout_s=900)
     logs = "\n".join(f"--- {p.name}\n{p.read_text()[-3000:]}" for p in (run / "logs").glob("*.log"))
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:] + logs
 
@@ -55,11 +47,5 @@ def test_train_runs_a_users_agent_end_to_end(tmp_path: Path) -> None:
     gateway = json.loads((run / "rollout-0" / "gateway.json").read_text())
     assert gateway["url"].startswith("http://127.0.0.1:") and len(gateway["token"]) == 64
     assert "secret" not in json.dumps(gateway)
-    shown = subprocess.run(
-        [sys.executable, "-m", "agentgym_rl.cli", "show", str(run), "--no-color"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=ROOT,
-    )
+    shown = agentgym_cli("show", str(run), "--no-color")
     assert shown.returncode == 0 and "You are in a BabyAI grid world." in shown.stdout

@@ -4,8 +4,6 @@ anything starts (key path, reason, fix)."""
 from __future__ import annotations
 
 import socket
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -13,13 +11,14 @@ from typing import Any
 import pytest
 import yaml
 from pydantic import ValidationError
-from train_fixtures import ROOT, SPLIT, train_config
+from train_fixtures import SPLIT, train_config
 
 from agentgym_rl.config import RolloutConfig, load_learn_config, load_rollout_config
 from agentgym_rl.config.loader import ConfigError, format_errors, load_config
 from agentgym_rl.config.train import TrainConfig
 from agentgym_rl.supervise import PlanError, plan_run, write_plan
 from agentgym_rl.supervise.run import run_plan
+from cli_run import agentgym_cli
 
 
 def problems(data: dict[str, Any]) -> list[str]:
@@ -306,13 +305,7 @@ def test_cli_bad_config_exits_2_before_starting(tmp_path: Path, train_data: dict
     train_data["rollout"]["engine"] = {"temperature": "hot"}
     path = tmp_path / "train.yaml"
     path.write_text(yaml.safe_dump(train_data))
-    out = subprocess.run(
-        [sys.executable, "-m", "agentgym_rl.cli", "train", "--config", str(path)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=ROOT,
-    )
+    out = agentgym_cli("train", "--config", str(path))
     assert out.returncode == 2, out.stderr
     assert "rollout.engine.temperature: Input should be a valid number" in out.stderr
     assert not Path(train_data["run_dir"]).exists()  # nothing was written or started
@@ -320,14 +313,10 @@ def test_cli_bad_config_exits_2_before_starting(tmp_path: Path, train_data: dict
 
 @pytest.mark.process
 def test_cli_resume_needs_a_run_folder(tmp_path: Path) -> None:
-    def train(*args: str) -> subprocess.CompletedProcess[str]:
-        cmd = [sys.executable, "-m", "agentgym_rl.cli", "train", *args]
-        return subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=ROOT)
-
-    missing = train("--resume", str(tmp_path))
+    missing = agentgym_cli("train", "--resume", str(tmp_path))
     assert missing.returncode == 2
     assert f"{tmp_path / 'configs' / 'train.yaml'} not found" in missing.stderr
-    both = train("--config", "x.yaml", "--resume", str(tmp_path))
+    both = agentgym_cli("train", "--config", "x.yaml", "--resume", str(tmp_path))
     assert both.returncode == 2 and "not both" in both.stderr
 
 

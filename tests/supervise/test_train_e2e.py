@@ -6,15 +6,13 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
-from train_fixtures import ROOT
 
 from agentgym_rl.model import create_tiny_model
+from cli_run import agentgym_cli
 from tiny_run import tiny_train_config
 from vllm_fixtures import tiny_corpus
 
@@ -40,13 +38,7 @@ def test_train_two_steps_on_the_tiny_model(tmp_path: Path) -> None:
     config = tiny_train_config(str(run), str(model))
     path = tmp_path / "train.yaml"
     path.write_text(yaml.safe_dump(config))
-    done = subprocess.run(
-        [sys.executable, "-m", "agentgym_rl.cli", "train", "--config", str(path)],
-        capture_output=True,
-        text=True,
-        timeout=900,
-        cwd=ROOT,
-    )
+    done = agentgym_cli("train", "--config", str(path), timeout_s=900)
     logs = "\n".join(f"--- {p.name}\n{p.read_text()[-3000:]}" for p in (run / "logs").glob("*.log"))
     assert done.returncode == 0, done.stdout + done.stderr + logs
 
@@ -83,13 +75,7 @@ def test_train_sync_mode_is_on_policy(tmp_path: Path) -> None:
     config["rollout"]["episode_log_every"] = 1
     path = tmp_path / "train.yaml"
     path.write_text(yaml.safe_dump(config))
-    done = subprocess.run(
-        [sys.executable, "-m", "agentgym_rl.cli", "train", "--config", str(path)],
-        capture_output=True,
-        text=True,
-        timeout=900,
-        cwd=ROOT,
-    )
+    done = agentgym_cli("train", "--config", str(path), timeout_s=900)
     logs = "\n".join(f"--- {p.name}\n{p.read_text()[-3000:]}" for p in (run / "logs").glob("*.log"))
     assert done.returncode == 0, done.stdout + done.stderr + logs
     assert "--sync" in (run / "configs" / "commands.sh").read_text()

@@ -13,9 +13,9 @@ in its own order (a task id then fixes the goal only); with `scaled`, the needed
 listed at the counts the goal needs, so no count is multiplied. With `progress_credit` c > 0
 (training small policies; 0 as the reference), an episode not yet successful scores -c x (1 - the
 share of the goal's intermediate items crafted so far) instead of 0: failures are ranked by how
-far they got, and success stays exactly `score > 0`. A random action (`random_action`) is a crafting
-command the reset observation lists, a get of a gettable ingredient they list (with its listed
-count) or `inventory`.
+far they got, and success stays exactly `score > 0`. A random action (`random_action`) is a
+crafting command the reset observation lists, a get of a gettable ingredient they list (with its
+listed count) or `inventory`.
 """
 
 from __future__ import annotations

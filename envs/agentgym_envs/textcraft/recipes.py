@@ -83,6 +83,7 @@ class CraftingGraph:
                     break
                 gettable.add(min(open_items, key=lambda i: (-uses[i], i)))
         self.gettable = frozenset(gettable)
+        self._plans: dict[str, tuple[Recipe, ...]] = {}  # every reset asks for its goal's
         self.depth = self._depths(self.gettable)
 
     @staticmethod
@@ -127,6 +128,12 @@ class CraftingGraph:
 
     def plan(self, goal: str) -> list[Recipe]:
         """The best recipes of every crafted item in `goal`'s tree, goal first, no repeats."""
+        if goal not in self._plans:
+            self._plans[goal] = tuple(self._walk(goal))
+        return list(self._plans[goal])
+
+    def _walk(self, goal: str) -> list[Recipe]:
+        """`plan`, computed: a depth-first walk of the goal's best recipes."""
         out: list[Recipe] = []
         seen: set[str] = set()
         stack = [goal]

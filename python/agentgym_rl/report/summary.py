@@ -1,12 +1,13 @@
 """The run's summary: `summary.json` (figures) and `summary.md` (the same as a short table).
 
 Contract: `summarize(run)` returns the figures of one run: learner steps, wall time (summed over
-`train` invocations) and the part of it spent creating the model, base held-out success (the lowest evaluated version, normally 0) and final
-held-out success (the highest), their difference in points, the last training success rate,
-episodes and generated tokens over all rollout servers, rollout generated tokens/s (over wall
-time less model creation), the learner's mean tokens/s and the group accounting of the ledgers (`report/groups.py`:
-where every group went, processes killed, groups trained twice); in a mixed run also each env's
-base and final held-out success (`eval_by_env`). A figure the run has no data for is None.
+`train` invocations) and the part of it spent creating the model, base held-out success (the
+lowest evaluated version, normally 0) and final held-out success (the highest), their difference
+in points, the last training success rate, episodes and generated tokens over all rollout
+servers, rollout generated tokens/s (over wall time less model creation), the learner's mean
+tokens/s and the group accounting of the ledgers (`report/groups.py`: where every group went,
+processes killed, groups trained twice); in a mixed run also each env's base and final held-out
+success (`eval_by_env`). A figure the run has no data for is None.
 `write_summary(run, plots)` writes both files into the run directory and returns their paths.
 """
 
