@@ -292,3 +292,51 @@ def test_scaled_lists_needed_recipes_at_the_goals_counts_and_a_copy_of_them_solv
     idx = next(i for i, (item, _) in enumerate(goals) if item == "acacia_fence_gate")
     assert "craft 4 stick using 8 bamboo" in scaled.new_episode().reset(idx).observation
     assert "craft 1 stick using 2 bamboo" in plain.new_episode().reset(idx).observation
+
+
+def test_menu_numbers_every_action_and_choosing_the_copied_lines_numbers_solves_every_goal() -> (
+    None
+):
+    """`menu`: the listing is the task's crafts and the gets of their gettable ingredients,
+    numbered; answering a line's number does what the line says, so the numbers of the lines a
+    copy would write solve every goal. A number off the menu is refused and changes nothing."""
+    env = TextCraftEnvironment("state", 1, scaled=True, menu=True)
+    for idx in range(len(env.goals)):
+        ep = env.new_episode()
+        first = ep.reset(idx).observation
+        menu = dict(re.findall(r"^(\d+)\. (.+)$", first, re.M))
+        assert list(menu) == [str(i) for i in range(1, len(menu) + 1)]
+        choices = {action: number for number, action in menu.items()}
+        # the same actions a copy of the scaled listing writes, each a line of the menu
+        crafts = "\n".join(a for a in menu.values() if a.startswith("craft "))
+        goal = first.rsplit("\n", 1)[1]
+        actions = _copied_solution(f"{crafts}\n{goal}", env.graph)
+        results = [ep.step(choices[a]) for a in actions]
+        assert results[-1].done and results[-1].score == 1.0, (env.goals[idx], actions)
+        gets = {a for a in menu.values() if a.startswith("get ")}
+        assert gets and all(
+            g.split(" ", 2)[2].replace(" ", "_") in env.graph.gettable for g in gets
+        )
+    ep = env.new_episode()
+    first = ep.reset(0).observation
+    n = len(re.findall(r"^\d+\. ", first, re.M))
+    refused = ep.step(str(n + 1))
+    assert refused.invalid and refused.reward == 0.0 and not refused.done
+    assert refused.observation.startswith(f"No action {n + 1}: choose 1-{n}.")
+    assert "Inventory: nothing" in refused.observation  # nothing was done
+    # the written action still works beside the numbers
+    written = re.search(r"^\d+\. (get .+)$", first, re.M)
+    assert written and ep.step(written[1]).observation.startswith("Got ")
+
+
+def test_menu_random_actions_are_numbers_on_the_menu_and_menu_needs_scaled() -> None:
+    import random
+
+    env = TextCraftEnvironment("state", 1, redraw=True, scaled=True, menu=True)
+    ep = env.new_episode()
+    n = len(re.findall(r"^\d+\. ", ep.reset(5).observation, re.M))
+    rng = random.Random(0)
+    drawn = {ep.random_action(rng) for _ in range(200)}
+    assert drawn == {str(i) for i in range(1, n + 1)}
+    with pytest.raises(ValueError, match="menu=true needs scaled=true"):
+        TextCraftEnvironment("state", 1, menu=True)

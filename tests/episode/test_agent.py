@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Callable, Coroutine
 from typing import Any
 
@@ -424,3 +425,34 @@ def test_textcraft_scaled_listing_is_solved_by_copying_its_lines_through_a_real_
     assert sticks in listing and copy[1] in listing
     assert (episode.status, episode.turns) == (("done", 5) if scaled else ("turn_cap", 8))
     assert is_success("textcraft", episode.reward) == scaled
+
+
+def test_textcraft_menu_is_played_by_line_numbers_through_a_real_server(spawn_server, chat) -> None:
+    """TextCraft's `menu` through the agent loop, the env pool and a real server: the policy
+    answers `Action: 3`, the server does what line 3 says. The numbers are read off an in-process
+    episode of the same task and options (the task's own draw), so the server must list the same
+    menu; the five lines a copy would write craft the acacia fence gate, and a number off the
+    menu is an invalid turn."""
+    from agentgym_envs.textcraft.env import TextCraftEnvironment
+
+    env = TextCraftEnvironment("state", 1, scaled=True, menu=True)
+    idx = next(i for i, (item, _) in enumerate(env.goals) if item == "acacia_fence_gate")
+    menu = re.findall(r"^(\d+)\. (.+)$", env.new_episode().reset(idx).observation, re.M)
+    number = {action: n for n, action in menu}
+    lines = [
+        "get 1 acacia log",
+        "craft 4 acacia planks using 1 acacia log",
+        "get 8 bamboo",
+        "craft 4 stick using 8 bamboo",
+        "craft 1 acacia fence gate using 2 acacia planks, 4 stick",
+    ]
+    options = ["observation=state", "distractors=1", "scaled=true", "menu=true"]
+    server = spawn_server("textcraft", *(a for o in options for a in ("--env-option", o)))
+    off_menu = str(len(menu) + 1)
+    solved, refused = play_textcraft(
+        server, chat, idx, [[number[line] for line in lines], [off_menu] * 8], 0.0
+    )
+    assert f"1. {menu[0][1]}" in chat.decode(solved.input_ids.tolist())
+    assert (solved.status, solved.turns) == ("done", 5) and is_success("textcraft", solved.reward)
+    assert refused.status == "turn_cap" and not is_success("textcraft", refused.reward)
+    assert f"No action {off_menu}: choose 1-{len(menu)}." in chat.decode(refused.input_ids.tolist())

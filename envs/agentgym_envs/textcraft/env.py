@@ -10,12 +10,15 @@ the commands do ('oak planks', not 'minecraft:oak_planks').
 Actions: `get N item`, `craft N X using N a, N b`, `inventory`. Reward 1 when the goal is
 crafted, which ends the episode. With `redraw`, each reset lists its own draw of distractors
 in its own order (a task id then fixes the goal only); with `scaled`, the needed recipes are
-listed at the counts the goal needs, so no count is multiplied. With `progress_credit` c > 0
+listed at the counts the goal needs, so no count is multiplied. With `menu`, the listing is every
+action the task offers, numbered (its crafting commands and the gets of their gettable
+ingredients, shuffled), and an action may be the number of a line: choosing, not spelling, as
+environments that list their admissible actions. With `progress_credit` c > 0
 (training small policies; 0 as the reference), an episode not yet successful scores -c x (1 - the
 share of the goal's intermediate items crafted so far) instead of 0: failures are ranked by how
 far they got, and success stays exactly `score > 0`. A random action (`random_action`) is a
 crafting command the reset observation lists, a get of a gettable ingredient they list (with its
-listed count) or `inventory`.
+listed count) or `inventory`; with `menu`, a line number of the menu.
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ ACTIONS = ["get <count> <item>", "craft <count> <item> using <count> <item>, ...
 _GET = re.compile(r"^get (\d+) (.+)$")
 _CRAFT = re.compile(r"^craft (\d+) (.+?) using (.+)$")
 _PART = re.compile(r"^(\d+) (.+)$")
+_NUMBER = re.compile(r"^(\d+)$")
 
 
 def item_key(text: str) -> str:
@@ -99,6 +103,7 @@ class TextCraftEpisode(Episode):
         progress_credit: float = 0.0,
         draws: Iterator[int] | None = None,
         scaled: bool = False,
+        menu: bool = False,
     ) -> None:
         self._graph = graph
         self._goals = goals
@@ -116,6 +121,8 @@ class TextCraftEpisode(Episode):
         self._score = 0.0
         self._listed: list[str] = []  # the crafting commands the reset observation lists
         self._gets: list[str] = []  # their gettable ingredients, as listed ("2 iron ingot")
+        self._menu = menu  # the listing numbers every action; a number chooses one
+        self._choices: list[str] = []  # the menu's actions, in its order
 
     def reset(self, data_idx: int) -> StepResult:
         self._goal = self._goals[data_idx][0]
@@ -123,8 +130,9 @@ class TextCraftEpisode(Episode):
         self._score = -self._credit  # nothing crafted yet
         self._intermediates = {r.result for r in self._graph.plan(self._goal)} - {self._goal}
         self._crafted = set()
+        draw = next(self._draws)
         self._last = task_text(
-            self._graph, self._goal, data_idx, self._distractors, next(self._draws), self._scaled
+            self._graph, self._goal, data_idx, self._distractors, draw, self._scaled
         )
         self._listing = self._last.split("\n\n")[0]  # "Crafting commands:" and its lines
         self._listed = [line for line in self._last.split("\n") if line.startswith("craft ")]
@@ -132,10 +140,24 @@ class TextCraftEpisode(Episode):
         self._gets = [
             p for p in dict.fromkeys(parts) if item_key(p.split(" ", 1)[1]) in self._graph.gettable
         ]
+        if self._menu:
+            self._number_actions(data_idx, draw)
         return StepResult(self._last, score=self._score)
+
+    def _number_actions(self, data_idx: int, draw: int) -> None:
+        """Replace the listing by the menu: crafts and gets shuffled by the task's draw, numbered."""
+        self._choices = self._listed + [f"get {g}" for g in self._gets]
+        random.Random(f"textcraft-menu-{data_idx}-{draw}").shuffle(self._choices)
+        lines = "\n".join(f"{i}. {a}" for i, a in enumerate(self._choices, 1))
+        self._listing = f"Actions:\n{lines}"
+        self._last = f"{self._listing}\n\nGoal: craft {display(self._goal)}."
 
     def step(self, action: str) -> StepResult:
         text = " ".join(action.strip().rstrip(".").split())
+        if self._menu and (m := _NUMBER.match(text)):
+            if not 0 < int(m[1]) <= len(self._choices):
+                return self._answer(f"No action {m[1]}: choose 1-{len(self._choices)}.", True)
+            text = self._choices[int(m[1]) - 1]
         lowered = text.lower()
         invalid = False
         if lowered == "inventory":
@@ -150,6 +172,11 @@ class TextCraftEpisode(Episode):
                 f"Could not execute {text!r}. Use 'get N item', "
                 "'craft N item using N ingredient, N ingredient' or 'inventory'."
             )
+        return self._answer(self._last, invalid)
+
+    def _answer(self, message: str, invalid: bool) -> StepResult:
+        """The step's result: the goal's reward (or progress credit) and, in state mode, the state."""
+        self._last = message
         reward = 0.0
         if self._score <= 0 and self._inventory[self._goal] > 0:
             reward, self._score = 1.0 - self._score, 1.0
@@ -177,6 +204,8 @@ class TextCraftEpisode(Episode):
         9 times in 20), else `inventory`; None before a reset and once the goal is crafted."""
         if not self._goal or self._score > 0:
             return None
+        if self._menu:
+            return str(rng.randint(1, len(self._choices)))
         draw = rng.random()
         if draw < 0.45 and self._listed:
             return rng.choice(self._listed)
@@ -323,6 +352,14 @@ class TextCraftEnvironment(Environment):
             "bamboo' for a goal taking 4 sticks, not 'craft 1 stick using 2 bamboo'): every "
             "count the task asks for is read off the listing, none multiplied",
         ),
+        EnvOption(
+            "menu",
+            type=bool,
+            default=False,
+            help="the listing numbers every action the task offers (its crafts and the gets of "
+            "their gettable ingredients) and an action may be a line's number: choosing, not "
+            "spelling, for policies too small to copy names",
+        ),
     )
     splits: ClassVar[dict[str, str | range]] = {
         "train": "data/train.json",
@@ -339,6 +376,7 @@ class TextCraftEnvironment(Environment):
         progress_credit: float = 0.0,
         redraw: bool = False,
         scaled: bool = False,
+        menu: bool = False,
     ) -> None:
         if observation not in ("reference", "state"):
             raise ValueError(f"observation must be 'reference' or 'state', not {observation!r}")
@@ -346,11 +384,16 @@ class TextCraftEnvironment(Environment):
             raise ValueError(f"distractors must be 0-{MAX_DISTRACTORS}, not {distractors}")
         if not 0.0 <= progress_credit < 1.0:
             raise ValueError(f"progress_credit must be in [0, 1), not {progress_credit}")
+        if menu and not scaled:
+            # a menu lists each recipe at one count, so a goal taking 4 sticks from a recipe
+            # making 1 would need 4 crafts and 4 gets: most depth-2 goals beyond the turn cap
+            raise ValueError("menu=true needs scaled=true: the menu lists each action at one count")
         self.state = observation == "state"
         self.distractors = distractors
         self.progress_credit = progress_credit
         self._draws = itertools.count(1) if redraw else itertools.repeat(0)
         self.scaled = scaled
+        self.menu = menu
         self.graph, self.goals = load()
 
     def new_episode(self) -> TextCraftEpisode:
@@ -362,6 +405,7 @@ class TextCraftEnvironment(Environment):
             self.progress_credit,
             self._draws,
             self.scaled,
+            self.menu,
         )
 
     def num_tasks(self) -> int | None:
