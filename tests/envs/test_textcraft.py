@@ -300,7 +300,7 @@ def test_menu_numbers_every_action_and_choosing_the_copied_lines_numbers_solves_
     """`menu`: the listing is the task's crafts and the gets of their gettable ingredients,
     numbered; answering a line's number does what the line says, so the numbers of the lines a
     copy would write solve every goal. A number off the menu is refused and changes nothing."""
-    env = TextCraftEnvironment("state", 1, scaled=True, menu=True)
+    env = TextCraftEnvironment("state", 1, scaled=True, menu="numbers")
     for idx in range(len(env.goals)):
         ep = env.new_episode()
         first = ep.reset(idx).observation
@@ -332,11 +332,47 @@ def test_menu_numbers_every_action_and_choosing_the_copied_lines_numbers_solves_
 def test_menu_random_actions_are_numbers_on_the_menu_and_menu_needs_scaled() -> None:
     import random
 
-    env = TextCraftEnvironment("state", 1, redraw=True, scaled=True, menu=True)
+    env = TextCraftEnvironment("state", 1, redraw=True, scaled=True, menu="numbers")
     ep = env.new_episode()
     n = len(re.findall(r"^\d+\. ", ep.reset(5).observation, re.M))
     rng = random.Random(0)
     drawn = {ep.random_action(rng) for _ in range(200)}
     assert drawn == {str(i) for i in range(1, n + 1)}
-    with pytest.raises(ValueError, match="menu=true needs scaled=true"):
-        TextCraftEnvironment("state", 1, menu=True)
+    with pytest.raises(ValueError, match="menu=numbers needs scaled=true"):
+        TextCraftEnvironment("state", 1, menu="numbers")
+
+
+def test_menu_names_does_the_listed_line_for_the_item_named_and_solves_every_goal() -> None:
+    """`menu=names`: the menu unnumbered, and `get X` / `craft X` do the listed line that gets or
+    crafts X, at its listed count with its listed ingredients: the short names of the lines a
+    copy would write solve every goal. An item no line gets or crafts is refused."""
+    import random
+
+    env = TextCraftEnvironment("state", 1, redraw=True, scaled=True, menu="names")
+    rng = random.Random(0)
+    for idx in range(len(env.goals)):
+        ep = env.new_episode()
+        first = ep.reset(idx).observation
+        lines = first.split("\n\n")[0].split("\n")[1:]
+        assert lines and not any(re.match(r"\d", line) for line in lines)
+        actions = _copied_solution(first, env.graph)
+        short = [
+            f"{a.split(' ')[0]} {' '.join(a.split(' using ')[0].split(' ')[2:])}" for a in actions
+        ]
+        results = [ep.step(a) for a in short]
+        assert results[-1].done and results[-1].score == 1.0, (env.goals[idx], short)
+        assert not any(r.invalid for r in results)
+        # a random action names a listed line's item in the short form
+        lines = ep.reset(idx).observation.split("\n\n")[0].split("\n")[1:]  # a new draw
+        action = ep.random_action(rng)
+        assert action and re.match(r"^(get|craft) [a-z]", action)
+        verb, item = action.split(" ", 1)
+        assert any(line.startswith(verb) and f" {item}" in line for line in lines)
+    ep = env.new_episode()
+    ep.reset(0)
+    refused = ep.step("craft bedrock")
+    assert refused.invalid and refused.observation.startswith(
+        "No listed action does 'craft bedrock'."
+    )
+    with pytest.raises(ValueError, match="menu must be one of off, numbers, names"):
+        TextCraftEnvironment("state", 1, scaled=True, menu="letters")

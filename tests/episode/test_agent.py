@@ -427,18 +427,21 @@ def test_textcraft_scaled_listing_is_solved_by_copying_its_lines_through_a_real_
     assert is_success("textcraft", episode.reward) == scaled
 
 
-def test_textcraft_menu_is_played_by_line_numbers_through_a_real_server(spawn_server, chat) -> None:
+@pytest.mark.parametrize("menu", ["numbers", "names"])
+def test_textcraft_menu_is_played_by_short_actions_through_a_real_server(
+    spawn_server, chat, menu: str
+) -> None:
     """TextCraft's `menu` through the agent loop, the env pool and a real server: the policy
-    answers `Action: 3`, the server does what line 3 says. The numbers are read off an in-process
-    episode of the same task and options (the task's own draw), so the server must list the same
-    menu; the five lines a copy would write craft the acacia fence gate, and a number off the
-    menu is an invalid turn."""
+    answers `Action: 3` (numbers) or `Action: craft stick` (names) and the server does that line
+    of the menu. The numbers are read off an in-process episode of the same task and options
+    (the task's own draw), so the server must list the same menu; the five lines a copy would
+    write, named shortly, craft the acacia fence gate, and an action off the menu is an invalid
+    turn."""
     from agentgym_envs.textcraft.env import TextCraftEnvironment
 
-    env = TextCraftEnvironment("state", 1, scaled=True, menu=True)
+    env = TextCraftEnvironment("state", 1, scaled=True, menu="numbers")
     idx = next(i for i, (item, _) in enumerate(env.goals) if item == "acacia_fence_gate")
-    menu = re.findall(r"^(\d+)\. (.+)$", env.new_episode().reset(idx).observation, re.M)
-    number = {action: n for n, action in menu}
+    listed = re.findall(r"^(\d+)\. (.+)$", env.new_episode().reset(idx).observation, re.M)
     lines = [
         "get 1 acacia log",
         "craft 4 acacia planks using 1 acacia log",
@@ -446,13 +449,24 @@ def test_textcraft_menu_is_played_by_line_numbers_through_a_real_server(spawn_se
         "craft 4 stick using 8 bamboo",
         "craft 1 acacia fence gate using 2 acacia planks, 4 stick",
     ]
-    options = ["observation=state", "distractors=1", "scaled=true", "menu=true"]
+    if menu == "numbers":
+        number = {action: n for n, action in listed}
+        script, off_menu = [number[line] for line in lines], str(len(listed) + 1)
+        first_line, refusal = f"1. {listed[0][1]}", f"No action {off_menu}: choose 1-{len(listed)}."
+    else:
+        names = ["acacia log", "acacia planks", "bamboo", "stick", "acacia fence gate"]
+        script = [
+            f"{line.split(' ', 1)[0]} {name}" for line, name in zip(lines, names, strict=True)
+        ]
+        off_menu = "craft bedrock"
+        first_line, refusal = (
+            f"Actions:\n{listed[0][1]}\n",
+            "No listed action does 'craft bedrock'.",
+        )
+    options = ["observation=state", "distractors=1", "scaled=true", f"menu={menu}"]
     server = spawn_server("textcraft", *(a for o in options for a in ("--env-option", o)))
-    off_menu = str(len(menu) + 1)
-    solved, refused = play_textcraft(
-        server, chat, idx, [[number[line] for line in lines], [off_menu] * 8], 0.0
-    )
-    assert f"1. {menu[0][1]}" in chat.decode(solved.input_ids.tolist())
+    solved, refused = play_textcraft(server, chat, idx, [script, [off_menu] * 8], 0.0)
+    assert first_line in chat.decode(solved.input_ids.tolist())
     assert (solved.status, solved.turns) == ("done", 5) and is_success("textcraft", solved.reward)
     assert refused.status == "turn_cap" and not is_success("textcraft", refused.reward)
-    assert f"No action {off_menu}: choose 1-{len(menu)}." in chat.decode(refused.input_ids.tolist())
+    assert refusal in chat.decode(refused.input_ids.tolist())

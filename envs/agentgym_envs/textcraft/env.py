@@ -10,15 +10,16 @@ the commands do ('oak planks', not 'minecraft:oak_planks').
 Actions: `get N item`, `craft N X using N a, N b`, `inventory`. Reward 1 when the goal is
 crafted, which ends the episode. With `redraw`, each reset lists its own draw of distractors
 in its own order (a task id then fixes the goal only); with `scaled`, the needed recipes are
-listed at the counts the goal needs, so no count is multiplied. With `menu`, the listing is every
-action the task offers, numbered (its crafting commands and the gets of their gettable
-ingredients, shuffled), and an action may be the number of a line: choosing, not spelling, as
-environments that list their admissible actions. With `progress_credit` c > 0
+listed at the counts the goal needs, so no count is multiplied. With a `menu`, the listing is
+every action the task offers (its crafting commands and the gets of their gettable ingredients,
+shuffled), as environments that list their admissible actions do, and an action may name a line
+shortly: `menu=numbers` numbers the lines and `3` does what line 3 says; `menu=names` takes
+`craft X` and `get X` for the listed line that crafts or gets X. With `progress_credit` c > 0
 (training small policies; 0 as the reference), an episode not yet successful scores -c x (1 - the
 share of the goal's intermediate items crafted so far) instead of 0: failures are ranked by how
 far they got, and success stays exactly `score > 0`. A random action (`random_action`) is a
 crafting command the reset observation lists, a get of a gettable ingredient they list (with its
-listed count) or `inventory`; with `menu`, a line number of the menu.
+listed count) or `inventory`; with a `menu`, a line of the menu, in the menu's short form.
 """
 
 from __future__ import annotations
@@ -45,6 +46,8 @@ _GET = re.compile(r"^get (\d+) (.+)$")
 _CRAFT = re.compile(r"^craft (\d+) (.+?) using (.+)$")
 _PART = re.compile(r"^(\d+) (.+)$")
 _NUMBER = re.compile(r"^(\d+)$")
+_NAMED = re.compile(r"^(get|craft) ([^\d].*)$")  # 'craft stick', not 'craft 4 stick using ...'
+MENUS = ("off", "numbers", "names")
 
 
 def item_key(text: str) -> str:
@@ -103,7 +106,7 @@ class TextCraftEpisode(Episode):
         progress_credit: float = 0.0,
         draws: Iterator[int] | None = None,
         scaled: bool = False,
-        menu: bool = False,
+        menu: str = "off",
     ) -> None:
         self._graph = graph
         self._goals = goals
@@ -121,7 +124,7 @@ class TextCraftEpisode(Episode):
         self._score = 0.0
         self._listed: list[str] = []  # the crafting commands the reset observation lists
         self._gets: list[str] = []  # their gettable ingredients, as listed ("2 iron ingot")
-        self._menu = menu  # the listing numbers every action; a number chooses one
+        self._menu = menu  # off, or how an action may name a line of the menu
         self._choices: list[str] = []  # the menu's actions, in its order
 
     def reset(self, data_idx: int) -> StepResult:
@@ -140,24 +143,32 @@ class TextCraftEpisode(Episode):
         self._gets = [
             p for p in dict.fromkeys(parts) if item_key(p.split(" ", 1)[1]) in self._graph.gettable
         ]
-        if self._menu:
-            self._number_actions(data_idx, draw)
+        if self._menu != "off":
+            self._list_actions(data_idx, draw)
         return StepResult(self._last, score=self._score)
 
-    def _number_actions(self, data_idx: int, draw: int) -> None:
-        """Replace the listing by the menu: crafts and gets shuffled by the task's draw, numbered."""
+    def _list_actions(self, data_idx: int, draw: int) -> None:
+        """Replace the listing by the menu: crafts and gets shuffled by the task's draw."""
         self._choices = self._listed + [f"get {g}" for g in self._gets]
         random.Random(f"textcraft-menu-{data_idx}-{draw}").shuffle(self._choices)
-        lines = "\n".join(f"{i}. {a}" for i, a in enumerate(self._choices, 1))
+        if self._menu == "numbers":
+            lines = "\n".join(f"{i}. {a}" for i, a in enumerate(self._choices, 1))
+        else:
+            lines = "\n".join(self._choices)
         self._listing = f"Actions:\n{lines}"
         self._last = f"{self._listing}\n\nGoal: craft {display(self._goal)}."
 
     def step(self, action: str) -> StepResult:
         text = " ".join(action.strip().rstrip(".").split())
-        if self._menu and (m := _NUMBER.match(text)):
+        if self._menu == "numbers" and (m := _NUMBER.match(text)):
             if not 0 < int(m[1]) <= len(self._choices):
                 return self._answer(f"No action {m[1]}: choose 1-{len(self._choices)}.", True)
             text = self._choices[int(m[1]) - 1]
+        elif self._menu == "names" and (m := _NAMED.match(text.lower())):
+            line = self._named(m[1], item_key(m[2]))
+            if line is None:
+                return self._answer(f"No listed action does {text!r}.", True)
+            text = line
         lowered = text.lower()
         invalid = False
         if lowered == "inventory":
@@ -187,6 +198,25 @@ class TextCraftEpisode(Episode):
             self._last = f"{self._last}\n{self._state_text()}"
         return StepResult(self._last, reward, self._score, self._score > 0, invalid)
 
+    def _named(self, verb: str, item: str) -> str | None:
+        """The menu line `get X` or `craft X` names: of several, a craft the inventory can make
+        (else the first listed) or the largest get."""
+        lines = [c for c in self._choices if c.startswith(verb) and self._item_of(c) == item]
+        if verb == "get":
+            return max(lines, key=lambda c: int(c.split(" ", 2)[1]), default=None)
+        makeable = [c for c in lines if not self._short_of(c)]
+        return next(iter(makeable or lines), None)
+
+    @staticmethod
+    def _item_of(line: str) -> str:
+        """The item a menu line gets or crafts: 'craft 4 stick using 8 bamboo' -> 'stick'."""
+        return item_key(line.split(" using ", 1)[0].split(" ", 2)[2])
+
+    def _short_of(self, craft: str) -> bool:
+        """Whether the inventory lacks an ingredient of a listed craft."""
+        parts = (p.split(" ", 1) for p in craft.split(" using ", 1)[1].split(", "))
+        return any(self._inventory[item_key(i)] < int(n) for n, i in parts)
+
     def _progress(self) -> float:
         """The share of the goal's intermediate items crafted so far (0 for depth 1)."""
         if not self._intermediates:
@@ -204,8 +234,12 @@ class TextCraftEpisode(Episode):
         9 times in 20), else `inventory`; None before a reset and once the goal is crafted."""
         if not self._goal or self._score > 0:
             return None
-        if self._menu:
+        if self._menu == "numbers":
             return str(rng.randint(1, len(self._choices)))
+        if self._menu == "names":
+            line = rng.choice(self._choices)
+            return f"{line.split(' ', 1)[0]} {display(self._item_of(line))}"
+
         draw = rng.random()
         if draw < 0.45 and self._listed:
             return rng.choice(self._listed)
@@ -354,11 +388,11 @@ class TextCraftEnvironment(Environment):
         ),
         EnvOption(
             "menu",
-            type=bool,
-            default=False,
-            help="the listing numbers every action the task offers (its crafts and the gets of "
-            "their gettable ingredients) and an action may be a line's number: choosing, not "
-            "spelling, for policies too small to copy names",
+            default="off",
+            choices=MENUS,
+            help="the listing shows every action the task offers (its crafts and the gets of "
+            "their gettable ingredients), and an action may name a line shortly: numbers: '3' "
+            "does line 3; names: 'craft X' / 'get X' does the listed line for X (small policies)",
         ),
     )
     splits: ClassVar[dict[str, str | range]] = {
@@ -376,7 +410,7 @@ class TextCraftEnvironment(Environment):
         progress_credit: float = 0.0,
         redraw: bool = False,
         scaled: bool = False,
-        menu: bool = False,
+        menu: str = "off",
     ) -> None:
         if observation not in ("reference", "state"):
             raise ValueError(f"observation must be 'reference' or 'state', not {observation!r}")
@@ -384,10 +418,14 @@ class TextCraftEnvironment(Environment):
             raise ValueError(f"distractors must be 0-{MAX_DISTRACTORS}, not {distractors}")
         if not 0.0 <= progress_credit < 1.0:
             raise ValueError(f"progress_credit must be in [0, 1), not {progress_credit}")
-        if menu and not scaled:
+        if menu not in MENUS:
+            raise ValueError(f"menu must be one of {', '.join(MENUS)}, not {menu!r}")
+        if menu != "off" and not scaled:
             # a menu lists each recipe at one count, so a goal taking 4 sticks from a recipe
             # making 1 would need 4 crafts and 4 gets: most depth-2 goals beyond the turn cap
-            raise ValueError("menu=true needs scaled=true: the menu lists each action at one count")
+            raise ValueError(
+                f"menu={menu} needs scaled=true: the menu lists each action at one count"
+            )
         self.state = observation == "state"
         self.distractors = distractors
         self.progress_credit = progress_credit
