@@ -36,7 +36,8 @@ from typing import Any, ClassVar
 
 from agentgym_envs.server.base import REACT_RULES, Environment, EnvOption, Episode, StepResult
 from agentgym_envs.server.tools import Param, Tool
-from agentgym_envs.textcraft.recipes import CraftingGraph, Recipe, display
+from agentgym_envs.textcraft.menu import MENUS, Menu, OffMenu
+from agentgym_envs.textcraft.recipes import CraftingGraph, Recipe, display, item_key
 
 DATA = Path(__file__).parent / "data"
 MAX_DISTRACTORS = 10
@@ -45,15 +46,6 @@ ACTIONS = ["get <count> <item>", "craft <count> <item> using <count> <item>, ...
 _GET = re.compile(r"^get (\d+) (.+)$")
 _CRAFT = re.compile(r"^craft (\d+) (.+?) using (.+)$")
 _PART = re.compile(r"^(\d+) (.+)$")
-_NUMBER = re.compile(r"^(\d+)$")
-_NAMED = re.compile(r"^(get|craft) ([^\d].*)$")  # 'craft stick', not 'craft 4 stick using ...'
-MENUS = ("off", "numbers", "names")
-
-
-def item_key(text: str) -> str:
-    """'Oak Planks', 'oak_planks' and 'minecraft:oak_planks' all name 'oak_planks'."""
-    text = text.strip().lower().removeprefix("minecraft:")
-    return "_".join(text.replace("_", " ").split())
 
 
 @cache
@@ -124,8 +116,8 @@ class TextCraftEpisode(Episode):
         self._score = 0.0
         self._listed: list[str] = []  # the crafting commands the reset observation lists
         self._gets: list[str] = []  # their gettable ingredients, as listed ("2 iron ingot")
-        self._menu = menu  # off, or how an action may name a line of the menu
-        self._choices: list[str] = []  # the menu's actions, in its order
+        self._menu_mode = menu  # off, or how a short action names a line of the menu
+        self._menu: Menu | None = None  # this reset's menu
 
     def reset(self, data_idx: int) -> StepResult:
         self._goal = self._goals[data_idx][0]
@@ -143,32 +135,20 @@ class TextCraftEpisode(Episode):
         self._gets = [
             p for p in dict.fromkeys(parts) if item_key(p.split(" ", 1)[1]) in self._graph.gettable
         ]
-        if self._menu != "off":
-            self._list_actions(data_idx, draw)
+        if self._menu_mode != "off":  # the listing becomes the menu: crafts and gets
+            lines = self._listed + [f"get {g}" for g in self._gets]
+            self._menu = Menu(self._menu_mode, lines, f"textcraft-menu-{data_idx}-{draw}")
+            self._listing = self._menu.text()
+            self._last = f"{self._listing}\n\nGoal: craft {display(self._goal)}."
         return StepResult(self._last, score=self._score)
-
-    def _list_actions(self, data_idx: int, draw: int) -> None:
-        """Replace the listing by the menu: crafts and gets shuffled by the task's draw."""
-        self._choices = self._listed + [f"get {g}" for g in self._gets]
-        random.Random(f"textcraft-menu-{data_idx}-{draw}").shuffle(self._choices)
-        if self._menu == "numbers":
-            lines = "\n".join(f"{i}. {a}" for i, a in enumerate(self._choices, 1))
-        else:
-            lines = "\n".join(self._choices)
-        self._listing = f"Actions:\n{lines}"
-        self._last = f"{self._listing}\n\nGoal: craft {display(self._goal)}."
 
     def step(self, action: str) -> StepResult:
         text = " ".join(action.strip().rstrip(".").split())
-        if self._menu == "numbers" and (m := _NUMBER.match(text)):
-            if not 0 < int(m[1]) <= len(self._choices):
-                return self._answer(f"No action {m[1]}: choose 1-{len(self._choices)}.", True)
-            text = self._choices[int(m[1]) - 1]
-        elif self._menu == "names" and (m := _NAMED.match(text.lower())):
-            line = self._named(m[1], item_key(m[2]))
-            if line is None:
-                return self._answer(f"No listed action does {text!r}.", True)
-            text = line
+        if self._menu is not None:
+            try:
+                text = self._menu.expand(text, self._inventory)
+            except OffMenu as refused:
+                return self._answer(str(refused), True)
         lowered = text.lower()
         invalid = False
         if lowered == "inventory":
@@ -198,25 +178,6 @@ class TextCraftEpisode(Episode):
             self._last = f"{self._last}\n{self._state_text()}"
         return StepResult(self._last, reward, self._score, self._score > 0, invalid)
 
-    def _named(self, verb: str, item: str) -> str | None:
-        """The menu line `get X` or `craft X` names: of several, a craft the inventory can make
-        (else the first listed) or the largest get."""
-        lines = [c for c in self._choices if c.startswith(verb) and self._item_of(c) == item]
-        if verb == "get":
-            return max(lines, key=lambda c: int(c.split(" ", 2)[1]), default=None)
-        makeable = [c for c in lines if not self._short_of(c)]
-        return next(iter(makeable or lines), None)
-
-    @staticmethod
-    def _item_of(line: str) -> str:
-        """The item a menu line gets or crafts: 'craft 4 stick using 8 bamboo' -> 'stick'."""
-        return item_key(line.split(" using ", 1)[0].split(" ", 2)[2])
-
-    def _short_of(self, craft: str) -> bool:
-        """Whether the inventory lacks an ingredient of a listed craft."""
-        parts = (p.split(" ", 1) for p in craft.split(" using ", 1)[1].split(", "))
-        return any(self._inventory[item_key(i)] < int(n) for n, i in parts)
-
     def _progress(self) -> float:
         """The share of the goal's intermediate items crafted so far (0 for depth 1)."""
         if not self._intermediates:
@@ -234,11 +195,8 @@ class TextCraftEpisode(Episode):
         9 times in 20), else `inventory`; None before a reset and once the goal is crafted."""
         if not self._goal or self._score > 0:
             return None
-        if self._menu == "numbers":
-            return str(rng.randint(1, len(self._choices)))
-        if self._menu == "names":
-            line = rng.choice(self._choices)
-            return f"{line.split(' ', 1)[0]} {display(self._item_of(line))}"
+        if self._menu is not None:
+            return self._menu.random_action(rng)
 
         draw = rng.random()
         if draw < 0.45 and self._listed:

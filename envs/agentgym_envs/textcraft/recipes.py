@@ -49,6 +49,12 @@ def display(item: str) -> str:
     return item.replace("_", " ")
 
 
+def item_key(text: str) -> str:
+    """'Oak Planks', 'oak_planks' and 'minecraft:oak_planks' all name 'oak_planks'."""
+    text = text.strip().lower().removeprefix("minecraft:")
+    return "_".join(text.replace("_", " ").split())
+
+
 class CraftingGraph:
     """All recipes, gettable items and crafting depths."""
 
