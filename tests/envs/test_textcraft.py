@@ -368,6 +368,15 @@ def test_menu_names_does_the_listed_line_for_the_item_named_and_solves_every_goa
         assert action and re.match(r"^(get|craft) [a-z]", action)
         verb, item = action.split(" ", 1)
         assert any(line.startswith(verb) and f" {item}" in line for line in lines)
+    # with a menu, a craft short of an ingredient is unavailable: nothing happens, an invalid
+    # turn (without one, a refused command is a valid action that failed)
+    for menu, unavailable in (("names", True), ("off", False)):
+        ep = TextCraftEnvironment("state", 1, scaled=True, menu=menu).new_episode()
+        first = ep.reset(0).observation
+        craft = next(line for line in first.split("\n") if line.startswith("craft "))
+        short = ep.step(craft)
+        assert short.observation.startswith("Could not find enough items")
+        assert short.invalid == unavailable
     ep = env.new_episode()
     ep.reset(0)
     refused = ep.step("craft bedrock")

@@ -14,7 +14,9 @@ listed at the counts the goal needs, so no count is multiplied. With a `menu`, t
 every action the task offers (its crafting commands and the gets of their gettable ingredients,
 shuffled), as environments that list their admissible actions do, and an action may name a line
 shortly: `menu=numbers` numbers the lines and `3` does what line 3 says; `menu=names` takes
-`craft X` and `get X` for the listed line that crafts or gets X. With `progress_credit` c > 0
+`craft X` and `get X` for the listed line that crafts or gets X; an action the state cannot do
+(a craft short of an ingredient) is then unavailable, an invalid turn, as BabyAI's. With
+`progress_credit` c > 0
 (training small policies; 0 as the reference), an episode not yet successful scores -c x (1 - the
 share of the goal's intermediate items crafted so far) instead of 0: failures are ranked by how
 far they got, and success stays exactly `score > 0`. A random action (`random_action`) is a
@@ -151,6 +153,7 @@ class TextCraftEpisode(Episode):
                 return self._answer(str(refused), True)
         lowered = text.lower()
         invalid = False
+        held = +self._inventory
         if lowered == "inventory":
             self._last = self._inventory_text()
         elif m := _GET.match(lowered):
@@ -163,6 +166,8 @@ class TextCraftEpisode(Episode):
                 f"Could not execute {text!r}. Use 'get N item', "
                 "'craft N item using N ingredient, N ingredient' or 'inventory'."
             )
+        if self._menu is not None and lowered != "inventory" and +self._inventory == held:
+            invalid = True  # with a menu, an action the state cannot do yet is unavailable
         return self._answer(self._last, invalid)
 
     def _answer(self, message: str, invalid: bool) -> StepResult:
