@@ -16,10 +16,9 @@ shuffled), as environments that list their admissible actions do, and an action 
 shortly: `menu=numbers` numbers the lines and `3` does what line 3 says; `menu=names` takes
 `craft X` and `get X` for the listed line that crafts or gets X; an action the state cannot do
 (a craft short of an ingredient) is then unavailable, an invalid turn, as BabyAI's. With
-`progress_credit` c > 0
-(training small policies; 0 as the reference), an episode not yet successful scores -c x (1 - the
-share of the goal's intermediate items crafted so far) instead of 0: failures are ranked by how
-far they got, and success stays exactly `score > 0`. A random action (`random_action`) is a
+`progress_credit` c > 0 (training small policies; 0 as the reference), an episode not yet
+successful scores -c x (1 - the share of the goal's intermediate items crafted so far) instead of
+0: failures are ranked by how far they got, and success stays exactly `score > 0`. A random action (`random_action`) is a
 crafting command the reset observation lists, a get of a gettable ingredient they list (with its
 listed count) or `inventory`; with a `menu`, a line of the menu, in the menu's short form.
 """
@@ -197,12 +196,12 @@ class TextCraftEpisode(Episode):
 
     def random_action(self, rng: random.Random) -> str | None:
         """A listed crafting command or a get of one of their gettable ingredients (each
-        9 times in 20), else `inventory`; None before a reset and once the goal is crafted."""
+        9 times in 20), else `inventory`; with a menu, one of its lines in the short form. None
+        before a reset and once the goal is crafted."""
         if not self._goal or self._score > 0:
             return None
         if self._menu is not None:
             return self._menu.random_action(rng)
-
         draw = rng.random()
         if draw < 0.45 and self._listed:
             return rng.choice(self._listed)
