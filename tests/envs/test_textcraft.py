@@ -270,6 +270,12 @@ def _copied_solution(observation: str, graph: CraftingGraph) -> list[str]:
     return actions
 
 
+def _short(line: str) -> str:
+    """A listed line named by its item: 'craft 4 stick using 8 bamboo' -> 'craft stick'."""
+    verb, _, item = line.split(" using ")[0].split(" ", 2)
+    return f"{verb} {item}"
+
+
 def test_scaled_lists_needed_recipes_at_the_goals_counts_and_a_copy_of_them_solves_every_goal() -> (
     None
 ):
@@ -356,9 +362,7 @@ def test_menu_names_does_the_listed_line_for_the_item_named_and_solves_every_goa
         lines = first.split("\n\n")[0].split("\n")[1:]
         assert lines and not any(re.match(r"\d", line) for line in lines)
         actions = _copied_solution(first, env.graph)
-        short = [
-            f"{a.split(' ')[0]} {' '.join(a.split(' using ')[0].split(' ')[2:])}" for a in actions
-        ]
+        short = [_short(a) for a in actions]
         results = [ep.step(a) for a in short]
         assert results[-1].done and results[-1].score == 1.0, (env.goals[idx], short)
         assert not any(r.invalid for r in results)
@@ -385,3 +389,51 @@ def test_menu_names_does_the_listed_line_for_the_item_named_and_solves_every_goa
     )
     with pytest.raises(ValueError, match="menu must be one of off, numbers, names"):
         TextCraftEnvironment("state", 1, scaled=True, menu="letters")
+
+
+def _sections(observation: str) -> tuple[list[str], list[str]]:
+    """An admissible menu's recipes (as crafts) and the actions it lists now."""
+    recipes = observation.split("Recipes:\n", 1)[1].split("\nActions:\n", 1)[0].split("\n")
+    actions = observation.split("\nActions:\n", 1)[1].split("\n\n")[0].split("\nInventory")[0]
+    return [f"craft {r}" for r in recipes], actions.split("\n")
+
+
+def test_admissible_menu_lists_what_the_inventory_can_do_below_every_recipe() -> None:
+    """`admissible`: each turn the menu lists every get and only the crafts whose ingredients are
+    held, below all the task's recipes (which say which gets lead to the goal). The short names
+    of a copy's lines solve every goal, each line listed when it is played; a craft named before
+    its ingredients are held is off the menu, and random actions are listed lines."""
+    import random
+
+    env = TextCraftEnvironment("state", 1, redraw=True, scaled=True, menu="names", admissible=True)
+    rng = random.Random(0)
+    for idx in range(len(env.goals)):
+        ep = env.new_episode()
+        observation = ep.reset(idx).observation
+        recipes, actions = _sections(observation)
+        assert all(a.startswith("get ") for a in actions)  # nothing held: no craft yet
+        goal = observation.rsplit("\n", 1)[1]
+        for line in _copied_solution("\n".join(recipes) + f"\n{goal}", env.graph):
+            recipes_now, actions = _sections(observation)
+            assert recipes_now == recipes and line in actions, (env.goals[idx], line, actions)
+            result = ep.step(_short(line))
+            assert not result.invalid
+            observation = result.observation
+        assert result.done and result.score == 1.0
+        ep.reset(idx)
+        for _ in range(5):  # random actions name a line listed at that turn
+            action = ep.random_action(rng)
+            assert action is not None
+            listed = _sections(ep.observation())[1]
+            assert any(
+                a.startswith(action.split(" ", 1)[0]) and action.split(" ", 1)[1] in a
+                for a in listed
+            )
+            if ep.step(action).done:
+                break
+    ep = env.new_episode()
+    observation = ep.reset(0).observation
+    refused = ep.step(_short(_sections(observation)[0][0]))
+    assert refused.invalid and refused.observation.startswith("No listed action does 'craft ")
+    with pytest.raises(ValueError, match="admissible=true needs a menu"):
+        TextCraftEnvironment("state", 1, scaled=True, admissible=True)

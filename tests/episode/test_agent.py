@@ -427,21 +427,23 @@ def test_textcraft_scaled_listing_is_solved_by_copying_its_lines_through_a_real_
     assert is_success("textcraft", episode.reward) == scaled
 
 
-@pytest.mark.parametrize("menu", ["numbers", "names"])
+@pytest.mark.parametrize("menu", ["numbers", "names", "admissible"])
 def test_textcraft_menu_is_played_by_short_actions_through_a_real_server(
     spawn_server, chat, menu: str
 ) -> None:
     """TextCraft's `menu` through the agent loop, the env pool and a real server: the policy
-    answers `Action: 3` (numbers) or `Action: craft stick` (names) and the server does that line
-    of the menu. The numbers are read off an in-process episode of the same task and options
-    (the task's own draw), so the server must list the same menu; the five lines a copy would
-    write, named shortly, craft the acacia fence gate, and an action off the menu is an invalid
-    turn."""
+    answers `Action: 3` (numbers) or `Action: craft stick` (names; `admissible`: names, and the
+    menu lists only what the inventory can do) and the server does that line of the menu. The
+    menu is read off an in-process episode of the same task and options (the task's own draw),
+    so the server must list the same one; the five lines a copy would write, named shortly, craft
+    the acacia fence gate, and an action off the menu is an invalid turn."""
     from agentgym_envs.textcraft.env import TextCraftEnvironment
 
-    env = TextCraftEnvironment("state", 1, scaled=True, menu="numbers")
+    mode, admissible = ("names", True) if menu == "admissible" else (menu, False)
+    env = TextCraftEnvironment("state", 1, scaled=True, menu=mode, admissible=admissible)
     idx = next(i for i, (item, _) in enumerate(env.goals) if item == "acacia_fence_gate")
-    listed = re.findall(r"^(\d+)\. (.+)$", env.new_episode().reset(idx).observation, re.M)
+    first = env.new_episode().reset(idx).observation
+    listed = re.findall(r"^(\d+)\. (.+)$", first, re.M)
     lines = [
         "get 1 acacia log",
         "craft 4 acacia planks using 1 acacia log",
@@ -459,11 +461,9 @@ def test_textcraft_menu_is_played_by_short_actions_through_a_real_server(
             f"{line.split(' ', 1)[0]} {name}" for line, name in zip(lines, names, strict=True)
         ]
         off_menu = "craft bedrock"
-        first_line, refusal = (
-            f"Actions:\n{listed[0][1]}\n",
-            "No listed action does 'craft bedrock'.",
-        )
-    options = ["observation=state", "distractors=1", "scaled=true", f"menu={menu}"]
+        first_line, refusal = first.split("\n\n")[0], "No listed action does 'craft bedrock'."
+    options = ["observation=state", "distractors=1", "scaled=true", f"menu={mode}"]
+    options += ["admissible=true"] if admissible else []
     server = spawn_server("textcraft", *(a for o in options for a in ("--env-option", o)))
     solved, refused = play_textcraft(server, chat, idx, [script, [off_menu] * 8], 0.0)
     assert first_line in chat.decode(solved.input_ids.tolist())

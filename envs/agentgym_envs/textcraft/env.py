@@ -16,6 +16,7 @@ shuffled), as environments that list their admissible actions do, and an action 
 shortly: `menu=numbers` numbers the lines and `3` does what line 3 says; `menu=names` takes
 `craft X` and `get X` for the listed line that crafts or gets X; an action the state cannot do
 (a craft short of an ingredient) is then unavailable, an invalid turn, as BabyAI's. With
+`admissible`, the menu lists only the lines the inventory can do at that turn. With
 `progress_credit` c > 0 (training small policies; 0 as the reference), an episode not yet
 successful scores -c x (1 - the share of the goal's intermediate items crafted so far) instead of
 0: failures are ranked by how far they got, and success stays exactly `score > 0`. A random action (`random_action`) is a
@@ -100,6 +101,7 @@ class TextCraftEpisode(Episode):
         draws: Iterator[int] | None = None,
         scaled: bool = False,
         menu: str = "off",
+        admissible: bool = False,
     ) -> None:
         self._graph = graph
         self._goals = goals
@@ -119,6 +121,7 @@ class TextCraftEpisode(Episode):
         self._gets: list[str] = []  # their gettable ingredients, as listed ("2 iron ingot")
         self._menu_mode = menu  # off, or how a short action names a line of the menu
         self._menu: Menu | None = None  # this reset's menu
+        self._admissible = admissible  # the menu lists only what the inventory can do now
 
     def reset(self, data_idx: int) -> StepResult:
         self._goal = self._goals[data_idx][0]
@@ -138,8 +141,9 @@ class TextCraftEpisode(Episode):
         ]
         if self._menu_mode != "off":  # the listing becomes the menu: crafts and gets
             lines = self._listed + [f"get {g}" for g in self._gets]
-            self._menu = Menu(self._menu_mode, lines, f"textcraft-menu-{data_idx}-{draw}")
-            self._listing = self._menu.text()
+            seed = f"textcraft-menu-{data_idx}-{draw}"
+            self._menu = Menu(self._menu_mode, lines, seed, self._admissible)
+            self._listing = self._menu.text(self._inventory)
             self._last = f"{self._listing}\n\nGoal: craft {display(self._goal)}."
         return StepResult(self._last, score=self._score)
 
@@ -201,7 +205,7 @@ class TextCraftEpisode(Episode):
         if not self._goal or self._score > 0:
             return None
         if self._menu is not None:
-            return self._menu.random_action(rng)
+            return self._menu.random_action(rng, self._inventory)
         draw = rng.random()
         if draw < 0.45 and self._listed:
             return rng.choice(self._listed)
@@ -215,7 +219,8 @@ class TextCraftEpisode(Episode):
 
     def _state_text(self) -> str:
         held = ", ".join(f"{n} {display(k)}" for k, n in self._held()) or "nothing"
-        return f"{self._listing}\nInventory: {held}\nGoal: craft {display(self._goal)}."
+        listing = self._listing if self._menu is None else self._menu.text(self._inventory)
+        return f"{listing}\nInventory: {held}\nGoal: craft {display(self._goal)}."
 
     def _name(self, item: str) -> str:
         """An item as the messages name it: the reference's 'minecraft:oak_planks', or with
@@ -356,6 +361,14 @@ class TextCraftEnvironment(Environment):
             "their gettable ingredients), and an action may name a line shortly: numbers: '3' "
             "does line 3; names: 'craft X' / 'get X' does the listed line for X (small policies)",
         ),
+        EnvOption(
+            "admissible",
+            type=bool,
+            default=False,
+            help="with a menu, each turn lists only the actions the inventory can do then (every "
+            "get; a craft once its ingredients are held), as TextWorld and ALFWorld list their "
+            "admissible commands",
+        ),
     )
     splits: ClassVar[dict[str, str | range]] = {
         "train": "data/train.json",
@@ -373,6 +386,7 @@ class TextCraftEnvironment(Environment):
         redraw: bool = False,
         scaled: bool = False,
         menu: str = "off",
+        admissible: bool = False,
     ) -> None:
         if observation not in ("reference", "state"):
             raise ValueError(f"observation must be 'reference' or 'state', not {observation!r}")
@@ -388,12 +402,15 @@ class TextCraftEnvironment(Environment):
             raise ValueError(
                 f"menu={menu} needs scaled=true: the menu lists each action at one count"
             )
+        if admissible and menu == "off":
+            raise ValueError("admissible=true needs a menu (menu=numbers or menu=names)")
         self.state = observation == "state"
         self.distractors = distractors
         self.progress_credit = progress_credit
         self._draws = itertools.count(1) if redraw else itertools.repeat(0)
         self.scaled = scaled
         self.menu = menu
+        self.admissible = admissible
         self.graph, self.goals = load()
 
     def new_episode(self) -> TextCraftEpisode:
@@ -406,6 +423,7 @@ class TextCraftEnvironment(Environment):
             self._draws,
             self.scaled,
             self.menu,
+            self.admissible,
         )
 
     def num_tasks(self) -> int | None:
