@@ -16,8 +16,8 @@ shuffled), as environments that list their admissible actions do, and an action 
 shortly: `menu=numbers` numbers the lines and `3` does what line 3 says; `menu=names` takes
 `craft X` and `get X` for the listed line that crafts or gets X; an action the state cannot do
 (a craft short of an ingredient) is then unavailable, an invalid turn, as BabyAI's. With
-`admissible`, the menu lists only the lines the inventory can do at that turn. With
-`progress_credit` c > 0 (training small policies; 0 as the reference), an episode not yet
+`admissible`, the menu lists only the lines the inventory can do at that turn, below the
+task's recipes. With `progress_credit` c > 0 (training small policies; 0 as the reference), an episode not yet
 successful scores -c x (1 - the share of the goal's intermediate items crafted so far) instead of
 0: failures are ranked by how far they got, and success stays exactly `score > 0`. A random action (`random_action`) is a
 crafting command the reset observation lists, a get of a gettable ingredient they list (with its
@@ -143,8 +143,7 @@ class TextCraftEpisode(Episode):
             lines = self._listed + [f"get {g}" for g in self._gets]
             seed = f"textcraft-menu-{data_idx}-{draw}"
             self._menu = Menu(self._menu_mode, lines, seed, self._admissible)
-            self._listing = self._menu.text(self._inventory)
-            self._last = f"{self._listing}\n\nGoal: craft {display(self._goal)}."
+            self._last = f"{self._menu.text(self._inventory)}\n\nGoal: craft {display(self._goal)}."
         return StepResult(self._last, score=self._score)
 
     def step(self, action: str) -> StepResult:
