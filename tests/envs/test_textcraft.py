@@ -437,3 +437,56 @@ def test_admissible_menu_lists_what_the_inventory_can_do_below_every_recipe() ->
     assert refused.invalid and refused.observation.startswith("No listed action does 'craft ")
     with pytest.raises(ValueError, match="admissible=true needs a menu"):
         TextCraftEnvironment("state", 1, scaled=True, admissible=True)
+
+
+def _items(observation: str) -> list[str]:
+    """The item names of an admissible menu's lines and goal, in order of appearance."""
+    recipes, actions = _sections(observation)
+    names = []
+    for line in recipes + actions:
+        made, _, using = line.split(" ", 1)[1].partition(" using ")
+        parts = [made] + (using.split(", ") if using else [])
+        names += [p.split(" ", 1)[1] for p in parts]
+    return [*names, observation.rsplit("Goal: craft ", 1)[1].split(".")[0]]
+
+
+def test_rename_swaps_item_names_consistently_outside_the_test_split_and_stays_solvable() -> None:
+    """`rename`: a training goal is played with every item name swapped by a permutation, each
+    reset its own. The renamed observation is the plain one with names swapped one for one; the
+    plain solution written in the shown names solves it; an action is read back through the same
+    swap; held-out goals (the test split) show their own names."""
+    options = {"redraw": True, "scaled": True, "menu": "names", "admissible": True}
+    plain = TextCraftEnvironment("state", 1, **options)
+    renamed = TextCraftEnvironment("state", 1, **options, rename=True)
+    held_out = {
+        int(r["item_id"].split("_")[1]) for r in json.loads((DATA / "test.json").read_text())
+    }
+    goals_renamed = goals_played = 0
+    for idx in range(len(plain.goals)):
+        ep, ref = renamed.new_episode(), plain.new_episode()
+        shown, real = ep.reset(idx).observation, ref.reset(idx).observation  # the same draw
+        if idx in held_out:
+            assert shown == real
+            continue
+        swap = dict(zip(_items(real), _items(shown), strict=True))
+        assert len(set(swap.values())) == len(swap)  # one for one
+        goal = _items(real)[-1]
+        goals_played += 1
+        goals_renamed += swap[goal] != goal
+        recipes = _sections(real)[0]
+        for line in _copied_solution(
+            "\n".join(recipes) + "\n" + real.rsplit("\n", 1)[1], plain.graph
+        ):
+            verb, item = _short(line).split(" ", 1)
+            result = ep.step(f"{verb} {swap[item]}")
+            assert not result.invalid, (plain.goals[idx], line, result.observation)
+        assert result.done and result.score == 1.0
+    # nearly every goal shows another item's name, and a goal is renamed anew at its next reset
+    assert goals_renamed > 0.95 * goals_played
+    ep = renamed.new_episode()
+    idx = next(i for i in range(len(plain.goals)) if i not in held_out)
+    first, second = ep.reset(idx).observation, ep.reset(idx).observation
+    assert first.rsplit("Goal: ", 1)[1] != second.rsplit("Goal: ", 1)[1]
+    # an unlisted name is refused under its shown name, as the policy wrote it
+    refused = ep.step("get glowstone dust")
+    assert refused.invalid and "'get glowstone dust'" in refused.observation

@@ -427,22 +427,39 @@ def test_textcraft_scaled_listing_is_solved_by_copying_its_lines_through_a_real_
     assert is_success("textcraft", episode.reward) == scaled
 
 
-@pytest.mark.parametrize("menu", ["numbers", "names", "admissible"])
+def _listed_names(observation: str) -> list[str]:
+    """The item names of a TextCraft listing and its goal, in order of appearance."""
+    listing, goal = observation.rsplit("Goal: craft ", 1)
+    return [*re.findall(r"\d+ ([^,\n]+?)(?= using|,|\n|$)", listing), goal.rstrip(".")]
+
+
+@pytest.mark.parametrize("menu", ["numbers", "names", "admissible", "renamed"])
 def test_textcraft_menu_is_played_by_short_actions_through_a_real_server(
     spawn_server, chat, menu: str
 ) -> None:
     """TextCraft's `menu` through the agent loop, the env pool and a real server: the policy
     answers `Action: 3` (numbers) or `Action: craft stick` (names; `admissible`: names, and the
-    menu lists only what the inventory can do) and the server does that line of the menu. The
-    menu is read off an in-process episode of the same task and options (the task's own draw),
-    so the server must list the same one; the five lines a copy would write, named shortly, craft
-    the acacia fence gate, and an action off the menu is an invalid turn."""
+    menu lists only what the inventory can do; `renamed`: admissible, with a training goal's
+    item names swapped) and the server does that line of the menu. The menu is read off an
+    in-process episode of the same task and options (the task's own draw, and so its own
+    renaming), so the server must list the same one; the five lines a copy would write, named
+    shortly (under the shown names), craft the acacia fence gate, and an action off the menu is
+    an invalid turn."""
     from agentgym_envs.textcraft.env import TextCraftEnvironment
 
-    mode, admissible = ("names", True) if menu == "admissible" else (menu, False)
+    mode, admissible = ("names", True) if menu in ("admissible", "renamed") else (menu, False)
     env = TextCraftEnvironment("state", 1, scaled=True, menu=mode, admissible=admissible)
     idx = next(i for i, (item, _) in enumerate(env.goals) if item == "acacia_fence_gate")
     first = env.new_episode().reset(idx).observation
+    shown_as = {}  # real name -> shown name
+    if menu == "renamed":
+        real = first
+        renamed = TextCraftEnvironment(
+            "state", 1, scaled=True, menu=mode, admissible=True, rename=True
+        )
+        first = renamed.new_episode().reset(idx).observation
+        shown_as = dict(zip(_listed_names(real), _listed_names(first), strict=True))
+        assert shown_as["acacia fence gate"] != "acacia fence gate"
     listed = re.findall(r"^(\d+)\. (.+)$", first, re.M)
     lines = [
         "get 1 acacia log",
@@ -458,12 +475,14 @@ def test_textcraft_menu_is_played_by_short_actions_through_a_real_server(
     else:
         names = ["acacia log", "acacia planks", "bamboo", "stick", "acacia fence gate"]
         script = [
-            f"{line.split(' ', 1)[0]} {name}" for line, name in zip(lines, names, strict=True)
+            f"{line.split(' ', 1)[0]} {shown_as.get(name, name)}"
+            for line, name in zip(lines, names, strict=True)
         ]
         off_menu = "craft bedrock"
         first_line, refusal = first.split("\n\n")[0], "No listed action does 'craft bedrock'."
     options = ["observation=state", "distractors=1", "scaled=true", f"menu={mode}"]
     options += ["admissible=true"] if admissible else []
+    options += ["rename=true"] if menu == "renamed" else []
     server = spawn_server("textcraft", *(a for o in options for a in ("--env-option", o)))
     solved, refused = play_textcraft(server, chat, idx, [script, [off_menu] * 8], 0.0)
     assert first_line in chat.decode(solved.input_ids.tolist())

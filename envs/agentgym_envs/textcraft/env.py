@@ -17,7 +17,10 @@ shortly: `menu=numbers` numbers the lines and `3` does what line 3 says; `menu=n
 `craft X` and `get X` for the listed line that crafts or gets X; an action the state cannot do
 (a craft short of an ingredient) is then unavailable, an invalid turn, as BabyAI's. With
 `admissible`, the menu lists only the lines the inventory can do at that turn, below the
-task's recipes. With `progress_credit` c > 0 (training small policies; 0 as the reference), an episode not yet
+task's recipes. With `rename` (training small policies), a goal outside the test split is played
+with every item name swapped by a random permutation (`renaming.py`), so that a policy reads
+which items its goal wants instead of learning them per goal; held-out goals keep their names.
+With `progress_credit` c > 0 (training small policies; 0 as the reference), an episode not yet
 successful scores -c x (1 - the share of the goal's intermediate items crafted so far) instead of
 0: failures are ranked by how far they got, and success stays exactly `score > 0`. A random action (`random_action`) is a
 crafting command the reset observation lists, a get of a gettable ingredient they list (with its
@@ -40,6 +43,7 @@ from agentgym_envs.server.base import REACT_RULES, Environment, EnvOption, Episo
 from agentgym_envs.server.tools import Param, Tool
 from agentgym_envs.textcraft.menu import MENUS, Menu, OffMenu
 from agentgym_envs.textcraft.recipes import CraftingGraph, Recipe, display, item_key
+from agentgym_envs.textcraft.renaming import Renaming
 
 DATA = Path(__file__).parent / "data"
 MAX_DISTRACTORS = 10
@@ -62,6 +66,13 @@ def load() -> tuple[CraftingGraph, tuple[tuple[str, int], ...]]:
             "textcraft data/goals.json does not match the recipe data: rerun make_data.py"
         )
     return graph, goals
+
+
+@cache
+def held_out() -> frozenset[int]:
+    """The task ids of the test split: the goals a run holds out, never renamed."""
+    rows = json.loads((DATA / "test.json").read_text())
+    return frozenset(int(r["item_id"].rsplit("_", 1)[1]) for r in rows)
 
 
 def task_text(
@@ -102,6 +113,7 @@ class TextCraftEpisode(Episode):
         scaled: bool = False,
         menu: str = "off",
         admissible: bool = False,
+        rename: bool = False,
     ) -> None:
         self._graph = graph
         self._goals = goals
@@ -122,6 +134,8 @@ class TextCraftEpisode(Episode):
         self._menu_mode = menu  # off, or how a short action names a line of the menu
         self._menu: Menu | None = None  # this reset's menu
         self._admissible = admissible  # the menu lists only what the inventory can do now
+        self._rename = rename  # play goals outside the test split under renamed items
+        self._renaming: Renaming | None = None  # this reset's, or None: real names
 
     def reset(self, data_idx: int) -> StepResult:
         self._goal = self._goals[data_idx][0]
@@ -144,9 +158,15 @@ class TextCraftEpisode(Episode):
             seed = f"textcraft-menu-{data_idx}-{draw}"
             self._menu = Menu(self._menu_mode, lines, seed, self._admissible)
             self._last = f"{self._menu.text(self._inventory)}\n\nGoal: craft {display(self._goal)}."
-        return StepResult(self._last, score=self._score)
+        self._renaming = None
+        if self._rename and data_idx not in held_out():
+            names = [display(item) for item in self._graph.items]
+            self._renaming = Renaming(names, f"textcraft-rename-{data_idx}-{draw}")
+        return StepResult(self.observation(), score=self._score)
 
     def step(self, action: str) -> StepResult:
+        if self._renaming is not None:
+            action = self._renaming.read(action)
         text = " ".join(action.strip().rstrip(".").split())
         if self._menu is not None:
             try:
@@ -183,7 +203,7 @@ class TextCraftEpisode(Episode):
             reward = self._score - before
         if self._state and self._score <= 0:
             self._last = f"{self._last}\n{self._state_text()}"
-        return StepResult(self._last, reward, self._score, self._score > 0, invalid)
+        return StepResult(self.observation(), reward, self._score, self._score > 0, invalid)
 
     def _progress(self) -> float:
         """The share of the goal's intermediate items crafted so far (0 for depth 1)."""
@@ -192,7 +212,7 @@ class TextCraftEpisode(Episode):
         return len(self._intermediates & self._crafted) / len(self._intermediates)
 
     def observation(self) -> str:
-        return self._last
+        return self._last if self._renaming is None else self._renaming.show(self._last)
 
     def available_actions(self) -> list[str]:
         return list(ACTIONS)
@@ -203,6 +223,10 @@ class TextCraftEpisode(Episode):
         before a reset and once the goal is crafted."""
         if not self._goal or self._score > 0:
             return None
+        action = self._random_action(rng)
+        return action if self._renaming is None else self._renaming.show(action)
+
+    def _random_action(self, rng: random.Random) -> str:
         if self._menu is not None:
             return self._menu.random_action(rng, self._inventory)
         draw = rng.random()
@@ -368,6 +392,14 @@ class TextCraftEnvironment(Environment):
             "get; a craft once its ingredients are held), as TextWorld and ALFWorld list their "
             "admissible commands",
         ),
+        EnvOption(
+            "rename",
+            type=bool,
+            default=False,
+            help="every task outside the test split is played with the item names swapped by a "
+            "random permutation (its own each reset with redraw): a policy must read which items "
+            "a goal wants off the listing, not learn them per goal; held-out goals keep theirs",
+        ),
     )
     splits: ClassVar[dict[str, str | range]] = {
         "train": "data/train.json",
@@ -386,6 +418,7 @@ class TextCraftEnvironment(Environment):
         scaled: bool = False,
         menu: str = "off",
         admissible: bool = False,
+        rename: bool = False,
     ) -> None:
         if observation not in ("reference", "state"):
             raise ValueError(f"observation must be 'reference' or 'state', not {observation!r}")
@@ -410,6 +443,7 @@ class TextCraftEnvironment(Environment):
         self.scaled = scaled
         self.menu = menu
         self.admissible = admissible
+        self.rename = rename
         self.graph, self.goals = load()
 
     def new_episode(self) -> TextCraftEpisode:
@@ -423,6 +457,7 @@ class TextCraftEnvironment(Environment):
             self.scaled,
             self.menu,
             self.admissible,
+            self.rename,
         )
 
     def num_tasks(self) -> int | None:
