@@ -490,3 +490,5 @@ def test_rename_swaps_item_names_consistently_outside_the_test_split_and_stays_s
     # an unlisted name is refused under its shown name, as the policy wrote it
     refused = ep.step("get glowstone dust")
     assert refused.invalid and "'get glowstone dust'" in refused.observation
+    with pytest.raises(ValueError, match="rename=true needs observation=state"):
+        TextCraftEnvironment("reference", 1, rename=True)

@@ -436,6 +436,10 @@ class TextCraftEnvironment(Environment):
             )
         if admissible and menu == "off":
             raise ValueError("admissible=true needs a menu (menu=numbers or menu=names)")
+        if rename and observation != "state":
+            # the reference's messages write item keys ('minecraft:oak_planks'), not the names
+            # a renaming swaps: they would give the real items away
+            raise ValueError("rename=true needs observation=state")
         self.state = observation == "state"
         self.distractors = distractors
         self.progress_credit = progress_credit
