@@ -396,9 +396,10 @@ class TextCraftEnvironment(Environment):
             "rename",
             type=bool,
             default=False,
-            help="every task outside the test split is played with the item names swapped by a "
-            "random permutation (its own each reset with redraw): a policy must read which items "
-            "a goal wants off the listing, not learn them per goal; held-out goals keep theirs",
+            help="with observation=state, every task outside the test split is played with the "
+            "item names swapped by a random permutation (its own each reset with redraw): a "
+            "policy must read which items a goal wants off the listing, not learn them per "
+            "goal; held-out goals keep theirs",
         ),
     )
     splits: ClassVar[dict[str, str | range]] = {
