@@ -43,7 +43,7 @@ from agentgym_envs.server.base import REACT_RULES, Environment, EnvOption, Episo
 from agentgym_envs.server.tools import Param, Tool
 from agentgym_envs.textcraft.menu import MENUS, Menu, OffMenu
 from agentgym_envs.textcraft.recipes import CraftingGraph, Recipe, display, item_key
-from agentgym_envs.textcraft.renaming import Renaming
+from agentgym_envs.textcraft.renaming import Renamer, Renaming
 
 DATA = Path(__file__).parent / "data"
 MAX_DISTRACTORS = 10
@@ -66,13 +66,6 @@ def load() -> tuple[CraftingGraph, tuple[tuple[str, int], ...]]:
             "textcraft data/goals.json does not match the recipe data: rerun make_data.py"
         )
     return graph, goals
-
-
-@cache
-def held_out() -> frozenset[int]:
-    """The task ids of the test split: the goals a run holds out, never renamed."""
-    rows = json.loads((DATA / "test.json").read_text())
-    return frozenset(int(r["item_id"].rsplit("_", 1)[1]) for r in rows)
 
 
 def task_text(
@@ -113,7 +106,7 @@ class TextCraftEpisode(Episode):
         scaled: bool = False,
         menu: str = "off",
         admissible: bool = False,
-        rename: bool = False,
+        renamer: Renamer | None = None,
     ) -> None:
         self._graph = graph
         self._goals = goals
@@ -134,7 +127,7 @@ class TextCraftEpisode(Episode):
         self._menu_mode = menu  # off, or how a short action names a line of the menu
         self._menu: Menu | None = None  # this reset's menu
         self._admissible = admissible  # the menu lists only what the inventory can do now
-        self._rename = rename  # play goals outside the test split under renamed items
+        self._renamer = renamer  # draws each reset's renaming of the items (`rename`)
         self._renaming: Renaming | None = None  # this reset's, or None: real names
 
     def reset(self, data_idx: int) -> StepResult:
@@ -158,10 +151,7 @@ class TextCraftEpisode(Episode):
             seed = f"textcraft-menu-{data_idx}-{draw}"
             self._menu = Menu(self._menu_mode, lines, seed, self._admissible)
             self._last = f"{self._menu.text(self._inventory)}\n\nGoal: craft {display(self._goal)}."
-        self._renaming = None
-        if self._rename and data_idx not in held_out():
-            names = [display(item) for item in self._graph.items]
-            self._renaming = Renaming(names, f"textcraft-rename-{data_idx}-{draw}")
+        self._renaming = self._renamer.draw(data_idx, draw) if self._renamer else None
         return StepResult(self.observation(), score=self._score)
 
     def step(self, action: str) -> StepResult:
@@ -448,8 +438,10 @@ class TextCraftEnvironment(Environment):
         self.scaled = scaled
         self.menu = menu
         self.admissible = admissible
-        self.rename = rename
         self.graph, self.goals = load()
+        # held-out goals (the test split) keep their names
+        held_out = frozenset(int(t["item_id"].rsplit("_", 1)[1]) for t in self.tasks("test"))
+        self.renamer = Renamer(list(self.lexicon()), held_out) if rename else None
 
     def new_episode(self) -> TextCraftEpisode:
         return TextCraftEpisode(
@@ -462,7 +454,7 @@ class TextCraftEnvironment(Environment):
             self.scaled,
             self.menu,
             self.admissible,
-            self.rename,
+            self.renamer,
         )
 
     def num_tasks(self) -> int | None:

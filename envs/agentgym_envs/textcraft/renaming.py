@@ -30,6 +30,20 @@ class Renaming:
         return self._pattern.sub(lambda m: self._real[m[0].lower()], text)
 
 
+class Renamer:
+    """Draws each reset's renaming of one env: none for the tasks in `keep` (the held-out
+    goals), else a permutation seeded by task and draw."""
+
+    def __init__(self, names: list[str], keep: frozenset[int]) -> None:
+        self._names = names
+        self._keep = keep
+
+    def draw(self, data_idx: int, draw: int) -> Renaming | None:
+        if data_idx in self._keep:
+            return None
+        return Renaming(self._names, f"textcraft-rename-{data_idx}-{draw}")
+
+
 @cache
 def _whole_names(names: tuple[str, ...]) -> re.Pattern[str]:
     """Any of `names` standing alone, longest first, so that a name inside a longer one is not
