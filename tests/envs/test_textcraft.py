@@ -11,6 +11,7 @@ import pytest
 
 from agentgym_envs.textcraft.env import DATA, TextCraftEnvironment, TextCraftEpisode
 from agentgym_envs.textcraft.recipes import CraftingGraph
+from textcraft_listing import item_names
 
 _COMMAND = re.compile(r"^craft (\d+) (.+?) using (.+)$")
 
@@ -439,17 +440,6 @@ def test_admissible_menu_lists_what_the_inventory_can_do_below_every_recipe() ->
         TextCraftEnvironment("state", 1, scaled=True, admissible=True)
 
 
-def _items(observation: str) -> list[str]:
-    """The item names of an admissible menu's lines and goal, in order of appearance."""
-    recipes, actions = _sections(observation)
-    names = []
-    for line in recipes + actions:
-        made, _, using = line.split(" ", 1)[1].partition(" using ")
-        parts = [made] + (using.split(", ") if using else [])
-        names += [p.split(" ", 1)[1] for p in parts]
-    return [*names, observation.rsplit("Goal: craft ", 1)[1].split(".")[0]]
-
-
 def test_rename_swaps_item_names_consistently_outside_the_test_split_and_stays_solvable() -> None:
     """`rename`: a training goal is played with every item name swapped by a permutation, each
     reset its own. The renamed observation is the plain one with names swapped one for one; the
@@ -468,9 +458,9 @@ def test_rename_swaps_item_names_consistently_outside_the_test_split_and_stays_s
         if idx in held_out:
             assert shown == real
             continue
-        swap = dict(zip(_items(real), _items(shown), strict=True))
+        swap = dict(zip(item_names(real), item_names(shown), strict=True))
         assert len(set(swap.values())) == len(swap)  # one for one
-        goal = _items(real)[-1]
+        goal = item_names(real)[-1]
         goals_played += 1
         goals_renamed += swap[goal] != goal
         recipes = _sections(real)[0]

@@ -21,6 +21,7 @@ from agentgym_rl.trajectory import ChatTokenizer
 from agentgym_rl.wire.types import Status
 from env_servers import EnvServerProc
 from scripted_engine import ScriptedEngine, check_sample_arrays
+from textcraft_listing import item_names
 
 
 def turn_of(request_id: str) -> int:
@@ -427,12 +428,6 @@ def test_textcraft_scaled_listing_is_solved_by_copying_its_lines_through_a_real_
     assert is_success("textcraft", episode.reward) == scaled
 
 
-def _listed_names(observation: str) -> list[str]:
-    """The item names of a TextCraft listing and its goal, in order of appearance."""
-    listing, goal = observation.rsplit("Goal: craft ", 1)
-    return [*re.findall(r"\d+ ([^,\n]+?)(?= using|,|\n|$)", listing), goal.rstrip(".")]
-
-
 @pytest.mark.parametrize("menu", ["numbers", "names", "admissible", "renamed"])
 def test_textcraft_menu_is_played_by_short_actions_through_a_real_server(
     spawn_server, chat, menu: str
@@ -458,7 +453,7 @@ def test_textcraft_menu_is_played_by_short_actions_through_a_real_server(
             "state", 1, scaled=True, menu=mode, admissible=True, rename=True
         )
         first = renamed.new_episode().reset(idx).observation
-        shown_as = dict(zip(_listed_names(real), _listed_names(first), strict=True))
+        shown_as = dict(zip(item_names(real), item_names(first), strict=True))
         assert shown_as["acacia fence gate"] != "acacia fence gate"
     listed = re.findall(r"^(\d+)\. (.+)$", first, re.M)
     lines = [
