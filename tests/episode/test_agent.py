@@ -428,13 +428,16 @@ def test_textcraft_scaled_listing_is_solved_by_copying_its_lines_through_a_real_
     assert is_success("textcraft", episode.reward) == scaled
 
 
-@pytest.mark.parametrize("menu", ["numbers", "names", "admissible", "renamed"])
+@pytest.mark.parametrize(
+    "menu", ["numbers", "names", "admissible", "admissible-numbers", "renamed"]
+)
 def test_textcraft_menu_is_played_by_short_actions_through_a_real_server(
     spawn_server, chat, menu: str
 ) -> None:
     """TextCraft's `menu` through the agent loop, the env pool and a real server: the policy
     answers `Action: 3` (numbers) or `Action: craft stick` (names; `admissible`: names, and the
-    menu lists only what the inventory can do; `renamed`: admissible, with a training goal's
+    menu lists only what the inventory can do; `admissible-numbers`: numbers on that menu, so a
+    line's number changes as lines come and go; `renamed`: admissible, with a training goal's
     item names swapped) and the server does that line of the menu. The menu is read off an
     in-process episode of the same task and options (the task's own draw, and so its own
     renaming), so the server must list the same one; the five lines a copy would write, named
@@ -442,7 +445,11 @@ def test_textcraft_menu_is_played_by_short_actions_through_a_real_server(
     an invalid turn."""
     from agentgym_envs.textcraft.env import TextCraftEnvironment
 
-    mode, admissible = ("names", True) if menu in ("admissible", "renamed") else (menu, False)
+    mode, admissible = {
+        "admissible": ("names", True),
+        "renamed": ("names", True),
+        "admissible-numbers": ("numbers", True),
+    }.get(menu, (menu, False))
     env = TextCraftEnvironment("state", 1, scaled=True, menu=mode, admissible=admissible)
     idx = next(i for i, (item, _) in enumerate(env.goals) if item == "acacia_fence_gate")
     first = env.new_episode().reset(idx).observation
@@ -463,9 +470,16 @@ def test_textcraft_menu_is_played_by_short_actions_through_a_real_server(
         "craft 4 stick using 8 bamboo",
         "craft 1 acacia fence gate using 2 acacia planks, 4 stick",
     ]
-    if menu == "numbers":
-        number = {action: n for n, action in listed}
-        script, off_menu = [number[line] for line in lines], str(len(listed) + 1)
+    if mode == "numbers":
+        # each turn's number of the line, read off the in-process episode as it plays
+        episode, script = env.new_episode(), []
+        shown = episode.reset(idx).observation
+        for line in lines:
+            script.append(
+                {action: n for n, action in re.findall(r"^(\d+)\. (.+)$", shown, re.M)}[line]
+            )
+            shown = episode.step(script[-1]).observation
+        off_menu = str(len(listed) + 1)
         first_line, refusal = f"1. {listed[0][1]}", f"No action {off_menu}: choose 1-{len(listed)}."
     else:
         names = ["acacia log", "acacia planks", "bamboo", "stick", "acacia fence gate"]

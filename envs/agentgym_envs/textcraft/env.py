@@ -439,9 +439,12 @@ class TextCraftEnvironment(Environment):
         self.menu = menu
         self.admissible = admissible
         self.graph, self.goals = load()
-        # held-out goals (the test split) keep their names
+        self.renamer = self._renamer() if rename else None
+
+    def _renamer(self) -> Renamer:
+        """`rename`'s draws over every item name; held-out goals (the test split) keep theirs."""
         held_out = frozenset(int(t["item_id"].rsplit("_", 1)[1]) for t in self.tasks("test"))
-        self.renamer = Renamer(list(self.lexicon()), held_out) if rename else None
+        return Renamer(list(self.lexicon()), held_out)
 
     def new_episode(self) -> TextCraftEpisode:
         return TextCraftEpisode(
