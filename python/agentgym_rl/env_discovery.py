@@ -98,6 +98,47 @@ def env_traits(env: str) -> EnvTraits:
     )
 
 
+def yardstick_rates(
+    env: str,
+    options: dict[str, str],
+    rows: list[dict[str, str]],
+    *,
+    turn_cap: int,
+    tries: int,
+    policy: str,
+    seed: int = 0,
+) -> dict[str, float] | None:
+    """Success of `env`'s own yardstick `policy` ("random": its random valid actions, "rule":
+    its scripted rule) on split `rows`, per category and "all", played in this process; None
+    when the env declares no rule (or cannot be imported here)."""
+    try:
+        from agentgym_envs.chance import declares_rule, yardstick_success
+    except ImportError:
+        return None
+    try:
+        built = load_env(env, **options)
+    except (EnvsNotInstalled, LookupError):
+        return None
+    try:
+        if policy == "rule" and not declares_rule(built):
+            return None
+        return yardstick_success(built, rows, turn_cap, tries, seed, policy)
+    finally:
+        built.close()
+
+
+def rule_name(env: str, options: dict[str, str]) -> str | None:
+    """What `env`'s scripted rule does, in its own words (`Episode.rule`); None: no rule."""
+    built = load_env(env, **options)
+    try:
+        episode = built.new_episode()
+        name: str | None = episode.rule
+        episode.close()
+        return name
+    finally:
+        built.close()
+
+
 def is_split_name(split: str | Path) -> bool:
     """Whether `split` names a split an env declares (`train`) rather than a file."""
     path = Path(split)

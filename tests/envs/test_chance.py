@@ -6,7 +6,7 @@ import pytest
 
 from agentgym_envs import load_env
 from agentgym_envs.babyai.env import CHECK, BabyAIEpisode
-from agentgym_envs.chance import chance_success
+from agentgym_envs.chance import yardstick_success
 
 # GoToObj test tasks (seeds 1000-1004 of BabyAI-GoToObj-v0 in goto_test.json's numbering)
 _ITEMS = [{"item_id": f"babyai_{i}", "category": "GoToObj"} for i in (40010, 40050, 40090)]
@@ -36,22 +36,22 @@ def _one_turn_odds(data_idx: int) -> float:
 def test_one_turn_rate_matches_the_exact_odds(babyai) -> None:  # type: ignore[no-untyped-def]
     exact = sum(_one_turn_odds(int(i["item_id"][7:])) for i in _ITEMS) / len(_ITEMS)
     assert 0 < exact < 1  # the tasks must discriminate: some actions win, some do not
-    rates = chance_success(babyai, _ITEMS, turn_cap=1, tries=300, seed=1)
+    rates = yardstick_success(babyai, _ITEMS, turn_cap=1, tries=300, seed=1)
     # 900 episodes: the standard error is below 0.017
     assert rates["GoToObj"] == pytest.approx(exact, abs=0.07)
     assert rates["all"] == rates["GoToObj"]
 
 
 def test_more_turns_win_more_and_seeds_repeat(babyai) -> None:  # type: ignore[no-untyped-def]
-    one = chance_success(babyai, _ITEMS, turn_cap=1, tries=100, seed=2)
-    five = chance_success(babyai, _ITEMS, turn_cap=5, tries=100, seed=2)
+    one = yardstick_success(babyai, _ITEMS, turn_cap=1, tries=100, seed=2)
+    five = yardstick_success(babyai, _ITEMS, turn_cap=5, tries=100, seed=2)
     assert five["all"] > one["all"] + 0.05
-    assert chance_success(babyai, _ITEMS, turn_cap=5, tries=100, seed=2) == five
+    assert yardstick_success(babyai, _ITEMS, turn_cap=5, tries=100, seed=2) == five
 
 
 def test_rejects_an_empty_budget(babyai) -> None:  # type: ignore[no-untyped-def]
     with pytest.raises(ValueError, match="turn_cap and tries"):
-        chance_success(babyai, _ITEMS, turn_cap=0, tries=1)
+        yardstick_success(babyai, _ITEMS, turn_cap=0, tries=1)
 
 
 def test_searchqa_chance_is_above_zero_and_well_below_one() -> None:
@@ -60,8 +60,8 @@ def test_searchqa_chance_is_above_zero_and_well_below_one() -> None:
     env = load_env("searchqa", prompt="question", topk="1", end_on_wrong="true")
     items = [{"item_id": f"searchqa_{i}", "category": "1-hop"} for i in (5, 17, 26, 30, 33)]
     try:
-        rates = chance_success(env, items, turn_cap=3, tries=40, seed=0)
-        one_turn = chance_success(env, items, turn_cap=1, tries=5, seed=0)
+        rates = yardstick_success(env, items, turn_cap=3, tries=40, seed=0)
+        one_turn = yardstick_success(env, items, turn_cap=1, tries=5, seed=0)
     finally:
         env.close()
     assert 0.02 < rates["1-hop"] < 0.5

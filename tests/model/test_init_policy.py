@@ -17,7 +17,7 @@ from agentgym_rl.model.init_policy import INFO_FILE, init_policy, tasks_to_play
 from agentgym_rl.model.transcripts import (
     Transcript,
     corpus_text,
-    random_transcripts,
+    play_transcripts,
     thought_from,
 )
 from agentgym_rl.model.warmup import encode, format_warmup
@@ -34,7 +34,7 @@ _TOKENIZER_ONLY = dict(
 
 def test_transcripts_play_listed_actions_in_the_agent_format() -> None:
     tasks = load_split(GOTO_TRAIN, "babyai")[:30]
-    played = random_transcripts("babyai", tasks, turn_cap=3, seed=1, system_prompt="Be brief.")
+    played = play_transcripts("babyai", tasks, turn_cap=3, seed=1, system_prompt="Be brief.")
     assert [t.item_id for t in played] == [t.item_id for t in tasks]
     for t in played:
         roles = [m["role"] for m in t.messages]
@@ -47,7 +47,7 @@ def test_transcripts_play_listed_actions_in_the_agent_format() -> None:
             listed = json.loads(_LISTED.findall(before["content"])[-1])
             assert parsed.action in listed  # a valid action of the observation it answers
     # the same seed plays the same actions; success is what random play gets, not zero or all
-    again = random_transcripts("babyai", tasks, turn_cap=3, seed=1, system_prompt="Be brief.")
+    again = play_transcripts("babyai", tasks, turn_cap=3, seed=1, system_prompt="Be brief.")
     assert [t.messages for t in again] == [t.messages for t in played]
     assert 0 < sum(t.success for t in played) < len(played)
     assert any(text.startswith("assistant\nAction: ") for text in corpus_text(played))
@@ -56,8 +56,8 @@ def test_transcripts_play_listed_actions_in_the_agent_format() -> None:
 def test_thought_line_restates_the_goal_and_keeps_the_actions() -> None:
     tasks = load_split(GOTO_TRAIN, "babyai")[:20]
     compact = {"observation": "compact"}
-    plain = random_transcripts("babyai", tasks, turn_cap=3, seed=2, env_options=compact)
-    thought = random_transcripts(
+    plain = play_transcripts("babyai", tasks, turn_cap=3, seed=2, env_options=compact)
+    thought = play_transcripts(
         "babyai", tasks, turn_cap=3, seed=2, env_options=compact, thought_line="Goal:"
     )
     for a, b in zip(plain, thought, strict=True):
@@ -200,7 +200,7 @@ def test_searchqa_transcripts_search_then_answer_in_tags() -> None:
     split = ROOT / "envs/agentgym_envs/searchqa/data/train_1hop.json"
     tasks = load_split(split, "searchqa")[:40]
     options = {"prompt": "question", "topk": "2", "end_on_wrong": "true"}
-    played = random_transcripts("searchqa", tasks, turn_cap=3, seed=0, env_options=options)
+    played = play_transcripts("searchqa", tasks, turn_cap=3, seed=0, env_options=options)
     answered = 0
     for t in played:
         turns = [m["content"] for m in t.messages if m["role"] == "assistant"]
@@ -225,7 +225,7 @@ def test_a_short_split_is_replayed_with_fresh_random_actions(tmp_path: Path) -> 
     tasks = tasks_to_play(split, 40, seed=0)
     assert len(tasks) == 40 and {t.item_id for t in tasks} == {t.item_id for t in split}
     options = {"prompt": "question", "topk": "1", "end_on_wrong": "true"}
-    played = random_transcripts("searchqa", tasks, turn_cap=3, seed=0, env_options=options)
+    played = play_transcripts("searchqa", tasks, turn_cap=3, seed=0, env_options=options)
     plays: dict[str, set[str]] = {}
     for t in played:
         plays.setdefault(t.item_id, set()).add(json.dumps(t.messages))
@@ -325,7 +325,7 @@ def test_tool_transcripts_write_calls_of_the_envs_tools(small_policy: Path) -> N
     from agentgym_rl.model.transcripts import call_pieces
 
     tasks = load_split("train", "babyai")[:3]
-    played = random_transcripts("babyai", tasks, turn_cap=3, action_format=ActionFormat.TOOLS)
+    played = play_transcripts("babyai", tasks, turn_cap=3, action_format=ActionFormat.TOOLS)
     reader = ToolReader(ToolSet.from_wire(env_traits("babyai").tools), ToolFamily.HERMES)
     for t in played:
         assert t.tools == reader.tools.schemas

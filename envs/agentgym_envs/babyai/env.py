@@ -81,6 +81,18 @@ def compact_mission(mission: str) -> str:
     return _ARTICLES.sub("", mission)
 
 
+def fits_mission(action: str, mission: str) -> bool:
+    """Whether `action` (a listed "<verb> <color> <type> <k>") does what the compact `mission`
+    asks: the same verb and every word of the mission's object in the label ("go to ball" fits
+    "go to red ball 1"). Missions of one object only; sequences and "put next" fit nothing."""
+    for verb in ("go to", "pick up"):
+        if mission.startswith(verb + " ") and action.startswith(verb + " "):
+            wanted = mission.removeprefix(verb + " ").split()
+            label = action.removeprefix(verb + " ").split()
+            return len(wanted) <= 2 and set(wanted) <= set(label[:-1])
+    return False
+
+
 def normalize(action: str) -> str:
     """Case, surrounding whitespace/quotes and a trailing period do not matter."""
     return " ".join(action.strip().strip("\"'").rstrip(".").lower().split())
@@ -161,6 +173,16 @@ class BabyAIEpisode(Episode):
         # CHECK repeats what every observation already lists: a random turn spent on it teaches
         # the format nothing.
         return rng.choice(list(self._actions)) if self._actions else None
+
+    rule: ClassVar[str | None] = "the goal's action if listed, else turn left"
+
+    def rule_action(self, rng: random.Random) -> str | None:
+        """The listed action whose verb and object fit the mission ("go to red ball" does
+        "go to red ball 2"; of several fits, one at random), else "turn left"."""
+        if not self._actions:
+            return None
+        fits = [a for a in self._actions if fits_mission(a, compact_mission(self._env.mission))]
+        return rng.choice(fits) if fits else "turn left"
 
     def close(self) -> None:
         if self._env is not None:

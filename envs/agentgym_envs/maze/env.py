@@ -17,6 +17,7 @@ goal the episode ends with score 0.
 
 from __future__ import annotations
 
+import random
 from typing import Any, ClassVar
 
 from agentgym_envs.maze.layout import MAX_SIZE, MIN_SIZE, MOVES, Maze, generate, neighbour
@@ -111,6 +112,21 @@ class MazeEpisode(Episode):
         if self._maze is None or self._done:
             return []
         return [f"move {m}" for m in MOVES if m in self.maze.open[self._pos]]
+
+    rule: ClassVar[str | None] = "greedy: an open move toward the goal, else any open move"
+
+    def rule_action(self, rng: random.Random) -> str | None:
+        """What the observation alone suggests: an open move that shortens the offset to the
+        goal (of two, one at random), else a random open move. No memory: a dead end that
+        points at the goal traps it, as it traps a policy that does not remember."""
+        moves = self.available_actions()
+        if not moves:
+            return None
+        rows, cols = (g - p for g, p in zip(self.maze.goal, self._pos, strict=True))
+        toward = {"down" if rows > 0 else "up"} if rows else set()
+        toward |= {"right" if cols > 0 else "left"} if cols else set()
+        closer = [m for m in moves if m.removeprefix("move ") in toward]
+        return rng.choice(closer or moves)
 
     @property
     def _done(self) -> bool:

@@ -63,12 +63,14 @@ class SearchQAEpisode(Episode):
         self._prompt = ""
         self._score = 0.0
         self._retrieved: list[int] = []  # passages shown so far (for `random_action`)
+        self._hits: list[int] = []  # the last search's passages, best first (`rule_action`)
+        self._answered: set[str] = set()  # answers tried (`rule_action`)
 
     def reset(self, data_idx: int) -> StepResult:
         self._qa = self._env.questions[data_idx]
         self._prompt = self._env.prompt_for(self._qa)
         self._score = 0.0
-        self._retrieved = []
+        self._retrieved, self._hits, self._answered = [], [], set()
         return StepResult(self._prompt)
 
     def step(self, action: str) -> StepResult:
@@ -77,9 +79,12 @@ class SearchQAEpisode(Episode):
         if parsed is None:
             return StepResult(HINT, 0.0, self._score, False, invalid=True)
         tag, content = parsed
+        if tag == "answer":
+            self._answered.add(content.strip())
         if tag == "search":
             hits = self._env.search(content)
             self._retrieved += hits
+            self._hits = hits
             return StepResult(self._env.information(hits), 0.0, self._score)
         if exact_match(content, self._qa.golden_answers):
             self._score = 1.0
@@ -93,6 +98,20 @@ class SearchQAEpisode(Episode):
 
     def available_actions(self) -> list[str]:
         return list(ACTIONS)
+
+    rule: ClassVar[str | None] = "search the question, then answer the top passage's entities"
+
+    def rule_action(self, rng: random.Random) -> str | None:
+        """First a search for the whole question; then, in turn, each entity the top passage of
+        the last search mentions that the question does not and no answer tried yet."""
+        assert self._qa is not None
+        if not self._hits:
+            return f"<search> {self._qa.question} </search>"
+        asked = set(self._env.entities_in_text(self._qa.question))
+        for name in self._env.entities_in(self._hits[:1]):
+            if name not in asked and name not in self._answered:
+                return f"<answer> {name} </answer>"
+        return f"<search> {self._qa.question} </search>"
 
     def random_action(self, rng: random.Random) -> str | None:
         """A search for a run of 1-6 of the question's words; once passages were shown, as
@@ -229,6 +248,10 @@ class SearchQAEnvironment(Environment):
         """Every passage title as an entity name (built on first use: only random actions and
         the tests need it)."""
         return EntityIndex(d.title for d in self.docs)
+
+    def entities_in_text(self, text: str) -> list[str]:
+        """The entities `text` mentions, in order."""
+        return list(dict.fromkeys(self.entity_index.mentions(text)))
 
     def entities_in(self, hits: list[int]) -> list[str]:
         """The entities the shown part of these passages mention (titles included), in order."""

@@ -7,8 +7,9 @@ built-in envs and a user's own (found by entry point or `module:Class`, `catalog
 it alike. Besides the two abstract methods each of `Environment` and `Episode`, an env may
 declare, each optional: a description, its action format and system prompt, how its score
 becomes a reward, typed options, splits of task ids with categories, the system programs it
-needs, its actions as tools (`server/tools.py`) and a random valid action
-(`Episode.random_action`). docs/envs.md is the author's guide.
+needs, its actions as tools (`server/tools.py`), a random valid action
+(`Episode.random_action`) and a scripted rule (`Episode.rule_action`), the two yardsticks a
+policy is shown beside. docs/envs.md is the author's guide.
 """
 
 from __future__ import annotations
@@ -144,6 +145,16 @@ class Episode(ABC):
         `available_actions()`; open-ended envs fill their templates here instead."""
         choices = self.available_actions()
         return rng.choice(choices) if choices else None
+
+    rule: ClassVar[str | None] = None
+    """What `rule_action` plays, in a few words for figures and summaries ("the goal if listed,
+    else turn left"); None: the env declares no scripted rule, and none is shown."""
+
+    def rule_action(self, rng: random.Random) -> str | None:
+        """The action of a cheap scripted rule that reads the observation (BabyAI: go to the
+        goal when it is listed, else turn): the yardstick above chance that a policy which
+        reads its task should reach. Declared with `rule`; `rng` breaks ties. None: no action."""
+        raise NotImplementedError(f"{type(self).__name__} declares no scripted rule")
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release resources. Called once when the episode is closed or reaped."""

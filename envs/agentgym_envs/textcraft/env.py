@@ -41,7 +41,7 @@ from typing import Any, ClassVar
 
 from agentgym_envs.server.base import REACT_RULES, Environment, EnvOption, Episode, StepResult
 from agentgym_envs.server.tools import Param, Tool
-from agentgym_envs.textcraft.menu import MENUS, Menu, OffMenu
+from agentgym_envs.textcraft.menu import MENUS, Menu, OffMenu, makeable
 from agentgym_envs.textcraft.recipes import CraftingGraph, Recipe, display, item_key
 from agentgym_envs.textcraft.renaming import Renamer, Renaming
 
@@ -214,6 +214,21 @@ class TextCraftEpisode(Episode):
         if not self._goal or self._score > 0:
             return None
         action = self._random_action(rng)
+        return action if self._renaming is None else self._renaming.show(action)
+
+    rule: ClassVar[str | None] = "craft-first: a listed craft the inventory can make, else a get"
+
+    def rule_action(self, rng: random.Random) -> str | None:
+        """A listed crafting command whose ingredients are all held (of several, one at
+        random), else a get of one of their ingredients, at random; written in full, which a
+        menu accepts beside its short forms. None before a reset and once the goal is crafted."""
+        if not self._goal or self._score > 0:
+            return None
+        crafts = [c for c in self._listed if makeable(c, self._inventory)]
+        if crafts or not self._gets:
+            action = rng.choice(crafts) if crafts else "inventory"
+        else:
+            action = f"get {rng.choice(self._gets)}"
         return action if self._renaming is None else self._renaming.show(action)
 
     def _random_action(self, rng: random.Random) -> str:

@@ -37,7 +37,7 @@ class Menu:
         """The lines listed while the inventory holds this: all, or those it can do now."""
         if not self.admissible:
             return self.lines
-        return [c for c in self.lines if c.startswith("get ") or _makeable(c, inventory)]
+        return [c for c in self.lines if c.startswith("get ") or makeable(c, inventory)]
 
     def text(self, inventory: Counter[str]) -> str:
         """The listing the observation shows; an admissible menu keeps every recipe above it,
@@ -81,7 +81,7 @@ def _named(shown: list[str], verb: str, item: str, inventory: Counter[str]) -> s
     lines = [c for c in shown if c.startswith(verb) and _item_of(c) == item]
     if verb == "get":
         return max(lines, key=lambda c: int(c.split(" ", 2)[1]), default=None)
-    makeable = [c for c in lines if _makeable(c, inventory)]
+    makeable = [c for c in lines if makeable(c, inventory)]
     return next(iter(makeable or lines), None)
 
 
@@ -90,7 +90,7 @@ def _item_of(line: str) -> str:
     return item_key(line.split(" using ", 1)[0].split(" ", 2)[2])
 
 
-def _makeable(craft: str, inventory: Counter[str]) -> bool:
+def makeable(craft: str, inventory: Counter[str]) -> bool:
     """Whether the inventory holds every ingredient of a listed craft."""
     parts = (p.split(" ", 1) for p in craft.split(" using ", 1)[1].split(", "))
     return all(inventory[item_key(i)] >= int(n) for n, i in parts)

@@ -100,6 +100,7 @@ class WordleEpisode(Episode):
         self._left = 0
         self._score = 0.0
         self._last = ""
+        self._history: list[tuple[str, list[str]]] = []  # valid guesses and their marks
 
     @property
     def target(self) -> str:
@@ -109,6 +110,7 @@ class WordleEpisode(Episode):
     def reset(self, data_idx: int) -> StepResult:
         self._target = self._targets[data_idx]
         self._left = self._guesses
+        self._history = []
         self._score = 0.0
         self._last = f"{RULES}\nGuess a five-letter word. You have {_plural(self._left)}."
         return StepResult(self._last)
@@ -122,6 +124,7 @@ class WordleEpisode(Episode):
             text = f"{refusal} It did not count: you have {_plural(self._left)} left."
             return StepResult(text, 0.0, self._score, False, invalid=True)
         self._left -= 1
+        self._history.append((guess, feedback(guess, self._target)))
         lines = [feedback_text(guess, self._target)]
         if guess == self._target:
             self._score = 1.0
@@ -139,6 +142,18 @@ class WordleEpisode(Episode):
 
     def available_actions(self) -> list[str]:
         return [] if self._done else ["<five-letter word>"]
+
+    rule: ClassVar[str | None] = "a word consistent with every mark so far"
+
+    def rule_action(self, rng: random.Random) -> str | None:
+        """A valid word that would have drawn the same marks as every guess so far, at random
+        (the first guess: any word)."""
+        if self._done:
+            return None
+        fits = [
+            w for w in self._words if all(feedback(g, w) == marks for g, marks in self._history)
+        ]
+        return rng.choice(fits or self._words)
 
     def random_action(self, rng: random.Random) -> str | None:
         # Uniform over the valid words: a guess that is never refused, but knows no feedback.

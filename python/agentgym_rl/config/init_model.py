@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -114,6 +114,11 @@ class InitModelSettings(ConfigModel):
     thought_line: str | None = None
     """Each transcript action follows a 'Thought:' line restating the observation's line that
     starts with this prefix (e.g. 'Goal:'); the actions stay random."""
+    transcript_policy: Literal["random", "rule"] = "random"
+    """Who plays the transcripts: the env's random valid actions (a base policy at chance, what
+    RL starts from), or `rule`, its scripted rule: expert data, for the imitation probe only
+    (can a model of this size and tokenizer copy its goal into its action at all?), never the
+    start of a run that claims learning."""
     seed: int = Field(default=0, ge=0)
     """Seed of everything."""
     threads: int | None = Field(default=None, ge=1)

@@ -26,7 +26,7 @@ from agentgym_rl.config.init_model import InitModelConfig, InitModelEnv
 from agentgym_rl.env_discovery import is_split_name, load_env, portable_path, shipped_path
 from agentgym_rl.episode.dataset import Task, load_split
 from agentgym_rl.model.factory import create_tiny_model
-from agentgym_rl.model.transcripts import Transcript, call_pieces, corpus_text, random_transcripts
+from agentgym_rl.model.transcripts import Transcript, call_pieces, corpus_text, play_transcripts
 from agentgym_rl.model.warmup import format_warmup
 
 INFO_FILE = "init_model.json"
@@ -64,7 +64,7 @@ def _play(
     tasks = tasks_to_play(load_split(split_of(source), source.env), count, options.seed)
     environment = load_env(source.env, **source.env_option_pairs())
     try:
-        played = random_transcripts(
+        played = play_transcripts(
             source.env,
             tasks,
             turn_cap=options.turn_cap,
@@ -74,6 +74,7 @@ def _play(
             environment=environment,
             action_format=options.action_format,
             on_played=on_played,
+            policy=options.transcript_policy,
         )
         return played, list(environment.reference_text()), list(environment.lexicon())
     finally:
@@ -121,7 +122,8 @@ def init_policy(
         intermediate=options.intermediate,
         seed=options.seed,
     )
-    say(f"format warm-up: {options.warmup_steps} steps on random-action transcripts")
+    played_by = "random-action" if options.transcript_policy == "random" else "rule (probe)"
+    say(f"format warm-up: {options.warmup_steps} steps on {played_by} transcripts")
     losses = format_warmup(
         out,
         played,

@@ -1,6 +1,6 @@
 """Transcripts of random valid actions, played on the env code itself (no server, no expert).
 
-Contract: `random_transcripts(env, tasks, ...)` plays each task once in-process with the env's own
+Contract: `play_transcripts(env, tasks, ...)` plays each task once in-process with the env's own
 random actions (`Episode.random_action`: uniform over the available actions, or for SearchQA a
 query of the question's words, then an entity of the passages shown), and returns the chat an
 agent would have had: the system prompt the rollout servers use (`episode/prompts.py`), the
@@ -8,7 +8,9 @@ first observation, then assistant turns in the env's action format (`Action: <ac
 `Thought:` line restating the goal with `thought_line`; the bare tag for SearchQA) and
 observation user turns, exactly as the agent loop renders them. Nothing here knows how to solve
 a task: the transcripts carry the format only, which is what the tokenizer is trained on and
-what the format warm-up teaches.
+what the format warm-up teaches. The one exception is a probe, not a base policy: `policy="rule"`
+plays the env's scripted rule (`Episode.rule_action`), whose transcripts measure whether a model
+can imitate reading its task at all (docs/results/reading-the-goal/).
 """
 
 from __future__ import annotations
@@ -50,7 +52,7 @@ def thought_from(observation: str, line_prefix: str | None) -> str | None:
     return None
 
 
-def random_transcripts(
+def play_transcripts(
     env: str,
     tasks: Sequence[Task],
     *,
@@ -62,8 +64,10 @@ def random_transcripts(
     environment: Any = None,
     action_format: ActionFormat | None = None,
     on_played: Callable[[int], None] | None = None,
+    policy: str = "random",
 ) -> list[Transcript]:
-    """Play every task once with the env's random valid actions, at most `turn_cap` turns
+    """Play every task once with the env's random valid actions (`policy="rule"`: its scripted
+    rule, for the imitation probe only), at most `turn_cap` turns
     (`env_options`: the env's own options, as `env serve --env-option` gives them).
 
     `thought_line`: each action follows a `Thought:` line restating the observation's line with
@@ -76,7 +80,7 @@ def random_transcripts(
     if environment is None:
         built = load_env(env, **(env_options or {}))
         try:
-            return random_transcripts(
+            return play_transcripts(
                 env,
                 tasks,
                 turn_cap=turn_cap,
@@ -86,6 +90,7 @@ def random_transcripts(
                 environment=built,
                 action_format=action_format,
                 on_played=on_played,
+                policy=policy,
             )
         finally:
             built.close()
@@ -94,6 +99,12 @@ def random_transcripts(
     tools = ToolSet.from_wire(env_traits(env).tools) if fmt is ActionFormat.TOOLS else None
     out: list[Transcript] = []
     episode = environment.new_episode()  # type: ignore[attr-defined]
+    if policy not in ("random", "rule"):
+        raise ValueError(f"policy must be random or rule, not {policy!r}")
+    if policy == "rule" and episode.rule is None:
+        episode.close()
+        raise ValueError(f"env {env!r} declares no scripted rule to play (Episode.rule)")
+    act = episode.rule_action if policy == "rule" else episode.random_action
     try:
         for task in tasks:
             first = episode.reset(task.data_idx)
@@ -101,7 +112,7 @@ def random_transcripts(
             messages = episode_prefix(env, observation, fmt, system_prompt)
             success = False
             for turn in range(turn_cap):
-                action = episode.random_action(rng)
+                action = act(rng)
                 if action is None:
                     break
                 thought = thought_from(observation, thought_line)
@@ -167,4 +178,4 @@ def corpus_text(transcripts: Iterable[Transcript]) -> list[str]:
     return out
 
 
-__all__ = ["Transcript", "call_pieces", "corpus_text", "random_transcripts", "thought_from"]
+__all__ = ["Transcript", "call_pieces", "corpus_text", "play_transcripts", "thought_from"]
