@@ -78,6 +78,8 @@ class EnvTraits:
     description: str = ""
     tools: tuple[dict[str, Any], ...] = ()
     """Its tools as served (`Tool.wire()`); none when it cannot be imported here."""
+    rule: str | None = None
+    """What its scripted rule does (`Environment.rule`); None: it declares none."""
 
 
 @cache
@@ -95,6 +97,7 @@ def env_traits(env: str) -> EnvTraits:
         cls.success_at,
         cls.description,
         tuple(tool.wire() for tool in cls.tool_set()),
+        getattr(cls, "rule", None),
     )
 
 
@@ -123,18 +126,6 @@ def yardstick_rates(
         if policy == "rule" and not declares_rule(built):
             return None
         return yardstick_success(built, rows, turn_cap, tries, seed, policy)
-    finally:
-        built.close()
-
-
-def rule_name(env: str, options: dict[str, str]) -> str | None:
-    """What `env`'s scripted rule does, in its own words (`Episode.rule`); None: no rule."""
-    built = load_env(env, **options)
-    try:
-        episode = built.new_episode()
-        name: str | None = episode.rule
-        episode.close()
-        return name
     finally:
         built.close()
 

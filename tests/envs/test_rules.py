@@ -16,10 +16,7 @@ from agentgym_envs.babyai.env import BabyAIEpisode, fits_mission
 from agentgym_envs.chance import declares_rule, yardstick_success
 from agentgym_envs.maze.env import MazeEpisode
 from agentgym_envs.noop import NoopEnvironment
-from agentgym_envs.server.base import Episode
 from agentgym_envs.wordle.env import WordleEnvironment, feedback
-
-pytestmark = pytest.mark.unit
 
 
 def _rows(env: str, split: str, every: int = 1) -> list[dict[str, str]]:
@@ -137,7 +134,7 @@ def test_searchqa_rule_searches_the_question_then_answers_from_the_top_passage()
 
 def test_an_env_without_a_rule_declares_none_and_refuses_to_play_one() -> None:
     env = NoopEnvironment()
-    assert Episode.rule is None and not declares_rule(env)
+    assert NoopEnvironment.rule is None and not declares_rule(env)
     with pytest.raises(NotImplementedError):
         env.new_episode().rule_action(random.Random(0))
     with pytest.raises(ValueError, match="declares no scripted rule"):

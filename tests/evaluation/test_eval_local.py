@@ -46,6 +46,12 @@ def test_local_engine_accounting_and_files(
     assert all(r.status in {"done", "turn_cap", "truncated"} for r in report.records)
 
     assert (out / "eval.md").read_text() == report.to_markdown()
+    # chance and the rule, measured on the same 3 tasks and cap, stand beside the policy
+    sticks = report.yardsticks["babyai"]
+    assert sticks["turn_cap"] == 2 and set(sticks["chance"]) == set(sticks["rule"])
+    assert {r.category for r in report.rows} == set(sticks["rule"])
+    assert "| chance | rule |" in (out / "eval.md").read_text()
+    assert (out / "yardsticks.json").is_file()
     data = json.loads((out / "eval.json").read_text())
     assert data["n"] == 2 and data["meta"]["tasks"] == 3 and len(data["episodes"]) == 6
 

@@ -159,3 +159,37 @@ def test_training_curves_carry_a_smoothed_line() -> None:
     assert line[0] == 0.0  # debiased: the first point is itself, not pulled toward 0
     assert all(0.3 < y < 0.7 for y in line[10:])  # the alternation averaged out
     assert smoothed([0.5] * 5) == pytest.approx([0.5] * 5)
+
+
+def test_yardsticks_draw_lines_per_category_and_place_the_policy_between_them(
+    tmp_path: Path,
+) -> None:
+    """A run whose rollout server measured chance and rule: the summary says where the base and
+    final policy stand between them, and the per-category plot is drawn."""
+    run = make_run(tmp_path / "run")
+    for i in (0, 1):
+        path = run / f"rollout-{i}" / "eval.jsonl"
+        records = [json.loads(x) for x in path.read_text().splitlines()[:-1]]
+        for r, local in zip(records, (0.2, 0.8), strict=True):
+            r["by_category"] = {"GoToLocal": local, "GoToObj": 0.9}
+        _jsonl(path, records)
+    sticks = {
+        "env": "babyai",
+        "chance": {"GoToLocal": 0.4, "GoToObj": 0.5, "all": 0.3},
+        "rule": {"GoToLocal": 1.0, "GoToObj": 1.0, "all": 0.8},
+        "rule_name": "the goal's action if listed, else turn left",
+        "turn_cap": 5,
+    }
+    (run / "rollout-0" / "yardsticks.json").write_text(json.dumps({"key": sticks}))
+    records = RunRecords.load(run)
+    assert records.yardstick(None, "GoToLocal") == (0.4, 1.0)
+    assert records.eval_by_category()["GoToLocal"] == [(0, 0.2), (4, 0.8)]
+    figures = summarize(records)["yardsticks"]["babyai"]
+    assert figures["base_share"] == pytest.approx(0.0)  # held-out 0.3 at v0: chance
+    assert figures["final_share"] == pytest.approx(0.8)  # 0.7 of 0.3 -> 0.8
+    written = write_report(run)
+    assert (run / "plots" / "eval_by_category.png").read_bytes().startswith(PNG)
+    md = (run / "summary.md").read_text()
+    assert "babyai: chance (random valid actions), same tasks and cap | 0.300" in md
+    assert "babyai: share of the chance-to-rule gap, base -> final | 0% -> 80%" in md
+    assert run / "plots" / "eval_by_category.png" in written

@@ -17,6 +17,7 @@ from tiny_run import tiny_train_config
 from vllm_fixtures import tiny_corpus
 
 pytestmark = pytest.mark.engine
+GOTO_TEST = "envs/agentgym_envs/babyai/data/goto_test.json"
 
 
 def _processes_mentioning(text: str) -> list[int]:
@@ -36,6 +37,9 @@ def test_train_two_steps_on_the_tiny_model(tmp_path: Path) -> None:
     model = create_tiny_model(tmp_path / "model", corpus=tiny_corpus(), vocab_size=320, seed=0)
     run = tmp_path / "run"
     config = tiny_train_config(str(run), str(model))
+    # held-out tasks at v0 and v2, with the yardsticks measured on the env servers' options
+    config["env_servers"][0]["args"] = ["--env-option", "observation=compact"]
+    config["rollout"]["eval"] = {"split": GOTO_TEST, "every_versions": 2, "limit": 3}
     path = tmp_path / "train.yaml"
     path.write_text(yaml.safe_dump(config))
     done = agentgym_cli("train", "--config", str(path), timeout_s=900)
@@ -58,6 +62,11 @@ def test_train_two_steps_on_the_tiny_model(tmp_path: Path) -> None:
     summary = json.loads((run / "summary.json").read_text())
     assert summary["steps"] == 2 and summary["outcome"] == "finished"
     assert f"summary in {run / 'summary.md'}" in done.stdout
+    [sticks] = json.loads((run / "rollout-0" / "yardsticks.json").read_text()).items()
+    assert "observation=compact" in sticks[0] and "cap=3" in sticks[0]
+    assert 0.0 <= sticks[1]["chance"]["all"] <= sticks[1]["rule"]["all"]
+    assert summary["yardsticks"]["babyai"]["rule"] == sticks[1]["rule"]["all"]
+    assert "eval_by_category.png" in plots
     assert _processes_mentioning(str(run)) == []  # no child outlived the run
 
 

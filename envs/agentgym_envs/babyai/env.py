@@ -174,8 +174,6 @@ class BabyAIEpisode(Episode):
         # the format nothing.
         return rng.choice(list(self._actions)) if self._actions else None
 
-    rule: ClassVar[str | None] = "the goal's action if listed, else turn left"
-
     def rule_action(self, rng: random.Random) -> str | None:
         """The listed action whose verb and object fit the mission ("go to red ball" does
         "go to red ball 2"; of several fits, one at random), else "turn left"."""
@@ -271,6 +269,7 @@ class BabyAIEnvironment(Environment):
     """40 BabyAI levels; task ids are unbounded (`data_idx // 40` is the seed)."""
 
     name: ClassVar[str] = "babyai"
+    rule: ClassVar[str | None] = "the goal's action if listed, else turn left"
     description: ClassVar[str] = (
         "BabyAI grid worlds (minigrid): 40 levels, text view, BFS-planned high-level actions"
     )

@@ -113,8 +113,6 @@ class MazeEpisode(Episode):
             return []
         return [f"move {m}" for m in MOVES if m in self.maze.open[self._pos]]
 
-    rule: ClassVar[str | None] = "greedy: an open move toward the goal, else any open move"
-
     def rule_action(self, rng: random.Random) -> str | None:
         """What the observation alone suggests: an open move that shortens the offset to the
         goal (of two, one at random), else a random open move. No memory: a dead end that
@@ -151,6 +149,7 @@ class MazeEnvironment(Environment):
     """Generated grid mazes; task ids are unbounded (every id seeds a maze)."""
 
     name: ClassVar[str] = "maze"
+    rule: ClassVar[str | None] = "greedy: an open move toward the goal, else any open move"
     description: ClassVar[str] = (
         "Grid mazes (5x5 to 7x7, generated from the task id): walk to the goal seeing only the "
         "walls around you"

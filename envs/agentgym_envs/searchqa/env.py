@@ -99,8 +99,6 @@ class SearchQAEpisode(Episode):
     def available_actions(self) -> list[str]:
         return list(ACTIONS)
 
-    rule: ClassVar[str | None] = "search the question, then answer the top passage's entities"
-
     def rule_action(self, rng: random.Random) -> str | None:
         """First a search for the whole question; then, in turn, each entity the top passage of
         the last search mentions that the question does not and no answer tried yet."""
@@ -128,6 +126,7 @@ class SearchQAEnvironment(Environment):
 
     name: ClassVar[str] = "searchqa"
     http_dialect: ClassVar[str] = "searchqa"
+    rule: ClassVar[str | None] = "search the question, then answer the top passage's entities"
     description: ClassVar[str] = (
         "Deep Search (Search-R1 format): search a passage corpus (bm25 or dense), answer by "
         "exact match; generated 1-3-hop questions"

@@ -146,14 +146,11 @@ class Episode(ABC):
         choices = self.available_actions()
         return rng.choice(choices) if choices else None
 
-    rule: ClassVar[str | None] = None
-    """What `rule_action` plays, in a few words for figures and summaries ("the goal if listed,
-    else turn left"); None: the env declares no scripted rule, and none is shown."""
-
     def rule_action(self, rng: random.Random) -> str | None:
         """The action of a cheap scripted rule that reads the observation (BabyAI: go to the
         goal when it is listed, else turn): the yardstick above chance that a policy which
-        reads its task should reach. Declared with `rule`; `rng` breaks ties. None: no action."""
+        reads its task should reach. Declared with `Environment.rule`; `rng` breaks ties. None:
+        no action is valid."""
         raise NotImplementedError(f"{type(self).__name__} declares no scripted rule")
 
     def close(self) -> None:  # noqa: B027 - optional hook
@@ -178,6 +175,10 @@ class Environment(ABC):
     """An episode's reward is its final score / `score_scale`."""
     success_at: ClassVar[float | None] = None
     """An episode succeeded when its reward is at least this (None: when it is above 0)."""
+    rule: ClassVar[str | None] = None
+    """What its episodes' `rule_action` plays, in a few words for figures and summaries ("the
+    goal's action if listed, else turn left"); None: it declares no scripted rule, and none is
+    shown beside a policy."""
     options: ClassVar[tuple[EnvOption, ...]] = ()
     """The constructor's options, typed (none declared: read from its signature, as strings)."""
     splits: ClassVar[dict[str, str | range]] = {}

@@ -216,8 +216,6 @@ class TextCraftEpisode(Episode):
         action = self._random_action(rng)
         return action if self._renaming is None else self._renaming.show(action)
 
-    rule: ClassVar[str | None] = "craft-first: a listed craft the inventory can make, else a get"
-
     def rule_action(self, rng: random.Random) -> str | None:
         """A listed crafting command whose ingredients are all held (of several, one at
         random), else a get of one of their ingredients, at random; written in full, which a
@@ -312,6 +310,7 @@ class TextCraftEnvironment(Environment):
     """Goals of depth 1-4; task ids are `[0, len(goals))`."""
 
     name: ClassVar[str] = "textcraft"
+    rule: ClassVar[str | None] = "craft-first: a listed craft the inventory can make, else a get"
     description: ClassVar[str] = "Crafting Minecraft 1.16.1 items from real recipes, goal depth 1-4"
     system_prompt: ClassVar[str | None] = (
         "You craft Minecraft items. Use 'get N item' to fetch base items, 'craft N X using N a, "

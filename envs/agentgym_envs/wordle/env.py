@@ -143,8 +143,6 @@ class WordleEpisode(Episode):
     def available_actions(self) -> list[str]:
         return [] if self._done else ["<five-letter word>"]
 
-    rule: ClassVar[str | None] = "a word consistent with every mark so far"
-
     def rule_action(self, rng: random.Random) -> str | None:
         """A valid word that would have drawn the same marks as every guess so far, at random
         (the first guess: any word)."""
@@ -176,6 +174,7 @@ class WordleEnvironment(Environment):
     """Wordle over wordfreq's English words; task ids are `[0, NUM_TARGETS)`."""
 
     name: ClassVar[str] = "wordle"
+    rule: ClassVar[str | None] = "a word consistent with every mark so far"
     description: ClassVar[str] = (
         "Wordle: find a five-letter English word in 6 guesses from per-letter feedback"
     )

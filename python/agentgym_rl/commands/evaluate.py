@@ -79,6 +79,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.add_argument(
+        "--no-yardsticks",
+        action="store_true",
+        help="do not show chance (random valid actions) and the env's scripted rule beside the "
+        "policy (measured in this process on the same tasks and turn cap; kept in --out)",
+    )
+    parser.add_argument(
         "--verbose", action="store_true", help="debug logging; tracebacks of start-up errors"
     )
     parser.add_argument(
@@ -158,6 +164,7 @@ def eval_options(args: argparse.Namespace) -> EvalOptions:
         "out": args.out,
         "concurrency": args.concurrency,
         "progress": not args.no_progress,
+        "yardsticks": not args.no_yardsticks,
     }
     if args.run is not None:
         if args.model is not None or args.api_base is not None:

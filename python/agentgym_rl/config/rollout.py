@@ -207,6 +207,11 @@ class EnvServersConfig(EnvSettings):
 
     addresses: Annotated[list[str], Wired("env_servers"), Field(min_length=1)]
     """`http://HOST:PORT` (AgentGym HTTP protocol) or `tcp://HOST:PORT` (native ZeroMQ)."""
+    env_options: Annotated[dict[str, str], Wired("env_servers' --env-option args")] = Field(
+        default_factory=dict
+    )
+    """The options the env's servers run with (KEY: VALUE): the held-out yardsticks play the env
+    in this process with the same ones."""
 
     @field_validator("addresses")
     @classmethod
@@ -350,6 +355,10 @@ class HeldOutEvalConfig(ConfigModel):
     temperature: float | None = Field(default=None, ge=0.0, le=10.0)
     """Sampling temperature of evaluation episodes (None: the engine's; 0: greedy). The engine
     must take a per-request `temperature` (vLLM does)."""
+    yardsticks: bool = True
+    """Measure, once per run, chance (the env's random valid actions) and its scripted rule on
+    the same held-out tasks and turn cap, in this process (`<log_dir>/yardsticks.json`): plots
+    and the summary show the policy between them."""
     hold_weights: bool = True
     """Apply no weight update while an evaluation runs, so that its record is one version's
     (the learner does not wait: the server takes the newest version when the evaluation ends).

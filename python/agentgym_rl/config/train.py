@@ -53,6 +53,15 @@ class EnvServerSpec(ConfigModel):
     """Pinned ZeroMQ ports, one per replica, transport zmq only (empty: chosen free)."""
 
     @property
+    def env_options(self) -> dict[str, str]:
+        """The `--env-option KEY=VALUE` pairs of `args`, as a mapping."""
+        pairs = [v for k, v in zip(self.args, self.args[1:], strict=False) if k == "--env-option"]
+        pairs += [
+            a.removeprefix("--env-option=") for a in self.args if a.startswith("--env-option=")
+        ]
+        return {k: v for k, _, v in (pair.partition("=") for pair in pairs)}
+
+    @property
     def name(self) -> str:
         """The env's name (its task ids' prefix): `env` itself, or a reference's class `name`."""
         try:

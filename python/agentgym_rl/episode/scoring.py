@@ -71,6 +71,8 @@ class EvalReport:
     rows: list[Row]
     records: list[EvalRecord] = field(default_factory=list)
     meta: dict[str, Any] = field(default_factory=dict)
+    yardsticks: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Per env, chance and rule by category (`episode/yardsticks.py`), shown beside each row."""
 
     def row(self, env: str, category: str = ALL) -> Row:
         for r in self.rows:
@@ -95,6 +97,7 @@ class EvalReport:
             "rows": [_row_dict(r) for r in self.rows],
             "statuses": dict(sorted(statuses.items())),
             "env_failures": {"episodes": sum(c for _, c in reasons), "reasons": dict(reasons)},
+            "yardsticks": self.yardsticks,
             "episodes": [asdict(r) for r in self.records],
         }
 
@@ -204,7 +207,8 @@ def to_markdown(report: EvalReport) -> str:
     for env in envs:
         if len(envs) > 1:
             lines += [f"### {env}", ""]
-        lines += [*_table(report.n, [r for r in report.rows if r.env == env]), ""]
+        rows = [r for r in report.rows if r.env == env]
+        lines += [*_table(report.n, rows, report.yardsticks.get(env)), ""]
     overall = [r for r in report.rows if r.env == ALL]
     if overall:
         o = overall[0]
@@ -218,18 +222,35 @@ def to_markdown(report: EvalReport) -> str:
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
-def _table(n: int, rows: list[Row]) -> list[str]:
+def _table(n: int, rows: list[Row], sticks: dict[str, Any] | None = None) -> list[str]:
+    """The rows; with the env's yardsticks, its chance and rule (Avg, in %) after Avg@n."""
+    chance = (sticks or {}).get("chance") or {}
+    rule = (sticks or {}).get("rule") or {}
+    extra = " chance | rule |" if sticks else ""
     lines = [
-        f"| env | category | tasks | Avg@{n} | Pass@{n} | mean reward |",
-        "|---|---|---:|---:|---:|---:|",
+        f"| env | category | tasks | Avg@{n} |{extra} Pass@{n} | mean reward |",
+        "|---|---|---:|---:|" + ("---:|---:|" if sticks else "") + "---:|---:|",
     ]
     for r in rows:
         bold = "**" if r.category == ALL else ""
+        beside = f" {_pct(chance.get(r.category))} | {_pct(rule.get(r.category))} |"
         lines.append(
             f"| {bold}{r.env}{bold} | {bold}{r.category}{bold} | {r.tasks} | "
-            f"{100 * r.avg:.1f} | {100 * r.pass_:.1f} | {r.mean_reward:.3f} |"
+            f"{100 * r.avg:.1f} |{beside if sticks else ''} {100 * r.pass_:.1f} | "
+            f"{r.mean_reward:.3f} |"
         )
+    if sticks:
+        rule_name = sticks.get("rule_name") or "none declared"
+        lines += [
+            "",
+            f"chance: the env's random valid action each turn; rule: {rule_name} "
+            f"(same tasks, turn cap {sticks.get('turn_cap')})",
+        ]
     return lines
+
+
+def _pct(rate: float | None) -> str:
+    return "-" if rate is None else f"{100 * rate:.1f}"
 
 
 def _row_dict(r: Row) -> dict[str, Any]:

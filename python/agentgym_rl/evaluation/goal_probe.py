@@ -4,8 +4,9 @@ Contract: `probe_goals(model_dir, tasks, system_prompt=...)` resets each BabyAI 
 observation) in this process, renders the episode's first prompt exactly as the agent loop does
 (the model's chat template, the run's system prompt) and decodes the policy's first turn greedily
 with transformers, twice:
-- as it is: does the `Thought:` line name the goal (the `Goal:` line's text), and does the action
-  do the goal (`fits_mission`) when the goal is listed;
+- as it is: does the `Thought:` line name the goal (the `Goal:` line's text); does the action do
+  the goal (`fits_mission`) when the goal is listed, and turn to look when it is not (what the
+  scripted rule does);
 - with the `Goal:` line swapped for another listed object's goal (one whose colour or type
   differs): does the action follow the swapped goal? A policy that reads its goal follows it; one
   that learned where goals usually are does not.
@@ -43,20 +44,30 @@ class Shares:
 
     tasks: int = 0
     thought_names_goal: int = 0
+    goal_listed: int = 0
     action_does_goal: int = 0
+    """Of the tasks whose goal is listed."""
+    goal_unlisted: int = 0
+    action_turns: int = 0
+    """Of the tasks whose goal is not listed: the action turns to look (what the rule does)."""
     swapped: int = 0
     action_follows_swap: int = 0
     action_does_old_goal_after_swap: int = 0
 
     def rates(self) -> dict[str, float | int]:
-        n, s = max(self.tasks, 1), max(self.swapped, 1)
+        def share(k: int, n: int) -> float:
+            return k / n if n else 0.0
+
         return {
             "tasks": self.tasks,
-            "thought_names_goal": self.thought_names_goal / n,
-            "action_does_goal": self.action_does_goal / n,
+            "thought_names_goal": share(self.thought_names_goal, self.tasks),
+            "goal_listed": self.goal_listed,
+            "does_listed_goal": share(self.action_does_goal, self.goal_listed),
+            "goal_unlisted": self.goal_unlisted,
+            "turns_when_unlisted": share(self.action_turns, self.goal_unlisted),
             "swaps": self.swapped,
-            "follows_swapped_goal": self.action_follows_swap / s,
-            "keeps_old_goal": self.action_does_old_goal_after_swap / s,
+            "follows_swapped_goal": share(self.action_follows_swap, self.swapped),
+            "keeps_old_goal": share(self.action_does_old_goal_after_swap, self.swapped),
         }
 
 
@@ -158,10 +169,16 @@ def probe_goals(
             counts = (result.overall, result.by_category[task.category or "-"])
             reply = policy.first_turn(observation)
             action = parse_action(reply, ActionFormat.REACT).action or ""
+            listed_goal = any(fits_mission(f"{g} 1", goal) for g in listed)
             for c in counts:
                 c.tasks += 1
                 c.thought_names_goal += _thought(reply) == goal
-                c.action_does_goal += fits_mission(action, goal)
+                if listed_goal:
+                    c.goal_listed += 1
+                    c.action_does_goal += fits_mission(action, goal)
+                else:
+                    c.goal_unlisted += 1
+                    c.action_turns += action in ("turn left", "turn right")
             others = [g for g in listed if not fits_mission(f"{g} 1", goal)]
             if not others:
                 continue
@@ -196,11 +213,13 @@ def main(argv: Sequence[str] | None = None) -> None:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(figures, indent=1) + "\n")
     rows = [("all", figures["overall"]), *figures["by_category"].items()]
-    print(f"{'tasks':<18} {'n':>4} {'thought=goal':>12} {'does goal':>9} {'follows swap':>12}")
+    head = ("tasks", "n", "thought=goal", "listed", "does it", "unlisted", "turns", "follows swap")
+    print("{:<16} {:>4} {:>12} {:>6} {:>7} {:>8} {:>5} {:>12}".format(*head))
     for name, r in rows:
         print(
-            f"{name:<18} {r['tasks']:>4} {r['thought_names_goal']:>12.3f} "
-            f"{r['action_does_goal']:>9.3f} {r['follows_swapped_goal']:>12.3f}"
+            f"{name:<16} {r['tasks']:>4} {r['thought_names_goal']:>12.3f} {r['goal_listed']:>6} "
+            f"{r['does_listed_goal']:>7.3f} {r['goal_unlisted']:>8} "
+            f"{r['turns_when_unlisted']:>5.3f} {r['follows_swapped_goal']:>12.3f}"
         )
 
 

@@ -42,8 +42,9 @@ from agentgym_rl.episode.dataset import DatasetError, Task, load_split
 from agentgym_rl.episode.scoring import EvalRecord, EvalReport, summarize
 from agentgym_rl.episode.tools import tool_reader
 from agentgym_rl.episode.types import Engine, EnvSpec
+from agentgym_rl.episode.yardsticks import YARDSTICKS_FILE, yardsticks
 from agentgym_rl.evaluation.runner import EvalError, EvalSettings, Policy, run_episodes
-from agentgym_rl.evaluation.servers import LocalEnvServers
+from agentgym_rl.evaluation.servers import LocalEnvServers, options_for
 from agentgym_rl.trajectory import ChatTokenizer
 
 
@@ -84,6 +85,10 @@ class EvalOptions:
     recognised from the chat template). An API's calls come structured (`tool_calls`)."""
     tool_calls_per_turn: int | Mapping[str, int] = 1
     """Tool mode: calls of one reply that are executed (the rest are answered "not executed")."""
+    yardsticks: bool = True
+    """Show chance (the env's random valid actions) and its scripted rule beside the policy, per
+    category, played in this process on the same tasks and turn cap (`episode/yardsticks.py`;
+    kept in `out`'s `yardsticks.json`)."""
 
     def check(self, engine_given: bool = False) -> None:
         """Raise `EvalError` naming the flag and the fix for inconsistent options."""
@@ -233,9 +238,20 @@ async def run_evaluation(options: EvalOptions, *, engine: Engine | None = None) 
         "options": _jsonable(asdict(options)),
     }
     report = summarize(records, meta)
+    if options.yardsticks:
+        report.yardsticks = await asyncio.to_thread(_yardsticks, options, tasks)
     if options.out is not None:
         report.write(options.out)
     return report
+
+
+def _yardsticks(options: EvalOptions, tasks: list[Task]) -> dict[str, dict[str, Any]]:
+    """Chance and rule of each env of `tasks` at the evaluation's turn cap and env options."""
+    envs = dict.fromkeys(t.env for t in tasks)
+    pairs = {e: (o.partition("=") for o in options_for(options.env_options, e)) for e in envs}
+    env_options = {e: {k: v for k, _, v in kv} for e, kv in pairs.items()}
+    cache = options.out / YARDSTICKS_FILE if options.out is not None else None
+    return yardsticks(tasks, dict.fromkeys(envs, options.turn_cap), env_options, cache=cache)
 
 
 def _jsonable(value: Any) -> Any:

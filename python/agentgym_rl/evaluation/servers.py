@@ -58,7 +58,7 @@ class _Child:
         return "\n".join(text[-lines:])
 
 
-def _options_for(env_options: Sequence[str], env: str) -> list[str]:
+def options_for(env_options: Sequence[str], env: str) -> list[str]:
     """The `KEY=VALUE` options of `env`'s servers: a `KEY=VALUE` is every env's, an
     `ENV:KEY=VALUE` ENV's only (a mixed evaluation's), given without its `ENV:`."""
     mine = []
@@ -99,7 +99,7 @@ class LocalEnvServers:
                 log_file = log_path.open("wb")
                 cmd = [sys.executable, "-m", "agentgym_rl.cli", "env", "serve", env]
                 cmd += ["--port", str(http_port), "--zmq-port", str(zmq_port)]
-                options = _options_for(env_options, env)
+                options = options_for(env_options, env)
                 cmd += [arg for option in options for arg in ("--env-option", option)]
                 proc = subprocess.Popen(cmd, stdout=log_file, stderr=subprocess.STDOUT)
                 servers.children.append(_Child(env, http_port, zmq_port, proc, log_path, log_file))

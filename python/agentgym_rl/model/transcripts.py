@@ -101,9 +101,9 @@ def play_transcripts(
     episode = environment.new_episode()  # type: ignore[attr-defined]
     if policy not in ("random", "rule"):
         raise ValueError(f"policy must be random or rule, not {policy!r}")
-    if policy == "rule" and episode.rule is None:
+    if policy == "rule" and type(environment).rule is None:
         episode.close()
-        raise ValueError(f"env {env!r} declares no scripted rule to play (Episode.rule)")
+        raise ValueError(f"env {env!r} declares no scripted rule to play (Environment.rule)")
     act = episode.rule_action if policy == "rule" else episode.random_action
     try:
         for task in tasks:

@@ -2,7 +2,8 @@
 
 Contract: `write_plots(runs, out_dir)` writes, for the data the runs have, `success_reward.png`
 (training success rate and reward vs learner step), `eval_success.png` (held-out success vs
-policy version), `turns.png` (turns per episode vs step), `throughput.png` (rollout generated
+policy version, with chance and the env's rule as labelled lines when measured),
+`eval_by_category.png` (one run's held-out success per category, each beside its yardsticks), `turns.png` (turns per episode vs step), `throughput.png` (rollout generated
 tokens/s and learner tokens/s vs step) and `staleness.png` (histogram of sent groups' staleness)
 and returns the paths written; a plot with no data in any run is skipped. Training curves
 (success, reward, turns) are drawn as faint raw points under their smoothed line (`smoothed`). Matplotlib figures are
@@ -166,13 +167,55 @@ def plot_eval(runs: list[RunRecords], out: Path) -> Path | None:
     """Held-out success by version: one line per run, or per env of a mixed run."""
     fig = Figure(figsize=(6, 4))
     ax = fig.subplots()
-    envs = runs[0].eval_envs() if len(runs) == 1 else []
+    envs: list[str | None] = list(runs[0].eval_envs()) if len(runs) == 1 else []
     if envs:
         drawn = sum(_lines(ax, runs, partial(_eval_series, env=env), label=env) for env in envs)
     else:
         drawn = _lines(ax, runs, _eval_series)
+    if len(runs) == 1:
+        for env in envs or [None]:
+            _yardstick_lines(ax, runs[0], env, prefix=f"{env} " if env else "")
     ax.set(xlabel="policy version", ylabel="held-out success", ylim=(-0.02, 1.02))
     return _save(fig, out / "eval_success.png", drawn)
+
+
+def _yardstick_lines(
+    ax: Axes, run: RunRecords, env: str | None, category: str = "all", prefix: str = "", **kw: Any
+) -> None:
+    """Chance (dashed) and the env's rule (dotted) as labelled horizontal lines."""
+    chance, rule = run.yardstick(env, category)
+    color = kw.pop("color", "grey")
+    if chance is not None:
+        label = f"{prefix}chance {chance:.2f}" if prefix or not kw else None
+        ax.axhline(chance, color=color, linestyle="--", linewidth=1, label=label, **kw)
+    if rule is not None:
+        label = f"{prefix}rule {rule:.2f}" if prefix or not kw else None
+        ax.axhline(rule, color=color, linestyle=":", linewidth=1.2, label=label, **kw)
+
+
+def plot_eval_categories(runs: list[RunRecords], out: Path) -> Path | None:
+    """One run's held-out success by version per category of each env (a panel per env), each
+    with its chance (dashed) and rule (dotted) in the same colour."""
+    if len(runs) != 1:
+        return None
+    run = runs[0]
+    envs: list[str | None] = list(run.eval_envs()) or [None]
+    fig = Figure(figsize=(6.5 * len(envs), 4.5))
+    axes = fig.subplots(1, len(envs), squeeze=False)[0]
+    drawn = 0
+    for ax, env in zip(axes, envs, strict=True):
+        for category, points in run.eval_by_category(env).items():
+            xs, ys = zip(*points, strict=True)
+            [line] = ax.plot(xs, ys, marker=".", label=category)
+            _yardstick_lines(ax, run, env, category, color=line.get_color(), alpha=0.8)
+            drawn += 1
+        ax.set(
+            xlabel="policy version",
+            ylabel="held-out success",
+            ylim=(-0.02, 1.02),
+            title=f"{env or 'held-out'} by category (dashed: chance, dotted: rule)",
+        )
+    return _save(fig, out / "eval_by_category.png", drawn)
 
 
 def plot_turns(runs: list[RunRecords], out: Path) -> Path | None:
@@ -227,5 +270,12 @@ def plot_staleness(runs: list[RunRecords], out: Path) -> Path | None:
 def write_plots(runs: list[RunRecords], out_dir: Path) -> list[Path]:
     """Every plot the runs have data for, into `out_dir`; returns the files written."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    makers = (plot_success_reward, plot_eval, plot_turns, plot_throughput, plot_staleness)
+    makers = (
+        plot_success_reward,
+        plot_eval,
+        plot_eval_categories,
+        plot_turns,
+        plot_throughput,
+        plot_staleness,
+    )
     return [p for p in (make(runs, out_dir) for make in makers) if p is not None]

@@ -3,8 +3,9 @@
 Contract: `RunRecords.load(run_dir)` reads `learn/metrics.jsonl` (one record per learner step),
 `rollout-*/metrics.jsonl` (periodic rollout snapshots, timed), `rollout-*/eval.jsonl` (held-out
 evaluations by policy version), `timeline.jsonl` (when the supervisor saw each learner step),
-`run.jsonl` (one record per `train` invocation) and `children.jsonl` (child starts and exits:
-how long creating the model took). Missing files are empty lists; malformed lines
+`run.jsonl` (one record per `train` invocation), `children.jsonl` (child starts and exits:
+how long creating the model took) and `rollout-*/yardsticks.json` (chance and rule on the
+held-out tasks, per env). Missing files are empty lists; malformed lines
 are skipped. `step_at(t)` places a timed record on the learner-step axis: the record's own
 `version` when it has one, else the last step seen at or before `t`.
 """
@@ -40,6 +41,16 @@ def json_objects(lines: Iterable[bytes | str]) -> list[dict[str, Any]]:
     return out
 
 
+def read_yardsticks(path: Path) -> dict[str, dict[str, Any]]:
+    """The yardsticks a rollout server measured, by env ({} when it measured none)."""
+    try:
+        stored = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    entries = stored.values() if isinstance(stored, dict) else []
+    return {e["env"]: e for e in entries if isinstance(e, dict) and isinstance(e.get("env"), str)}
+
+
 def number(record: dict[str, Any], key: str) -> float | None:
     value = record.get(key)
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
@@ -55,6 +66,8 @@ class RunRecords:
     eval: list[dict[str, Any]] = field(default_factory=list)
     runs: list[dict[str, Any]] = field(default_factory=list)
     children: list[dict[str, Any]] = field(default_factory=list)
+    yardsticks: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Per env: `{"chance": {category: rate}, "rule": {...} | None, "rule_name", "turn_cap"}`."""
     _times: list[float] = field(default_factory=list)
     _steps: list[int] = field(default_factory=list)
 
@@ -69,6 +82,7 @@ class RunRecords:
             if server.is_dir():
                 records.rollout[server.name] = read_jsonl(server / "metrics.jsonl")
                 records.eval += read_jsonl(server / "eval.jsonl")
+                records.yardsticks.update(read_yardsticks(server / "yardsticks.json"))
         records.runs = read_jsonl(run_dir / "run.jsonl")
         records.children = read_jsonl(run_dir / "children.jsonl")
         seen = [
@@ -113,6 +127,37 @@ class RunRecords:
             s, w = sums.get(int(version), (0.0, 0.0))
             sums[int(version)] = (s + success * weight, w + weight)
         return [(v, s / w) for v, (s, w) in sorted(sums.items()) if w > 0]
+
+    def yardstick(
+        self, env: str | None, category: str = "all"
+    ) -> tuple[float | None, float | None]:
+        """(chance, rule) of `env` (None: the run's only env) on `category` of its held-out
+        tasks; None where not measured (or no rule declared)."""
+        if env is None:
+            env = next(iter(self.yardsticks)) if len(self.yardsticks) == 1 else None
+        sticks = self.yardsticks.get(env or "")
+        if not sticks:
+            return None, None
+        chance, rule = sticks.get("chance") or {}, sticks.get("rule") or {}
+        return chance.get(category), rule.get(category)
+
+    def eval_by_category(self, env: str | None = None) -> dict[str, list[tuple[int, float]]]:
+        """Held-out success per category and policy version (of `env`, or of the only env),
+        episode-unweighted over rollout servers (each server evaluates the same tasks)."""
+        acc: dict[str, dict[int, list[float]]] = {}
+        for record in self.eval:
+            by_env = record.get("by_env")
+            r = by_env.get(env) if env is not None and isinstance(by_env, dict) else record
+            version = number(record, "version")
+            if not isinstance(r, dict) or version is None:
+                continue
+            for category, rate in (r.get("by_category") or {}).items():
+                if isinstance(rate, int | float):
+                    acc.setdefault(category, {}).setdefault(int(version), []).append(float(rate))
+        return {
+            c: [(v, sum(xs) / len(xs)) for v, xs in sorted(by_v.items())]
+            for c, by_v in sorted(acc.items())
+        }
 
     def counter_total(self, key: str) -> float:
         """A rollout counter summed over servers and restarts (a counter that drops restarted

@@ -7,7 +7,9 @@ in points, the last training success rate, episodes and generated tokens over al
 servers, rollout generated tokens/s (over wall time less model creation), the learner's mean
 tokens/s and the group accounting of the ledgers (`report/groups.py`: where every group went,
 processes killed, groups trained twice); in a mixed run also each env's base and final held-out
-success (`eval_by_env`). A figure the run has no data for is None.
+success (`eval_by_env`); and per env whose yardsticks were measured, chance, the rule and the
+share of the gap between them the base and final policy close (`yardsticks`). A figure the run
+has no data for is None.
 `write_summary(run, plots)` writes both files into the run directory and returns their paths.
 """
 
@@ -56,7 +58,35 @@ def summarize(run: RunRecords) -> dict[str, Any]:
         ),
         "groups": acc.as_dict() if acc.made else None,
         "eval_by_env": {env: _base_final(run.eval_by_version(env)) for env in run.eval_envs()},
+        "yardsticks": _standing(run),
     }
+
+
+def _standing(run: RunRecords) -> dict[str, Any]:
+    """Per env with measured yardsticks: chance, rule and where the base and final held-out
+    success stand between them (0: chance, 1: the rule; the share of the gap closed)."""
+    out: dict[str, Any] = {}
+    for env, sticks in run.yardsticks.items():
+        evals = run.eval_by_version(env if run.eval_envs() else None)
+        chance, rule = run.yardstick(env)
+        ends = (evals[0][1], evals[-1][1]) if evals else None
+        shares = [_share(x, chance, rule) for x in ends] if ends else [None, None]
+        out[env] = {
+            "chance": chance,
+            "rule": rule,
+            "rule_name": sticks.get("rule_name"),
+            "turn_cap": sticks.get("turn_cap"),
+            "base_share": shares[0],
+            "final_share": shares[1],
+        }
+    return out
+
+
+def _share(success: float, chance: float | None, rule: float | None) -> float | None:
+    """Where `success` stands from chance (0) to the rule (1); None without a gap."""
+    if chance is None or rule is None or rule <= chance:
+        return None
+    return (success - chance) / (rule - chance)
 
 
 def _base_final(evals: list[tuple[int, float]]) -> dict[str, Any]:
@@ -91,6 +121,16 @@ def _markdown(s: dict[str, Any], plots: list[Path], run_dir: Path) -> str:
         )
         for env, e in (s.get("eval_by_env") or {}).items()
     ]
+    for env, y in (s.get("yardsticks") or {}).items():
+        at = 6 + len(s.get("eval_by_env") or {})
+        rule = "none declared" if y["rule"] is None else f"{y['rule']:.3f} ({y['rule_name']})"
+        rows[at:at] = [
+            (f"{env}: chance (random valid actions), same tasks and cap", _fmt(y["chance"])),
+            (f"{env}: scripted rule", rule),
+        ]
+        if y["final_share"] is not None:
+            closed = f"{100 * y['base_share']:.0f}% -> {100 * y['final_share']:.0f}%"
+            rows.insert(at + 2, (f"{env}: share of the chance-to-rule gap, base -> final", closed))
     if s["model_creation_s"]:
         rows.insert(3, ("of it creating the model", f"{s['model_creation_s'] / 60:.1f} min"))
     lines = [f"# Run summary: {run_dir.resolve().name}", "", "| | |", "|---|---|"]

@@ -9,7 +9,10 @@ Each evaluation appends one record to `<log_dir>/eval.jsonl`:
 `{"version", "success" (Avg@n), "pass" (Pass@n), "reward_mean", "episodes", "by_category":
 {category: Avg@n}, "by_env": {env: {"success", "pass", "reward_mean", "episodes", "turn_cap",
 "by_category"}}, "versions": [lowest, highest version that generated a token], "wall_s",
-"time"}` (the top-level figures are over all episodes; with one env they are that env's). An evaluation holds its `hold` lock. With `hold_weights` that is the lock the weight
+"time"}` (the top-level figures are over all episodes; with one env they are that env's).
+With `yardsticks`, chance and the env's rule on the same tasks and caps are measured once, in a
+thread beside the evaluations, into `<log_dir>/yardsticks.json` (`episode/yardsticks.py`).
+An evaluation holds its `hold` lock. With `hold_weights` that is the lock the weight
 receiver takes before applying an update, so a record is one version's; without, the lock is a
 private one, and weights may change mid-evaluation and `versions` says how far they moved. At `final_version`,
 `on_final` runs first (the service stops dispatching training episodes: the learner is done),
@@ -32,6 +35,7 @@ from agentgym_rl.episode.dataset import Task, load_split
 from agentgym_rl.episode.outcome import is_success
 from agentgym_rl.episode.scoring import ALL, EvalRecord, EvalReport, summarize
 from agentgym_rl.episode.types import Engine, EpisodePlan, TurnBudget
+from agentgym_rl.episode.yardsticks import YARDSTICKS_FILE, yardsticks
 
 log = logging.getLogger(__name__)
 EVAL_FILE = "eval.jsonl"
@@ -57,6 +61,7 @@ class HeldOutEval:
         splits: dict[str, Path],
         turn_caps: dict[str, int],
         log_dir: Path,
+        env_options: dict[str, dict[str, str]] | None = None,
         on_final: Callable[[], None] | None = None,
         poll_s: float = 0.5,
         hold: asyncio.Lock,
@@ -69,6 +74,8 @@ class HeldOutEval:
             self.tasks += tasks[: config.limit] if config.limit else tasks
         self.turn_caps = turn_caps
         self.path = Path(log_dir) / EVAL_FILE
+        self.env_options = env_options or {}
+        self.yardsticks: dict[str, dict[str, Any]] = {}
         self.on_final = on_final
         self.poll_s = poll_s
         self.records: list[dict[str, Any]] = []
@@ -94,6 +101,7 @@ class HeldOutEval:
 
     async def run(self) -> None:
         last: int | None = None
+        sticks = asyncio.create_task(self.measure_yardsticks()) if self.config.yardsticks else None
         while True:
             version = self.version
             if self.final_due:
@@ -101,12 +109,26 @@ class HeldOutEval:
                 if self.on_final is not None:
                     self.on_final()
                 await self.evaluate()
+                if sticks is not None:
+                    await sticks
                 self.final_done = True
                 return
             if self._due(version, last):
                 await self.evaluate()
                 last = version
             await asyncio.sleep(self.poll_s)
+
+    async def measure_yardsticks(self) -> None:
+        """Chance and rule on the held-out tasks (`episode/yardsticks.py`), in a thread, once
+        per run: cached in `<log_dir>/yardsticks.json`. An env that cannot be played here, or
+        fails, is left out with a warning: the yardsticks never stop a run."""
+        cache = self.path.parent / YARDSTICKS_FILE
+        try:
+            self.yardsticks = await asyncio.to_thread(
+                yardsticks, self.tasks, self.turn_caps, self.env_options, cache=cache
+            )
+        except Exception as e:
+            log.warning("yardsticks not measured: %s", e)
 
     async def evaluate(self) -> dict[str, Any]:
         """Evaluate the current policy once (holding the weights, with `hold`); append and

@@ -412,6 +412,7 @@ def held_out_eval(
         splits=splits,
         turn_caps=caps,
         log_dir=config.log_dir,
+        env_options={e.env: e.env_options for e in config.envs},
         on_final=runner.stop,
         hold=weights_hold if config.eval.hold_weights else asyncio.Lock(),
     )

@@ -187,8 +187,10 @@ def _rollout_data(
     section = train.rollout
     rollout = section.model_dump()
     listed = {e["env"]: e for e in rollout["envs"]}
+    options = {spec.name: spec.env_options for spec in train.env_servers}
     rollout["envs"] = [
-        {**listed.get(env, {"env": env}), "addresses": addrs} for env, addrs in addresses.items()
+        {**listed.get(env, {"env": env}), "addresses": addrs, "env_options": options.get(env, {})}
+        for env, addrs in addresses.items()
     ]
     # the first env's split declared as `train`
     default = DatasetConfig(mix=[DatasetSource(env=train.env_servers[0].name, split=Path("train"))])
