@@ -1,0 +1,86 @@
+"""Credit through the whole path: a real BabyAI server, the rollout service (scripted engine,
+real trajectory builder), the Rust wire, the learner's decode, batch and GRPO advantages. Every
+turn's generated tokens, the second and third as much as the first, are trained with exactly the
+episode's advantage, and nothing else is: not the prompt, not the observations between turns."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+from pathlib import Path
+
+import numpy as np
+import torch
+import uvloop
+from harness import ScriptedEngine
+from test_dispatcher import service_config
+
+from agentgym_rl import _core
+from agentgym_rl.learner.advantages import compute_advantages
+from agentgym_rl.learner.batch import collate
+from agentgym_rl.rollout.service import run_service
+from agentgym_rl.wire.codec import decode_group
+
+
+def _two_kinds(prompt: str, request_id: str) -> str:
+    """Episode 0 of a group turns (valid, 0 reward); episode 1 asks for something unavailable
+    every turn (invalid, -0.3 with the penalty): every group has two different rewards."""
+    action = "turn left" if "-e0-" in request_id else "go to the moon 1"
+    return f"Thought: the goal.\nAction: {action}"
+
+
+def test_every_turn_carries_the_episode_advantage_and_only_its_generated_tokens(
+    babyai_server, chat, free_port, tmp_path: Path
+) -> None:
+    endpoint = f"tcp://127.0.0.1:{free_port}"
+    config = service_config(babyai_server, endpoint, tmp_path, "envs.0.invalid_penalty=0.3")
+    engine = ScriptedEngine(chat, _two_kinds)
+
+    async def main() -> list[bytes]:
+        payloads: list[bytes] = []
+        with _core.GroupReceiver(endpoint) as receiver:
+            task = asyncio.create_task(run_service(config, engine, chat=chat, quiet=True))
+            while len(payloads) < 3:
+                got = await asyncio.to_thread(receiver.recv, 0.2)
+                if got is not None:
+                    payloads.append(bytes(got[1]))
+            os.kill(os.getpid(), signal.SIGTERM)  # the service stops as in production
+            while not task.done():
+                await asyncio.to_thread(receiver.recv, 0.05)
+            await task
+        return payloads
+
+    groups = [decode_group(p) for p in uvloop.run(main())]
+    batch = collate(groups, pad_token_id=0)
+    adv = compute_advantages("grpo", batch.rewards, batch.group_ids, batch.loss_mask)
+    samples = [s for g in groups for s in g.samples]
+    assert len(samples) == 6 and batch.input_ids.shape[0] == 6
+    rewards = batch.rewards.tolist()
+    for row, sample in enumerate(samples):
+        mask = np.asarray(sample.tokens.loss_mask, dtype=bool)
+        ids = np.asarray(sample.tokens.input_ids).astype(np.int64)
+        assert sample.turns == 3 and sample.turn_cap == 3  # every episode used the whole cap
+        # the wire's mask covers exactly the three generated turns, nothing between them
+        runs = np.flatnonzero(np.diff(np.concatenate([[0], mask.astype(int), [0]])))
+        spans = runs.reshape(-1, 2)
+        assert len(spans) == 3
+        for start, end in spans:
+            text = chat.decode(ids[start:end].tolist())
+            assert text.startswith("Thought: the goal.\nAction: ")
+        # shifted by one: position t trains the token at t + 1, with the episode's advantage
+        trained = batch.loss_mask[row].bool()
+        n = len(ids)
+        assert trained[: n - 1].tolist() == mask[1:].tolist() and not trained[n - 1 :].any()
+        assert torch.equal(
+            batch.labels[row, : n - 1][trained[: n - 1]], torch.tensor(ids[1:][mask[1:]])
+        )
+        group = [r for r in range(6) if batch.group_ids[r] == batch.group_ids[row]]
+        mine, other = rewards[row], rewards[next(r for r in group if r != row)]
+        expected = (mine - (mine + other) / 2) / (abs(mine - other) / 2**0.5 + 1e-6)
+        assert torch.allclose(adv[row][trained], torch.tensor(expected, dtype=torch.float32))
+        assert not adv[row][~trained].any()
+        second_turn = slice(int(spans[1][0]) - 1, int(spans[1][1]) - 1)
+        assert trained[second_turn].all()
+        assert torch.allclose(adv[row][second_turn], torch.tensor(expected, dtype=torch.float32))
+    assert sorted(set(round(r, 6) for r in rewards)) == [-0.3, 0.0]
