@@ -294,6 +294,9 @@ class BabyAIEnvironment(Environment):
         "goto_test": "data/goto_test.json",
         "study_train": "data/study_train.json",
         "study_test": "data/study_test.json",
+        "ladder_test": "data/ladder_test.json",
+        "distractor_train": "data/distractor_train.json",
+        "distractor_test": "data/distractor_test.json",
     }
 
     def __init__(self, observation: str = "verbose") -> None:
