@@ -62,6 +62,13 @@ def test_evaluates_at_start_every_k_and_final_then_stops(
             "GoToRedBallGrey",
             "GoToRedBlueBall",
         }
+    # each held-out episode is logged on its own, beside the aggregate records
+    episodes = [json.loads(x) for x in (tmp_path / "eval_episodes.jsonl").read_text().splitlines()]
+    assert len(episodes) == 12 * len(records)
+    assert [e["version"] for e in episodes[::12]] == versions
+    for e in episodes:
+        assert 1 <= e["turns"] <= 2 and e["generated_tokens"] > 0 and e["sample"] in (0, 1)
+        assert e["success"] == (e["reward"] > 0) and e["item_id"].startswith("babyai_")
     # evaluation episodes are not training episodes: none of them went to the learner
     metrics = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     assert all(m["turns_max"] <= 3 for m in metrics)

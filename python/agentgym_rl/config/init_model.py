@@ -97,6 +97,10 @@ class InitModelSettings(ConfigModel):
     """Key/value heads."""
     intermediate: int = Field(default=384, ge=1)
     """MLP size."""
+    copy_steps: int = Field(default=0, ge=0)
+    """Read-and-copy pre-training steps before the format warm-up (`model/copy_text.py`:
+    env-agnostic chats over the tokenizer's own words that ask to copy a line's value and the
+    listed entry starting with it; no env text, no env's solution); 0: none."""
     warmup_steps: int = Field(default=300, ge=1)
     """Format warm-up AdamW steps."""
     warmup_batch: int = Field(default=16, ge=1)

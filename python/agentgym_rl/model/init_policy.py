@@ -25,6 +25,7 @@ from pathlib import Path
 from agentgym_rl.config.init_model import InitModelConfig, InitModelEnv
 from agentgym_rl.env_discovery import is_split_name, load_env, portable_path, shipped_path
 from agentgym_rl.episode.dataset import Task, load_split
+from agentgym_rl.model.copy_text import copy_transcripts, vocabulary_words
 from agentgym_rl.model.factory import create_tiny_model
 from agentgym_rl.model.transcripts import Transcript, call_pieces, corpus_text, play_transcripts
 from agentgym_rl.model.warmup import format_warmup
@@ -123,6 +124,7 @@ def init_policy(
         seed=options.seed,
     )
     played_by = "random-action" if options.transcript_policy == "random" else "rule (probe)"
+    copy_losses = _read_and_copy(out, options, say)
     say(f"format warm-up: {options.warmup_steps} steps on {played_by} transcripts")
     losses = format_warmup(
         out,
@@ -142,12 +144,34 @@ def init_policy(
         "random_action_success_by_env": chance,
         "random_action_success": random_success,
         "lexicon_tokens": len(set(lexicon)),
+        "copy_loss_first": copy_losses[0] if copy_losses else None,
+        "copy_loss_last": copy_losses[-1] if copy_losses else None,
         "warmup_loss_first": losses[0] if losses else None,
         "warmup_loss_last": losses[-1] if losses else None,
         "wall_s": time.perf_counter() - t0,
     }
     (out / INFO_FILE).write_text(json.dumps(record, indent=2) + "\n")
     return record
+
+
+def _read_and_copy(out: Path, options: InitModelConfig, say: Callable[[str], None]) -> list[float]:
+    """The read-and-copy pre-training (`copy_text.py`), when `copy_steps` asks for it."""
+    if not options.copy_steps:
+        return []
+    from transformers import AutoTokenizer
+
+    words = vocabulary_words(AutoTokenizer.from_pretrained(str(out)))
+    chats = copy_transcripts(words, options.copy_steps * options.warmup_batch, seed=options.seed)
+    say(f"read-and-copy pre-training: {options.copy_steps} steps over {len(words)} words")
+    return format_warmup(
+        out,
+        chats,
+        steps=options.copy_steps,
+        batch_size=options.warmup_batch,
+        lr=options.warmup_lr,
+        seed=options.seed,
+        threads=options.threads,
+    )
 
 
 def _portable(split: Path) -> str:

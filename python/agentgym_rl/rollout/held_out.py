@@ -9,7 +9,9 @@ Each evaluation appends one record to `<log_dir>/eval.jsonl`:
 `{"version", "success" (Avg@n), "pass" (Pass@n), "reward_mean", "episodes", "by_category":
 {category: Avg@n}, "by_env": {env: {"success", "pass", "reward_mean", "episodes", "turn_cap",
 "by_category"}}, "versions": [lowest, highest version that generated a token], "wall_s",
-"time"}` (the top-level figures are over all episodes; with one env they are that env's).
+"time"}` (the top-level figures are over all episodes; with one env they are that env's), and
+one line per episode to `<log_dir>/eval_episodes.jsonl`: `{"version", "item_id", "category",
+"sample", "success", "reward", "turns", "generated_tokens", "status"}`.
 With `yardsticks`, chance and the env's rule on the same tasks and caps are measured once, in a
 thread beside the evaluations, into `<log_dir>/yardsticks.json` (`episode/yardsticks.py`).
 An evaluation holds its `hold` lock. With `hold_weights` that is the lock the weight
@@ -39,6 +41,7 @@ from agentgym_rl.episode.yardsticks import YARDSTICKS_FILE, yardsticks
 
 log = logging.getLogger(__name__)
 EVAL_FILE = "eval.jsonl"
+EVAL_EPISODES_FILE = "eval_episodes.jsonl"
 
 
 class EvalPlayer(Protocol):
@@ -155,11 +158,25 @@ class HeldOutEval:
             if len(versions):
                 low, high = min(low, int(versions.min())), max(high, int(versions.max()))
             success = is_success(task.env, float(sample.reward), bool(sample.env_failure))
+            episodes.append(
+                {
+                    "version": start_version,
+                    "item_id": task.item_id,
+                    "category": task.category,
+                    "sample": k,
+                    "success": success,
+                    "reward": float(sample.reward),
+                    "turns": int(sample.turns),
+                    "generated_tokens": int(sample.loss_mask.sum()),
+                    "status": sample.status,
+                }
+            )
             return EvalRecord(
                 task.env, task.category, task.item_id, success, float(sample.reward), sample.status
             )
 
         n = self.config.samples_per_task
+        episodes: list[dict[str, Any]] = []
         records = await asyncio.gather(*(one(t, k) for t in self.tasks for k in range(n)))
         report = summarize(records)
         envs = list(self.turn_caps)
@@ -178,6 +195,8 @@ class HeldOutEval:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with self.path.open("a") as f:
             f.write(json.dumps(record) + "\n")
+        with (self.path.parent / EVAL_EPISODES_FILE).open("a") as f:
+            f.writelines(json.dumps(e) + "\n" for e in episodes)
         self.records.append(record)
         log.info(
             "held-out eval at version %d: success %.3f over %d episodes (%.1f s)",
@@ -202,4 +221,4 @@ class HeldOutEval:
         }
 
 
-__all__ = ["EVAL_FILE", "HeldOutEval"]
+__all__ = ["EVAL_EPISODES_FILE", "EVAL_FILE", "HeldOutEval"]
