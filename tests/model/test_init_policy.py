@@ -92,6 +92,7 @@ def small_policy(tmp_path_factory: pytest.TempPathFactory) -> Path:
             "--turn-cap=2",
             "--vocab-size=400",
             "--layers=1",
+            "--copy-steps=30",
             "--warmup-steps=40",
             "--warmup-batch=4",
             "--warmup-lr=3e-3",
@@ -138,6 +139,7 @@ def test_init_model_writes_a_loadable_warmed_up_policy(small_policy: Path) -> No
     info = json.loads((small_policy / INFO_FILE).read_text())
     assert info["options"]["transcripts"] == 24 and 0.0 <= info["random_action_success"] <= 1.0
     assert info["warmup_loss_last"] < 0.7 * info["warmup_loss_first"]  # it learned the format
+    assert info["copy_loss_last"] < info["copy_loss_first"]  # read-and-copy came first
     assert info["split"] == "envs/agentgym_envs/babyai/data/goto_train.json"  # no machine path
     model = AutoModelForCausalLM.from_pretrained(str(small_policy))
     assert model.config.head_dim == 64 and model.config.num_hidden_layers == 1
@@ -339,3 +341,30 @@ def test_tool_transcripts_write_calls_of_the_envs_tools(small_policy: Path) -> N
     whole = tok.apply_chat_template(played[0].messages, tools=played[0].tools, tokenize=False)
     enc = encode(tok, played[0].messages, tools=played[0].tools)
     assert enc.ids == tok.encode(whole, add_special_tokens=False)
+
+
+def test_rule_transcripts_play_the_envs_rule_and_a_rule_less_env_refuses() -> None:
+    """The imitation probe's transcripts: every action is the rule's (the goal's action when
+    listed, else a left turn), and most episodes succeed, unlike random play."""
+    from agentgym_envs.babyai.env import fits_mission
+
+    tasks = load_split(Path("envs/agentgym_envs/babyai/data/distractor_train.json"), "babyai")
+    compact = {"observation": "compact"}
+    played = play_transcripts(
+        "babyai", tasks[:30], turn_cap=5, env_options=compact, policy="rule", thought_line="Goal:"
+    )
+    assert sum(t.success for t in played) >= 28
+    for t in played:
+        goal = t.messages[1]["content"].splitlines()[0].removeprefix("Goal: ")
+        for reply in (m["content"] for m in t.messages if m["role"] == "assistant"):
+            thought, action = reply.splitlines()
+            assert thought == f"Thought: {goal}"
+            action = action.removeprefix("Action: ")
+            assert action == "turn left" or fits_mission(action, goal)
+    with pytest.raises(ValueError, match="declares no scripted rule"):
+        play_transcripts(
+            "noop",
+            load_split(Path("envs/agentgym_envs/babyai/data/distractor_train.json"), "babyai")[:1],
+            turn_cap=1,
+            policy="rule",
+        )
