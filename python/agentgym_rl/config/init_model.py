@@ -101,6 +101,9 @@ class InitModelSettings(ConfigModel):
     """Read-and-copy pre-training steps before the format warm-up (`model/copy_text.py`:
     env-agnostic chats over the tokenizer's own words that ask to copy a line's value and the
     listed entry starting with it; no env text, no env's solution); 0: none."""
+    copy_batch: int = Field(default=32, ge=1)
+    """Chats per read-and-copy step: the copy emerges after ~10,000 chats (a 2M model: between
+    steps 150 and 450 at 32), not after the 4,800 of 600 steps at the warm-up's 8."""
     warmup_steps: int = Field(default=300, ge=1)
     """Format warm-up AdamW steps."""
     warmup_batch: int = Field(default=16, ge=1)

@@ -161,13 +161,13 @@ def _read_and_copy(out: Path, options: InitModelConfig, say: Callable[[str], Non
     from transformers import AutoTokenizer
 
     words = vocabulary_words(AutoTokenizer.from_pretrained(str(out)))
-    chats = copy_transcripts(words, options.copy_steps * options.warmup_batch, seed=options.seed)
+    chats = copy_transcripts(words, options.copy_steps * options.copy_batch, seed=options.seed)
     say(f"read-and-copy pre-training: {options.copy_steps} steps over {len(words)} words")
     return format_warmup(
         out,
         chats,
         steps=options.copy_steps,
-        batch_size=options.warmup_batch,
+        batch_size=options.copy_batch,
         lr=options.warmup_lr,
         seed=options.seed,
         threads=options.threads,
