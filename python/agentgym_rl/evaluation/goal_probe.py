@@ -4,9 +4,9 @@ Contract: `probe_goals(model_dir, tasks, system_prompt=...)` resets each BabyAI 
 observation) in this process, renders the episode's first prompt exactly as the agent loop does
 (the model's chat template, the run's system prompt) and decodes the policy's first turn greedily
 with transformers, twice:
-- as it is: does the `Thought:` line name the goal (the `Goal:` line's text); does the action do
-  the goal (`fits_mission`) when the goal is listed, and turn to look when it is not (what the
-  scripted rule does);
+- as it is: does the `Thought:` line name the goal (the `Goal:` line's text); does the action
+  reach the goal's object (`go to` it, or `pick up` it, which faces it first) when the goal is
+  listed, and turn to look when it is not (what the scripted rule does);
 - with the `Goal:` line swapped for another listed object's goal (one whose colour or type
   differs): does the action follow the swapped goal? A policy that reads its goal follows it; one
   that learned where goals usually are does not.
@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agentgym_envs.babyai.env import fits_mission
 from agentgym_rl.config import ActionFormat
 from agentgym_rl.env_discovery import load_env
 from agentgym_rl.episode.actions import parse_action
@@ -138,6 +139,15 @@ class _Policy:
         return str(self.tokenizer.decode(out[0, ids.shape[1] :], skip_special_tokens=True))
 
 
+def reaches(action: str, goal: str) -> bool:
+    """Whether `action` walks to the goal's object: "go to X k", or "pick up X k", which faces X
+    first (and so completes a go-to mission on the way)."""
+    for verb in ("go to ", "pick up "):
+        if action.startswith(verb):
+            return fits_mission(f"go to {action.removeprefix(verb)}", goal)
+    return False
+
+
 def _thought(reply: str) -> str:
     line = next((x for x in reply.splitlines() if x.lower().startswith("thought:")), "")
     return line.split(":", 1)[1].strip() if line else ""
@@ -153,8 +163,6 @@ def probe_goals(
     examples: int = 5,
 ) -> GoalProbe:
     """Run both probes on every task of `tasks` whose first view lists two or more goals."""
-    from agentgym_envs.babyai.env import fits_mission
-
     policy = _Policy(model_dir, system_prompt, max_new_tokens)
     rng = random.Random(seed)
     env = load_env("babyai", observation="compact")
@@ -175,7 +183,7 @@ def probe_goals(
                 c.thought_names_goal += _thought(reply) == goal
                 if listed_goal:
                     c.goal_listed += 1
-                    c.action_does_goal += fits_mission(action, goal)
+                    c.action_does_goal += reaches(action, goal)
                 else:
                     c.goal_unlisted += 1
                     c.action_turns += action in ("turn left", "turn right")
@@ -187,8 +195,8 @@ def probe_goals(
             moved = parse_action(swapped, ActionFormat.REACT).action or ""
             for c in counts:
                 c.swapped += 1
-                c.action_follows_swap += fits_mission(moved, other)
-                c.action_does_old_goal_after_swap += fits_mission(moved, goal)
+                c.action_follows_swap += reaches(moved, other)
+                c.action_does_old_goal_after_swap += reaches(moved, goal)
             if len(result.examples) < examples:
                 result.examples.append(
                     {"goal": goal, "reply": reply, "swapped_goal": other, "swapped_reply": swapped}
