@@ -193,7 +193,7 @@ def test_eval_of_a_mixed_run_covers_each_env_with_its_own_settings(
     import shutil
 
     from agentgym_rl.evaluation import from_run
-    from agentgym_rl.evaluation.servers import _options_for
+    from agentgym_rl.evaluation.servers import options_for
 
     root = Path(__file__).resolve().parents[2]
     shutil.copytree(root / "docs/results/mixed-babyai-maze/configs", tmp_path / "configs")
@@ -208,6 +208,6 @@ def test_eval_of_a_mixed_run_covers_each_env_with_its_own_settings(
     assert options.turn_cap == 8  # maze's own cap; babyai's is 5
     assert Counter(t.env for t in options.tasks()) == {"babyai": 200, "maze": 150}
     assert options.env_options == ("babyai:observation=compact",)
-    assert _options_for(options.env_options, "babyai") == ["observation=compact"]
-    assert _options_for([*options.env_options, "topk=1", "a:k=x:y"], "maze") == ["topk=1"]
-    assert _options_for(["a:k=x:y"], "a") == ["k=x:y"]
+    assert options_for(options.env_options, "babyai") == ["observation=compact"]
+    assert options_for([*options.env_options, "topk=1", "a:k=x:y"], "maze") == ["topk=1"]
+    assert options_for(["a:k=x:y"], "a") == ["k=x:y"]

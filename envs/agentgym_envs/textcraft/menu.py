@@ -81,8 +81,8 @@ def _named(shown: list[str], verb: str, item: str, inventory: Counter[str]) -> s
     lines = [c for c in shown if c.startswith(verb) and _item_of(c) == item]
     if verb == "get":
         return max(lines, key=lambda c: int(c.split(" ", 2)[1]), default=None)
-    makeable = [c for c in lines if makeable(c, inventory)]
-    return next(iter(makeable or lines), None)
+    doable = [c for c in lines if makeable(c, inventory)]
+    return next(iter(doable or lines), None)
 
 
 def _item_of(line: str) -> str:
