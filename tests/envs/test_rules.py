@@ -19,6 +19,20 @@ from agentgym_envs.noop import NoopEnvironment
 from agentgym_envs.wordle.env import WordleEnvironment, feedback
 
 
+def _both(
+    env_name: str, split: str, cap: int, every: int, **options: str
+) -> tuple[dict[str, float], dict[str, float]]:
+    """(rule, chance) success on every `every`-th task of the env's `split` at turn cap `cap`."""
+    env = load_env(env_name, **options)
+    rows = _rows(env_name, split, every)
+    try:
+        rule = yardstick_success(env, rows, turn_cap=cap, tries=2, policy="rule")
+        chance = yardstick_success(env, rows, turn_cap=cap, tries=4, policy="random")
+    finally:
+        env.close()
+    return rule, chance
+
+
 def _rows(env: str, split: str, every: int = 1) -> list[dict[str, str]]:
     rows: list[dict[str, str]] = type(load_env(env)).tasks(split)
     return rows[::every]
@@ -72,25 +86,13 @@ def test_maze_rule_moves_toward_the_goal_and_beats_chance() -> None:
     goal, here = episode.maze.goal, episode.position
     action = episode.rule_action(rng)
     assert action in episode.available_actions()
-    env = load_env("maze")
-    rows = _rows("maze", "test", every=3)
-    try:
-        rule = yardstick_success(env, rows, turn_cap=16, tries=2, policy="rule")
-        chance = yardstick_success(env, rows, turn_cap=16, tries=4, policy="random")
-    finally:
-        env.close()
+    rule, chance = _both("maze", "test", 16, every=3)
     assert rule["all"] > chance["all"] + 0.1, (rule, chance, goal, here)
 
 
 def test_textcraft_rule_crafts_first_and_beats_chance() -> None:
     options = {"menu": "numbers", "admissible": "true", "scaled": "true", "observation": "state"}
-    env = load_env("textcraft", **options)
-    rows = _rows("textcraft", "shallow_test", every=3)
-    try:
-        rule = yardstick_success(env, rows, turn_cap=8, tries=2, policy="rule")
-        chance = yardstick_success(env, rows, turn_cap=8, tries=4, policy="random")
-    finally:
-        env.close()
+    rule, chance = _both("textcraft", "shallow_test", 8, every=3, **options)
     assert rule["all"] > chance["all"] + 0.1
 
 

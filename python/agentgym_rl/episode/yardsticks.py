@@ -18,6 +18,7 @@ import hashlib
 import json
 import logging
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -51,10 +52,10 @@ def yardsticks(
         rows = [
             {"item_id": t.item_id, "category": t.category or "-"} for t in tasks if t.env == env
         ]
-        options = dict((env_options or {}).get(env, {}))
-        key = _key(env, rows, turn_caps[env], options, chance_tries, rule_tries)
+        play = _Play(env, rows, turn_caps[env], dict((env_options or {}).get(env, {})))
+        key = play.key(chance_tries, rule_tries)
         if key not in stored:
-            figures = _measure(env, rows, turn_caps[env], options, chance_tries, rule_tries)
+            figures = play.measure(chance_tries, rule_tries)
             if figures is None:
                 continue
             stored[key] = figures
@@ -63,42 +64,44 @@ def yardsticks(
     return out
 
 
-def _measure(
-    env: str,
-    rows: list[dict[str, str]],
-    turn_cap: int,
-    options: dict[str, str],
-    chance_tries: int,
-    rule_tries: int,
-) -> dict[str, Any] | None:
-    log.info("measuring the yardsticks of %s on %d tasks (turn cap %d)", env, len(rows), turn_cap)
-    kwargs = {"turn_cap": turn_cap}
-    chance = yardstick_rates(env, options, rows, tries=chance_tries, policy="random", **kwargs)
-    rule = yardstick_rates(env, options, rows, tries=rule_tries, policy="rule", **kwargs)
-    if chance is None or rule is None:
-        return None
-    return {
-        "env": env,
-        "chance": chance,
-        "rule": rule,
-        "rule_name": env_traits(env).rule,
-        "turn_cap": turn_cap,
-        "tries": {"chance": chance_tries, "rule": rule_tries},
-    }
+@dataclass(frozen=True)
+class _Play:
+    """One env's tasks, turn cap and options: what its yardsticks are measured on."""
 
+    env: str
+    rows: list[dict[str, str]]
+    turn_cap: int
+    options: dict[str, str]
 
-def _key(
-    env: str,
-    rows: list[dict[str, str]],
-    turn_cap: int,
-    options: dict[str, str],
-    chance_tries: int,
-    rule_tries: int,
-) -> str:
-    """What the figures depend on, as one string (the tasks by digest)."""
-    digest = hashlib.sha256(json.dumps(rows, sort_keys=True).encode()).hexdigest()[:16]
-    opts = ",".join(f"{k}={v}" for k, v in sorted(options.items()))
-    return f"{env}|{digest}|cap={turn_cap}|{opts}|tries={chance_tries},{rule_tries}"
+    def measure(self, chance_tries: int, rule_tries: int) -> dict[str, Any] | None:
+        """Chance and rule, played here; None when the env cannot be played in this process."""
+        log.info(
+            "measuring the yardsticks of %s on %d tasks (turn cap %d)",
+            self.env,
+            len(self.rows),
+            self.turn_cap,
+        )
+        common = (self.env, self.options, self.rows)
+        chance = yardstick_rates(
+            *common, turn_cap=self.turn_cap, tries=chance_tries, policy="random"
+        )
+        rule = yardstick_rates(*common, turn_cap=self.turn_cap, tries=rule_tries, policy="rule")
+        if chance is None or rule is None:
+            return None
+        return {
+            "env": self.env,
+            "chance": chance,
+            "rule": rule,
+            "rule_name": env_traits(self.env).rule,
+            "turn_cap": self.turn_cap,
+            "tries": {"chance": chance_tries, "rule": rule_tries},
+        }
+
+    def key(self, chance_tries: int, rule_tries: int) -> str:
+        """What the figures depend on, as one string (the tasks by digest)."""
+        digest = hashlib.sha256(json.dumps(self.rows, sort_keys=True).encode()).hexdigest()[:16]
+        opts = ",".join(f"{k}={v}" for k, v in sorted(self.options.items()))
+        return f"{self.env}|{digest}|cap={self.turn_cap}|{opts}|tries={chance_tries},{rule_tries}"
 
 
 def _read(cache: Path | None) -> dict[str, dict[str, Any]]:
