@@ -107,13 +107,13 @@ def yardstick_rates(
     rows: list[dict[str, str]],
     *,
     turn_cap: int,
-    tries: int,
-    policy: str,
+    tries: dict[str, int],
     seed: int = 0,
-) -> dict[str, float] | None:
-    """Success of `env`'s own yardstick `policy` ("random": its random valid actions, "rule":
-    its scripted rule) on split `rows`, per category and "all", played in this process; None
-    when the env declares no rule (or cannot be imported here)."""
+) -> dict[str, dict[str, float]] | None:
+    """Success of each of `env`'s own yardstick policies in `tries` ("random": its random valid
+    actions, "rule": its scripted rule; policy -> episodes per task) on split `rows`, per
+    category and "all", played in this process on one built env; None when the env declares no
+    rule but one is asked for (or cannot be imported here)."""
     try:
         from agentgym_envs.chance import declares_rule, yardstick_success
     except ImportError:
@@ -123,9 +123,12 @@ def yardstick_rates(
     except (EnvsNotInstalled, LookupError):
         return None
     try:
-        if policy == "rule" and not declares_rule(built):
+        if "rule" in tries and not declares_rule(built):
             return None
-        return yardstick_success(built, rows, turn_cap, tries, seed, policy)
+        return {
+            policy: yardstick_success(built, rows, turn_cap, n, seed, policy)
+            for policy, n in tries.items()
+        }
     finally:
         built.close()
 

@@ -53,13 +53,17 @@ class EnvServerSpec(ConfigModel):
     """Pinned ZeroMQ ports, one per replica, transport zmq only (empty: chosen free)."""
 
     @property
-    def env_options(self) -> dict[str, str]:
-        """The `--env-option KEY=VALUE` pairs of `args`, as a mapping."""
+    def env_option_args(self) -> list[str]:
+        """The KEY=VALUE values of `args`' `--env-option`s (and `--env-option=KEY=VALUE`s)."""
         pairs = [v for k, v in zip(self.args, self.args[1:], strict=False) if k == "--env-option"]
-        pairs += [
+        return pairs + [
             a.removeprefix("--env-option=") for a in self.args if a.startswith("--env-option=")
         ]
-        return {k: v for k, _, v in (pair.partition("=") for pair in pairs)}
+
+    @property
+    def env_options(self) -> dict[str, str]:
+        """`env_option_args` as a mapping."""
+        return {k: v for k, _, v in (pair.partition("=") for pair in self.env_option_args)}
 
     @property
     def name(self) -> str:

@@ -81,17 +81,16 @@ class _Play:
             len(self.rows),
             self.turn_cap,
         )
-        common = (self.env, self.options, self.rows)
-        chance = yardstick_rates(
-            *common, turn_cap=self.turn_cap, tries=chance_tries, policy="random"
+        tries = {"random": chance_tries, "rule": rule_tries}
+        rates = yardstick_rates(
+            self.env, self.options, self.rows, turn_cap=self.turn_cap, tries=tries
         )
-        rule = yardstick_rates(*common, turn_cap=self.turn_cap, tries=rule_tries, policy="rule")
-        if chance is None or rule is None:
+        if rates is None:
             return None
         return {
             "env": self.env,
-            "chance": chance,
-            "rule": rule,
+            "chance": rates["random"],
+            "rule": rates["rule"],
             "rule_name": env_traits(self.env).rule,
             "turn_cap": self.turn_cap,
             "tries": {"chance": chance_tries, "rule": rule_tries},

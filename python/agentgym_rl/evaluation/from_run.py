@@ -90,11 +90,7 @@ def options_for_run(run_dir: str | Path, step: int | None = None, **given: Any) 
 
 def _env_options(train: TrainConfig, env: str) -> list[str]:
     """The `--env-option` values the run's servers of `env` were started with."""
-    for spec in train.env_servers:
-        if spec.name == env:
-            args = spec.args
-            return [args[i + 1] for i, a in enumerate(args[:-1]) if a == "--env-option"]
-    return []
+    return next((s.env_option_args for s in train.env_servers if s.name == env), [])
 
 
 __all__ = ["checkpoint_model", "options_for_run"]

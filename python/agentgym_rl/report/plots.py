@@ -174,23 +174,23 @@ def plot_eval(runs: list[RunRecords], out: Path) -> Path | None:
         drawn = _lines(ax, runs, _eval_series)
     if len(runs) == 1:
         for env in envs or [None]:
-            _yardstick_lines(ax, runs[0], env, prefix=f"{env} " if env else "")
+            _yardstick_lines(ax, runs[0], env, label=f"{env} " if env else "")
     ax.set(xlabel="policy version", ylabel="held-out success", ylim=(-0.02, 1.02))
     return _save(fig, out / "eval_success.png", drawn)
 
 
 def _yardstick_lines(
-    ax: Axes, run: RunRecords, env: str | None, category: str = "all", prefix: str = "", **kw: Any
+    ax: Axes, run: RunRecords, env: str | None, category: str = "all", **kw: Any
 ) -> None:
-    """Chance (dashed) and the env's rule (dotted) as labelled horizontal lines."""
+    """Chance (dashed) and the env's rule (dotted) as horizontal lines; each labelled with
+    `label` before its name ("babyai " for a mixed run's env), none when `label` is None."""
+    label = kw.pop("label", "")
+    kw.setdefault("color", "grey")
     chance, rule = run.yardstick(env, category)
-    color = kw.pop("color", "grey")
-    if chance is not None:
-        label = f"{prefix}chance {chance:.2f}" if prefix or not kw else None
-        ax.axhline(chance, color=color, linestyle="--", linewidth=1, label=label, **kw)
-    if rule is not None:
-        label = f"{prefix}rule {rule:.2f}" if prefix or not kw else None
-        ax.axhline(rule, color=color, linestyle=":", linewidth=1.2, label=label, **kw)
+    for value, name, style in ((chance, "chance", "--"), (rule, "rule", ":")):
+        if value is not None:
+            text = None if label is None else f"{label}{name} {value:.2f}"
+            ax.axhline(value, linestyle=style, linewidth=1, label=text, **kw)
 
 
 def plot_eval_categories(runs: list[RunRecords], out: Path) -> Path | None:
@@ -207,7 +207,7 @@ def plot_eval_categories(runs: list[RunRecords], out: Path) -> Path | None:
         for category, points in run.eval_by_category(env).items():
             xs, ys = zip(*points, strict=True)
             [line] = ax.plot(xs, ys, marker=".", label=category)
-            _yardstick_lines(ax, run, env, category, color=line.get_color(), alpha=0.8)
+            _yardstick_lines(ax, run, env, category, label=None, color=line.get_color(), alpha=0.8)
             drawn += 1
         ax.set(
             xlabel="policy version",
