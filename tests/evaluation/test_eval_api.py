@@ -79,7 +79,9 @@ def test_api_eval_with_self_started_env_server(
     argv += ["--temperature", "1.0", "--out", str(out), "--no-progress"]
     assert main(argv) == 0
     printed = capsys.readouterr().out
-    assert printed.startswith("| env | category | tasks | Avg@2 | Pass@2 |")
+    # babyai declares a rule: chance and the rule stand beside the policy's Avg@n
+    assert printed.startswith("| env | category | tasks | Avg@2 | chance | rule | Pass@2 |")
+    assert (out / "yardsticks.json").exists()
     data = json.loads((out / "eval.json").read_text())
     tasks = json.loads(SPLIT.read_text())[:3]
     assert data["n"] == 2 and data["meta"]["policy"] == "tiny"
