@@ -51,6 +51,8 @@ LAYERS: dict[str, set[str]] = {
         "episode",
         "inference",
         "learner.checkpoint_dirs",
+        # `show` joins an episode to what the learner trained it with (torch-free records)
+        "learner.credit_log",
         "trajectory",
         "wire",
     },

@@ -34,6 +34,7 @@ class Sample:
         turn_cap: int = 0,
         stage: int = 0,
         dispatch_version: int = 0,
+        request_id: str = "",
     ) -> Sample: ...
     @property
     def input_ids(self) -> npt.NDArray[np.uint32]: ...
@@ -64,6 +65,9 @@ class Sample:
     def stage(self) -> int: ...
     @property
     def dispatch_version(self) -> int: ...
+    @property
+    def request_id(self) -> str:
+        """The episode's request id ("" when not named): joins trained samples to episode logs."""
     def __len__(self) -> int: ...
 
 @final

@@ -111,7 +111,9 @@ def test_eval_own_checkpoint_without_max_model_len(tiny_model: Path, tmp_path: P
     printed = proc.stdout + proc.stderr
     assert proc.returncode == 0, printed[-4000:]
     assert "Traceback" not in proc.stderr, proc.stderr[-4000:]
-    assert "\n| env | category | tasks | Avg@1 | chance | rule | Pass@1 |" in proc.stdout, printed[-4000:]
+    assert "\n| env | category | tasks | Avg@1 | chance | rule | Pass@1 |" in proc.stdout, printed[
+        -4000:
+    ]
     data = json.loads((out / "eval.json").read_text())
     assert data["meta"]["tasks"] == 2 and len(data["episodes"]) == 2
     assert set(data["statuses"]) <= {"done", "turn_cap", "truncated"}

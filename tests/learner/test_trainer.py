@@ -26,6 +26,7 @@ from agentgym_rl.learner import trainer as trainer_mod
 from agentgym_rl.learner.checkpoint import load_checkpoint, save_checkpoint
 from agentgym_rl.learner.checkpoint_dirs import complete_checkpoints, latest_checkpoint
 from agentgym_rl.learner.convert import export_hf_weights
+from agentgym_rl.learner.credit_log import read_trained
 from agentgym_rl.learner.trainer import Trainer
 from agentgym_rl.wire import (
     GroupReceiver,
@@ -140,6 +141,16 @@ def test_groups_over_transport_bad_ones_rejected(
     assert lines[-1]["groups_rejected"] == 5 and lines[-1]["groups_used"] == 4
     for key in ("loss", "clip_frac", "mismatch_kl", "tokens_per_s", "sync_s", "groups_dropped"):
         assert key in lines[-1]
+    # both turns of every sample train with its episode's advantage: the mean by turn is ~0
+    assert set(lines[-1]["adv_by_turn"]) == {"1", "2"}
+    assert all(abs(v) < 1e-3 for v in lines[-1]["adv_by_turn"].values())
+    # what each sample trained with, by the request id it carried on the wire
+    trained = read_trained(tmp_path / "logs")
+    assert sorted(trained) == sorted(f"g{g}-e{i}" for g in range(4) for i in range(4))
+    for rid, (t,) in trained.items():
+        assert t.step in (1, 2) and t.turn_tokens == [5, 4] and t.env == "babyai"
+        a1, a2 = t.turn_advantages
+        assert a1 == a2 and (a1 > 0) == (t.reward > 0), rid
     assert latest_checkpoint(tmp_path / "ckpt") is not None  # the last step is saved
 
 

@@ -49,6 +49,7 @@ def make_group(
                 turn_cap=6,
                 stage=0,
                 dispatch_version=version,
+                request_id=f"g{group_id}-e{i}",
             )
         )
     return WireGroup(group_id=group_id, task_id=f"babyai_{group_id}", env="babyai", samples=samples)

@@ -33,7 +33,14 @@ def test_records_become_the_scalars_people_know(tmp_path: Path) -> None:
     _append(
         tmp_path / "learn" / "metrics.jsonl",
         {"step": 1, "loss": 0.5, "approx_kl": 0.01, "clip_frac": 0.1, "tokens_per_s": 900.0},
-        {"step": 2, "loss": 0.25, "approx_kl": 0.02, "reward_mean": 0.4, "lr": 1e-3},
+        {
+            "step": 2,
+            "loss": 0.25,
+            "approx_kl": 0.02,
+            "reward_mean": 0.4,
+            "lr": 1e-3,
+            "adv_by_turn": {"1": -0.25, "2": 0.5},
+        },
     )
     _append(
         tmp_path / "rollout-0" / "metrics.jsonl",
@@ -54,6 +61,8 @@ def test_records_become_the_scalars_people_know(tmp_path: Path) -> None:
     assert found["eval/babyai/success"] == [(0, 0.4)]
     assert found["eval/babyai/GoToObj/success"] == [(0, 0.3)]
     assert found["eval/pass"] == [(0, 0.5)]
+    assert found["credit/advantage_turn1"] == [(2, -0.25)]
+    assert found["credit/advantage_turn2"] == [(2, 0.5)]
 
     # a resumed run's watcher replays every record: the new log replaces the old, no doubles
     log = TensorBoardLog(tmp_path)

@@ -1,11 +1,14 @@
 """Credit through the whole path: a real BabyAI server, the rollout service (scripted engine,
 real trajectory builder), the Rust wire, the learner's decode, batch and GRPO advantages. Every
 turn's generated tokens, the second and third as much as the first, are trained with exactly the
-episode's advantage, and nothing else is: not the prompt, not the observations between turns."""
+episode's advantage, and nothing else is: not the prompt, not the observations between turns.
+The learner's record of what each sample trained with joins the rollout's episode log by the
+request id the sample carries on the wire."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 from pathlib import Path
@@ -17,8 +20,10 @@ from harness import ScriptedEngine
 from test_dispatcher import service_config
 
 from agentgym_rl import _core
+from agentgym_rl.episode.log import read_episodes
 from agentgym_rl.learner.advantages import compute_advantages
-from agentgym_rl.learner.batch import collate
+from agentgym_rl.learner.batch import collate, usable_samples
+from agentgym_rl.learner.credit_log import TrainedLog, read_trained, trained_samples
 from agentgym_rl.rollout.service import run_service
 from agentgym_rl.wire.codec import decode_group
 
@@ -84,3 +89,30 @@ def test_every_turn_carries_the_episode_advantage_and_only_its_generated_tokens(
         assert trained[second_turn].all()
         assert torch.allclose(adv[row][second_turn], torch.tensor(expected, dtype=torch.float32))
     assert sorted(set(round(r, 6) for r in rewards)) == [-0.3, 0.0]
+
+    # the learner's record: per turn, the advantage each sample's tokens trained with
+    rows = usable_samples(groups)
+    trained = trained_samples(groups, rows, adv.numpy(), batch.loss_mask.numpy(), step=1)
+    log = TrainedLog(tmp_path / "learn")
+    log.append(trained)
+    by_id = read_trained(tmp_path / "learn")
+    episodes = {e.request_id: e for e in read_episodes(tmp_path / "episodes.jsonl")}
+    assert len(by_id) == 6 and set(by_id) <= set(episodes)  # every trained sample joins
+    for row, t in enumerate(trained):
+        (logged,) = by_id[t.request_id]
+        assert logged == t and t.step == 1 and t.reward == rewards[row]
+        assert t.reward == episodes[t.request_id].reward
+        expected = float(adv[row][batch.loss_mask[row].bool()][0])
+        spans = samples[row].tokens.turn_spans.tolist()
+        assert t.turn_tokens == [end - start for start, end in spans]  # every generated token
+        assert all(abs(a - expected) < 1e-3 for a in t.turn_advantages)
+
+    # the rollout metrics by turn index: every turn of the valid episodes turned, every turn of
+    # the invalid ones named an unavailable "go to" and counted as invalid
+    metrics = [json.loads(x) for x in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    by_turn = metrics[-1]["by_turn"]
+    assert set(by_turn) == {"1", "2", "3"}
+    for counts in by_turn.values():
+        assert set(counts["kinds"]) == {"turn", "go"}
+        assert counts["invalid"] == counts["kinds"]["go"]
+        assert counts["turns"] == counts["kinds"]["turn"] + counts["kinds"]["go"]

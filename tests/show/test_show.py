@@ -3,6 +3,7 @@ and selects episodes with clear errors."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -11,6 +12,7 @@ import pytest
 from agentgym_rl.cli import main
 from agentgym_rl.episode.log import EpisodeLog, EpisodeRecord
 from agentgym_rl.evaluation.transcript import mask_problems, render_plain, render_rich
+from agentgym_rl.learner.credit_log import TrainedLog, TrainedSample
 from agentgym_rl.trajectory import ChatTokenizer
 
 CHATML = Path(__file__).resolve().parents[1] / "fixtures" / "templates" / "chatml"
@@ -116,3 +118,61 @@ def test_cli_selects_episodes_and_explains_bad_input(
     assert "no tokenizer.json there; pass --model DIR" in capsys.readouterr().err
     assert main(["show", str(tmp_path / "nothing")]) == 2
     assert "no such file or run folder" in capsys.readouterr().err
+
+
+def test_show_joins_what_the_learner_trained_the_episode_with(
+    chat: ChatTokenizer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = tmp_path / "run"
+    log = EpisodeLog(run / "rollout-0" / "episodes.jsonl")
+    log.write(episode(chat))
+    log.close()
+    assert main(["show", str(run), "--no-color"]) == 0
+    assert "advantage" not in capsys.readouterr().out  # not trained yet: nothing claimed
+    TrainedLog(run / "learn").append(
+        [TrainedSample(7, "g2-e0", 2, "babyai_3", "babyai", 1.0, "done", [0.71, None], [6, 0])]
+    )
+    assert main(["show", str(run), "--no-color"]) == 0
+    out = capsys.readouterr().out
+    assert "trained in learner step 7 (policy v6 -> v7)" in out
+    assert "── turn 1/6 · v4 · " in out and "advantage +0.710 ──" in out
+    assert "· not trained ──" in out  # turn 2's tokens trained with nothing
+
+
+def test_by_turn_reads_the_runs_records(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run = tmp_path / "run"
+    (run / "rollout-0").mkdir(parents=True)
+    (run / "learn").mkdir()
+    by_turn = {
+        "1": {"turns": 10, "invalid": 1, "kinds": {"turn": 6, "go": 3, "none": 1}},
+        "2": {"turns": 4, "invalid": 0, "kinds": {"go": 4}},
+    }
+    rollout = [{"time": 1.0, "episodes": 1}, {"time": 2.0, "episodes": 10, "by_turn": by_turn}]
+    learn = [
+        {"step": 1, "adv_by_turn": {"1": -0.2, "2": 0.4}},
+        {"step": 2, "adv_by_turn": {"1": 0.0}},
+    ]
+    evals = [
+        {"version": 0, "success": 0.2, "by_category": {"t1-d3+": 0.2}},
+        {"version": 20, "success": 0.9, "by_category": {"t1-d3+": 0.9}},
+    ]
+    for path, rows in (
+        (run / "rollout-0" / "metrics.jsonl", rollout),
+        (run / "learn" / "metrics.jsonl", learn),
+        (run / "rollout-0" / "eval.jsonl", evals),
+    ):
+        path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (run / "rollout-0" / "yardsticks.json").write_text(
+        json.dumps(
+            {"babyai|cap=5": {"env": "babyai", "chance": {"t1-d3+": 0.5}, "rule": {"t1-d3+": 1.0}}}
+        )
+    )
+    assert main(["show", str(run), "--by-turn"]) == 0
+    out = capsys.readouterr().out
+    assert "| 1 | 10 | 10.0% | turn 60%, go 30%, none 10% | -0.100 |" in out
+    assert "| 2 | 4 | 0.0% | go 100% | +0.400 |" in out
+    assert "| babyai | t1-d3+ | 0.20 (v0) | 0.90 (v20) | 0.50 | 1.00 |" in out
+    assert main(["show", str(tmp_path / "empty"), "--by-turn"]) == 2
+    (tmp_path / "bare").mkdir()
+    assert main(["show", str(tmp_path / "bare"), "--by-turn"]) == 2
+    assert "no records by turn" in capsys.readouterr().err

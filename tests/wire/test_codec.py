@@ -13,7 +13,7 @@ from agentgym_rl import _core
 from agentgym_rl.wire import Status, WireGroup, decode_group, encode_group
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "wire"
-STEMS = ["group_small", "group_all_statuses", "group_empty_sample"]
+STEMS = ["group_small", "group_all_statuses", "group_empty_sample", "group_named"]
 
 
 def load(stem: str) -> tuple[bytes, dict]:
@@ -47,6 +47,8 @@ def check_against_json(g: WireGroup, expected: dict) -> None:
             e["stage"],
             e["dispatch_version"],
         )
+        # fixtures written before request ids name none: they read as ""
+        assert s.request_id == e.get("request_id", "")
 
 
 @pytest.mark.parametrize("stem", STEMS)
@@ -194,3 +196,18 @@ def test_encode_rejects_bad_groups() -> None:
     with pytest.raises(TypeError):
         _core.encode_group(d)
     assert Status("env_failure") is Status.ENV_FAILURE
+
+
+def test_request_ids_are_carried_and_optional() -> None:
+    data, expected = load("group_named")
+    ids = [s["request_id"] for s in expected["samples"]]
+    assert ids == ["g42-e0", "g42-e1"]
+    assert [s.request_id for s in decode_group(data).samples] == ids
+    assert [s.request_id for s in _core.decode_group(data).samples] == ids
+    # an unnamed sample writes no key at all (older readers and fixtures stay byte-identical)
+    old, _ = load("group_small")
+    assert b"request_id" not in old and b"request_id" in data
+    unpacked = msgpack.unpackb(data, raw=False)
+    del unpacked["samples"][0]["request_id"]
+    back = decode_group(msgpack.packb(unpacked, use_bin_type=True, use_single_float=True))
+    assert [s.request_id for s in back.samples] == ["", "g42-e1"]

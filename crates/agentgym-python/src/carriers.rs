@@ -32,7 +32,7 @@ pub(crate) struct PySample(pub(crate) Sample);
 impl PySample {
     #[new]
     #[pyo3(signature = (input_ids, loss_mask, logprobs, versions, turn_spans, *, reward, status,
-        drift=false, turns=0, turn_cap=0, stage=0, dispatch_version=0))]
+        drift=false, turns=0, turn_cap=0, stage=0, dispatch_version=0, request_id=String::new()))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         input_ids: PyReadonlyArray1<'_, u32>,
@@ -47,6 +47,7 @@ impl PySample {
         turn_cap: u32,
         stage: u32,
         dispatch_version: u32,
+        request_id: String,
     ) -> PyResult<Self> {
         let sample = Sample {
             tokens: TokenArrays {
@@ -63,6 +64,7 @@ impl PySample {
             turn_cap,
             stage,
             dispatch_version,
+            request_id,
         };
         sample.validate().map_err(sample_error)?;
         Ok(Self(sample))
@@ -123,6 +125,10 @@ impl PySample {
     #[getter]
     fn dispatch_version(&self) -> u32 {
         self.0.dispatch_version
+    }
+    #[getter]
+    fn request_id(&self) -> &str {
+        &self.0.request_id
     }
     fn __len__(&self) -> usize {
         self.0.tokens.len()

@@ -6,7 +6,7 @@
 //! (`agentgym_rl.wire.Group.from_dict` turns it into dataclasses):
 //! `{"v", "group_id", "task_id", "env", "samples": [{"tokens": {"input_ids", "loss_mask",
 //! "logprobs", "versions", "turn_spans"}, "reward", "status", "drift", "turns", "turn_cap",
-//! "stage", "dispatch_version"}]}`.
+//! "stage", "dispatch_version", "request_id"}]}` (a dict without "request_id" encodes as unnamed).
 use agentgym_wire::{Group, Sample, Status, TokenArrays, WireError};
 use numpy::{PyArrayMethods, PyReadonlyArrayDyn, PyUntypedArrayMethods};
 use pyo3::create_exception;
@@ -100,6 +100,7 @@ fn group_dict(py: Python<'_>, g: Group) -> PyResult<Bound<'_, PyDict>> {
         d.set_item("turn_cap", s.turn_cap)?;
         d.set_item("stage", s.stage)?;
         d.set_item("dispatch_version", s.dispatch_version)?;
+        d.set_item("request_id", s.request_id)?;
         samples.append(d)?;
     }
     let d = PyDict::new(py);
@@ -153,6 +154,10 @@ fn group_from_dict(g: &Bound<'_, PyDict>) -> PyResult<Group> {
             turn_cap: item(&s, "turn_cap")?.extract()?,
             stage: item(&s, "stage")?.extract()?,
             dispatch_version: item(&s, "dispatch_version")?.extract()?,
+            request_id: match s.get_item("request_id")? {
+                Some(v) => v.extract()?,
+                None => String::new(),
+            },
         });
     }
     Ok(Group {

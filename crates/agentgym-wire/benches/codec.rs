@@ -23,6 +23,7 @@ fn group(n_samples: u32, n_tokens: u32) -> Group {
             turn_cap: 8,
             stage: 1,
             dispatch_version: 5,
+            request_id: format!("g1-e{i}"),
         })
         .collect();
     Group {

@@ -45,6 +45,7 @@ fn seed_group(rng: &mut Rng) -> Group {
                 turn_cap: 4,
                 stage: 0,
                 dispatch_version: 3,
+                request_id: String::from("g0-e0"),
             }
         })
         .collect();

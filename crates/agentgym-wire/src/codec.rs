@@ -5,12 +5,14 @@
 //! ```text
 //! group  = {"v": 1, "group_id": u64, "task_id": str, "env": str, "samples": [sample, ...]}
 //! sample = {"tokens": tokens, "reward": f32, "status": str, "drift": bool, "turns": u32,
-//!           "turn_cap": u32, "stage": u32, "dispatch_version": u32}
+//!           "turn_cap": u32, "stage": u32, "dispatch_version": u32, "request_id": str}
 //! tokens = {"input_ids": arr<u4>[n], "loss_mask": arr<u1>[n], "logprobs": arr<f4>[n],
 //!           "versions": arr<u4>[n], "turn_spans": arr<u4>[k, 2]}
 //! arr    = {"dtype": "<u4" | "|u1" | "<f4", "shape": [..], "data": bin (little-endian)}
 //! ```
 //!
+//! `"request_id"` came after version 1's first writers: it is written only when not empty, and
+//! a sample without it reads as `""` (so older messages and fixtures read, byte for byte).
 //! Readers skip unknown keys (forward-compatible additions within a version) and reject a
 //! different `"v"` with [`WireError::SchemaVersion`] before looking at anything else.
 use crate::array::{read_array, write_array};
@@ -69,7 +71,10 @@ pub fn validate_tokens(t: &TokenArrays) -> Result<()> {
 pub fn encoded_len_hint(group: &Group) -> usize {
     let strings = group.task_id.len() + group.env.len() + 64;
     group.samples.iter().fold(strings, |acc, s| {
-        acc + SAMPLE_OVERHEAD + s.tokens.len() * 13 + s.tokens.turn_spans.len() * 4
+        acc + SAMPLE_OVERHEAD
+            + s.request_id.len()
+            + s.tokens.len() * 13
+            + s.tokens.turn_spans.len() * 4
     })
 }
 
@@ -106,7 +111,8 @@ pub fn encode_group_into(group: &Group, out: &mut Vec<u8>) -> Result<()> {
 
 fn write_sample(w: &mut Writer<'_>, s: &Sample) {
     let t = &s.tokens;
-    w.map_len(8);
+    let named = !s.request_id.is_empty();
+    w.map_len(8 + usize::from(named));
     w.str("tokens");
     w.map_len(5);
     w.str("input_ids");
@@ -133,6 +139,10 @@ fn write_sample(w: &mut Writer<'_>, s: &Sample) {
     w.uint(s.stage.into());
     w.str("dispatch_version");
     w.uint(s.dispatch_version.into());
+    if named {
+        w.str("request_id");
+        w.str(&s.request_id);
+    }
 }
 
 /// Decode one group message. The whole input must be consumed.
@@ -186,6 +196,7 @@ fn read_sample(r: &mut Reader<'_>) -> Result<Sample> {
     let mut status = None;
     let mut drift = None;
     let (mut turns, mut turn_cap, mut stage, mut dispatch_version) = (None, None, None, None);
+    let mut request_id = String::new();
     for _ in 0..r.map_len()? {
         match r.str()? {
             "tokens" => tokens = Some(read_tokens(r)?),
@@ -198,6 +209,7 @@ fn read_sample(r: &mut Reader<'_>) -> Result<Sample> {
             "turn_cap" => turn_cap = Some(r.u32_value("turn_cap")?),
             "stage" => stage = Some(r.u32_value("stage")?),
             "dispatch_version" => dispatch_version = Some(r.u32_value("dispatch_version")?),
+            "request_id" => r.str()?.clone_into(&mut request_id),
             _ => r.skip()?,
         }
     }
@@ -211,6 +223,7 @@ fn read_sample(r: &mut Reader<'_>) -> Result<Sample> {
         turn_cap: turn_cap.ok_or(missing("turn_cap"))?,
         stage: stage.ok_or(missing("stage"))?,
         dispatch_version: dispatch_version.ok_or(missing("dispatch_version"))?,
+        request_id,
     })
 }
 

@@ -116,6 +116,9 @@ pub struct Sample {
     pub stage: u32,
     /// The policy version the episode was dispatched under.
     pub dispatch_version: u32,
+    /// The episode's request id (joins a trained sample to the rollout's episode log); empty
+    /// when the writer did not name it (an older writer).
+    pub request_id: String,
 }
 
 impl Sample {
@@ -185,6 +188,7 @@ mod tests {
             turn_cap: 4,
             stage: 0,
             dispatch_version: 0,
+            request_id: String::new(),
         }
     }
 

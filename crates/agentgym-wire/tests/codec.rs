@@ -171,3 +171,20 @@ proptest! {
         prop_assert_eq!(decode_group(&encode_group(&g).unwrap()).unwrap(), g);
     }
 }
+
+#[test]
+fn request_ids_round_trip_and_an_unnamed_sample_writes_none() {
+    let (_, named) = common::fixtures().remove(3);
+    let back = decode_group(&encode_group(&named).unwrap()).unwrap();
+    let ids: Vec<&str> = back.samples.iter().map(|s| s.request_id.as_str()).collect();
+    assert_eq!(ids, ["g42-e0", "g42-e1"]);
+    // an older writer's message (no "request_id" key) reads as unnamed
+    let (_, small) = common::fixtures().remove(0);
+    let bytes = encode_group(&small).unwrap();
+    assert!(!bytes.windows(10).any(|w| w == b"request_id"));
+    assert!(decode_group(&bytes)
+        .unwrap()
+        .samples
+        .iter()
+        .all(|s| s.request_id.is_empty()));
+}

@@ -24,7 +24,7 @@ fn to_json(g: &Group) -> String {
             format!(
                 "{{\"input_ids\": {}, \"loss_mask\": {}, \"logprobs\": {}, \"versions\": {}, \
                  \"turn_spans\": {}, \"reward\": {:?}, \"status\": \"{}\", \"drift\": {}, \
-                 \"turns\": {}, \"turn_cap\": {}, \"stage\": {}, \"dispatch_version\": {}}}",
+                 \"turns\": {}, \"turn_cap\": {}, \"stage\": {}, \"dispatch_version\": {}{}}}",
                 nums(&t.input_ids),
                 list(t.loss_mask.iter().map(|x| x.to_string()).collect()),
                 list(t.logprobs.iter().map(|x| format!("{x:?}")).collect()),
@@ -36,7 +36,12 @@ fn to_json(g: &Group) -> String {
                 s.turns,
                 s.turn_cap,
                 s.stage,
-                s.dispatch_version
+                s.dispatch_version,
+                if s.request_id.is_empty() {
+                    String::new()
+                } else {
+                    format!(", \"request_id\": \"{}\"", s.request_id)
+                }
             )
         })
         .collect();

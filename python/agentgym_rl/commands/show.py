@@ -15,7 +15,10 @@ HELP = "print a logged episode as a transcript with its loss mask visible"
 DESCRIPTION = (
     "Decodes one episode of a run's episodes.jsonl with the run's tokenizer: trained "
     "(generated) tokens highlighted, masked tokens dim, with reward, turn cap, status and "
-    "the policy version of each turn."
+    "the policy version of each turn; where the learner trained it, the step and the advantage "
+    "each turn's tokens trained with. --by-turn prints the run by turn index instead: turns "
+    "played, invalid share, commonest actions and mean advantage, and held-out success per "
+    "category beside chance and the rule."
 )
 
 
@@ -31,6 +34,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     pick.add_argument("--item", metavar="ID", help="the last logged episode of task ID")
     pick.add_argument("--last", action="store_true", help="the last logged episode (default)")
+    pick.add_argument(
+        "--by-turn",
+        action="store_true",
+        help="the run by turn index and held-out category (RUN_OR_FILE: a run folder)",
+    )
     parser.add_argument(
         "--model", metavar="DIR", help="tokenizer/model folder (default: the one in the log)"
     )
@@ -51,13 +59,36 @@ def run(args: argparse.Namespace) -> int:
         return 2
 
 
+def _by_turn(source: str) -> int:
+    from pathlib import Path
+
+    from agentgym_rl.episode.log import EpisodeLogError
+    from agentgym_rl.report.by_turn import render
+    from agentgym_rl.report.records import RunRecords
+
+    run_dir = Path(source)
+    if not run_dir.is_dir():
+        raise EpisodeLogError(f"--by-turn: {source} is not a run folder")
+    text = render(RunRecords.load(run_dir))
+    if not text:
+        raise EpisodeLogError(
+            f"{source}: no records by turn or held-out category yet (rollout-*/metrics.jsonl "
+            "with by_turn, learn/metrics.jsonl with adv_by_turn, rollout-*/eval.jsonl)"
+        )
+    sys.stdout.write(text)
+    return 0
+
+
 def _show(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from agentgym_rl.episode.log import EpisodeLogError, find_episode_log, read_episodes
     from agentgym_rl.evaluation.transcript import render_plain, render_rich
+    from agentgym_rl.learner.credit_log import read_trained
     from agentgym_rl.trajectory import ChatTokenizer
 
+    if args.by_turn:
+        return _by_turn(args.source)
     path = find_episode_log(args.source)
     records = list(read_episodes(path))
     if not records:
@@ -85,11 +116,14 @@ def _show(args: argparse.Namespace) -> int:
         )
     chat = ChatTokenizer.from_dir(model)
     position = f"{index} of {len(records)}"
+    # the learner's logs sit beside the rollout server's folder in a run
+    trained = read_trained(path.parent.parent).get(rec.request_id) if rec.request_id else None
+    credit = trained[-1] if trained else None
     plain = args.no_color or "NO_COLOR" in os.environ or not sys.stdout.isatty()
     if plain:
-        sys.stdout.write(render_plain(rec, chat.decode, position))
+        sys.stdout.write(render_plain(rec, chat.decode, position, credit))
     else:
         from rich.console import Console
 
-        Console(highlight=False).print(render_rich(rec, chat.decode, position))
+        Console(highlight=False).print(render_rich(rec, chat.decode, position, credit))
     return 0

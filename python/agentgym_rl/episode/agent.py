@@ -166,4 +166,5 @@ def failed_start(plan: EpisodePlan, spec: EnvSpec, chat: ChatTokenizer) -> _core
         turn_cap=plan.budget.turn_cap,
         stage=plan.budget.stage,
         dispatch_version=plan.dispatch_version,
+        request_id=plan.request_id,
     )

@@ -6,7 +6,10 @@ flat dict: totals since start plus rates over the interval since the previous sn
 wall time with no `generate` call in flight), turns per episode (mean, max), the staleness
 histogram of sent groups (learner version minus the group's oldest token version), env
 failures, drift, statuses and the buffer's counters; once episodes of more than one env ended,
-`by_env` holds each env's episodes, successes and windowed success rate and reward.
+`by_env` holds each env's episodes, successes and windowed success rate and reward. `by_turn`
+counts, since start and by turn index (1-based; `TURN_BINS` takes every later turn), the turns
+played, the invalid ones and each action kind (an action's first word, e.g. "go", "turn";
+"none" for a turn that named no action), so a reader diffs two snapshots for any interval.
 `rollout/status.py` prints and records the snapshots.
 """
 
@@ -20,6 +23,9 @@ from typing import Any
 
 from agentgym_rl import _core
 from agentgym_rl.episode.outcome import is_success
+
+TURN_BINS = 32
+"""`by_turn`'s last index: turns past it count there."""
 
 
 class RolloutMetrics:
@@ -45,6 +51,9 @@ class RolloutMetrics:
         self.successes = 0
         self.env_episodes: Counter[str] = Counter()
         self.env_successes: Counter[str] = Counter()
+        self.turn_counts: Counter[int] = Counter()
+        self.turn_invalid: Counter[int] = Counter()
+        self.turn_kinds: dict[int, Counter[str]] = {}
         self.forks: Counter[str] = Counter()
         """A user agent's episodes that left their token-consistent segment, by why."""
         # Episodes since the last snapshot: (env, reward, success), for windowed rates.
@@ -85,6 +94,14 @@ class RolloutMetrics:
         self.env_episodes[env] += 1
         self.env_successes[env] += success
         self._window.append((env, float(sample.reward), success))
+
+    def record_turn(self, turn: int, action: str | None, invalid: bool) -> None:
+        """One played turn (1-based index) and the action it named."""
+        k = min(turn, TURN_BINS)
+        self.turn_counts[k] += 1
+        self.turn_invalid[k] += invalid
+        kind = action.split(maxsplit=1)[0].lower() if action and action.strip() else "none"
+        self.turn_kinds.setdefault(k, Counter())[kind] += 1
 
     def record_sent(self, group: _core.Group, learner_version: int) -> None:
         self.groups_sent += 1
@@ -138,6 +155,15 @@ class RolloutMetrics:
                     **_rates([w for w in window if w[0] == env]),
                 }
                 for env, n in sorted(self.env_episodes.items())
+            }
+        if self.turn_counts:
+            record["by_turn"] = {
+                str(k): {
+                    "turns": n,
+                    "invalid": self.turn_invalid[k],
+                    "kinds": dict(self.turn_kinds[k].most_common()),
+                }
+                for k, n in sorted(self.turn_counts.items())
             }
         if version is not None:
             record["version"] = version

@@ -79,6 +79,8 @@ class Acted:
     reply: tuple[dict[str, str], ...] = ()
     """Tool mode: the `tool` messages the turn's calls are answered with (else `observation`
     goes back as one user message)."""
+    action: str | None = None
+    """The (first) action the turn's text named, stepped or refused; None when it named none."""
 
     @property
     def messages(self) -> list[dict[str, str]]:
@@ -108,9 +110,23 @@ async def act(
     try:
         outcome = await step(parsed.action)
     except (_core.EnvPoolError, EnvStepError) as e:
-        return Acted("", score, False, Status.ENV_FAILURE, failure=env_failure("step", e))
+        return Acted(
+            "",
+            score,
+            False,
+            Status.ENV_FAILURE,
+            failure=env_failure("step", e),
+            action=parsed.action,
+        )
     ended = Status.DONE if outcome.done else None
-    return Acted(outcome.observation, outcome.score, True, ended, invalid=outcome.invalid)
+    return Acted(
+        outcome.observation,
+        outcome.score,
+        True,
+        ended,
+        invalid=outcome.invalid,
+        action=parsed.action,
+    )
 
 
 async def act_on_calls(step: StepEnv, reading: ToolReading, score: float) -> Acted:
@@ -123,6 +139,7 @@ async def act_on_calls(step: StepEnv, reading: ToolReading, score: float) -> Act
         return Acted(reading.feedback, score, False, None, invalid=True)
     replies: list[dict[str, str]] = []
     stepped = invalid = False
+    action = next((c.action for c in reading.steps if c.action is not None), None)
     ended: Status | None = None
     for call in reading.steps:
         content = call.feedback
@@ -134,12 +151,15 @@ async def act_on_calls(step: StepEnv, reading: ToolReading, score: float) -> Act
             try:
                 outcome = await step(call.action)
             except (_core.EnvPoolError, EnvStepError) as e:
-                return Acted("", score, stepped, Status.ENV_FAILURE, failure=env_failure("step", e))
+                failure = env_failure("step", e)
+                return Acted("", score, stepped, Status.ENV_FAILURE, failure=failure, action=action)
             stepped, score, content = True, outcome.score, outcome.observation
             invalid |= outcome.invalid
             ended = Status.DONE if outcome.done else None
         replies.append(tool_message(content, call.id))
-    return Acted(replies[0]["content"], score, stepped, ended, invalid, reply=tuple(replies))
+    return Acted(
+        replies[0]["content"], score, stepped, ended, invalid, reply=tuple(replies), action=action
+    )
 
 
 def episode_reward(
@@ -186,6 +206,7 @@ def finish_sample(
         turn_cap=plan.budget.turn_cap,
         stage=plan.budget.stage,
         dispatch_version=plan.dispatch_version,
+        request_id=plan.request_id,
     )
 
 
@@ -280,6 +301,7 @@ async def play_turn(
     )
     metrics.env_steps += acted.stepped
     metrics.invalid_actions += acted.invalid
+    metrics.record_turn(ep.turns, acted.action, acted.invalid)
     ep.invalid += acted.invalid
     ep.score = acted.score
     if acted.ended is not None:

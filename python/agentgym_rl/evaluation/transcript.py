@@ -7,7 +7,9 @@ or a span not fully trained, is a mask/span mismatch and is reported in `mask_pr
 that is what this view is for. `render_plain` marks trained text as «...» (for pipes and
 `--no-color`); `render_rich` highlights it and dims the masked context. Both start with a header
 (task, reward, success, status, turns / turn cap, stage, versions) and put one line before each
-generated turn: its number, policy version(s), token count and mean log-probability.
+generated turn: its number, policy version(s), token count and mean log-probability. Given the
+learner's record of the episode (`credit`, a `credit_log.TrainedSample` joined by request id), the
+header says which step trained it and each turn line the advantage its tokens trained with.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from rich.console import Group
 from rich.text import Text
 
 from agentgym_rl.episode.log import EpisodeRecord
+from agentgym_rl.learner.credit_log import TrainedSample
 
 Decode = Callable[[Sequence[int]], str]
 TRAINED_STYLE = "bold green"
@@ -75,17 +78,32 @@ def turn_versions(rec: EpisodeRecord) -> list[list[int]]:
     return [sorted(set(rec.versions[s:e])) for s, e in rec.turn_spans]
 
 
-def turn_line(rec: EpisodeRecord, turn: int) -> str:
+def turn_line(rec: EpisodeRecord, turn: int, credit: TrainedSample | None = None) -> str:
     s, e = rec.turn_spans[turn]
     versions = "→".join(f"v{v}" for v in turn_versions(rec)[turn])
     lps = [x for x in rec.logprobs[s:e] if x is not None]
     mean = f"{sum(lps) / len(lps):.3f}" if lps else "n/a"
+    adv = _turn_advantage(credit, turn)
     return (
-        f"── turn {turn + 1}/{rec.turn_cap} · {versions} · {e - s} tokens · mean logprob {mean} ──"
+        f"── turn {turn + 1}/{rec.turn_cap} · {versions} · {e - s} tokens · mean logprob {mean}"
+        f"{adv} ──"
     )
 
 
-def header(rec: EpisodeRecord, position: str) -> list[str]:
+def _turn_advantage(credit: TrainedSample | None, turn: int) -> str:
+    if credit is None or turn >= len(credit.turn_advantages):
+        return ""
+    a = credit.turn_advantages[turn]
+    return " · not trained" if a is None else f" · advantage {a:+.3f}"
+
+
+def credit_line(credit: TrainedSample | None) -> list[str]:
+    if credit is None:
+        return []
+    return [f"trained in learner step {credit.step} (policy v{credit.step - 1} -> v{credit.step})"]
+
+
+def header(rec: EpisodeRecord, position: str, credit: TrainedSample | None = None) -> list[str]:
     category = f", {rec.category}" if rec.category else ""
     by_turn = " ".join("/".join(map(str, v)) for v in turn_versions(rec)) or "-"
     return [
@@ -96,6 +114,7 @@ def header(rec: EpisodeRecord, position: str) -> list[str]:
         f"version {rec.dispatch_version}" + (" · DRIFT" if rec.drift else ""),
         f"tokens {len(rec.input_ids)} (trained {rec.trained_tokens}) · policy versions by "
         f"turn: {by_turn}",
+        *credit_line(credit),
         *([f"env failure: {rec.failure}"] if rec.failure else []),
         *mask_problems(rec),
     ]
@@ -105,27 +124,33 @@ def _turn_break(previous: str) -> str:
     return "" if not previous or previous.endswith("\n") else "\n"
 
 
-def render_plain(rec: EpisodeRecord, decode: Decode, position: str = "") -> str:
-    parts = ["\n".join(header(rec, position)), "\n\n"]
+def render_plain(
+    rec: EpisodeRecord, decode: Decode, position: str = "", credit: TrainedSample | None = None
+) -> str:
+    parts = ["\n".join(header(rec, position, credit)), "\n\n"]
     for seg in segments(rec, decode):
         if not seg.trained:
             parts.append(seg.text)
             continue
         if seg.turn is not None:
-            parts += [_turn_break(parts[-1]), turn_line(rec, seg.turn), "\n"]
+            parts += [_turn_break(parts[-1]), turn_line(rec, seg.turn, credit), "\n"]
         parts.append(f"«{seg.text}»")
     return "".join(parts).rstrip("\n") + "\n"
 
 
-def render_rich(rec: EpisodeRecord, decode: Decode, position: str = "") -> Group:
-    lines = header(rec, position)
-    head = [Text(lines[0], style="bold"), *(Text(x) for x in lines[1:3])]
-    head += [Text(x, style="bold red") for x in lines[3:]]
+def render_rich(
+    rec: EpisodeRecord, decode: Decode, position: str = "", credit: TrainedSample | None = None
+) -> Group:
+    lines = header(rec, position, credit)
+    plain = 3 + len(credit_line(credit))
+    head = [Text(lines[0], style="bold"), *(Text(x) for x in lines[1:plain])]
+    head += [Text(x, style="bold red") for x in lines[plain:]]
     body = Text()
     last = ""
     for seg in segments(rec, decode):
         if seg.trained and seg.turn is not None:
-            body.append(_turn_break(last) + turn_line(rec, seg.turn) + "\n", style=TURN_STYLE)
+            line = turn_line(rec, seg.turn, credit)
+            body.append(_turn_break(last) + line + "\n", style=TURN_STYLE)
         body.append(seg.text, style=TRAINED_STYLE if seg.trained else MASKED_STYLE)
         last = seg.text
     return Group(*head, Text(""), body)

@@ -251,7 +251,7 @@ class AgentEpisode:
         if self.reward is not None:
             raise GatewayError(409, f"episode {self.key!r} already has its reward")
         self.reward = float(reward)
-        samples = []
+        samples: list[_core.Sample] = []
         for seg in self.segments:
             if seg.turns == 0:
                 continue
@@ -270,6 +270,7 @@ class AgentEpisode:
                     turn_cap=self.turn_cap,
                     stage=self.stage,
                     dispatch_version=self.version,
+                    request_id=segment_id(self.key, len(samples)),
                 )
             )
         stops = set(self.stop_ids)
@@ -282,9 +283,16 @@ class AgentEpisode:
                         reward=self.reward,
                         turn_cap=self.turn_cap,
                         stage=self.stage,
+                        request_id=segment_id(self.key, len(samples)),
                     )
                 )
         return samples
+
+
+def segment_id(key: str, k: int) -> str:
+    """The request id of an episode's `k`-th sample: the episode's key for the first, then
+    `<key>/s<k>` (so a trained segment joins back to its episode by the prefix)."""
+    return key if k == 0 else f"{key}/s{k}"
 
 
 def _outside_calls(text: str, family: ToolFamily) -> str:

@@ -119,6 +119,7 @@ class UserAgents:
                 status=Status.ABORTED.value,
                 turn_cap=plan.budget.turn_cap,
                 dispatch_version=plan.dispatch_version,
+                request_id=plan.request_id,
             )
 
     def task(self, plan: EpisodePlan) -> AgentTask:

@@ -71,6 +71,7 @@ class TextSegment:
         reward: float,
         turn_cap: int,
         stage: int,
+        request_id: str,
     ) -> _core.Sample:
         drift = chat.decode([i for i in self.ids if i not in stop_ids]) != self.text
         return _core.Sample(
@@ -86,4 +87,5 @@ class TextSegment:
             turn_cap=turn_cap,
             stage=stage,
             dispatch_version=self.prompt_version,
+            request_id=request_id,
         )

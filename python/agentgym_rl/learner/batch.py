@@ -136,23 +136,28 @@ def _round_up(n: int, multiple: int) -> int:
     return -(-n // multiple) * multiple
 
 
-def _usable(groups: Sequence[WireGroup]) -> tuple[list[tuple[int, WireSample]], dict[str, int]]:
-    kept: list[tuple[int, WireSample]] = []
-    excluded: Counter[str] = Counter()
+def usable_samples(groups: Sequence[WireGroup]) -> list[tuple[int, WireSample]]:
+    """The samples `collate` keeps, in row order, each with its group's place in `groups`."""
     # a group's place in this step, not its id: ids are only unique per rollout server (two
     # servers, or one restarted, may send equal ids in one step, and GRPO must not merge them)
-    for index, g in enumerate(groups):
-        for s in g.samples:
-            if s.status in EXCLUDED_STATUSES:
-                excluded[s.status.value] += 1
-            else:
-                kept.append((index, s))
-    return kept, dict(excluded)
+    return [
+        (index, s)
+        for index, g in enumerate(groups)
+        for s in g.samples
+        if s.status not in EXCLUDED_STATUSES
+    ]
+
+
+def _excluded(groups: Sequence[WireGroup]) -> dict[str, int]:
+    counts = Counter(
+        s.status.value for g in groups for s in g.samples if s.status in EXCLUDED_STATUSES
+    )
+    return dict(counts)
 
 
 def collate(groups: Sequence[WireGroup], *, pad_token_id: int = 0, pad_multiple: int = 1) -> Batch:
     """One padded, label-shifted `Batch` of every usable sample (see the module docstring)."""
-    kept, excluded = _usable(groups)
+    kept, excluded = usable_samples(groups), _excluded(groups)
     envs = sorted({g.env for g in groups})
     b = len(kept)
     lengths = [len(s.tokens) for _, s in kept]

@@ -34,7 +34,9 @@ every `source.IDLE_WARN_S` seconds, and after `receive.idle_timeout_s` of silenc
 checkpoints and `run` raises `IdleTimeout`), `train_step`, the ledger's `used` record of the
 step's groups, `publish` every `weights.every_steps` steps (HF names
 via `export_hf_weights`; never waits past `weights.timeout_s`), one JSONL record per step in
-`log_dir/metrics.jsonl` (rank 0) and a checkpoint every `checkpoint.every_steps` steps.
+`log_dir/metrics.jsonl` (rank 0; `adv_by_turn` gives the mean advantage of trained tokens by
+turn index), each trained sample's request id and per-turn advantages in
+`log_dir/trained.jsonl` (`credit_log`), and a checkpoint every `checkpoint.every_steps` steps.
 Policy version = optimizer steps taken; the starting weights are version 0.
 """
 
@@ -56,8 +58,9 @@ from transformers import AutoConfig
 from agentgym_rl.config.learn import LearnConfig
 from agentgym_rl.learner import model as lm
 from agentgym_rl.learner.advantages import compute_advantages, scale_per_env
-from agentgym_rl.learner.batch import Batch, collate
+from agentgym_rl.learner.batch import Batch, collate, usable_samples
 from agentgym_rl.learner.convert import ConvertSpec, export_hf_weights, load_hf_weights
+from agentgym_rl.learner.credit_log import TrainedLog, adv_by_turn, trained_samples, turn_means
 from agentgym_rl.learner.intake import GroupIntake
 from agentgym_rl.learner.links import GroupInbox, Ledger, WeightOutbox
 from agentgym_rl.learner.optim import (
@@ -72,6 +75,8 @@ from agentgym_rl.learner.source import GroupSource
 from agentgym_rl.wire import WireGroup
 
 log = logging.getLogger(__name__)
+# turn indexes of the `adv_by_turn` metric (later turns count in the last)
+_TURN_BINS = 32
 
 
 class IdleTimeout(RuntimeError):
@@ -137,6 +142,13 @@ class Trainer:
         self._last_saved_step: int | None = None
         self.last_publish: Any = None
         self._metrics_path = Path(config.log_dir) / "metrics.jsonl"
+        # one writer per data-parallel rank: every tp/pp rank of it holds the same advantages
+        lay = self.layout
+        self._trained_log = (
+            TrainedLog(config.log_dir, lay.dp_rank)
+            if lay.tp_rank == 0 and lay.pp_rank == 0
+            else None
+        )
 
     def _build_reference(self, initial: dict[str, torch.Tensor]) -> torch.nn.Module:
         """The frozen reference policy: the starting weights, eval mode, no gradients."""
@@ -170,6 +182,7 @@ class Trainer:
         t0 = time.perf_counter()
         batch = collate(groups, pad_token_id=0, pad_multiple=self.config.parallel.tp)
         batch = self._with_advantages(batch)
+        credit = self._record_credit(groups, batch)
         counts = self._step_counts(batch)
         micro = batch.split(self.config.micro_batch_tokens)
         refs = self._reference_logprobs(micro)
@@ -182,7 +195,9 @@ class Trainer:
         totals = micro_totals(results)
         grad_norm, lr = self._optimizer_step()
         elapsed = time.perf_counter() - t0
-        return self._step_metrics(batch, counts, totals, grad_norm, lr, len(micro), elapsed)
+        metrics = self._step_metrics(batch, counts, totals, grad_norm, lr, len(micro), elapsed)
+        metrics["adv_by_turn"] = credit
+        return metrics
 
     def _with_advantages(self, batch: Batch) -> Batch:
         """`batch` with per-token advantages (REINFORCE++ whitening summed over dp ranks)."""
@@ -200,6 +215,18 @@ class Trainer:
         if adv.per_env_scale:
             advantages = scale_per_env(advantages, batch.env_ids, batch.loss_mask, adv.eps)
         return replace(batch, advantages=advantages)
+
+    def _record_credit(self, groups: list[WireGroup], batch: Batch) -> dict[str, float]:
+        """Log what each sample trains with (`credit_log`); returns the step's mean advantage
+        of trained tokens by turn index, over every data-parallel rank."""
+        assert batch.advantages is not None
+        adv, mask = batch.advantages.detach().cpu().numpy(), batch.loss_mask.cpu().numpy()
+        samples = trained_samples(groups, usable_samples(groups), adv, mask, self.step + 1)
+        if self._trained_log is not None:
+            self._trained_log.append(samples)
+        sums, counts = turn_means(samples, _TURN_BINS)
+        reduced = self._dp_sum([*sums, *counts])
+        return adv_by_turn(reduced[:_TURN_BINS], reduced[_TURN_BINS:])
 
     def _step_counts(self, batch: Batch) -> StepCounts:
         """The step's loss tokens, sequences and real tokens, summed over dp ranks."""

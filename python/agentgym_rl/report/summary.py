@@ -10,7 +10,8 @@ processes killed, groups trained twice); in a mixed run also each env's base and
 success (`eval_by_env`); and per env whose yardsticks were measured, chance, the rule and the
 share of the gap between them the base and final policy close (`yardsticks`). A figure the run
 has no data for is None.
-`write_summary(run, plots)` writes both files into the run directory and returns their paths.
+`write_summary(run, plots)` writes both files into the run directory and returns their paths;
+`summary.md` ends with the run by turn index and held-out category (`report/by_turn.py`).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from agentgym_rl.report import by_turn
 from agentgym_rl.report.groups import account
 from agentgym_rl.report.records import RunRecords, number
 
@@ -99,7 +101,7 @@ def _fmt(value: Any, spec: str = ".3f") -> str:
     return "n/a" if value is None else format(value, spec)
 
 
-def _markdown(s: dict[str, Any], plots: list[Path], run_dir: Path) -> str:
+def _markdown(s: dict[str, Any], plots: list[Path], run_dir: Path, by_turn: str = "") -> str:
     base, final = s["base_eval"] or {}, s["final_eval"] or {}
     rows = [
         ("outcome", s["outcome"] or "n/a"),
@@ -135,6 +137,8 @@ def _markdown(s: dict[str, Any], plots: list[Path], run_dir: Path) -> str:
         rows.insert(3, ("of it creating the model", f"{s['model_creation_s'] / 60:.1f} min"))
     lines = [f"# Run summary: {run_dir.resolve().name}", "", "| | |", "|---|---|"]
     lines += [f"| {k} | {v} |" for k, v in rows]
+    if by_turn:
+        lines += ["", "## By turn index and held-out category", "", by_turn.rstrip("\n")]
     if plots:
         lines += ["", "## Plots", ""]
         lines += [f"![{p.stem}]({p.relative_to(run_dir).as_posix()})" for p in plots]
@@ -145,6 +149,7 @@ def write_summary(run: RunRecords, plots: list[Path]) -> list[Path]:
     figures = summarize(run)
     inside = [p for p in plots if p.resolve().is_relative_to(run.run_dir.resolve())]
     md, js = run.run_dir / "summary.md", run.run_dir / "summary.json"
-    md.write_text(_markdown(figures, [p.resolve() for p in inside], run.run_dir.resolve()))
+    tables = by_turn.render(run)
+    md.write_text(_markdown(figures, [p.resolve() for p in inside], run.run_dir.resolve(), tables))
     js.write_text(json.dumps(figures, indent=2) + "\n")
     return [md, js]

@@ -120,6 +120,7 @@ def _sample(s: Any) -> WireSample:
         turn_cap=_uint(s, "turn_cap"),
         stage=_uint(s, "stage"),
         dispatch_version=_uint(s, "dispatch_version"),
+        request_id=_typed(s.get("request_id", ""), str, "request_id"),
     )
 
 
@@ -164,6 +165,7 @@ def encode_group(group: WireGroup) -> bytes:
     samples = []
     for s in group.samples:
         t = s.tokens
+        named = {"request_id": s.request_id} if s.request_id else {}
         samples.append(
             {
                 "tokens": {
@@ -177,6 +179,7 @@ def encode_group(group: WireGroup) -> bytes:
                 "turn_cap": int(s.turn_cap),
                 "stage": int(s.stage),
                 "dispatch_version": int(s.dispatch_version),
+                **named,  # written only when set, as the Rust encoder does
             }
         )
     msg = {

@@ -57,6 +57,8 @@ class WireSample:
     turn_cap: int
     stage: int
     dispatch_version: int
+    request_id: str = ""
+    """The episode's request id; "" from a writer that did not name it."""
 
     @property
     def truncated(self) -> bool:
@@ -76,6 +78,7 @@ class WireSample:
             "turn_cap": self.turn_cap,
             "stage": self.stage,
             "dispatch_version": self.dispatch_version,
+            "request_id": self.request_id,
         }
 
 
@@ -109,6 +112,7 @@ class WireGroup:
                     turn_cap=int(s["turn_cap"]),
                     stage=int(s["stage"]),
                     dispatch_version=int(s["dispatch_version"]),
+                    request_id=str(s.get("request_id", "")),
                 )
             )
         return cls(int(d["group_id"]), str(d["task_id"]), str(d["env"]), samples)

@@ -29,6 +29,7 @@ fn sample(reward: f32, version: u32, status: Status) -> Sample {
         turn_cap: 4,
         stage: 0,
         dispatch_version: version,
+        request_id: String::new(),
     }
 }
 

@@ -30,6 +30,7 @@ pub fn sample(n: u32, spans: &[(u32, u32)], status: Status, seed: u32) -> Sample
         turn_cap: 4,
         stage: 1,
         dispatch_version: seed,
+        request_id: String::new(),
     }
 }
 
@@ -60,10 +61,15 @@ pub fn fixtures() -> Vec<(&'static str, Group)> {
         env: "webshop".into(),
         samples: vec![sample(0, &[], Status::EnvFailure, 0)],
     };
+    let mut named = small.clone();
+    for (i, s) in named.samples.iter_mut().enumerate() {
+        s.request_id = format!("g42-e{i}");
+    }
     vec![
         ("group_small", small),
         ("group_all_statuses", statuses),
         ("group_empty_sample", empty),
+        ("group_named", named),
     ]
 }
 
