@@ -73,3 +73,19 @@ def test_held_out_from_training_and_the_distractor_pair() -> None:
 def test_buckets() -> None:
     assert [bucket(n) for n in (0, 1, 2, 3, 7)] == ["0", "1-2", "1-2", "3+", "3+"]
     assert json.dumps(bucket(0)) == '"0"'
+
+
+def test_maze_ladder_rungs_are_full_held_out_and_true_to_their_paths() -> None:
+    from agentgym_envs.maze.env import MazeEnvironment
+    from agentgym_envs.maze.layout import generate
+    from agentgym_envs.maze.make_splits import LADDER_PER_RUNG, ladder_rows, rung
+
+    rows = MazeEnvironment.tasks("ladder_test")
+    assert rows == ladder_rows()  # the shipped file is what the generator writes
+    counts = Counter(r["category"] for r in rows)
+    assert counts == {c: LADDER_PER_RUNG for c in ("p1-2", "p3-4", "p5-8", "p9-16", "p17+")}
+    for r in rows[::7]:
+        path = generate(int(r["item_id"].split("_")[1])).shortest_path()
+        assert path is not None and rung(len(path)) == r["category"]
+    others = {t["item_id"] for s in ("train", "test") for t in MazeEnvironment.tasks(s)}
+    assert not others & {r["item_id"] for r in rows}

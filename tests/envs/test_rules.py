@@ -79,15 +79,31 @@ def test_an_action_fits_a_mission_by_verb_and_object(action: str, mission: str, 
     assert fits_mission(action, mission) is fits
 
 
-def test_maze_rule_moves_toward_the_goal_and_beats_chance() -> None:
-    episode = MazeEpisode(max_steps=50)
-    episode.reset(3)
-    rng = random.Random(0)
-    goal, here = episode.maze.goal, episode.position
-    action = episode.rule_action(rng)
-    assert action in episode.available_actions()
+@pytest.mark.parametrize("data_idx", range(200_000, 200_040, 3))
+def test_maze_rule_is_a_search_that_reaches_every_goal(data_idx: int) -> None:
+    """Never refused, never re-enters a dead end it left, and reaches the goal within twice the
+    cells' count of moves (a depth-first search over a perfect maze)."""
+    episode = MazeEpisode(max_steps=200)
+    episode.reset(data_idx)
+    rng = random.Random(data_idx)
+    cells = episode.maze.size**2
+    seen, left = {episode.position}, set()
+    while True:
+        before = episode.position
+        result = episode.step(episode.rule_action(rng) or "")
+        assert not result.invalid
+        if episode.position in seen and episode.position != before:
+            left.add(before)  # stepped back: `before` is done with
+        assert episode.position not in left
+        seen.add(episode.position)
+        if result.done:
+            break
+    assert result.score == 1.0 and episode._moves <= 2 * (cells - 1)
+
+
+def test_maze_rule_beats_chance() -> None:
     rule, chance = _both("maze", "test", 16, every=3)
-    assert rule["all"] > chance["all"] + 0.1, (rule, chance, goal, here)
+    assert rule["all"] > chance["all"] + 0.2, (rule, chance)
 
 
 def test_textcraft_rule_crafts_first_and_beats_chance() -> None:

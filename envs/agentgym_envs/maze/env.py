@@ -36,6 +36,10 @@ def parse_move(action: str) -> str:
     return text
 
 
+def _move(action: str) -> str:
+    return action.removeprefix("move ")
+
+
 def _cell(cell: tuple[int, int]) -> str:
     return f"({cell[0]}, {cell[1]})"
 
@@ -59,6 +63,9 @@ class MazeEpisode(Episode):
         self._moves = 0
         self._score = 0.0
         self._last = ""
+        self._visited: set[tuple[int, int]] = set()
+        self._trail: list[tuple[int, int]] = []
+        """The cells from the start to here, without the dead ends left (the rule's memory)."""
 
     @property
     def maze(self) -> Maze:
@@ -75,6 +82,7 @@ class MazeEpisode(Episode):
         self._pos = self._maze.start
         self._moves = 0
         self._score = 0.0
+        self._visited, self._trail = {self._pos}, [self._pos]
         n = self._maze.size
         intro = (
             f"You are in a {n}x{n} maze. Cells are (row, column), from (0, 0) at the top left to "
@@ -96,6 +104,7 @@ class MazeEpisode(Episode):
             return StepResult(f"{text}\n{self._where()}", 0.0, self._score, False, invalid=True)
         self._pos = neighbour(self._pos, move)
         self._moves += 1
+        self._remember(self._pos)
         if self._pos == self.maze.goal:
             self._score = 1.0
             self._last = f"You moved {move} and reached the goal in {self._moves} moves."
@@ -114,17 +123,31 @@ class MazeEpisode(Episode):
         return [f"move {m}" for m in MOVES if m in self.maze.open[self._pos]]
 
     def rule_action(self, rng: random.Random) -> str | None:
-        """What the observation alone suggests: an open move that shortens the offset to the
-        goal (of two, one at random), else a random open move. No memory: a dead end that
-        points at the goal traps it, as it traps a policy that does not remember."""
+        """A depth-first search that reads the observation and remembers where it has been
+        (what a policy reading its own history can do): an open move into a cell not visited
+        yet, toward the goal when one is (of two, one at random); else back the way it came.
+        It reaches every goal of a perfect maze, in at most twice the cells' count of moves.
+        (Without memory, the greedy move toward the goal solved 0.45 of the test split at a
+        cap of 16: a dead end that points at the goal traps it.)"""
         moves = self.available_actions()
         if not moves:
             return None
+        fresh = [m for m in moves if neighbour(self._pos, _move(m)) not in self._visited]
+        if not fresh:
+            back = self._trail[-2] if len(self._trail) > 1 else None
+            return next((m for m in moves if neighbour(self._pos, _move(m)) == back), moves[0])
         rows, cols = (g - p for g, p in zip(self.maze.goal, self._pos, strict=True))
         toward = {"down" if rows > 0 else "up"} if rows else set()
         toward |= {"right" if cols > 0 else "left"} if cols else set()
-        closer = [m for m in moves if m.removeprefix("move ") in toward]
-        return rng.choice(closer or moves)
+        closer = [m for m in fresh if _move(m) in toward]
+        return rng.choice(closer or fresh)
+
+    def _remember(self, cell: tuple[int, int]) -> None:
+        self._visited.add(cell)
+        if len(self._trail) > 1 and self._trail[-2] == cell:
+            self._trail.pop()  # stepped back out of a dead end
+        else:
+            self._trail.append(cell)
 
     @property
     def _done(self) -> bool:
@@ -149,7 +172,9 @@ class MazeEnvironment(Environment):
     """Generated grid mazes; task ids are unbounded (every id seeds a maze)."""
 
     name: ClassVar[str] = "maze"
-    rule: ClassVar[str | None] = "greedy: an open move toward the goal, else any open move"
+    rule: ClassVar[str | None] = (
+        "depth-first search: an unvisited open cell, toward the goal first, else back"
+    )
     description: ClassVar[str] = (
         "Grid mazes (5x5 to 7x7, generated from the task id): walk to the goal seeing only the "
         "walls around you"
@@ -182,6 +207,7 @@ class MazeEnvironment(Environment):
     splits: ClassVar[dict[str, str | range]] = {
         "train": "data/train.json",
         "test": "data/test.json",
+        "ladder_test": "data/ladder_test.json",  # by shortest path: 1-2 ... 17+ moves
     }
 
     def __init__(self, max_steps: int | str = 50, compass: bool | str = True) -> None:
