@@ -1,4 +1,4 @@
-"""The Python examples of the README and docs/api.md: every block compiles, every public name
+"""The Python examples of the README, docs/api.md and docs/envs.md: every block compiles, every public name
 they use exists, and the config example runs as written (the training, evaluation and rollout
 examples run with the tiny config in test_api.py, through the same calls)."""
 
@@ -14,7 +14,7 @@ import pytest
 import agentgym_rl
 
 ROOT = Path(__file__).resolve().parents[2]
-PAGES = [ROOT / "README.md", ROOT / "docs" / "api.md"]
+PAGES = [ROOT / "README.md", ROOT / "docs" / "api.md", ROOT / "docs" / "envs.md"]
 
 
 def python_blocks(page: Path) -> list[str]:
@@ -49,12 +49,12 @@ def test_the_config_example_runs_as_written(
     assert "rollout.engine.temprature: Extra inputs are not permitted" in printed
 
 
-def test_the_readmes_custom_env_is_the_example_file_and_a_valid_env() -> None:
-    """The README shows examples/guess_env.py whole; the catalog accepts it as an env."""
+def test_the_custom_env_shown_is_the_example_file_and_a_valid_env() -> None:
+    """docs/envs.md shows examples/guess_env.py whole; the catalog accepts it as an env."""
     from agentgym_envs import env_class
 
     source = (ROOT / "examples" / "guess_env.py").read_text().rstrip()
-    assert any(block.rstrip() == source for block in python_blocks(ROOT / "README.md"))
+    assert any(block.rstrip() == source for block in python_blocks(ROOT / "docs" / "envs.md"))
     assert len(source.splitlines()) <= 40
     sys.path.insert(0, str(ROOT / "examples"))
     try:

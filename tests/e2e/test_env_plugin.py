@@ -1,4 +1,4 @@
-"""An env of a user's own, as a user ships it: a tiny package (the README's guessing game) with an
+"""An env of a user's own, as a user ships it: a tiny package (the guessing game of docs/envs.md) with an
 entry point of `agentgym_rl.envs`, pip-installed into a throwaway virtualenv that also sees the
 project's packages (never into this test's Python). In that virtualenv `env list` shows it with
 its package beside the built-in envs (and a broken plugin as BROKEN, harming nothing), its server

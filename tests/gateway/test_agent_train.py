@@ -1,4 +1,4 @@
-"""`train` with an `agent:` section: the README's example agent (the `openai` client, BabyAI over
+"""`train` with an `agent:` section: the example agent (examples/openai_agent.py) (the `openai` client, BabyAI over
 HTTP) plays every training and held-out episode through the rollout server's endpoint, served by
 real vLLM; the learner trains on what it sampled."""
 

@@ -1,4 +1,4 @@
-"""A user's own agent (the README's example, written against the `openai` client) as the rollout
+"""A user's own agent (examples/openai_agent.py, written against the `openai` client) as the rollout
 loop's episode player: a real BabyAI server over HTTP, the endpoint on loopback, the dispatcher
 and a real `GroupReceiver`. Groups arrive whole, their samples are exactly the engine's sampled
 ids; an agent that crashes, hangs or never calls loses its group (counted), nothing else."""
