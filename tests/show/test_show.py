@@ -137,6 +137,10 @@ def test_show_joins_what_the_learner_trained_the_episode_with(
     assert "trained in learner step 7 (policy v6 -> v7)" in out
     assert "── turn 1/6 · v4 · " in out and "advantage +0.710 ──" in out
     assert "· not trained ──" in out  # turn 2's tokens trained with nothing
+    with (run / "learn" / "trained.jsonl").open("a") as f:
+        f.write('{"step": 8, "request_id": "g2-e1"}\n{"step": 9, "req')  # bad, then half a line
+    assert main(["show", str(run), "--no-color"]) == 2
+    assert "trained.jsonl, line 2: not a trained sample" in capsys.readouterr().err
 
 
 def test_by_turn_reads_the_runs_records(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

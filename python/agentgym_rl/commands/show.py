@@ -51,10 +51,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from agentgym_rl.episode.log import EpisodeLogError
+    from agentgym_rl.learner.credit_log import TrainedLogError
 
     try:
         return _show(args)
-    except EpisodeLogError as e:
+    except (EpisodeLogError, TrainedLogError) as e:
         print(f"show: {e}", file=sys.stderr)
         return 2
 

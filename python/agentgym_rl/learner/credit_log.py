@@ -2,15 +2,17 @@
 
 Contract. `trained_samples(groups, rows, advantages, loss_mask, step)` returns one
 `TrainedSample` per row of a collated batch (`rows`: `batch.usable_samples(groups)`, in row
-order; `advantages` and `loss_mask` the batch's `[B, S]` arrays): the sample's request id (`""` from a writer that did not name it), group, task,
-env, reward and status, and the mean advantage of its trained tokens per generated turn (turn
-spans are in token positions; the batch is label-shifted, so the tokens of a span `[s, e)` are
-trained at positions `s - 1 .. e - 2`; a turn with no trained token gets None). `TrainedLog`
-appends them to `<log_dir>/trained.jsonl` (data-parallel rank d > 0: `trained-dp<d>.jsonl`), one
-line per sample with the step it was trained in; `read_trained(run_or_dir)` reads every such
-file of a run back as a dict from request id to its records (a sample trained twice would show
-twice). `turn_means(samples, bins)` gives the token-weighted sums and counts of advantage by turn
-index (1-based; the last bin takes every later turn) for the learner's `adv_by_turn` metric.
+order; `advantages` and `loss_mask` the batch's `[B, S]` arrays): the sample's request id (`""`
+from a writer that did not name it), group, task, env, reward and status, and the mean
+advantage of its trained tokens per generated turn (turn spans are in token positions; the
+batch is label-shifted, so the tokens of a span `[s, e)` are trained at positions
+`s - 1 .. e - 2`; a turn with no trained token gets None). `TrainedLog` appends them to
+`<log_dir>/trained.jsonl` (data-parallel rank d > 0: `trained-dp<d>.jsonl`), one line per sample
+with the step it was trained in; `read_trained(run_or_dir)` reads every such file of a run back
+as a dict from request id to its records (a sample trained twice would show twice; a malformed
+line raises `TrainedLogError` naming the file and line; a line still being written is skipped).
+`turn_means(samples, bins)` gives the token-weighted sums and counts of advantage by turn index
+(1-based; the last bin takes every later turn) for the learner's `adv_by_turn` metric.
 Torch-free, so `show` reads the records without the learner's dependencies.
 """
 
@@ -116,19 +118,26 @@ def trained_files(run_or_dir: str | Path) -> list[Path]:
     return sorted(root.glob("trained*.jsonl")) + sorted(root.glob("learn*/trained*.jsonl"))
 
 
-def _lines(paths: Sequence[Path]) -> Iterator[dict[str, object]]:
+class TrainedLogError(ValueError):
+    """A trained-sample log has a malformed line."""
+
+
+def _records(paths: Sequence[Path]) -> Iterator[TrainedSample]:
     for path in paths:
         with path.open() as f:
-            for line in f:
-                if line.endswith("\n"):  # a line being written is read next time
-                    yield json.loads(line)
+            for n, line in enumerate(f, 1):
+                if not line.endswith("\n"):  # a line being written is read next time
+                    continue
+                try:
+                    yield TrainedSample(**json.loads(line))
+                except (ValueError, TypeError) as e:
+                    raise TrainedLogError(f"{path}, line {n}: not a trained sample ({e})") from None
 
 
 def read_trained(run_or_dir: str | Path) -> dict[str, list[TrainedSample]]:
     """Every trained sample of a run, by request id (unnamed samples are left out)."""
     by_id: dict[str, list[TrainedSample]] = {}
-    for d in _lines(trained_files(run_or_dir)):
-        s = TrainedSample(**d)  # type: ignore[arg-type]
+    for s in _records(trained_files(run_or_dir)):
         if s.request_id:
             by_id.setdefault(s.request_id, []).append(s)
     return by_id
