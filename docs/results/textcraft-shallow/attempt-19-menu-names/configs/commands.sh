@@ -1,7 +1,0 @@
-#!/bin/sh
-# The processes of this run in start order (agentgym-rl train runs them).
-agentgym-rl init-model --out runs/models/textcraft-names-2m --transcripts 4000 --turn-cap 4 --mix '{"env":"textcraft","split":"shallow_train","system_prompt":"You craft Minecraft items. Reply with one line '"'"'Action: get X'"'"' or '"'"'Action: craft X'"'"', X the item of a listed action.","env_options":["observation=state","distractors=1","redraw=true","scaled=true","menu=names"]}' --mix '{"env":"textcraft","split":"shallow_train","system_prompt":"You craft Minecraft items. Reply with one line '"'"'Action: get X'"'"' or '"'"'Action: craft X'"'"', X the item of a listed action.","env_options":["observation=state","distractors=10","redraw=true","scaled=true","menu=names"]}' --hidden 192 --layers 4 --heads 3 --kv-heads 3 --intermediate 576 --warmup-steps 1000 --warmup-batch 8 --warmup-observation-weight 1.0 --threads 2
-agentgym-rl env serve textcraft --port 16136 --zmq-port 15322 --env-option observation=state --env-option distractors=1 --env-option redraw=true --env-option scaled=true --env-option menu=names &
-agentgym-rl env serve textcraft --port 30469 --zmq-port 27064 --env-option observation=state --env-option distractors=1 --env-option redraw=true --env-option scaled=true --env-option menu=names &
-agentgym-rl learn --config runs/textcraft_names/configs/learn.yaml &
-agentgym-rl serve-rollouts --config runs/textcraft_names/configs/rollout-0.yaml &

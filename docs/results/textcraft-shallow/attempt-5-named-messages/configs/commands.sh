@@ -1,6 +1,0 @@
-#!/bin/sh
-# The processes of this run in start order (agentgym-rl train runs them).
-agentgym-rl env serve textcraft --port 22660 --zmq-port 30529 --env-option observation=state --env-option distractors=3 &
-agentgym-rl env serve textcraft --port 32314 --zmq-port 30246 --env-option observation=state --env-option distractors=3 &
-agentgym-rl learn --config runs/textcraft_shallow/configs/learn.yaml &
-agentgym-rl serve-rollouts --config runs/textcraft_shallow/configs/rollout-0.yaml &

@@ -1,6 +1,0 @@
-#!/bin/sh
-# The processes of this run in start order (agentgym-rl train runs them).
-agentgym-rl env serve textcraft --port 13020 --zmq-port 22610 --env-option observation=state --env-option distractors=1 &
-agentgym-rl env serve textcraft --port 24744 --zmq-port 26988 --env-option observation=state --env-option distractors=1 &
-agentgym-rl learn --config runs/textcraft_shallow/configs/learn.yaml &
-agentgym-rl serve-rollouts --config runs/textcraft_shallow/configs/rollout-0.yaml &
