@@ -19,7 +19,6 @@ import asyncio
 import json
 import os
 import random
-import socket
 import subprocess
 import sys
 import time
@@ -29,15 +28,10 @@ from concurrent.futures import ThreadPoolExecutor
 import requests
 
 from agentgym_rl import _core as core
+from agentgym_rl.ports import free_port
 from agentgym_rl.supervise.process import die_with_parent
 
 ACTIONS = ["turn left", "turn right", "move forward"]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def start_server(env: str) -> tuple[subprocess.Popen[bytes], int, int]:

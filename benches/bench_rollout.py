@@ -51,7 +51,6 @@ import asyncio
 import json
 import os
 import random
-import socket
 import subprocess
 import sys
 import tempfile
@@ -62,6 +61,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agentgym_rl.ports import free_port
 from agentgym_rl.supervise.process import die_with_parent
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -83,12 +83,6 @@ class Setup:
     overrides: list[str]
     server_args: list[str] = field(default_factory=list)
     sampling_args: dict[str, Any] = field(default_factory=dict)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def start_server(

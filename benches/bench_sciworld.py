@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -28,6 +27,7 @@ import urllib.request
 
 import httpx
 
+from agentgym_rl.ports import free_port
 from agentgym_rl.supervise.process import die_with_parent
 
 ACTIONS = [
@@ -44,12 +44,6 @@ ACTIONS = [
 ]
 # A spread of tasks over the numbering (see agentgym_envs.sciworld.tasks).
 TASK_STARTS = [0, 120, 660, 1096, 1396, 1436, 2336, 2936, 3536, 4136, 4240, 4615]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def task_idx(i: int) -> int:

@@ -13,21 +13,14 @@ The Rust stream adds credit, acks and de-duplication; raw PUSH/PULL has none of 
 from __future__ import annotations
 
 import argparse
-import socket
 import threading
 import time
 
 import zmq
 
 from agentgym_rl._core import GroupReceiver, GroupSender, encode_group
+from agentgym_rl.ports import free_port
 from bench_codec import make_group  # type: ignore[import-not-found]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
 
 SECRET = b"bench-secret-0123456789abcdef0123"
 STEP_S = 14.4

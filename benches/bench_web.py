@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -30,17 +29,12 @@ import urllib.request
 
 import httpx
 
+from agentgym_rl.ports import free_port
 from agentgym_rl.supervise.process import die_with_parent
 
 ACTIONS = ["scroll [down]", "scroll [up]"]
 STEPS_PER_RESET = 8
 TASK_SPREAD = 58 * 7  # data_idx stride: every task of the set, then the next seeds
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def start_server() -> tuple[subprocess.Popen[bytes], int]:

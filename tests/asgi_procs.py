@@ -14,7 +14,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from env_servers import pick_port
+from agentgym_rl.ports import free_port
 
 TESTS_DIR = Path(__file__).resolve().parent
 
@@ -26,7 +26,7 @@ class AsgiProc:
     app: str
     env: dict[str, str] = field(default_factory=dict)
     ready_path: str = "/"
-    port: int = field(default_factory=pick_port)
+    port: int = field(default_factory=free_port)
     proc: subprocess.Popen[bytes] | None = None
 
     @property

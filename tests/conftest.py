@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING
 
 import pytest
 
+from agentgym_rl import ports
 from agentgym_rl.trajectory import ChatTokenizer
 from env_servers import EnvServerProc
 from scripted_engine import CHATML
@@ -52,10 +52,8 @@ def _env_references(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A TCP port on 127.0.0.1 that was free a moment ago (`agentgym_rl.ports`)."""
+    return ports.free_port()
 
 
 @pytest.fixture

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -15,11 +14,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from typing import Any
 
-
-def pick_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from agentgym_rl.ports import free_port
 
 
 def health(http_port: int, timeout: float = 1.0) -> dict[str, Any]:
@@ -33,8 +28,8 @@ class EnvServerProc:
     """One env server process serving HTTP on `http_port` and ZeroMQ on `zmq_port`."""
 
     env: str
-    http_port: int = field(default_factory=pick_port)
-    zmq_port: int = field(default_factory=pick_port)
+    http_port: int = field(default_factory=free_port)
+    zmq_port: int = field(default_factory=free_port)
     proc: subprocess.Popen[bytes] | None = None
 
     @property

@@ -42,7 +42,8 @@ import pytest
 from agentgym_rl import _core
 from agentgym_rl.auth import ENV_VAR
 from agentgym_rl.cli import main as cli_main
-from env_servers import EnvServerProc, pick_port
+from agentgym_rl.ports import free_port
+from env_servers import EnvServerProc
 from vllm_fixtures import tiny_corpus
 
 pytestmark = pytest.mark.engine
@@ -127,7 +128,7 @@ def rollout_cmd(
 
 def learner_cmd(model: Path, recv: str, weights: str, tmp: Path, secret: Path) -> list[str]:
     torchrun = [sys.executable, "-m", "torch.distributed.run", "--nnodes=1", "--nproc_per_node=2"]
-    torchrun += ["--master_addr=127.0.0.1", f"--master_port={pick_port()}"]
+    torchrun += ["--master_addr=127.0.0.1", f"--master_port={free_port()}"]
     overrides = [
         f"model={model}",
         f"auth.secret_file={secret}",
@@ -162,7 +163,7 @@ def test_two_rollout_servers_and_a_dp2_learner_keep_consistent_books(
     t0 = time.monotonic()
     model = create_tiny_model(tmp_path / "model", corpus=tiny_corpus(), vocab_size=320, seed=0)
     babyai = spawn_server("babyai")
-    recv, weights = (f"tcp://127.0.0.1:{pick_port()}" for _ in range(2))
+    recv, weights = (f"tcp://127.0.0.1:{free_port()}" for _ in range(2))
     secret = tmp_path / "cluster-secret"
     assert cli_main(["secret", str(secret)]) == 0
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "VLLM_LOGGING_LEVEL": "WARNING"}

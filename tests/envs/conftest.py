@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -19,11 +18,7 @@ import msgpack
 import pytest
 import zmq
 
-
-def _port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from agentgym_rl.ports import free_port
 
 
 class ServerProc:
@@ -32,7 +27,7 @@ class ServerProc:
     def __init__(self, env: str, http_port: int, *extra: str, python: str = sys.executable) -> None:
         self.env = env
         self.http_port = http_port
-        self.zmq_port = _port()
+        self.zmq_port = free_port()
         cmd = [python, "-m", "agentgym_envs.server", env, "--port", str(http_port)]
         cmd += ["--zmq-port", str(self.zmq_port), *extra]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL)
@@ -90,7 +85,7 @@ def spawn() -> Iterator[Callable[..., ServerProc]]:
     started: list[ServerProc] = []
 
     def start(env: str, *extra: str) -> ServerProc:
-        server = ServerProc(env, _port(), *extra)
+        server = ServerProc(env, free_port(), *extra)
         started.append(server)
         return server.wait_ready()
 
@@ -101,14 +96,14 @@ def spawn() -> Iterator[Callable[..., ServerProc]]:
 
 @pytest.fixture(scope="module")
 def babyai() -> Iterator[ServerProc]:
-    server = ServerProc("babyai", _port()).wait_ready()
+    server = ServerProc("babyai", free_port()).wait_ready()
     yield server
     server.close()
 
 
 @pytest.fixture(scope="module")
 def textcraft() -> Iterator[ServerProc]:
-    server = ServerProc("textcraft", _port()).wait_ready()
+    server = ServerProc("textcraft", free_port()).wait_ready()
     yield server
     server.close()
 

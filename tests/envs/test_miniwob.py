@@ -23,7 +23,7 @@ pytest.importorskip("miniwob")
 if shutil.which("chromium") is None:
     pytest.skip("Debian's chromium is not installed", allow_module_level=True)
 
-from tests.envs.conftest import ServerProc, _port, processes_gone
+from tests.envs.conftest import ServerProc, processes_gone
 
 from agentgym_envs.web.browser import children
 from agentgym_envs.web.miniwob import (
@@ -38,6 +38,7 @@ from agentgym_envs.web.miniwob import (
     item_index,
 )
 from agentgym_rl.config import ActionFormat
+from agentgym_rl.ports import free_port
 from agentgym_rl.trajectory import ChatTokenizer
 
 pytestmark = pytest.mark.process
@@ -47,7 +48,7 @@ DATA = Path(__file__).resolve().parents[2] / "envs" / "agentgym_envs" / "web" / 
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[ServerProc]:
-    proc = ServerProc("miniwob", _port()).wait_ready(60)
+    proc = ServerProc("miniwob", free_port()).wait_ready(60)
     yield proc
     proc.close()
 
@@ -258,7 +259,7 @@ def _tree_pids(pid: int) -> list[int]:
 
 @pytest.mark.slow
 def test_killed_browser_then_server_exit_leaves_no_chromium() -> None:
-    server = ServerProc("miniwob", _port()).wait_ready(60)
+    server = ServerProc("miniwob", free_port()).wait_ready(60)
     try:
         call = _call(server, "http")
         a, b = call("create")["id"], call("create")["id"]

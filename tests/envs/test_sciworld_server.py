@@ -22,6 +22,7 @@ from tests.envs.conftest import ServerProc
 
 from agentgym_envs.sciworld.gateways import Gateway, rss_of
 from agentgym_envs.sciworld.tasks import EXCLUDED, SIMULATOR_TASKS, first_index
+from agentgym_rl.ports import free_port
 
 pytestmark = pytest.mark.process
 
@@ -79,9 +80,8 @@ def gold() -> Iterator[dict[str, tuple[int, list[str]]]]:
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[ServerProc]:
-    from tests.envs.conftest import _port
 
-    proc = ServerProc("sciworld", _port(), "--env-option", "jvms=4").wait_ready(60)
+    proc = ServerProc("sciworld", free_port(), "--env-option", "jvms=4").wait_ready(60)
     yield proc
     proc.close()
 
@@ -233,10 +233,8 @@ def test_without_java_the_server_refuses_to_start_and_says_how(tmp_path: Any) ->
     import subprocess
     import sys
 
-    from tests.envs.conftest import _port
-
     done = subprocess.run(
-        [sys.executable, "-m", "agentgym_envs.server", "sciworld", "--port", str(_port())],
+        [sys.executable, "-m", "agentgym_envs.server", "sciworld", "--port", str(free_port())],
         env={**os.environ, "PATH": str(tmp_path)},  # nothing on PATH: no java
         capture_output=True,
         text=True,

@@ -13,10 +13,11 @@ from pathlib import Path
 
 import pytest
 import requests
-from tests.envs.conftest import ServerProc, _port
+from tests.envs.conftest import ServerProc
 
 from agentgym_envs.searchqa.env import DATA, HINT
 from agentgym_envs.searchqa.knowledge import TEMPLATES
+from agentgym_rl.ports import free_port
 
 pytestmark = pytest.mark.process
 
@@ -66,7 +67,7 @@ def solve(question: dict, send: Send) -> tuple[float, bool, int]:
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProc]:
     cache = tmp_path_factory.mktemp("searchqa-cache")
-    proc = ServerProc("searchqa", _port(), "--env-option", f"cache_dir={cache}").wait_ready()
+    proc = ServerProc("searchqa", free_port(), "--env-option", f"cache_dir={cache}").wait_ready()
     yield proc
     proc.close()
 

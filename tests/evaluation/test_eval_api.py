@@ -17,6 +17,7 @@ import pytest
 
 from agentgym_rl.cli import main
 from agentgym_rl.model import create_tiny_model
+from agentgym_rl.ports import free_port
 from vllm_fixtures import tiny_corpus
 
 pytestmark = pytest.mark.engine
@@ -30,7 +31,7 @@ def api_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     model = create_tiny_model(
         tmp_path_factory.mktemp("tiny-api"), corpus=tiny_corpus(), vocab_size=320, seed=0
     )
-    port = _free_port()
+    port = free_port()
     log = tmp_path_factory.mktemp("vllm-serve") / "server.log"
     cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model)]
     cmd += ["--served-model-name", "tiny", "--dtype", "float32", "--port", str(port)]
@@ -59,14 +60,6 @@ def api_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             except subprocess.TimeoutExpired:
                 os.kill(proc.pid, signal.SIGKILL)
                 proc.wait(timeout=10)
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.mark.slow

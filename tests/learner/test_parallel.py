@@ -8,7 +8,6 @@ losses, log-probs, entropies and gradients gathered back to full HF names.
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -21,16 +20,11 @@ from learner_fixtures import FAMILIES
 from parallel_worker import compute_case
 
 from agentgym_rl.learner import model as lm
+from agentgym_rl.ports import free_port
 
 pytestmark = pytest.mark.engine
 
 WORKER = Path(__file__).with_name("parallel_worker.py")
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +37,7 @@ def torchrun_results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]
         "--nnodes=1",
         "--nproc_per_node=2",
         "--master_addr=127.0.0.1",
-        f"--master_port={_free_port()}",
+        f"--master_port={free_port()}",
         str(WORKER),
         "--out",
         str(out),

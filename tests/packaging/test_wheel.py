@@ -28,7 +28,8 @@ import pytest
 import yaml
 from installed_view import DependencyView, MissingRequirement, Requirement, wheel_requirements
 
-from env_servers import health, pick_port
+from agentgym_rl.ports import free_port
+from env_servers import health
 from tiny_run import SPLIT, tiny_train_config
 
 pytestmark = [pytest.mark.engine, pytest.mark.slow]
@@ -181,7 +182,7 @@ def test_env_list(learner_host: Venv) -> None:
 
 def _serve_babyai(venv: Venv, *argv: str) -> None:
     """Run the env server command `argv` until /health answers for babyai, then SIGTERM it."""
-    port = pick_port()
+    port = free_port()
     proc = subprocess.Popen(
         [str(venv.root / "bin" / argv[0]), *argv[1:], "babyai", "--port", str(port)],
         cwd=venv.work,

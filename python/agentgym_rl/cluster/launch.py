@@ -22,9 +22,9 @@ from pathlib import Path
 from agentgym_rl.cluster.slurm_script import SubmitError, batch_script, submit
 from agentgym_rl.config.cluster import ClusterConfig
 from agentgym_rl.config.train import TrainConfig
+from agentgym_rl.ports import JobPorts
 from agentgym_rl.supervise.placement import Placement
 from agentgym_rl.supervise.plan import PlanError, plan_run
-from agentgym_rl.supervise.ports import JobPorts
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import socket
 import subprocess
 import sys
 import tempfile
@@ -27,12 +26,7 @@ from types import TracebackType
 from typing import IO
 
 from agentgym_rl.evaluation.runner import EvalError
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from agentgym_rl.ports import free_ports
 
 
 @dataclass
@@ -91,10 +85,7 @@ class LocalEnvServers:
         servers = cls([])
         try:
             for env in envs:
-                http_port = free_port()
-                zmq_port = free_port()
-                while zmq_port == http_port:
-                    zmq_port = free_port()
+                http_port, zmq_port = free_ports(2)
                 log_path = log_dir / f"env-{env}.log"
                 log_file = log_path.open("wb")
                 cmd = [sys.executable, "-m", "agentgym_rl.cli", "env", "serve", env]

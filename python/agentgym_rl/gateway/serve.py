@@ -14,12 +14,12 @@ import contextlib
 import hashlib
 import hmac
 import secrets
-import socket
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from agentgym_rl.gateway.app import Gateway
+from agentgym_rl.ports import free_port
 
 _LABEL = b"agentgym-rl gateway bearer token v1"
 
@@ -30,12 +30,6 @@ def bearer_token(secret: bytes | str | None) -> str:
         return secrets.token_hex(16)
     key = secret.encode() if isinstance(secret, str) else secret
     return hmac.new(key, _LABEL, hashlib.sha256).hexdigest()
-
-
-def free_port(host: str) -> int:
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass
@@ -64,7 +58,7 @@ class GatewayServer:
             def capture_signals(self) -> Iterator[None]:
                 yield
 
-        port = port or free_port(host)
+        port = port or free_port(host=host)
         config = uvicorn.Config(
             gateway, host=host, port=port, lifespan="off", log_level="warning", access_log=False
         )

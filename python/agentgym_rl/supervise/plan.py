@@ -34,9 +34,9 @@ from agentgym_rl.config.learn import LearnConfig
 from agentgym_rl.config.rollout import DatasetConfig, DatasetSource, RolloutConfig
 from agentgym_rl.config.startup import missing_model
 from agentgym_rl.config.train import TrainConfig
+from agentgym_rl.ports import JobPorts, PortBook
 from agentgym_rl.supervise.children import ChildSpec, RunPlan, assemble, cli_argv
 from agentgym_rl.supervise.placement import LOCAL, Placement
-from agentgym_rl.supervise.ports import JobPorts, PortBook
 from agentgym_rl.supervise.preflight import env_problems
 
 _TCP = re.compile(r"^tcp://([^\s:/]+):(\d{1,5})$")

@@ -31,8 +31,8 @@ from typing import Any
 
 from agentgym_rl import _core
 from agentgym_rl.auth import ENV_VAR, new_secret
+from agentgym_rl.ports import PortBook
 from agentgym_rl.supervise.children import ChildSpec
-from agentgym_rl.supervise.ports import PortBook
 from agentgym_rl.supervise.process import Child, die_with_parent, health_ok
 from agentgym_rl.supervise.soak_figures import ROLLOUT, Reading, SoakResult, Stretch, tree_figures
 

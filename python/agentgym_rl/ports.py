@@ -1,6 +1,8 @@
-"""Ports of one run: free ones chosen automatically, pinned ones checked before anything starts.
+"""Ports: the one place a free port is picked (runs, `eval`'s env servers, the agent endpoint,
+tests and benches), and the ports of one run, pinned ones checked before anything starts.
 
-Contract: `PortBook.free()` returns a 127.0.0.1 port that is free now, below the OS's ephemeral
+Contract: `free_port(host=...)` returns a port free now on `host`, below the OS's ephemeral
+range (see why below); `free_ports(n)` n distinct ones. `PortBook.free()` returns a 127.0.0.1 port that is free now, below the OS's ephemeral
 range, and never hands the same port out twice; `PortBook.pinned(port, where, fix)` records a port the config fixes and,
 when something listens on it already, an error naming the key path and the fix. The check binds
 with SO_REUSEADDR, as ZeroMQ and uvicorn do, so sockets in TIME_WAIT from a previous run do not
@@ -43,20 +45,23 @@ def ephemeral_start() -> int:
 
 
 def free_port(
-    taken: set[int] | frozenset[int] = frozenset(), tries: int = 200, low: int = _LOWEST
+    taken: set[int] | frozenset[int] = frozenset(),
+    tries: int = 200,
+    low: int = _LOWEST,
+    host: str = "127.0.0.1",
 ) -> int:
-    """A 127.0.0.1 port free now and not in `taken`: a random one between `low` and the start
+    """A port free now on `host` and not in `taken`: a random one between `low` and the start
     of the ephemeral range, or, when none of `tries` is free, one the OS picks."""
     top = ephemeral_start()
     if top - low >= 1000:
         rng = random.SystemRandom()
         for _ in range(tries):
             port = rng.randrange(low, top)
-            if port not in taken and not port_is_busy(port):
+            if port not in taken and not port_is_busy(port, host):
                 return port
     while True:
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-            s.bind(("127.0.0.1", 0))
+            s.bind((host, 0))
             port = int(s.getsockname()[1])
         if port not in taken:
             return port
