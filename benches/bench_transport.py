@@ -19,7 +19,7 @@ import time
 import zmq
 
 from agentgym_rl._core import GroupReceiver, GroupSender, encode_group
-from agentgym_rl.ports import free_port
+from agentgym_rl.processes.ports import free_port
 from bench_codec import make_group  # type: ignore[import-not-found]
 
 SECRET = b"bench-secret-0123456789abcdef0123"

@@ -34,7 +34,7 @@ from typing import Any
 import torch
 
 from agentgym_rl.auth import ENV_VAR
-from agentgym_rl.supervise.process import die_with_parent
+from agentgym_rl.processes.child import die_with_parent
 from agentgym_rl.weights import schema
 from agentgym_rl.weights.publisher import PublishResult, WeightPublisher
 

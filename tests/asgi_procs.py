@@ -14,7 +14,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from agentgym_rl.ports import free_port
+from agentgym_rl.processes.ports import free_port
 
 TESTS_DIR = Path(__file__).resolve().parent
 

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from agentgym_rl import ports
+from agentgym_rl.processes import ports
 from agentgym_rl.trajectory import ChatTokenizer
 from env_servers import EnvServerProc
 from scripted_engine import CHATML
@@ -52,7 +52,7 @@ def _env_references(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago (`agentgym_rl.ports`)."""
+    """A TCP port on 127.0.0.1 that was free a moment ago (`agentgym_rl.processes.ports`)."""
     return ports.free_port()
 
 

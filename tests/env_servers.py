@@ -14,7 +14,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentgym_rl.ports import free_port
+from agentgym_rl.processes.ports import free_port
 
 
 def health(http_port: int, timeout: float = 1.0) -> dict[str, Any]:

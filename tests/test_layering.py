@@ -24,14 +24,15 @@ LAYERS: dict[str, set[str]] = {
     "auth": set(),
     "config": {"env_discovery"},  # defaults an env declares (its HTTP dialect)
     "env_discovery": set(),
-    "ports": set(),  # the one port picker (runs, eval's env servers, the endpoint)
+    # the one toolkit for child processes: ports, specs and argv, start, readiness, stop
+    "processes": set(),
     "trajectory": {"_core"},
     "wire": {"_core"},
     "weights": {"_core", "auth", "config"},
     "episode": {"_core", "config", "env_discovery", "trajectory", "wire"},
     "inference": {"config", "episode"},
     # the OpenAI-compatible endpoint: the episode layer's engine contract and tool calls
-    "gateway": {"_core", "episode", "ports", "trajectory", "wire"},
+    "gateway": {"_core", "episode", "processes", "trajectory", "wire"},
     "rollout": {
         "_core",
         "auth",
@@ -54,7 +55,7 @@ LAYERS: dict[str, set[str]] = {
         "learner.checkpoint_dirs",
         # `show` joins an episode to what the learner trained it with (torch-free records)
         "learner.credit_log",
-        "ports",
+        "processes",
         "trajectory",
         "wire",
     },
@@ -68,13 +69,13 @@ LAYERS: dict[str, set[str]] = {
         "config",
         "env_discovery",
         "learner.checkpoint_dirs",
-        "ports",
+        "processes",
         "report",
         "wire",
     },
     "runs": {"episode", "report"},
     # a run on a cluster's scheduler: the supervisor over srun steps or Ray actors
-    "cluster": {"auth", "config", "ports", "report", "supervise"},
+    "cluster": {"auth", "config", "processes", "report", "supervise"},
 }
 """Unit -> the units (or `unit.module`s) it may import, besides itself."""
 

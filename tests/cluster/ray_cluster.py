@@ -29,7 +29,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from agentgym_rl.ports import free_ports
+from agentgym_rl.processes.ports import free_ports
 
 HEAD_RESOURCES = {"env_host": 2}
 NUM_CPUS = 2

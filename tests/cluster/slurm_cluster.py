@@ -46,7 +46,7 @@ import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from agentgym_rl.ports import free_ports
+from agentgym_rl.processes.ports import free_ports
 
 DAEMONS = ("munged", "slurmctld", "slurmd")
 CLIENTS = ("munge", "sbatch", "srun", "scontrol", "scancel", "sinfo", "squeue")

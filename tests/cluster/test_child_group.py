@@ -8,7 +8,7 @@ from pathlib import Path
 
 from agentgym_rl.cluster.ray_child import ChildGroup, RayChild
 from agentgym_rl.cluster.ray_job import ray_launch
-from agentgym_rl.supervise.children import ChildSpec
+from agentgym_rl.processes.child import ChildSpec
 
 
 class Member:

@@ -16,7 +16,7 @@ from agentgym_rl.cluster.slurm_job import JobError, role_nodes, srun_launch
 from agentgym_rl.cluster.slurm_script import batch_script
 from agentgym_rl.config.cluster import ClusterConfig
 from agentgym_rl.config.train import TrainConfig
-from agentgym_rl.ports import JobPorts
+from agentgym_rl.processes.ports import JobPorts
 from agentgym_rl.supervise import plan_run
 from agentgym_rl.supervise.placement import Placement
 

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from agentgym_rl.cluster.ray_child import ACTOR_LOST, ProcessActor, RayChild
-from agentgym_rl.supervise.children import ChildSpec
+from agentgym_rl.processes.child import ChildSpec
 
 from .ray_cluster import RayCluster, alive, cmdline, pids_matching
 

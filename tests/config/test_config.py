@@ -95,7 +95,7 @@ def test_every_shipped_yaml_parses(
         from agentgym_rl.cluster.slurm_script import batch_script
         from agentgym_rl.config.loader import load_config
         from agentgym_rl.config.train import TrainConfig
-        from agentgym_rl.ports import JobPorts
+        from agentgym_rl.processes.ports import JobPorts
         from agentgym_rl.supervise import plan_run
 
         model = tmp_path / "model"  # the config names a model only a cluster has

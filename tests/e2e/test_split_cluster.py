@@ -42,7 +42,7 @@ import pytest
 from agentgym_rl import _core
 from agentgym_rl.auth import ENV_VAR
 from agentgym_rl.cli import main as cli_main
-from agentgym_rl.ports import free_port
+from agentgym_rl.processes.ports import free_port
 from env_servers import EnvServerProc
 from vllm_fixtures import tiny_corpus
 

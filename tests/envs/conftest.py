@@ -18,7 +18,7 @@ import msgpack
 import pytest
 import zmq
 
-from agentgym_rl.ports import free_port
+from agentgym_rl.processes.ports import free_port
 
 
 class ServerProc:

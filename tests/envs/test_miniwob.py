@@ -38,7 +38,7 @@ from agentgym_envs.web.miniwob import (
     item_index,
 )
 from agentgym_rl.config import ActionFormat
-from agentgym_rl.ports import free_port
+from agentgym_rl.processes.ports import free_port
 from agentgym_rl.trajectory import ChatTokenizer
 
 pytestmark = pytest.mark.process

@@ -22,7 +22,7 @@ from tests.envs.conftest import ServerProc
 
 from agentgym_envs.sciworld.gateways import Gateway, rss_of
 from agentgym_envs.sciworld.tasks import EXCLUDED, SIMULATOR_TASKS, first_index
-from agentgym_rl.ports import free_port
+from agentgym_rl.processes.ports import free_port
 
 pytestmark = pytest.mark.process
 

@@ -17,7 +17,7 @@ from tests.envs.conftest import ServerProc
 
 from agentgym_envs.searchqa.env import DATA, HINT
 from agentgym_envs.searchqa.knowledge import TEMPLATES
-from agentgym_rl.ports import free_port
+from agentgym_rl.processes.ports import free_port
 
 pytestmark = pytest.mark.process
 

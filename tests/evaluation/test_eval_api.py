@@ -17,7 +17,7 @@ import pytest
 
 from agentgym_rl.cli import main
 from agentgym_rl.model import create_tiny_model
-from agentgym_rl.ports import free_port
+from agentgym_rl.processes.ports import free_port
 from vllm_fixtures import tiny_corpus
 
 pytestmark = pytest.mark.engine

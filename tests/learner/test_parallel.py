@@ -20,7 +20,7 @@ from learner_fixtures import FAMILIES
 from parallel_worker import compute_case
 
 from agentgym_rl.learner import model as lm
-from agentgym_rl.ports import free_port
+from agentgym_rl.processes.ports import free_port
 
 pytestmark = pytest.mark.engine
 

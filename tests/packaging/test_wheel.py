@@ -28,7 +28,7 @@ import pytest
 import yaml
 from installed_view import DependencyView, MissingRequirement, Requirement, wheel_requirements
 
-from agentgym_rl.ports import free_port
+from agentgym_rl.processes.ports import free_port
 from env_servers import health
 from tiny_run import SPLIT, tiny_train_config
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import socket
 
-from agentgym_rl.ports import PortBook, ephemeral_start, free_port, port_is_busy
+from agentgym_rl.processes.ports import PortBook, ephemeral_start, free_port, port_is_busy
 
 
 def test_free_ports_are_distinct_bindable_and_below_the_ephemeral_range() -> None:

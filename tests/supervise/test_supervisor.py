@@ -19,8 +19,8 @@ import pytest
 from rich.console import Console
 from train_fixtures import train_config
 
+from agentgym_rl.processes.child import Child
 from agentgym_rl.supervise import ChildSpec, RunPlan, plan_run
-from agentgym_rl.supervise.process import Child
 from agentgym_rl.supervise.progress import ProgressView
 from agentgym_rl.supervise.supervisor import Supervisor
 

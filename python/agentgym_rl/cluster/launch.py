@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import shlex
 import subprocess
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,7 +21,8 @@ from pathlib import Path
 from agentgym_rl.cluster.slurm_script import SubmitError, batch_script, submit
 from agentgym_rl.config.cluster import ClusterConfig
 from agentgym_rl.config.train import TrainConfig
-from agentgym_rl.ports import JobPorts
+from agentgym_rl.processes.child import cli_argv
+from agentgym_rl.processes.ports import JobPorts
 from agentgym_rl.supervise.placement import Placement
 from agentgym_rl.supervise.plan import PlanError, plan_run
 
@@ -95,7 +95,7 @@ def launch_ray(train: TrainConfig, address: str, *, dry_run: bool = False) -> La
     this installation must be where every node sees them."""
     train = prepare(train)
     submission = f"agentgym-rl-{train.run_dir.name}-{int(time.time())}"
-    job = [sys.executable, "-m", "agentgym_rl.cli", "job", "--ray", str(train.run_dir)]
+    job = cli_argv("job", "--ray", str(train.run_dir))
     # the driver starts where `ray start` ran: go where the config's relative paths point
     entry = ["bash", "-c", f"cd {shlex.quote(str(Path.cwd()))} && exec {shlex.join(job)}"]
     # `ray job stop` kills the driver this long after its SIGTERM (Ray's default: 3 s): the

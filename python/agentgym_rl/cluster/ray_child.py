@@ -14,7 +14,7 @@ child), `kill_group()` (SIGKILL to its process group), `tail(n)` and `pid()` act
 of the last `start`. The processes of a run talk over their own sockets, never through Ray.
 
 `RayChild(spec, log_dir, env, actor)` is the driver's side: the interface of
-`agentgym_rl.supervise.process.Child` (a `Launched`) over an actor handle, every call a
+`agentgym_rl.processes.child.Child` (a `Launched`) over an actor handle, every call a
 `ray.get` with a deadline. `env` is the run's environment as the supervisor builds it on the
 driver; the driver's own Ray variables (`RAY_*`) and device list (`CUDA_VISIBLE_DEVICES`) are
 left out, so the child keeps its node's and the devices Ray assigned, unless `spec.env` sets
@@ -36,8 +36,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from agentgym_rl.supervise.children import ChildSpec
-from agentgym_rl.supervise.process import Child, Launched, log_tail
+from agentgym_rl.processes.child import Child, ChildSpec, Launched, log_tail
 
 ACTOR_LOST = -int(signal.SIGKILL)
 """`poll()` / `wait()` of a `RayChild` whose actor died (the child died with it)."""

@@ -28,11 +28,10 @@ from agentgym_rl.auth import kept_secret
 from agentgym_rl.cluster.ray_child import ChildGroup, ProcessActor, RayChild
 from agentgym_rl.config.cluster import ClusterConfig
 from agentgym_rl.config.train import TrainConfig
-from agentgym_rl.ports import JobPorts
-from agentgym_rl.supervise.children import ChildSpec
+from agentgym_rl.processes.child import ChildSpec, Launched
+from agentgym_rl.processes.ports import JobPorts
 from agentgym_rl.supervise.placement import Placement
 from agentgym_rl.supervise.plan import plan_run
-from agentgym_rl.supervise.process import Launched
 from agentgym_rl.supervise.run import run_plan
 from agentgym_rl.supervise.supervisor import Launch
 

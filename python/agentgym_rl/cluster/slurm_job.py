@@ -30,12 +30,11 @@ from agentgym_rl.cluster.hostlist import expand_hostlist
 from agentgym_rl.cluster.slurm_script import ROLES
 from agentgym_rl.config.cluster import ClusterConfig
 from agentgym_rl.config.train import TrainConfig
-from agentgym_rl.ports import JobPorts
+from agentgym_rl.processes.child import Child, ChildSpec
+from agentgym_rl.processes.ports import JobPorts
 from agentgym_rl.report.records import read_jsonl
-from agentgym_rl.supervise.children import ChildSpec
 from agentgym_rl.supervise.placement import Placement
 from agentgym_rl.supervise.plan import plan_run
-from agentgym_rl.supervise.process import Child
 from agentgym_rl.supervise.run import run_plan
 from agentgym_rl.supervise.supervisor import EXIT, Launch
 

@@ -1,10 +1,11 @@
 """Env servers started by `eval` itself: one `agentgym-rl env serve NAME` child per env.
 
 Contract: `LocalEnvServers.start(envs, log_dir)` starts one server per env name on free
-127.0.0.1 ports (HTTP for health, ZeroMQ for the pool), waits until each answers `/health`
-(deadline `ready_timeout_s`), and `addresses()` gives `{env: ["tcp://127.0.0.1:PORT"]}`. A
-server that exits or never gets ready raises `EvalError` with its last log lines; `stop()`
-(also on leaving the `with` block) terminates each child by PID, then kills it after 10 s.
+127.0.0.1 ports (HTTP for health, ZeroMQ for the pool) as `processes.child.Child`ren (log
+`log_dir/env-<name>.log`), waits until each answers `/health` (deadline `ready_timeout_s`), and
+`addresses()` gives `{env: ["tcp://127.0.0.1:PORT"]}`. A server that exits or never gets ready
+raises `EvalError` with its last log lines; `stop()` (also on leaving the `with` block)
+terminates every child, then kills what is left of its process group after 10 s.
 `serve_env(name, **options)` is one such server for a `with` block, from Python: it yields the
 server's addresses (ZeroMQ first, then HTTP).
 """
@@ -12,44 +13,34 @@ server's addresses (ZeroMQ first, then HTTP).
 from __future__ import annotations
 
 import contextlib
-import json
-import subprocess
-import sys
 import tempfile
-import time
-import urllib.request
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from types import TracebackType
-from typing import IO
 
 from agentgym_rl.evaluation.runner import EvalError
-from agentgym_rl.ports import free_ports
+from agentgym_rl.processes.child import (
+    Child,
+    ChildExited,
+    NotReady,
+    cli_spec,
+    health_ok,
+    wait_ready,
+)
+from agentgym_rl.processes.ports import free_ports
+
+STOP_GRACE_S = 10.0
 
 
 @dataclass
-class _Child:
+class _Server:
     env: str
     http_port: int
     zmq_port: int
-    proc: subprocess.Popen[bytes]
-    log_path: Path
-    log_file: IO[bytes]
-
-    def ready(self) -> bool:
-        url = f"http://127.0.0.1:{self.http_port}/health"
-        try:
-            with urllib.request.urlopen(url, timeout=0.5) as r:
-                return isinstance(json.loads(r.read()), dict)
-        except OSError:
-            return False
-
-    def tail(self, lines: int = 15) -> str:
-        self.log_file.flush()
-        text = self.log_path.read_text(errors="replace").splitlines()
-        return "\n".join(text[-lines:])
+    child: Child
 
 
 def options_for(env_options: Sequence[str], env: str) -> list[str]:
@@ -69,7 +60,7 @@ def options_for(env_options: Sequence[str], env: str) -> list[str]:
 class LocalEnvServers:
     """Env server children of this process; see the module docstring."""
 
-    def __init__(self, children: list[_Child]) -> None:
+    def __init__(self, children: list[_Server]) -> None:
         self.children = children
 
     @classmethod
@@ -81,44 +72,39 @@ class LocalEnvServers:
         ready_timeout_s: float = 120.0,
         env_options: Sequence[str] = (),
     ) -> LocalEnvServers:
-        log_dir.mkdir(parents=True, exist_ok=True)
         servers = cls([])
         try:
             for env in envs:
                 http_port, zmq_port = free_ports(2)
-                log_path = log_dir / f"env-{env}.log"
-                log_file = log_path.open("wb")
-                cmd = [sys.executable, "-m", "agentgym_rl.cli", "env", "serve", env]
-                cmd += ["--port", str(http_port), "--zmq-port", str(zmq_port)]
-                options = options_for(env_options, env)
-                cmd += [arg for option in options for arg in ("--env-option", option)]
-                proc = subprocess.Popen(cmd, stdout=log_file, stderr=subprocess.STDOUT)
-                servers.children.append(_Child(env, http_port, zmq_port, proc, log_path, log_file))
-            servers._wait_ready(ready_timeout_s)
+                args = ["env", "serve", env, "--port", str(http_port), "--zmq-port", str(zmq_port)]
+                args += [
+                    a for option in options_for(env_options, env) for a in ("--env-option", option)
+                ]
+                spec = cli_spec(f"env-{env}", "env", *args, health_port=http_port)
+                child = Child(spec, log_dir).start()
+                servers.children.append(_Server(env, http_port, zmq_port, child))
+            for server in servers.children:
+                servers._wait_ready(server, ready_timeout_s)
         except BaseException:
             servers.stop()
             raise
         return servers
 
-    def _wait_ready(self, timeout_s: float) -> None:
-        deadline = time.monotonic() + timeout_s
-        waiting = list(self.children)
-        while waiting:
-            for child in list(waiting):
-                if child.proc.poll() is not None:
-                    raise EvalError(
-                        f"env server {child.env!r} exited with {child.proc.returncode} "
-                        f"(log {child.log_path}):\n{child.tail()}"
-                    )
-                if child.ready():
-                    waiting.remove(child)
-            if waiting and time.monotonic() > deadline:
-                names = [c.env for c in waiting]
-                raise EvalError(
-                    f"env servers {names} not ready in {timeout_s:.0f} s; see "
-                    f"{waiting[0].log_path}, or start them yourself and pass --env-address"
-                )
-            time.sleep(0.1)  # readiness polling interval
+    @staticmethod
+    def _wait_ready(server: _Server, timeout_s: float) -> None:
+        child = server.child
+        try:
+            wait_ready(child, partial(health_ok, server.http_port), timeout_s)
+        except ChildExited as e:
+            raise EvalError(
+                f"env server {server.env!r} exited with {e.code} (log {child.log_path}):\n"
+                + "\n".join(child.tail(15))
+            ) from None
+        except NotReady:
+            raise EvalError(
+                f"env server {server.env!r} not ready in {timeout_s:.0f} s; see "
+                f"{child.log_path}, or start it yourself and pass --env-address"
+            ) from None
 
     def addresses(self) -> dict[str, list[str]]:
         return {c.env: [f"tcp://127.0.0.1:{c.zmq_port}"] for c in self.children}
@@ -127,16 +113,10 @@ class LocalEnvServers:
         return {c.env: [f"http://127.0.0.1:{c.http_port}"] for c in self.children}
 
     def stop(self) -> None:
-        for child in self.children:
-            if child.proc.poll() is None:
-                child.proc.terminate()
-        for child in self.children:
-            try:
-                child.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                child.proc.kill()
-                child.proc.wait(timeout=10)
-            child.log_file.close()
+        for server in self.children:
+            server.child.terminate()
+        for server in self.children:
+            server.child.stop(STOP_GRACE_S)
         self.children = []
 
     def __enter__(self) -> LocalEnvServers:

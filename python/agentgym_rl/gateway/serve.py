@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentgym_rl.gateway.app import Gateway
-from agentgym_rl.ports import free_port
+from agentgym_rl.processes.ports import free_port
 
 _LABEL = b"agentgym-rl gateway bearer token v1"
 

@@ -16,11 +16,11 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from agentgym_rl.processes.child import cli_argv
 from agentgym_rl.report.groups import Accounting, account
 from agentgym_rl.report.records import read_jsonl
 
@@ -117,7 +117,7 @@ def run_chaos(
     reports: list[FaultReport] = []
     codes: list[int] = []
     t0 = time.monotonic()
-    argv = [sys.executable, "-m", "agentgym_rl.cli", "train", "--config", str(config)]
+    argv = cli_argv("train", "--config", str(config))
     while True:
         proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL if not echo else None)
         while proc.poll() is None:
@@ -132,7 +132,7 @@ def run_chaos(
         last = max((s for _, s in _learner_steps(run_dir)), default=0)
         if last >= max_steps or len(codes) > max_resumes:
             break
-        argv = [sys.executable, "-m", "agentgym_rl.cli", "train", "--resume", str(run_dir)]
+        argv = cli_argv("train", "--resume", str(run_dir))
     return ChaosResult(
         faults=reports,
         final_step=max((s for _, s in _learner_steps(run_dir)), default=0),

@@ -1,7 +1,7 @@
 """The processes of a planned run: how each starts, where it runs, and the files `train` writes.
 
-Contract: a `ChildSpec` is one process as a user would start it (its argv, the same as a shell
-line, its host and readiness signal); a `RunPlan` is every process of a run in start order with
+Contract: a `RunPlan` (of `processes.child.ChildSpec`s: each one process as a user would start
+it) is every process of a run in start order with
 the configs they read. `assemble` makes the learner's, rollout servers' and model creation's
 specs from the composed configs (`plan.py` composes them); `write_plan` writes
 `run_dir/configs/`.
@@ -13,38 +13,14 @@ import shlex
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from agentgym_rl.config.flags import to_flags
 from agentgym_rl.config.learn import LearnConfig
 from agentgym_rl.config.rollout import RolloutConfig
 from agentgym_rl.config.train import TrainConfig
+from agentgym_rl.processes.child import ChildSpec, cli_argv, cli_spec
 from agentgym_rl.supervise.placement import Placement
-
-Role = Literal["init", "env", "learn", "rollout"]
-
-
-@dataclass(frozen=True)
-class ChildSpec:
-    """How to start one child process and when it is ready."""
-
-    name: str
-    role: Role
-    argv: list[str]
-    shell: str
-    """The same command as a user types it (the split-cluster recipe in configs/commands.sh)."""
-    health_port: int | None = None
-    """HTTP port whose /health answers once the child is ready."""
-    listen_ports: tuple[int, ...] = ()
-    """TCP ports the child binds once ready."""
-    host: str = "127.0.0.1"
-    """Where it runs (its first host when it spans several)."""
-    address: str = ""
-    """Where it is reached, when not at `host` (a SLURM node's NodeAddr)."""
-    hosts: tuple[str, ...] = ()
-    """Every host it runs on, one task each (the learner's nodes; empty: `host` alone)."""
-    env: dict[str, str] = field(default_factory=dict)
-    """Environment it needs besides the run's (a rollout server's CUDA_VISIBLE_DEVICES)."""
 
 
 @dataclass
@@ -65,11 +41,6 @@ class RunPlan:
     @property
     def run_dir(self) -> Path:
         return self.train.run_dir
-
-
-def cli_argv(*args: str) -> list[str]:
-    """`agentgym-rl ARGS` as this Python runs it."""
-    return [sys.executable, "-m", "agentgym_rl.cli", *args]
 
 
 def _learner_child(
@@ -129,20 +100,14 @@ def assemble(
         args = ["serve-rollouts", "--config", str(cfg_dir / f"rollout-{i}.yaml")]
         args += ["--sync"] if train.mode == "sync" else []
         device = place.rollout_device(i)
+        env = {"CUDA_VISIBLE_DEVICES": device} if device is not None else {}
         children.append(
-            ChildSpec(
-                f"rollout-{i}",
-                "rollout",
-                cli_argv(*args),
-                shlex.join(["agentgym-rl", *args]),
-                host=place.rollout_host(i),
-                env={"CUDA_VISIBLE_DEVICES": device} if device is not None else {},
-            )
+            cli_spec(f"rollout-{i}", "rollout", *args, host=place.rollout_host(i), env=env)
         )
     init = None
     if train.init_model is not None and not train.model.exists():
         args = ["init-model", "--out", str(train.model), *to_flags(train.init_model)]
-        init = ChildSpec("init-model", "init", cli_argv(*args), shlex.join(["agentgym-rl", *args]))
+        init = cli_spec("init-model", "init", *args)
     configs = {
         "learn.yaml": learn_config.model_dump(mode="json"),
         **{f"rollout-{i}.yaml": r.model_dump(mode="json") for i, r in enumerate(rollouts)},

@@ -19,13 +19,13 @@ import json
 import re
 import shutil
 import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml  # type: ignore[import-untyped]
 
+from agentgym_rl.processes.child import cli_argv
 from agentgym_rl.report.regimes import RegimeRun, compare, plot_regimes, regimes_markdown
 
 RECORDS = (
@@ -128,7 +128,7 @@ def _finished(run_dir: Path) -> bool:
 def _train(config: dict[str, Any], path: Path) -> int:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(yaml.safe_dump(config, sort_keys=False))
-    argv = [sys.executable, "-m", "agentgym_rl.cli", "train", "--config", str(path)]
+    argv = cli_argv("train", "--config", str(path))
     return subprocess.run(argv, check=False).returncode
 
 

@@ -34,8 +34,9 @@ from agentgym_rl.config.learn import LearnConfig
 from agentgym_rl.config.rollout import DatasetConfig, DatasetSource, RolloutConfig
 from agentgym_rl.config.startup import missing_model
 from agentgym_rl.config.train import TrainConfig
-from agentgym_rl.ports import JobPorts, PortBook
-from agentgym_rl.supervise.children import ChildSpec, RunPlan, assemble, cli_argv
+from agentgym_rl.processes.child import ChildSpec, cli_argv
+from agentgym_rl.processes.ports import JobPorts, PortBook
+from agentgym_rl.supervise.children import RunPlan, assemble
 from agentgym_rl.supervise.placement import LOCAL, Placement
 from agentgym_rl.supervise.preflight import env_problems
 

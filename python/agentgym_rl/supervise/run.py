@@ -14,7 +14,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +21,7 @@ from typing import Any, Literal, overload
 
 from agentgym_rl.config.train import TrainConfig
 from agentgym_rl.learner.checkpoint_dirs import complete_checkpoints
+from agentgym_rl.processes.child import cli_argv
 from agentgym_rl.report import write_report
 from agentgym_rl.report.records import read_jsonl
 from agentgym_rl.supervise.children import RunPlan, write_plan
@@ -233,7 +233,7 @@ def _spawn(config: TrainConfig, resume: bool) -> RunHandle:
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("ab") as out:
         process = subprocess.Popen(
-            [sys.executable, "-m", "agentgym_rl.cli", "train", *where],
+            cli_argv("train", *where),
             stdout=out,
             stderr=subprocess.STDOUT,
             start_new_session=True,  # its own process group: stop() signals the whole run

@@ -26,14 +26,23 @@ import time
 import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from agentgym_rl import _core
 from agentgym_rl.auth import ENV_VAR, new_secret
-from agentgym_rl.ports import PortBook
-from agentgym_rl.supervise.children import ChildSpec
-from agentgym_rl.supervise.process import Child, die_with_parent, health_ok
+from agentgym_rl.processes.child import (
+    Child,
+    ChildExited,
+    NotReady,
+    cli_argv,
+    cli_spec,
+    die_with_parent,
+    health_ok,
+    wait_ready,
+)
+from agentgym_rl.processes.ports import PortBook
 from agentgym_rl.supervise.soak_figures import ROLLOUT, Reading, SoakResult, Stretch, tree_figures
 
 
@@ -101,7 +110,7 @@ class _Drain:
         self.receiver.close()
 
 
-def _rollout_argv(
+def _rollout_args(
     env: str, spec: SoakEnv, opts: SoakOptions, model: Path, addresses: list[str], learner: str
 ) -> list[str]:
     listed = ", ".join(f"'{a}'" for a in addresses)
@@ -126,14 +135,7 @@ def _rollout_argv(
         "status_interval_s=0.5",  # counts fine enough that each mark gets a sample near it
         f"log_dir={opts.out / env / 'rollout'}",
     ]
-    return [
-        *_cli("serve-rollouts"),
-        *overrides,
-    ]
-
-
-def _cli(*args: str) -> list[str]:
-    return [sys.executable, "-m", "agentgym_rl.cli", *args]
+    return ["serve-rollouts", *overrides]
 
 
 def _last_record(path: Path) -> dict[str, Any] | None:
@@ -175,8 +177,8 @@ def soak_env(
         for server in servers:
             server.wait_healthy()
         addresses = [s.address for s in servers]
-        argv = _rollout_argv(env, spec, opts, model, addresses, drain.receiver.endpoint)
-        rollout = Child(ChildSpec("rollout", "rollout", argv, " ".join(argv)), logs, base).start()
+        args = _rollout_args(env, spec, opts, model, addresses, drain.receiver.endpoint)
+        rollout = Child(cli_spec("rollout", "rollout", *args), logs, base).start()
         watch = _Watch(env, opts, rollout, servers, progress)
         try:
             watch.run()
@@ -280,15 +282,14 @@ class _EnvServer:
     process: str  # the name its samples carry
 
     def wait_healthy(self, timeout_s: float = 120.0) -> None:
-        deadline = time.monotonic() + timeout_s
-        while not health_ok(self.http):
-            if not self.child.running():
-                raise RuntimeError(f"{self.child.name} exited:\n" + "\n".join(self.child.tail(20)))
-            if time.monotonic() > deadline:
-                raise RuntimeError(
-                    f"{self.child.name}: /health did not answer in {timeout_s:.0f} s"
-                )
-            time.sleep(0.2)
+        try:
+            wait_ready(self.child, partial(health_ok, self.http), timeout_s)
+        except ChildExited:
+            tail = "\n".join(self.child.tail(20))
+            raise RuntimeError(f"{self.child.name} exited:\n{tail}") from None
+        except NotReady:
+            name = self.child.name
+            raise RuntimeError(f"{name}: /health did not answer in {timeout_s:.0f} s") from None
 
 
 def _start_env_servers(
@@ -297,11 +298,10 @@ def _start_env_servers(
     ports, out = PortBook(), []
     for i in range(count):
         http, zmq = ports.free(), ports.free()
-        argv = _cli("env", "serve", env, "--port", str(http), "--zmq-port", str(zmq))
-        argv += spec.server_args
+        args = ["env", "serve", env, "--port", str(http), "--zmq-port", str(zmq), *spec.server_args]
         name = f"{env}-server" if count == 1 else f"{env}-server-{i}"
         process = "env server" if count == 1 else f"env server {i}"
-        child = Child(ChildSpec(name, "env", argv, " ".join(argv)), logs, base).start()
+        child = Child(cli_spec(name, "env", *args, health_port=http), logs, base).start()
         out.append(_EnvServer(child, http, f"tcp://127.0.0.1:{zmq}", process))
     return out
 
@@ -341,7 +341,7 @@ def make_policy(env: str, out: Path) -> Path:
     1.5 min: its transcripts are played in the browser); returns the folder."""
     folder = out / env / "model"
     options = list(soak_spec(env).server_args)  # the same --env-option flags as its server
-    argv = [*_cli("init-model", "--out", str(folder), "--env", env), *POLICY_FLAGS, *options]
+    argv = [*cli_argv("init-model", "--out", str(folder), "--env", env), *POLICY_FLAGS, *options]
     linux = sys.platform == "linux"  # a soak killed meanwhile takes init-model with it
     done = subprocess.run(
         argv, capture_output=True, text=True, preexec_fn=die_with_parent if linux else None

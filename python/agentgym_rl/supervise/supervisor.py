@@ -41,9 +41,17 @@ from types import FrameType
 from agentgym_rl.auth import ENV_VAR as SECRET_ENV_VAR
 from agentgym_rl.auth import new_secret
 from agentgym_rl.config.train import TrainConfig
+from agentgym_rl.processes.child import (
+    Child,
+    ChildExited,
+    ChildSpec,
+    Launched,
+    NotReady,
+    health_ok,
+    wait_ready,
+)
 from agentgym_rl.report.scalars import MetricSink
-from agentgym_rl.supervise.children import ChildSpec, RunPlan
-from agentgym_rl.supervise.process import Child, Launched, health_ok
+from agentgym_rl.supervise.children import RunPlan
 from agentgym_rl.supervise.progress import ProgressView, RunWatcher
 
 EXIT = {"finished": 0, "crashed": 1, "SIGINT": 130, "SIGUSR1": 138, "SIGTERM": 143}
@@ -154,20 +162,23 @@ class Supervisor:
         `startup_timeout_s` (servers); model creation is a finite job that takes as long as the
         machine needs, so it is waited for without a deadline (Ctrl-C still stops it). With a
         `phase`, the child's latest log line is shown as that phase's progress."""
-        deadline = time.monotonic() + self.plan.train.startup_timeout_s
-        while not ready():
+        timeout = self.plan.train.startup_timeout_s
+
+        def tick() -> None:
             if phase:
                 self.view.phase(phase, next(reversed(child.tail(1)), ""))
-            code = child.poll()
-            if code is not None:
-                raise self._crashed(child, code, "while starting")
-            if bounded and time.monotonic() > deadline:
-                self.view.message(
-                    f"train: {child.name} not ready after {self.plan.train.startup_timeout_s:.0f}s"
-                    f" ({what}); see {child.log_path} or raise startup_timeout_s"
-                )
-                raise _Stop("crashed")
-            self._sleep()
+            self._check_signal()  # Ctrl-C stops the wait
+
+        try:
+            wait_ready(child, ready, timeout if bounded else None, tick)
+        except ChildExited as e:
+            raise self._crashed(child, e.code, "while starting") from None
+        except NotReady:
+            self.view.message(
+                f"train: {child.name} not ready after {timeout:.0f}s ({what}); see "
+                f"{child.log_path} or raise startup_timeout_s"
+            )
+            raise _Stop("crashed") from None
 
     def _start(self) -> None:
         if self.init is not None:

@@ -1,6 +1,9 @@
-"""One supervised child: its own process group, its own log file, a stop that escalates.
+"""One child process: how it starts (`ChildSpec`, `cli_spec`), its own process group and log
+file, when it is ready (`wait_ready`), a stop that escalates.
 
-Contract: `Child.start()` launches `spec.argv` in a new session (so a terminal's Ctrl-C reaches
+Contract: a `ChildSpec` is one process as a user would start it (its argv, the same as a shell
+line, its host and readiness signal); `cli_spec` makes the spec of an `agentgym-rl ARGS` child,
+the one way this package starts its own command line. `Child.start()` launches `spec.argv` in a new session (so a terminal's Ctrl-C reaches
 only the supervisor, and the child's own children, vLLM engine cores or torchrun workers, share
 its process group), with stdout and stderr appended to `logs/<name>.log`. On Linux the child
 also gets SIGTERM if the supervisor dies (no orphans even after a SIGKILL of `train`).
@@ -8,6 +11,9 @@ also gets SIGTERM if the supervisor dies (no orphans even after a SIGKILL of `tr
 children); `kill_group()` sends SIGKILL to the whole group. `stop(grace_s)` does both in order
 and always reaps the leftovers of the group. `tail(n)` returns the last lines of the log.
 `health_ok(port, host)` is how a server child says it is ready: its `/health` answers 200.
+`wait_ready(child, ready, timeout_s)` polls `ready` until it holds, raising `ChildExited` when
+the child exits first and `NotReady` past the deadline (None: no deadline; `tick` runs each
+poll, for progress).
 `Launched` is what the supervisor needs of a child, whoever starts it: `Child` here, a child
 started through `srun` or by a Ray actor on another node (`agentgym_rl.cluster`).
 """
@@ -17,18 +23,69 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
+import shlex
 import signal
 import subprocess
 import sys
 import time
 import urllib.request
 from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
-
-from agentgym_rl.supervise.children import ChildSpec
+from typing import Literal, Protocol
 
 _PR_SET_PDEATHSIG = 1
+POLL_S = 0.1
+"""How often readiness is polled."""
+
+Role = Literal["init", "env", "learn", "rollout"]
+
+
+@dataclass(frozen=True)
+class ChildSpec:
+    """How to start one child process and when it is ready."""
+
+    name: str
+    role: Role
+    argv: list[str]
+    shell: str
+    """The same command as a user types it (the split-cluster recipe in configs/commands.sh)."""
+    health_port: int | None = None
+    """HTTP port whose /health answers once the child is ready."""
+    listen_ports: tuple[int, ...] = ()
+    """TCP ports the child binds once ready."""
+    host: str = "127.0.0.1"
+    """Where it runs (its first host when it spans several)."""
+    address: str = ""
+    """Where it is reached, when not at `host` (a SLURM node's NodeAddr)."""
+    hosts: tuple[str, ...] = ()
+    """Every host it runs on, one task each (the learner's nodes; empty: `host` alone)."""
+    env: dict[str, str] = field(default_factory=dict)
+    """Environment it needs besides the run's (a rollout server's CUDA_VISIBLE_DEVICES)."""
+
+
+def cli_argv(*args: str) -> list[str]:
+    """`agentgym-rl ARGS` as this Python runs it."""
+    return [sys.executable, "-m", "agentgym_rl.cli", *args]
+
+
+def cli_spec(name: str, role: Role, *args: str, **fields: object) -> ChildSpec:
+    """The spec of an `agentgym-rl ARGS` child (`fields`: `ChildSpec`'s others)."""
+    shell = shlex.join(["agentgym-rl", *args])
+    return ChildSpec(name, role, cli_argv(*args), shell, **fields)  # type: ignore[arg-type]
+
+
+class ChildExited(RuntimeError):
+    """A child exited before it was ready."""
+
+    def __init__(self, name: str, code: int) -> None:
+        super().__init__(f"{name} exited with code {code} before it was ready")
+        self.code = code
+
+
+class NotReady(TimeoutError):
+    """A child was not ready by its deadline."""
 
 
 def die_with_parent() -> None:
@@ -45,6 +102,25 @@ def health_ok(port: int, host: str = "127.0.0.1") -> bool:
             return bool(r.status == 200)
     except OSError:
         return False
+
+
+def wait_ready(
+    child: Launched,
+    ready: Callable[[], bool],
+    timeout_s: float | None,
+    tick: Callable[[], None] | None = None,
+) -> None:
+    """Poll `ready` until it holds (see the module docstring)."""
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    while not ready():
+        if tick is not None:
+            tick()
+        code = child.poll()
+        if code is not None:
+            raise ChildExited(child.name, code)
+        if deadline is not None and time.monotonic() > deadline:
+            raise NotReady(f"{child.name} not ready after {timeout_s:.0f} s")
+        time.sleep(POLL_S)
 
 
 class Launched(Protocol):
