@@ -26,12 +26,30 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 RECORD = "runs.json"
 ROLLOUT_KEYS = (
-    "version", "uptime_s", "episodes", "successes", "success_rate", "reward_mean", "turns_mean",
-    "generated_tokens", "engine_idle_ratio", "invalid_actions",
+    "version",
+    "uptime_s",
+    "episodes",
+    "successes",
+    "success_rate",
+    "reward_mean",
+    "turns_mean",
+    "generated_tokens",
+    "engine_idle_ratio",
+    "invalid_actions",
 )
 LEARN_KEYS = (
-    "step", "time", "reward_mean", "loss", "kl_ref", "entropy", "clip_frac", "grad_norm", "lr",
-    "tokens", "tokens_per_s", "step_s",
+    "step",
+    "time",
+    "reward_mean",
+    "loss",
+    "kl_ref",
+    "entropy",
+    "clip_frac",
+    "grad_norm",
+    "lr",
+    "tokens",
+    "tokens_per_s",
+    "step_s",
 )
 EVAL_DROP = ("time", "versions", "samples_per_task")
 
@@ -92,14 +110,16 @@ def entry(run: Path) -> dict[str, Any]:
     config = run / "configs" / "train.yaml"
     summary = run / "summary.json"
     servers = sorted(p for p in run.glob("rollout-*") if p.is_dir())
-    return _round({
-        "config": config.read_text() if config.is_file() else None,
-        "invocations": _jsonl(run / "run.jsonl"),
-        "summary": json.loads(summary.read_text()) if summary.is_file() else None,
-        "eval": {s.name: [_eval(r) for r in _jsonl(s / "eval.jsonl")] for s in servers},
-        "rollout": {s.name: _per_version(_jsonl(s / "metrics.jsonl")) for s in servers},
-        "learn": _table(_jsonl(run / "learn" / "metrics.jsonl"), LEARN_KEYS),
-    })
+    return _round(
+        {
+            "config": config.read_text() if config.is_file() else None,
+            "invocations": _jsonl(run / "run.jsonl"),
+            "summary": json.loads(summary.read_text()) if summary.is_file() else None,
+            "eval": {s.name: [_eval(r) for r in _jsonl(s / "eval.jsonl")] for s in servers},
+            "rollout": {s.name: _per_version(_jsonl(s / "metrics.jsonl")) for s in servers},
+            "learn": _table(_jsonl(run / "learn" / "metrics.jsonl"), LEARN_KEYS),
+        }
+    )
 
 
 def _links(page: Path) -> set[Path]:
@@ -148,8 +168,10 @@ def main() -> int:
     lines = [f"{json.dumps(k)}: {json.dumps(v, sort_keys=True)}" for k, v in sorted(record.items())]
     text = "{\n" + ",\n".join(lines) + "\n}\n"
     freed = sum(f.stat().st_size for f in drop)
-    print(f"{study.name}: {len(runs)} runs -> {RECORD} ({len(text) / 1e3:.0f} kB); "
-          f"drop {len(drop)} files ({freed / 1e6:.1f} MB)")
+    print(
+        f"{study.name}: {len(runs)} runs -> {RECORD} ({len(text) / 1e3:.0f} kB); "
+        f"drop {len(drop)} files ({freed / 1e6:.1f} MB)"
+    )
     if args.apply:
         record_path.write_text(text)
         for f in drop:
