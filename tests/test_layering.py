@@ -73,6 +73,8 @@ LAYERS: dict[str, set[str]] = {
         "report",
         "wire",
     },
+    # soak, chaos and compare: experiments on whole runs
+    "experiments": {"_core", "auth", "config", "processes", "report"},
     "runs": {"episode", "report"},
     # a run on a cluster's scheduler: the supervisor over srun steps or Ray actors
     "cluster": {"auth", "config", "processes", "report", "supervise"},

@@ -36,7 +36,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from agentgym_rl.supervise.chaos import Fault, run_chaos, table
+    from agentgym_rl.experiments.chaos import Fault, run_chaos, table
 
     try:
         faults = [Fault.parse(f) for f in args.fault]

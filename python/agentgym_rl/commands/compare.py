@@ -1,6 +1,6 @@
 """`agentgym-rl compare`: the asynchronous design against the reference's synchronous regime.
 
-The work is `supervise.compare.compare_regimes` (see its contract); a comparison can be spread
+The work is `experiments.compare.compare_regimes` (see its contract); a comparison can be spread
 over several sittings: rerunning runs only what is missing. Exit codes: 0 done, 1 a run failed
 or was stopped, 2 bad arguments.
 """
@@ -69,7 +69,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     import sys
 
-    from agentgym_rl.supervise.compare import CompareError, CompareOptions, compare_regimes
+    from agentgym_rl.experiments.compare import CompareError, CompareOptions, compare_regimes
 
     options = CompareOptions(
         config=Path(args.config),

@@ -14,7 +14,7 @@ from types import FrameType
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from agentgym_rl.supervise.soak_figures import SoakResult
+    from agentgym_rl.experiments.soak_figures import SoakResult
 
 DEFAULT_ENVS = (
     "babyai",
@@ -70,8 +70,8 @@ def run(args: argparse.Namespace) -> int:
     from rich.progress import Progress, TaskID
 
     from agentgym_rl.supervise.preflight import env_problems
-    from agentgym_rl.supervise.soak import SoakOptions, soak_env
-    from agentgym_rl.supervise.soak_figures import flat, table, write_result
+    from agentgym_rl.experiments.soak import SoakOptions, soak_env
+    from agentgym_rl.experiments.soak_figures import flat, table, write_result
 
     if args.episodes < args.every or args.every < 1:
         print("soak: --episodes must be at least --every (>= 1)", file=sys.stderr)

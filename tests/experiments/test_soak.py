@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from agentgym_rl.supervise.soak_figures import (
+from agentgym_rl.experiments.soak_figures import (
     ROLLOUT,
     Reading,
     Sample,

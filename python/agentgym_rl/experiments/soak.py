@@ -43,7 +43,7 @@ from agentgym_rl.processes.child import (
     wait_ready,
 )
 from agentgym_rl.processes.ports import PortBook
-from agentgym_rl.supervise.soak_figures import ROLLOUT, Reading, SoakResult, Stretch, tree_figures
+from agentgym_rl.experiments.soak_figures import ROLLOUT, Reading, SoakResult, Stretch, tree_figures
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,4 @@
+"""Experiments on whole runs, beside the run's own lifecycle (`supervise`): `soak` (long runs
+that must not grow; `soak_figures` measures and judges them), `chaos` (faults injected into a
+`train` run, then `--resume`) and `compare` (the asynchronous loop against the reference's
+synchronous regime)."""
