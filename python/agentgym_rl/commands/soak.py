@@ -69,9 +69,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from rich.progress import Progress, TaskID
 
-    from agentgym_rl.supervise.preflight import env_problems
     from agentgym_rl.experiments.soak import SoakOptions, soak_env
     from agentgym_rl.experiments.soak_figures import flat, table, write_result
+    from agentgym_rl.supervise.preflight import env_problems
 
     if args.episodes < args.every or args.every < 1:
         print("soak: --episodes must be at least --every (>= 1)", file=sys.stderr)

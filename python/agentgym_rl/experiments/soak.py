@@ -32,6 +32,7 @@ from typing import Any
 
 from agentgym_rl import _core
 from agentgym_rl.auth import ENV_VAR, new_secret
+from agentgym_rl.experiments.soak_figures import ROLLOUT, Reading, SoakResult, Stretch, tree_figures
 from agentgym_rl.processes.child import (
     Child,
     ChildExited,
@@ -43,7 +44,6 @@ from agentgym_rl.processes.child import (
     wait_ready,
 )
 from agentgym_rl.processes.ports import PortBook
-from agentgym_rl.experiments.soak_figures import ROLLOUT, Reading, SoakResult, Stretch, tree_figures
 
 
 @dataclass(frozen=True)
