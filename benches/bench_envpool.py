@@ -28,8 +28,8 @@ from concurrent.futures import ThreadPoolExecutor
 import requests
 
 from agentgym_rl import _core as core
-from agentgym_rl.processes.ports import free_port
 from agentgym_rl.processes.child import die_with_parent
+from agentgym_rl.processes.ports import free_port
 
 ACTIONS = ["turn left", "turn right", "move forward"]
 

@@ -61,8 +61,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agentgym_rl.processes.ports import free_port
 from agentgym_rl.processes.child import die_with_parent
+from agentgym_rl.processes.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 TRAIN_CONFIG = ROOT / "configs" / "train" / "babyai_goto.yaml"

@@ -27,8 +27,8 @@ import urllib.request
 
 import httpx
 
-from agentgym_rl.processes.ports import free_port
 from agentgym_rl.processes.child import die_with_parent
+from agentgym_rl.processes.ports import free_port
 
 ACTIONS = [
     "look around",

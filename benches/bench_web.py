@@ -29,8 +29,8 @@ import urllib.request
 
 import httpx
 
-from agentgym_rl.processes.ports import free_port
 from agentgym_rl.processes.child import die_with_parent
+from agentgym_rl.processes.ports import free_port
 
 ACTIONS = ["scroll [down]", "scroll [up]"]
 STEPS_PER_RESET = 8

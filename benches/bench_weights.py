@@ -1,7 +1,7 @@
 """Weight updates over loopback: the learner's star (old) vs the relay tree, 1-8 receivers.
 
 The learner side is the real `WeightPublisher` in this process. The receivers are STAND-INS:
-separate processes (`python -m agentgym_rl.weights.standin`) running the real
+separate processes (`tests/weights/standin.py`) running the real
 `WeightSubscriber` (ZeroMQ, chunks, crc32 per chunk, whole-update digest, relaying), which apply
 each update to a plain torch module of the same shapes instead of a vLLM engine (eight engines
 do not fit on 2 cores). Models: random weights in Qwen2 shapes built in memory with
@@ -29,6 +29,7 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -37,6 +38,9 @@ from agentgym_rl.auth import ENV_VAR
 from agentgym_rl.processes.child import die_with_parent
 from agentgym_rl.weights import schema
 from agentgym_rl.weights.publisher import PublishResult, WeightPublisher
+
+# the stand-in rollout server the weight-stream tests use too
+STANDIN = Path(__file__).resolve().parents[1] / "tests" / "weights" / "standin.py"
 
 MODELS: dict[str, dict[str, Any]] = {
     "2M": {
@@ -86,7 +90,7 @@ class StandIns:
         if secret is not None:
             env[ENV_VAR] = secret.decode()  # as `train` hands the secret to its servers
         for i in range(n):
-            cmd = [sys.executable, "-m", "agentgym_rl.weights.standin"]
+            cmd = [sys.executable, str(STANDIN)]
             proc = subprocess.Popen(
                 [*cmd, "--endpoint", endpoint, "--id", f"r{i}"],
                 stdout=subprocess.PIPE,

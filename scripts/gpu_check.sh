@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One-GPU check of the learner (python/agentgym_rl/learner/gpu_check.py): a few Megatron-core
+# One-GPU check of the learner (python/agentgym_rl/checks/gpu_check.py): a few Megatron-core
 # training steps of a random Qwen2.5-0.5B-shaped model in bf16 (tokens/s, MFU), its log-probs
 # against transformers' (max |diff|, PASS/FAIL) and one weight export for the weight stream
 # (GB/s). About a minute or two on one H100 (bounded to stay under 5); exit 1 on a FAIL.
@@ -42,4 +42,4 @@ if ! "$PY" -c 'import agentgym_rl._core' 2>/dev/null; then
   echo "gpu_check: agentgym_rl is not installed; install its wheel (see the top of $0)" >&2
   exit 2
 fi
-exec "$PY" -m agentgym_rl.learner.gpu_check "$@"
+exec "$PY" -m agentgym_rl.checks.gpu_check "$@"

@@ -76,6 +76,8 @@ LAYERS: dict[str, set[str]] = {
     # soak, chaos and compare: experiments on whole runs
     "experiments": {"_core", "auth", "config", "processes", "report"},
     "runs": {"episode", "report"},
+    # checks a user runs from the installed wheel: the learner on one GPU
+    "checks": {"config", "learner", "weights", "wire"},
     # a run on a cluster's scheduler: the supervisor over srun steps or Ray actors
     "cluster": {"auth", "config", "processes", "report", "supervise"},
 }

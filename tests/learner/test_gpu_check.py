@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from agentgym_rl.learner.gpu_check import TOLERANCE
+from agentgym_rl.checks.gpu_check import TOLERANCE
 
 pytestmark = pytest.mark.engine
 

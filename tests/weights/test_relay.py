@@ -1,5 +1,5 @@
 """The relay tree with real processes and sockets: rollout servers (stand-ins running the real
-`WeightSubscriber`, see `agentgym_rl.weights.standin`) relay each update to each other, so the
+`WeightSubscriber`, see `standin.py` beside this file) relay each update to each other, so the
 learner sends one copy per tree root; corruption at a relay, a killed relay and a late joiner."""
 
 from __future__ import annotations
@@ -14,15 +14,18 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
+from standin import StandInModule
 
 from agentgym_rl.auth import ENV_VAR
 from agentgym_rl.weights.publisher import WeightPublisher, plan_tree
-from agentgym_rl.weights.standin import StandInModule
 from agentgym_rl.weights.subscriber import WeightSubscriber, relay_bind_host
+
+STANDIN = Path(__file__).with_name("standin.py")
 
 pytestmark = pytest.mark.process
 
@@ -50,7 +53,7 @@ class StandIn:
         self, endpoint: str, server_id: str, *extra: str, secret: bytes | None = None
     ) -> None:
         self.id = server_id
-        cmd = [sys.executable, "-m", "agentgym_rl.weights.standin"]
+        cmd = [sys.executable, str(STANDIN)]
         cmd += ["--endpoint", endpoint, "--id", server_id, *extra]
         env = {k: v for k, v in os.environ.items() if k != ENV_VAR}
         if secret is not None:

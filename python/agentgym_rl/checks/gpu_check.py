@@ -1,6 +1,6 @@
 """One-GPU smoke check of the learner: throughput, log-prob agreement, weight export.
 
-Contract. `main(argv)` (`scripts/gpu_check.sh`, or `python -m agentgym_rl.learner.gpu_check`)
+Contract. `main(argv)` (`scripts/gpu_check.sh`, or `python -m agentgym_rl.checks.gpu_check`)
 writes a random-weight HF Qwen2 checkpoint (config.json, model.safetensors; no tokenizer: the
 learner reads none) to `--out` (default: a temporary folder, removed at the end) and, through
 the learner's own code paths, reports:

@@ -1,6 +1,6 @@
 """A stand-in rollout server for weight-stream tests and benchmarks: the real subscriber, no engine.
 
-`python -m agentgym_rl.weights.standin --endpoint tcp://127.0.0.1:5557 --id s0` runs a
+`python tests/weights/standin.py --endpoint tcp://127.0.0.1:5557 --id s0` runs a
 `WeightSubscriber` (ZeroMQ, chunks, checksums, relaying: the same code a rollout server runs)
 that applies each update to a plain torch module holding tensors of the update's names and
 shapes (created at the first update, and again when they change), in place of a vLLM engine. It prints one JSON line per
