@@ -120,7 +120,7 @@ def quick_setup(tmp: Path, args: argparse.Namespace) -> Setup:
     """The tiny random model, every turn held to `ACTION_REGEX` (see the module docstring)."""
     from vllm.sampling_params import StructuredOutputsParams
 
-    from agentgym_rl.model import create_tiny_model
+    from agentgym_rl.policy_creation import create_tiny_model
 
     model = create_tiny_model(
         tmp / "model", corpus=corpus(), vocab_size=1024, hidden=128, head_dim=64

@@ -60,7 +60,7 @@ LAYERS: dict[str, set[str]] = {
         "wire",
     },
     "learner": {"_core", "auth", "config", "weights", "wire"},
-    "model": {"_core", "config", "env_discovery", "episode", "trajectory"},
+    "policy_creation": {"_core", "config", "env_discovery", "episode", "trajectory"},
     "report": {"_core", "config", "wire"},
     # a resumed run already at its last checkpoint starts nothing (`train --resume`)
     "supervise": {

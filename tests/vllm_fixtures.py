@@ -94,7 +94,7 @@ class EngineHandle:
 
 def start(tmp_path_factory: pytest.TempPathFactory) -> EngineHandle:
     """A tiny model made here and an engine over it."""
-    from agentgym_rl.model import create_tiny_model
+    from agentgym_rl.policy_creation import create_tiny_model
 
     out = tmp_path_factory.mktemp("tiny-qwen2")
     create_tiny_model(out, corpus=tiny_corpus(), vocab_size=320, seed=0)

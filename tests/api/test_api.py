@@ -10,7 +10,7 @@ import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 import agentgym_rl
-from agentgym_rl.model import create_tiny_model
+from agentgym_rl.policy_creation import create_tiny_model
 from tiny_run import SPLIT, tiny_train_config
 from vllm_fixtures import tiny_corpus
 

@@ -55,7 +55,7 @@ def slurm_cluster() -> Iterator[SlurmCluster]:
 @pytest.fixture(scope="session")
 def tiny_policy(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The tiny created policy the launch tests train (made once for the session)."""
-    from agentgym_rl.model import create_tiny_model
+    from agentgym_rl.policy_creation import create_tiny_model
     from vllm_fixtures import tiny_corpus
 
     out = tmp_path_factory.mktemp("policy") / "tiny"

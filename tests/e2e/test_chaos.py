@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from agentgym_rl.experiments.chaos import Fault, run_chaos, table
-from agentgym_rl.model import create_tiny_model
+from agentgym_rl.policy_creation import create_tiny_model
 from cli_run import agentgym_cli
 from tiny_run import tiny_train_config
 from vllm_fixtures import tiny_corpus

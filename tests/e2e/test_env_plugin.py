@@ -18,7 +18,7 @@ import pytest
 import yaml
 from tests.envs.conftest import ServerProc
 
-from agentgym_rl.model import create_tiny_model
+from agentgym_rl.policy_creation import create_tiny_model
 from tiny_run import tiny_train_config
 from vllm_fixtures import tiny_corpus
 

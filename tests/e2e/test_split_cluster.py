@@ -158,7 +158,7 @@ def learner_cmd(model: Path, recv: str, weights: str, tmp: Path, secret: Path) -
 def test_two_rollout_servers_and_a_dp2_learner_keep_consistent_books(
     tmp_path: Path, procs: list[Proc], spawn_server: Callable[..., EnvServerProc]
 ) -> None:
-    from agentgym_rl.model import create_tiny_model
+    from agentgym_rl.policy_creation import create_tiny_model
 
     t0 = time.monotonic()
     model = create_tiny_model(tmp_path / "model", corpus=tiny_corpus(), vocab_size=320, seed=0)

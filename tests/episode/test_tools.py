@@ -23,7 +23,7 @@ from agentgym_rl.episode.tools import (
     write_call,
 )
 from agentgym_rl.episode.types import EnvSpec
-from agentgym_rl.model import CHATML_TEMPLATE
+from agentgym_rl.policy_creation import CHATML_TEMPLATE
 from agentgym_rl.trajectory import ChatTokenizer
 from env_servers import EnvServerProc
 from scripted_engine import CHATML, ScriptedEngine, check_sample_arrays

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from agentgym_rl.cli import main
-from agentgym_rl.model import create_tiny_model
+from agentgym_rl.policy_creation import create_tiny_model
 from agentgym_rl.processes.ports import free_port
 from vllm_fixtures import tiny_corpus
 

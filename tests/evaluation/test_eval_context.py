@@ -26,7 +26,7 @@ SPLIT = ROOT / "envs/agentgym_envs/babyai/data/goto_test.json"
 
 @pytest.fixture(scope="module")
 def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from agentgym_rl.model import create_tiny_model
+    from agentgym_rl.policy_creation import create_tiny_model
 
     out = tmp_path_factory.mktemp("eval-context") / "model"
     create_tiny_model(out, corpus=tiny_corpus(), vocab_size=320, seed=0)

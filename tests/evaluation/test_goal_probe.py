@@ -10,7 +10,7 @@ import pytest
 from agentgym_envs.babyai.env import BabyAIEpisode
 from agentgym_rl.episode.dataset import Task
 from agentgym_rl.evaluation.goal_probe import goal_of, listed_goals, probe_goals, swap_goal
-from agentgym_rl.model import create_tiny_model
+from agentgym_rl.policy_creation import create_tiny_model
 from vllm_fixtures import tiny_corpus
 
 pytestmark = pytest.mark.unit

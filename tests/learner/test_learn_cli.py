@@ -66,7 +66,7 @@ def _feed(port: int, groups: int, vocab: int, proc: subprocess.Popen[str]) -> st
 def test_learn_trains_checkpoints_and_resumes(
     tmp_path_factory: pytest.TempPathFactory, tmp_path: Path, free_port: int
 ) -> None:
-    from agentgym_rl.model import create_tiny_model
+    from agentgym_rl.policy_creation import create_tiny_model
 
     model = create_tiny_model(
         tmp_path_factory.mktemp("cli-tiny"), corpus=tiny_corpus(), vocab_size=320, seed=0
@@ -90,7 +90,7 @@ def test_learn_trains_checkpoints_and_resumes(
 def test_learn_idle_timeout_checkpoints_and_exits_3(
     tmp_path_factory: pytest.TempPathFactory, tmp_path: Path, free_port: int
 ) -> None:
-    from agentgym_rl.model import create_tiny_model
+    from agentgym_rl.policy_creation import create_tiny_model
 
     model = create_tiny_model(
         tmp_path_factory.mktemp("cli-idle"), corpus=tiny_corpus(), vocab_size=320, seed=0

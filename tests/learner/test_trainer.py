@@ -44,7 +44,7 @@ pytestmark = pytest.mark.engine
 
 @pytest.fixture(scope="module")
 def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from agentgym_rl.model import create_tiny_model
+    from agentgym_rl.policy_creation import create_tiny_model
 
     out = tmp_path_factory.mktemp("learner-tiny")
     return create_tiny_model(out, corpus=tiny_corpus(), vocab_size=320, seed=0)

@@ -44,7 +44,7 @@ MAX_NOISY_FRACTION = 1e-4
 
 @pytest.fixture(scope="module")
 def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, int]:
-    from agentgym_rl.model import create_tiny_model
+    from agentgym_rl.policy_creation import create_tiny_model
 
     model = create_tiny_model(
         tmp_path_factory.mktemp("par-tiny"),

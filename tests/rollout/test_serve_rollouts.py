@@ -151,7 +151,7 @@ def _group(pgid: int) -> list[int]:
 def test_sigterm_while_vllm_starts_stops_its_engine_processes_too(tmp_path: Path) -> None:
     """The default SIGTERM action would kill the command alone, leaving vLLM's engine core and
     worker running with nobody to stop them."""
-    from agentgym_rl.model import create_tiny_model
+    from agentgym_rl.policy_creation import create_tiny_model
     from vllm_fixtures import tiny_corpus
 
     model = create_tiny_model(tmp_path / "model", corpus=tiny_corpus(), vocab_size=320, seed=0)

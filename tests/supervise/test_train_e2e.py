@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from agentgym_rl.model import create_tiny_model
+from agentgym_rl.policy_creation import create_tiny_model
 from cli_run import agentgym_cli
 from tiny_run import tiny_train_config
 from vllm_fixtures import tiny_corpus

@@ -39,8 +39,8 @@ def run(args: argparse.Namespace) -> int:
     if options.out.exists() and any(options.out.iterdir()) and not options.force:
         print(f"init-model: {options.out} is not empty; pass --force to replace it")
         return 2
-    from agentgym_rl.model.init_policy import init_policy
-    from agentgym_rl.model.progress import WarmupProgress
+    from agentgym_rl.policy_creation.init_policy import init_policy
+    from agentgym_rl.policy_creation.progress import WarmupProgress
 
     with WarmupProgress(options.warmup_steps) as shown:
         try:

@@ -98,7 +98,7 @@ class InitModelSettings(ConfigModel):
     intermediate: int = Field(default=384, ge=1)
     """MLP size."""
     copy_steps: int = Field(default=0, ge=0)
-    """Read-and-copy pre-training steps before the format warm-up (`model/copy_text.py`:
+    """Read-and-copy pre-training steps before the format warm-up (`policy_creation/copy_text.py`:
     env-agnostic chats over the tokenizer's own words that ask to copy a line's value and the
     listed entry starting with it; no env text, no env's solution); 0: none."""
     copy_batch: int = Field(default=32, ge=1)

@@ -31,7 +31,7 @@ def missing_model(model: object) -> str | None:
         return (
             f"model directory {str(path)!r} not found. Point `model=` at a local HF checkpoint "
             "(config.json, safetensors, tokenizer.json with a chat template), or create a small "
-            "one with agentgym_rl.model.factory.create_tiny_model."
+            "one with agentgym_rl.policy_creation.factory.create_tiny_model."
         )
     for needed in ("config.json", "tokenizer.json"):
         if not (path / needed).is_file():

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from agentgym_rl.model.copy_text import copy_transcripts, vocabulary_words
+from agentgym_rl.policy_creation.copy_text import copy_transcripts, vocabulary_words
 
 pytestmark = pytest.mark.unit
 
@@ -39,7 +39,7 @@ def test_too_few_words_is_refused() -> None:
 def test_the_words_of_a_created_tokenizer(tmp_path) -> None:  # type: ignore[no-untyped-def]
     from transformers import AutoTokenizer
 
-    from agentgym_rl.model import create_tiny_model
+    from agentgym_rl.policy_creation import create_tiny_model
 
     corpus = ["go to red ball", "go to blue key", "turn left", "pick up red ball"] * 50
     model = create_tiny_model(tmp_path / "m", corpus=corpus, vocab_size=300, phrase_tokens=True)

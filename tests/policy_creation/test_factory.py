@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from agentgym_rl.model import CHATML_TEMPLATE, create_tiny_model
-from agentgym_rl.model.factory import learned_phrases
+from agentgym_rl.policy_creation import CHATML_TEMPLATE, create_tiny_model
+from agentgym_rl.policy_creation.factory import learned_phrases
 from vllm_fixtures import tiny_corpus
 
 FILES = (

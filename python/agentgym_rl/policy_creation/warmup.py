@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agentgym_rl.model.transcripts import Transcript
+from agentgym_rl.policy_creation.transcripts import Transcript
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,14 +13,14 @@ from agentgym_rl.config import ActionFormat
 from agentgym_rl.config.init_model import InitModelConfig
 from agentgym_rl.episode.actions import parse_action
 from agentgym_rl.episode.dataset import load_split
-from agentgym_rl.model.init_policy import INFO_FILE, init_policy, tasks_to_play
-from agentgym_rl.model.transcripts import (
+from agentgym_rl.policy_creation.init_policy import INFO_FILE, init_policy, tasks_to_play
+from agentgym_rl.policy_creation.transcripts import (
     Transcript,
     corpus_text,
     play_transcripts,
     thought_from,
 )
-from agentgym_rl.model.warmup import encode, format_warmup
+from agentgym_rl.policy_creation.warmup import encode, format_warmup
 from agentgym_rl.trajectory import ChatTokenizer
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -324,7 +324,7 @@ def test_tool_transcripts_write_calls_of_the_envs_tools(small_policy: Path) -> N
     from agentgym_rl.config import ActionFormat
     from agentgym_rl.env_discovery import env_traits
     from agentgym_rl.episode.tools import ToolFamily, ToolReader, ToolSet
-    from agentgym_rl.model.transcripts import call_pieces
+    from agentgym_rl.policy_creation.transcripts import call_pieces
 
     tasks = load_split("train", "babyai")[:3]
     played = play_transcripts("babyai", tasks, turn_cap=3, action_format=ActionFormat.TOOLS)

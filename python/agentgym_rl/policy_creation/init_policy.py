@@ -25,10 +25,15 @@ from pathlib import Path
 from agentgym_rl.config.init_model import InitModelConfig, InitModelEnv
 from agentgym_rl.env_discovery import is_split_name, load_env, portable_path, shipped_path
 from agentgym_rl.episode.dataset import Task, load_split
-from agentgym_rl.model.copy_text import copy_transcripts, vocabulary_words
-from agentgym_rl.model.factory import create_tiny_model
-from agentgym_rl.model.transcripts import Transcript, call_pieces, corpus_text, play_transcripts
-from agentgym_rl.model.warmup import format_warmup
+from agentgym_rl.policy_creation.copy_text import copy_transcripts, vocabulary_words
+from agentgym_rl.policy_creation.factory import create_tiny_model
+from agentgym_rl.policy_creation.transcripts import (
+    Transcript,
+    call_pieces,
+    corpus_text,
+    play_transcripts,
+)
+from agentgym_rl.policy_creation.warmup import format_warmup
 
 INFO_FILE = "init_model.json"
 """The record `init-model` writes into the checkpoint folder."""

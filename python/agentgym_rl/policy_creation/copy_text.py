@@ -22,7 +22,7 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 
-from agentgym_rl.model.transcripts import Transcript
+from agentgym_rl.policy_creation.transcripts import Transcript
 
 SYSTEM = (
     "Read the text. Reply with a line 'Thought: <the value of its first line>', then one line "
