@@ -13,7 +13,7 @@ with transformers, twice:
 Only tasks whose first observation lists at least two objects the `go to` verb reaches are
 probed. `GoalProbe` holds the shares, overall and per category; `main()` is the command line:
 
-    python -m agentgym_rl.evaluation.goal_probe --model runs/models/babyai-goto-read-2m \
+    python -m agentgym_rl.evaluation.goal_probe --model runs/models/babyai-goto-2m \
         --split envs/agentgym_envs/babyai/data/goto_test.json --system-prompt "..."
 """
 
