@@ -322,10 +322,6 @@ class VllmEngine:
                 await self._llm.resume_generation()
             return time.perf_counter() - t0
 
-    async def ping_workers(self) -> list[str]:
-        """Calls a trivial method on every worker (proves the extension is loaded)."""
-        return list(await self._llm.collective_rpc("agentgym_ping"))
-
     def shutdown(self) -> None:
         """Stop the engine-core process and release its sockets (idempotent).
 

@@ -63,10 +63,6 @@ class WeightLoaderExtension:
             _repack_kept_cpu_kernels(self.model_runner.get_model())  # type: ignore[attr-defined]
         return len(weights)
 
-    def agentgym_ping(self) -> str:
-        """Proves the extension is mixed in (used by tests)."""
-        return "agentgym"
-
 
 def _repack_kept_cpu_kernels(model: torch.nn.Module) -> int:
     """Rebuild CPU GEMM kernels of layers that keep their weight (embedding, tied lm_head).
