@@ -35,7 +35,7 @@ from typing import Any
 
 from agentgym_rl import _core
 from agentgym_rl.episode.metrics import RolloutMetrics
-from agentgym_rl.episode.tools import ToolFamily, parse_tool_calls
+from agentgym_rl.episode.tools import ToolFamily, outside_calls, parse_tool_calls
 from agentgym_rl.episode.types import Generation
 from agentgym_rl.gateway.text import TextSegment
 from agentgym_rl.trajectory import ChatTokenizer, TrajectoryBuilder
@@ -227,7 +227,7 @@ class AgentEpisode:
         if self.family is not None:
             parsed = parse_tool_calls(text, self.family)
             if parsed.calls:
-                message["content"] = _outside_calls(text, self.family) or None
+                message["content"] = outside_calls(text, self.family) or None
                 message["tool_calls"] = [
                     {
                         "id": f"call_{self.key[-8:]}_{next(self._ids)}",
@@ -293,12 +293,3 @@ def segment_id(key: str, k: int) -> str:
     """The request id of an episode's `k`-th sample: the episode's key for the first, then
     `<key>/s<k>` (so a trained segment joins back to its episode by the prefix)."""
     return key if k == 0 else f"{key}/s{k}"
-
-
-def _outside_calls(text: str, family: ToolFamily) -> str:
-    """The reply's text without its calls (what the API returns as `content`)."""
-    if family is ToolFamily.HERMES:
-        return text.split("<tool_call>", 1)[0].strip()
-    if family is ToolFamily.MISTRAL:
-        return text.split("[TOOL_CALLS]", 1)[0].strip()
-    return ""
