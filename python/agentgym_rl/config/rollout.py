@@ -48,7 +48,7 @@ class ActionFormat(str, enum.Enum):
     TOOLS = "tools"
     """Native tool calls: the env's tools go to the chat template as `tools=`, the reply's call
     is parsed in the template family's layout and its result comes back as a `tool` message
-    (`episode/tools.py`)."""
+    (`episode/tools/`)."""
 
 
 HttpDialect = Literal["agentgym", "searchqa", "webarena"]

@@ -4,7 +4,7 @@ Contract: `episode_prefix(env, first_observation, fmt, system_prompt=None)` is t
 an episode: a system message (the configured override, else the prompt the env declares, else
 the generic one of its action format) and one user message holding the env's first observation.
 Observations after it are sent as plain user messages (in tool mode as `tool` messages:
-`episode/tools.py`).
+`episode/tools/`).
 """
 
 from __future__ import annotations
