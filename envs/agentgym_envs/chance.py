@@ -24,7 +24,7 @@ from pathlib import Path
 
 from agentgym_envs import load_env
 from agentgym_envs.server.base import Environment, Episode
-from agentgym_envs.server.options import parse_env_options
+from agentgym_envs.server.cli import parse_env_options
 
 POLICIES = ("random", "rule")
 """The yardstick policies: the env's random valid action, its scripted rule."""

@@ -2,6 +2,6 @@
 
 import sys
 
-from agentgym_envs.server.options import main
+from agentgym_envs.server.cli import main
 
 sys.exit(main())

@@ -67,7 +67,7 @@ def _describe(name: str) -> int:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from agentgym_envs.server.options import serve_from_args
+    from agentgym_envs.server.cli import serve_from_args
 
     return serve_from_args(args)
 
@@ -121,7 +121,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         serve.add_argument("rest", nargs=argparse.REMAINDER)
         serve.set_defaults(env_run=_missing)
         return
-    from agentgym_envs.server.options import add_serve_arguments
+    from agentgym_envs.server.cli import add_serve_arguments
 
     add_serve_arguments(serve)
     serve.set_defaults(env_run=_serve)
