@@ -20,7 +20,15 @@ ROOT = Path(__file__).resolve().parents[1] / "python" / "agentgym_rl"
 PACKAGE = "agentgym_rl"
 
 LAYERS: dict[str, set[str]] = {
-    "__init__": {"_core", "config", "episode", "evaluation", "runs", "supervise"},  # the API
+    "__init__": {
+        "_core",
+        "config",
+        "episode",
+        "evaluation",
+        "processes",
+        "runs",
+        "supervise",
+    },  # the API
     "auth": set(),
     "config": {"env_discovery"},  # defaults an env declares (its HTTP dialect)
     "env_discovery": set(),

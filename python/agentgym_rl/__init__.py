@@ -44,7 +44,7 @@ if TYPE_CHECKING:
     from agentgym_rl.evaluation.blocking import evaluate
     from agentgym_rl.evaluation.episodes import Episode, play
     from agentgym_rl.evaluation.job import EvalOptions
-    from agentgym_rl.evaluation.servers import serve_env
+    from agentgym_rl.processes.env_servers import serve_env
     from agentgym_rl.supervise.plan import PlanError
     from agentgym_rl.supervise.run import RunHandle, RunResult, resume, train
 
@@ -59,7 +59,7 @@ _LAZY = {
     "evaluate": "agentgym_rl.evaluation.blocking",
     "Episode": "agentgym_rl.evaluation.episodes",
     "play": "agentgym_rl.evaluation.episodes",
-    "serve_env": "agentgym_rl.evaluation.servers",
+    "serve_env": "agentgym_rl.processes.env_servers",
     "PlanError": "agentgym_rl.supervise.plan",
     "RunHandle": "agentgym_rl.supervise.run",
     "RunResult": "agentgym_rl.supervise.run",

@@ -193,7 +193,7 @@ def test_eval_of_a_mixed_run_covers_each_env_with_its_own_settings(
     import shutil
 
     from agentgym_rl.evaluation import from_run
-    from agentgym_rl.evaluation.servers import options_for
+    from agentgym_rl.processes.env_servers import options_for
 
     root = Path(__file__).resolve().parents[2]
     shutil.copytree(root / "docs/results/mixed-babyai-maze/configs", tmp_path / "configs")

@@ -205,6 +205,7 @@ def run(args: argparse.Namespace) -> int:
     from agentgym_rl.evaluation.runner import EvalError
     from agentgym_rl.evaluation.turn_caps import sweep_turn_caps
     from agentgym_rl.inference.engine import EngineStartError
+    from agentgym_rl.processes.env_servers import EnvServerError
 
     if args.verbose:
         logging.basicConfig(level=logging.DEBUG, format="%(asctime)s %(name)s %(message)s")
@@ -220,7 +221,7 @@ def run(args: argparse.Namespace) -> int:
             sweep = asyncio.run(sweep_turn_caps(options, caps))
         else:
             report = asyncio.run(run_evaluation(options))
-    except EvalError as e:
+    except (EvalError, EnvServerError) as e:
         print(f"eval: {e}", file=sys.stderr)
         return 2
     except EngineStartError as e:

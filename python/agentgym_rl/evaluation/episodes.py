@@ -29,7 +29,7 @@ from agentgym_rl.evaluation.blocking import run_blocking
 from agentgym_rl.evaluation.job import env_pool, env_specs
 from agentgym_rl.evaluation.policies import ApiSettings, ChatApiPolicy, FunctionPolicy
 from agentgym_rl.evaluation.runner import EpisodeOutcome
-from agentgym_rl.evaluation.servers import LocalEnvServers
+from agentgym_rl.processes.env_servers import LocalEnvServers
 
 Reply = Callable[[list[dict[str, Any]]], str | dict[str, Any] | Awaitable[str | dict[str, Any]]]
 """A policy as a function: the chat messages so far -> the assistant's next message (its text,

@@ -44,7 +44,7 @@ from agentgym_rl.episode.tools import tool_reader
 from agentgym_rl.episode.types import Engine, EnvSpec
 from agentgym_rl.episode.yardsticks import YARDSTICKS_FILE, yardsticks
 from agentgym_rl.evaluation.runner import EvalError, EvalSettings, Policy, run_episodes
-from agentgym_rl.evaluation.servers import LocalEnvServers, options_for
+from agentgym_rl.processes.env_servers import LocalEnvServers, options_for
 from agentgym_rl.trajectory import ChatTokenizer
 
 

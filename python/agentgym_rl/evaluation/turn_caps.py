@@ -21,7 +21,7 @@ from agentgym_rl.episode.scoring import ALL, EvalReport
 from agentgym_rl.episode.types import Engine
 from agentgym_rl.evaluation.job import EvalOptions, run_evaluation, start_engine
 from agentgym_rl.evaluation.runner import EvalError
-from agentgym_rl.evaluation.servers import LocalEnvServers
+from agentgym_rl.processes.env_servers import LocalEnvServers
 
 CAPPED = "turn_cap"
 """The status of an episode that was still going when its turns ran out."""

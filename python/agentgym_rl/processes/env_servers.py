@@ -1,10 +1,11 @@
-"""Env servers started by `eval` itself: one `agentgym-rl env serve NAME` child per env.
+"""Env servers started by this process (`eval`, the Python API's `serve_env`): one
+`agentgym-rl env serve NAME` child per env.
 
 Contract: `LocalEnvServers.start(envs, log_dir)` starts one server per env name on free
 127.0.0.1 ports (HTTP for health, ZeroMQ for the pool) as `processes.child.Child`ren (log
 `log_dir/env-<name>.log`), waits until each answers `/health` (deadline `ready_timeout_s`), and
 `addresses()` gives `{env: ["tcp://127.0.0.1:PORT"]}`. A server that exits or never gets ready
-raises `EvalError` with its last log lines; `stop()` (also on leaving the `with` block)
+raises `EnvServerError` with its last log lines; `stop()` (also on leaving the `with` block)
 terminates every child, then kills what is left of its process group after 10 s.
 `serve_env(name, **options)` is one such server for a `with` block, from Python: it yields the
 server's addresses (ZeroMQ first, then HTTP).
@@ -21,7 +22,6 @@ from functools import partial
 from pathlib import Path
 from types import TracebackType
 
-from agentgym_rl.evaluation.runner import EvalError
 from agentgym_rl.processes.child import (
     Child,
     ChildExited,
@@ -33,6 +33,10 @@ from agentgym_rl.processes.child import (
 from agentgym_rl.processes.ports import free_ports
 
 STOP_GRACE_S = 10.0
+
+
+class EnvServerError(RuntimeError):
+    """An env server this process started exited or never got ready."""
 
 
 @dataclass
@@ -96,12 +100,12 @@ class LocalEnvServers:
         try:
             wait_ready(child, partial(health_ok, server.http_port), timeout_s)
         except ChildExited as e:
-            raise EvalError(
+            raise EnvServerError(
                 f"env server {server.env!r} exited with {e.code} (log {child.log_path}):\n"
                 + "\n".join(child.tail(15))
             ) from None
         except NotReady:
-            raise EvalError(
+            raise EnvServerError(
                 f"env server {server.env!r} not ready in {timeout_s:.0f} s; see "
                 f"{child.log_path}, or start it yourself and pass --env-address"
             ) from None
