@@ -1,6 +1,7 @@
-"""Env server subprocesses for tests: `python -m agentgym_envs.server` on free ports, ready when
-/health answers (polled with a deadline), ended by PID. Shared by the envpool and rollout tests
-(`spawn_server` fixture in tests/conftest.py)."""
+"""Env server subprocesses for tests, the one wrapper: `python -m agentgym_envs.server` on free
+ports, ready when /health answers (polled with a deadline), ended by PID. Shared by the
+envpool, rollout and env tests (`spawn_server` in tests/conftest.py; `tests/envs/conftest.py`
+adds HTTP and ZeroMQ clients on top)."""
 
 from __future__ import annotations
 
@@ -31,6 +32,8 @@ class EnvServerProc:
     http_port: int = field(default_factory=free_port)
     zmq_port: int = field(default_factory=free_port)
     proc: subprocess.Popen[bytes] | None = None
+    python: str = sys.executable
+    """The interpreter that runs the server (a plugin test's own virtualenv)."""
 
     @property
     def http(self) -> str:
@@ -46,9 +49,17 @@ class EnvServerProc:
         return self.proc.pid
 
     def start(self, *extra: str, deadline_s: float = 30.0) -> EnvServerProc:
-        cmd = [sys.executable, "-m", "agentgym_envs.server", self.env]
+        """Spawn the server and wait until it is ready."""
+        return self.spawn(*extra).wait_ready(deadline_s)
+
+    def spawn(self, *extra: str) -> EnvServerProc:
+        cmd = [self.python, "-m", "agentgym_envs.server", self.env]
         cmd += ["--port", str(self.http_port), "--zmq-port", str(self.zmq_port), *extra]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL)
+        return self
+
+    def wait_ready(self, deadline_s: float = 30.0) -> EnvServerProc:
+        assert self.proc is not None, "spawn first"
         deadline = time.monotonic() + deadline_s
         while True:
             if self.proc.poll() is not None:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -19,18 +18,19 @@ import pytest
 import zmq
 
 from agentgym_rl.processes.ports import free_port
+from env_servers import EnvServerProc
 
 
 class ServerProc:
-    """One `python -m agentgym_envs.server NAME` process with HTTP and ZMQ clients."""
+    """One env server process (`env_servers.EnvServerProc`) with HTTP and ZMQ clients."""
 
     def __init__(self, env: str, http_port: int, *extra: str, python: str = sys.executable) -> None:
         self.env = env
         self.http_port = http_port
-        self.zmq_port = free_port()
-        cmd = [python, "-m", "agentgym_envs.server", env, "--port", str(http_port)]
-        cmd += ["--zmq-port", str(self.zmq_port), *extra]
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL)
+        self.server = EnvServerProc(env, http_port, python=python).spawn(*extra)
+        assert self.server.proc is not None
+        self.proc = self.server.proc
+        self.zmq_port = self.server.zmq_port
         self.http = httpx.Client(base_url=f"http://127.0.0.1:{http_port}", timeout=10.0)
         self._ctx = zmq.Context()
         self.dealer = self._ctx.socket(zmq.DEALER)
@@ -39,17 +39,8 @@ class ServerProc:
         self.dealer.connect(f"tcp://127.0.0.1:{self.zmq_port}")
 
     def wait_ready(self, deadline_s: float = 30.0) -> ServerProc:
-        deadline = time.monotonic() + deadline_s
-        while True:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"{self.env} server exited with {self.proc.returncode}")
-            try:
-                self.http.get("/health", timeout=0.5)
-                return self
-            except httpx.TransportError:
-                if time.monotonic() > deadline:
-                    raise TimeoutError(f"{self.env} server not ready in {deadline_s} s") from None
-                time.sleep(0.05)  # readiness-probe interval, not a synchronisation point
+        self.server.wait_ready(deadline_s)
+        return self
 
     def post(self, path: str, body: Any = None, **kw: Any) -> Any:
         return self.http.post(path, json=body, **kw).json()
