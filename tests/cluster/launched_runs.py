@@ -7,7 +7,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -15,6 +14,7 @@ from typing import Any
 import yaml
 
 from tiny_run import tiny_train_config
+from waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -83,11 +83,7 @@ def wait_for(
 ) -> None:
     """Poll `ready` until it holds; past `timeout_s`, fail with the run's logs and `explain()`
     (what else the caller knows of the stall: the scheduler's view of the job)."""
-    deadline = time.monotonic() + timeout_s
-    while not ready():
-        if time.monotonic() >= deadline:
-            raise AssertionError(f"not {what} after {timeout_s:.0f}s\n{explain()}\n{logs(run_dir)}")
-        time.sleep(2.0)
+    wait_until(ready, timeout_s, what, poll_s=2.0, explain=lambda: f"{explain()}\n{logs(run_dir)}")
 
 
 def processes_mentioning(text: str) -> list[str]:

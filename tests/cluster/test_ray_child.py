@@ -22,6 +22,7 @@ import pytest
 
 from agentgym_rl.cluster.ray_child import ACTOR_LOST, ProcessActor, RayChild
 from agentgym_rl.processes.child import ChildSpec
+from waiting import wait_until
 
 from .ray_cluster import RayCluster, alive, cmdline, pids_matching
 
@@ -54,16 +55,6 @@ def _actor(ray: ModuleType, name: str, **options: Any) -> Any:
 def _child(name: str, tmp_path: Path, actor: Any, argv: list[str] | None = None) -> RayChild:
     spec = ChildSpec(name, "env", argv or SLEEP, " ".join(argv or SLEEP))
     return RayChild(spec, tmp_path / "logs", dict(os.environ), actor, call_timeout_s=30.0)
-
-
-def _until(check: Any, timeout_s: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        got = check()
-        if got:
-            return got
-        time.sleep(0.2)
-    raise AssertionError(f"timed out after {timeout_s:.0f}s waiting for {what}")
 
 
 def test_actors_placed_by_resource_start_watch_and_terminate_a_child(
@@ -132,7 +123,7 @@ def test_a_child_killed_from_outside_reports_sigkill(
         child = _child("env-kill-0", tmp_path, actor).start()
         assert child.pid is not None
         os.kill(child.pid, signal.SIGKILL)
-        assert _until(lambda: child.poll(), 10.0, "the exit code") == -signal.SIGKILL
+        assert wait_until(lambda: child.poll(), 10.0, "the exit code") == -signal.SIGKILL
         assert child.wait(0.0) == -signal.SIGKILL
     finally:
         ray.kill(actor)
@@ -146,9 +137,9 @@ def test_a_killed_actor_takes_its_child_along(ray_driver: ModuleType, tmp_path: 
     assert pid is not None and alive(pid)
     began = time.monotonic()
     ray.kill(actor)  # the worker process dies: PDEATHSIG ends the child
-    _until(lambda: not alive(pid), 15.0, f"child {pid} to die with its actor")
+    wait_until(lambda: not alive(pid), 15.0, f"child {pid} to die with its actor")
     print(f"\nray.kill(actor) -> child gone in {time.monotonic() - began:.1f}s")
-    assert _until(lambda: child.poll() == ACTOR_LOST, 15.0, "the actor's death to show")
+    assert wait_until(lambda: child.poll() == ACTOR_LOST, 15.0, "the actor's death to show")
     assert child.lost is not None
     assert child.wait(1.0) == ACTOR_LOST
     assert "start: sleep 300" in child.tail(5)[-1]  # read from the (shared) file system
@@ -231,7 +222,7 @@ def test_a_stopped_job_leaves_no_process(ray_cluster: RayCluster, tmp_path: Path
         assert status not in ("FAILED", "STOPPED", "SUCCEEDED"), logs
         return pids_matching(f"{marker}-child") if "DRIVER " in logs else []
 
-    pids = _until(children_up, 120.0, "the job's children")
+    pids = wait_until(children_up, 120.0, "the job's children")
     up_s = time.monotonic() - began
     _, logs = _job_info(ray_cluster, job_id)
     seen = json.loads(next(x for x in logs.splitlines() if x.startswith("DRIVER "))[7:])
@@ -246,7 +237,7 @@ def test_a_stopped_job_leaves_no_process(ray_cluster: RayCluster, tmp_path: Path
     )
     stop_cli_s = time.monotonic() - stop_began
     assert stopped.returncode == 0, stopped.stdout + stopped.stderr
-    _until(lambda: not pids_matching(f"{marker}-child"), 30.0, "the job's children to end")
+    wait_until(lambda: not pids_matching(f"{marker}-child"), 30.0, "the job's children to end")
     gone_s = time.monotonic() - stop_began
     status, _ = _job_info(ray_cluster, job_id)
     print(

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from waiting import wait_until
+
 from .slurm_cluster import SlurmCluster
 
 pytestmark = pytest.mark.process
@@ -28,12 +30,9 @@ def _script(path: Path, body: str) -> Path:
 
 
 def _until(what: str, ready: Callable[[], bool], timeout_s: float) -> float:
-    """Poll `ready` until true; the seconds it took (past `timeout_s`: fail naming `what`)."""
+    """`wait_until`, and the seconds it took."""
     began = time.monotonic()
-    while not ready():
-        if time.monotonic() - began > timeout_s:
-            pytest.fail(f"not within {timeout_s:.0f} s: {what}")
-        time.sleep(0.05)
+    wait_until(ready, timeout_s, what)
     return time.monotonic() - began
 
 

@@ -4,11 +4,11 @@ killed and restarted server, and one exception class per error variant."""
 from __future__ import annotations
 
 import asyncio
-import time
 
 import pytest
 
 from agentgym_rl import _core as core
+from waiting import await_until
 
 TRANSPORTS = ["http", "zmq"]
 
@@ -22,14 +22,6 @@ def run(coro, timeout: float = 60.0):
         return await asyncio.wait_for(coro, timeout)
 
     return asyncio.run(bounded())
-
-
-async def wait_until(predicate, deadline_s: float = 20.0) -> None:
-    """Poll `predicate` (an async callable) until true or the deadline passes."""
-    deadline = time.monotonic() + deadline_s
-    while not await predicate():
-        assert time.monotonic() < deadline, "condition not reached before the deadline"
-        await asyncio.sleep(0.05)
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
@@ -88,7 +80,7 @@ def test_killed_server_fails_its_episodes_and_returns_after_restart(spawn_server
         async def a_down() -> bool:
             return not next(s for s in pool.servers() if s.address == addr_a).up
 
-        await wait_until(a_down)
+        await await_until(a_down, 20, "server a seen down")
         for _ in range(3):  # new episodes avoid the dead server
             c = await pool.create("noop")
             assert c.server == addr_b
@@ -99,7 +91,7 @@ def test_killed_server_fails_its_episodes_and_returns_after_restart(spawn_server
         async def a_up() -> bool:
             return next(s for s in pool.servers() if s.address == addr_a).up
 
-        await wait_until(a_up)
+        await await_until(a_up, 20, "server a seen up again")
         fresh = [await pool.create("noop") for _ in range(2)]
         assert addr_a in {c.server for c in fresh}
         for c in fresh:

@@ -9,14 +9,7 @@ from collections.abc import Callable
 import msgpack
 from tests.envs.conftest import ServerProc
 
-
-def _wait_for(predicate: Callable[[], bool], deadline_s: float) -> bool:
-    deadline = time.monotonic() + deadline_s
-    while not predicate():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)  # polling interval against a bounded deadline
-    return True
+from waiting import wait_until
 
 
 def test_idle_episodes_are_reaped(spawn: Callable[..., ServerProc]) -> None:
@@ -29,7 +22,7 @@ def test_idle_episodes_are_reaped(spawn: Callable[..., ServerProc]) -> None:
         server.post("/step", {"id": busy, "action": "inventory"})  # keeps `busy` fresh
         return server.get("/health")["reaped_total"] >= 1  # probing `idle` would refresh it
 
-    assert _wait_for(busy_alive_idle_reaped, deadline_s=10)
+    wait_until(busy_alive_idle_reaped, 10, "the idle episode reaped, the busy one kept")
     assert "unknown episode" in server.post("/step", {"id": idle, "action": "inventory"})["error"]
     assert "error" not in server.post("/step", {"id": busy, "action": "inventory"})
     assert server.live() == 1

@@ -6,7 +6,6 @@ import json
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -15,6 +14,7 @@ from trainer_fixtures import make_group
 from agentgym_rl.learner.checkpoint_dirs import complete_checkpoints
 from agentgym_rl.wire import GroupSender, encode_group
 from vllm_fixtures import tiny_corpus
+from waiting import wait_until
 
 pytestmark = pytest.mark.engine
 
@@ -42,14 +42,13 @@ def _learn(model: Path, tmp: Path, port: int, *extra: str) -> subprocess.Popen[s
 
 def _wait_listening(port: int, proc: subprocess.Popen[str], timeout_s: float = 120.0) -> None:
     """Until the learner's receiver is bound (its start-up imports take a while)."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
+
+    def bound() -> bool:
         assert proc.poll() is None, proc.communicate()[0]
         with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                return
-        time.sleep(0.2)
-    raise AssertionError("learner never bound its receive endpoint")
+            return s.connect_ex(("127.0.0.1", port)) == 0
+
+    wait_until(bound, timeout_s, "the learner binds its receive endpoint", poll_s=0.2)
 
 
 def _feed(port: int, groups: int, vocab: int, proc: subprocess.Popen[str]) -> str:

@@ -5,13 +5,13 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 
 import pytest
 import zmq
 
 from agentgym_rl import _core
 from agentgym_rl.wire import GroupReceiver, GroupSender
+from waiting import wait_until
 
 from .conftest import FAST, WAIT, Worker, payload
 from .pyzmq_protocol import pack
@@ -23,11 +23,7 @@ SENDERS = {"rust": GroupSender, "pyzmq": PyzmqGroupSender}
 
 
 def wait_for(what: str, cond) -> None:  # type: ignore[no-untyped-def]
-    """Poll a condition under a deadline (the condition is the synchronisation)."""
-    deadline = time.monotonic() + WAIT
-    while not cond():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.002)
+    wait_until(cond, WAIT, what, poll_s=0.002)
 
 
 @pytest.mark.parametrize(
