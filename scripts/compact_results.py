@@ -161,6 +161,7 @@ def main() -> int:
     record_path = study / RECORD
     record = json.loads(record_path.read_text()) if record_path.is_file() else {}
     inside = {f.resolve() for run in runs for f in run.rglob("*") if f.is_file()}
+    inside.discard(record_path)  # a study that is itself a run folder keeps its record
     drop = sorted(inside - kept_files(inside))
     for run in runs:
         record[run.relative_to(study).as_posix() or "."] = entry(run)
