@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import re
 from pathlib import Path
@@ -84,22 +86,25 @@ def test_thought_line_restates_the_goal_and_keeps_the_actions() -> None:
 @pytest.fixture(scope="module")
 def small_policy(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("init") / "policy"
-    code = main(
-        [
-            "init-model",
-            f"--out={out}",
-            "--transcripts=24",
-            "--turn-cap=2",
-            "--vocab-size=400",
-            "--layers=1",
-            "--copy-steps=30",
-            "--warmup-steps=40",
-            "--warmup-batch=4",
-            "--warmup-lr=3e-3",
-            "--split=envs/agentgym_envs/babyai/data/goto_train.json",
-        ]
-    )
-    assert code == 0
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        code = main(
+            [
+                "init-model",
+                f"--out={out}",
+                "--transcripts=24",
+                "--turn-cap=2",
+                "--vocab-size=400",
+                "--layers=1",
+                "--copy-steps=30",
+                "--warmup-steps=40",
+                "--warmup-batch=4",
+                "--warmup-lr=3e-3",
+                "--split=envs/agentgym_envs/babyai/data/goto_train.json",
+            ]
+        )
+    assert code == 0, printed.getvalue()
+    (out.parent / "init-model.log").write_text(printed.getvalue())
     return out
 
 
@@ -135,6 +140,10 @@ def test_warmup_targets_only_assistant_turns(small_policy: Path) -> None:
 
 def test_init_model_writes_a_loadable_warmed_up_policy(small_policy: Path) -> None:
     from transformers import AutoModelForCausalLM
+
+    printed = (small_policy.parent / "init-model.log").read_text()
+    # each stage reports its progress: minutes of silence otherwise on 2 cores
+    assert "read-and-copy step 30/30 loss" in printed and "warm-up step 40/40 loss" in printed
 
     info = json.loads((small_policy / INFO_FILE).read_text())
     assert info["options"]["transcripts"] == 24 and 0.0 <= info["random_action_success"] <= 1.0

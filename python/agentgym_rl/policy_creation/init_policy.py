@@ -168,6 +168,13 @@ def _read_and_copy(out: Path, options: InitModelConfig, say: Callable[[str], Non
     words = vocabulary_words(AutoTokenizer.from_pretrained(str(out)))
     chats = copy_transcripts(words, options.copy_steps * options.copy_batch, seed=options.seed)
     say(f"read-and-copy pre-training: {options.copy_steps} steps over {len(words)} words")
+    every, started = max(1, options.copy_steps // 10), time.perf_counter()
+
+    def progress(step: int, loss: float) -> None:  # minutes of silence otherwise
+        if step % every == 0:
+            elapsed = time.perf_counter() - started
+            say(f"read-and-copy step {step}/{options.copy_steps} loss {loss:.3f} ({elapsed:.0f} s)")
+
     return format_warmup(
         out,
         chats,
@@ -176,6 +183,7 @@ def _read_and_copy(out: Path, options: InitModelConfig, say: Callable[[str], Non
         lr=options.warmup_lr,
         seed=options.seed,
         threads=options.threads,
+        on_step=progress,
     )
 
 
