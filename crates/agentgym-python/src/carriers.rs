@@ -32,7 +32,7 @@ pub(crate) struct PySample(pub(crate) Sample);
 impl PySample {
     #[new]
     #[pyo3(signature = (input_ids, loss_mask, logprobs, versions, turn_spans, *, reward, status,
-        drift=false, turns=0, turn_cap=0, stage=0, dispatch_version=0, request_id=String::new()))]
+        drift=false, turns=0, turn_cap=0, stage=0, dispatch_version=0, request_id=""))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         input_ids: PyReadonlyArray1<'_, u32>,
@@ -47,7 +47,7 @@ impl PySample {
         turn_cap: u32,
         stage: u32,
         dispatch_version: u32,
-        request_id: String,
+        request_id: &str,
     ) -> PyResult<Self> {
         let sample = Sample {
             tokens: TokenArrays {
@@ -64,7 +64,7 @@ impl PySample {
             turn_cap,
             stage,
             dispatch_version,
-            request_id,
+            request_id: request_id.to_owned(),
         };
         sample.validate().map_err(sample_error)?;
         Ok(Self(sample))
