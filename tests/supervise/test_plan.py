@@ -279,6 +279,18 @@ def test_missing_model_unless_init_model(train_data: dict[str, Any], tmp_path: P
     ]
 
 
+def test_a_context_the_created_model_cannot_hold_is_refused_before_creating_it(
+    train_data: dict[str, Any], tmp_path: Path
+) -> None:
+    train_data["model"] = str(tmp_path / "to-create")
+    train_data["init_model"] = {"env": "babyai"}
+    train_data.setdefault("rollout", {}).setdefault("engine", {})["max_model_len"] = 4096
+    (found,) = problems(train_data)
+    assert found.startswith("rollout.engine.max_model_len: 4096 is larger than the context")
+    train_data["rollout"]["engine"]["max_model_len"] = 2048
+    assert plan_run(train_config(train_data)).init is not None
+
+
 def test_missing_env_dependency(
     train_data: dict[str, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -16,6 +16,9 @@ from pydantic import Field, field_validator, model_validator
 from agentgym_rl.config.base import ConfigModel, Wired
 from agentgym_rl.config.rollout import ActionFormat, EnvName
 
+CREATED_CONTEXT = 2048
+"""The context, in tokens, of a model `init-model` creates (its `max_position_embeddings`)."""
+
 
 class InitModelEnv(ConfigModel):
     """One env of a mixed policy's warm-up: its tasks, prompt and options."""

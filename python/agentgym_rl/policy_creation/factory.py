@@ -17,6 +17,8 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from agentgym_rl.config.init_model import CREATED_CONTEXT
+
 SPECIAL_TOKENS: tuple[str, ...] = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
 """ChatML specials, ids 0, 1, 2 in that order."""
 
@@ -137,7 +139,7 @@ def create_tiny_model(
     head_dim: int = 64,
     kv_heads: int = 1,
     intermediate: int | None = None,
-    max_positions: int = 2048,
+    max_positions: int = CREATED_CONTEXT,
     phrase_tokens: bool = False,
     added_tokens: Sequence[str] = (),
     seed: int = 0,

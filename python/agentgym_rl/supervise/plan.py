@@ -30,6 +30,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from agentgym_rl.config.init_model import CREATED_CONTEXT
 from agentgym_rl.config.learn import LearnConfig
 from agentgym_rl.config.rollout import DatasetConfig, DatasetSource, RolloutConfig
 from agentgym_rl.config.startup import missing_model
@@ -269,6 +270,12 @@ def plan_run(
         problem = missing_model(train.model)
         if problem:
             problems.append(f"model: {problem} Or give `init_model:` options to create it.")
+    elif (wanted := train.rollout.engine.max_model_len or 0) > CREATED_CONTEXT:
+        # found now, not after the minutes init-model takes (the engine would refuse it then)
+        problems.append(
+            f"rollout.engine.max_model_len: {wanted} is larger than the context of the model "
+            f"init-model creates ({CREATED_CONTEXT} tokens); give it <= {CREATED_CONTEXT}"
+        )
     problems += env_problems([s.env for s in train.env_servers])
     problems += _unserved(train)
     if train.logging.wandb is not None and importlib.util.find_spec("wandb") is None:
