@@ -217,4 +217,4 @@ def test_declarations() -> None:
     assert MazeEnvironment.description and "\n" not in MazeEnvironment.description
     assert MazeEnvironment.system_prompt is not None
     assert MazeEnvironment.system_prompt.endswith(REACT_RULES)
-    assert MazeEnvironment.split_names() == ["train", "test"]
+    assert MazeEnvironment.split_names() == ["train", "test", "ladder_test"]

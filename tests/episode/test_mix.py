@@ -188,15 +188,20 @@ def test_a_mixed_init_model_section_travels_as_flags() -> None:
 def test_eval_of_a_mixed_run_covers_each_env_with_its_own_settings(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """`eval --run` on the committed mixed run's configs: both held-out splits (declared names
-    as ENV=NAME), each env's prompt, its servers' options scoped to it, the larger turn cap."""
-    import shutil
-
+    """`eval --run` on the configs `train` writes for the shipped mixed config: both held-out
+    splits (declared names as ENV=NAME), each env's prompt, its servers' options scoped to it,
+    the larger turn cap."""
+    from agentgym_rl.config.train import TrainConfig
     from agentgym_rl.evaluation import from_run
     from agentgym_rl.processes.env_servers import options_for
+    from agentgym_rl.supervise import plan_run, write_plan
 
     root = Path(__file__).resolve().parents[2]
-    shutil.copytree(root / "docs/results/mixed-babyai-maze/configs", tmp_path / "configs")
+    monkeypatch.chdir(root)  # the config's paths are the repository's
+    config = TrainConfig.from_yaml(
+        root / "configs/train/mixed_babyai_maze.yaml", [f"run_dir={tmp_path}"]
+    )
+    write_plan(plan_run(config))
     monkeypatch.setattr(from_run, "checkpoint_model", lambda run_dir, step: tmp_path / "hf")
     options = from_run.options_for_run(tmp_path)
     assert options.split == (Path("babyai=goto_test"), Path("maze=test"))
