@@ -11,7 +11,9 @@ evaluated policy is not evaluated again; after an interruption, run the same com
 one at a time, seed by seed (a partial study has whole seeds): their wall-clock figures are
 compared, so give them the machine. Runs live under --runs; what is worth keeping (configs,
 metrics, held-out curves, summaries, success per test-time cap; no checkpoints) is copied to
---records, where `agentgym-rl plot --group` draws:
+--records (default runs/studies/scalinginter: run output, not committed; the write-up in
+docs/results/scalinginter keeps the figures and `scripts/compact_results.py`'s runs.json), where
+`agentgym-rl plot --group` draws:
   schedules/  the fixed-cap and ScalingInter arms: held-out success against step and wall-clock
               minutes (mean and min-max band over seeds), success against test-time turn cap
   params/     ScalingInter against the larger policy trained on the same wall-clock budget
@@ -227,7 +229,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--arms-file", type=Path, default=STUDY / "arms.yaml")
     parser.add_argument("--runs", type=Path, default=Path("runs/studies/scalinginter"))
-    parser.add_argument("--records", type=Path, default=Path("docs/results/scalinginter"))
+    parser.add_argument("--records", type=Path, default=Path("runs/studies/scalinginter"))
     parser.add_argument(
         "--seeds",
         type=int,
