@@ -27,6 +27,7 @@ from agentgym_rl.env_discovery import is_split_name, load_env, portable_path, sh
 from agentgym_rl.episode.dataset import Task, load_split
 from agentgym_rl.policy_creation.copy_text import copy_transcripts, vocabulary_words
 from agentgym_rl.policy_creation.factory import create_tiny_model
+from agentgym_rl.policy_creation.progress import step_lines
 from agentgym_rl.policy_creation.transcripts import (
     Transcript,
     call_pieces,
@@ -168,13 +169,6 @@ def _read_and_copy(out: Path, options: InitModelConfig, say: Callable[[str], Non
     words = vocabulary_words(AutoTokenizer.from_pretrained(str(out)))
     chats = copy_transcripts(words, options.copy_steps * options.copy_batch, seed=options.seed)
     say(f"read-and-copy pre-training: {options.copy_steps} steps over {len(words)} words")
-    every, started = max(1, options.copy_steps // 10), time.perf_counter()
-
-    def progress(step: int, loss: float) -> None:  # minutes of silence otherwise
-        if step % every == 0:
-            elapsed = time.perf_counter() - started
-            say(f"read-and-copy step {step}/{options.copy_steps} loss {loss:.3f} ({elapsed:.0f} s)")
-
     return format_warmup(
         out,
         chats,
@@ -183,7 +177,7 @@ def _read_and_copy(out: Path, options: InitModelConfig, say: Callable[[str], Non
         lr=options.warmup_lr,
         seed=options.seed,
         threads=options.threads,
-        on_step=progress,
+        on_step=step_lines("read-and-copy", options.copy_steps, say),  # minutes otherwise silent
     )
 
 

@@ -78,7 +78,7 @@ def category_rows(run: RunRecords) -> list[CategoryRow]:
     return rows
 
 
-def _pct(x: float | None) -> str:
+def _rate(x: float | None) -> str:
     return "-" if x is None else f"{x:.2f}"
 
 
@@ -104,7 +104,7 @@ def render(run: RunRecords) -> str:
         for c in cats:
             lines.append(
                 f"| {c.env} | {c.category} | {c.first[1]:.2f} (v{c.first[0]}) | "
-                f"{c.last[1]:.2f} (v{c.last[0]}) | {_pct(c.chance)} | {_pct(c.rule)} |"
+                f"{c.last[1]:.2f} (v{c.last[0]}) | {_rate(c.chance)} | {_rate(c.rule)} |"
             )
         parts.append("\n".join(lines))
     return "\n\n".join(parts) + ("\n" if parts else "")
