@@ -117,6 +117,8 @@ def wait_ready(
             tick()
         code = child.poll()
         if code is not None:
+            if ready():  # a finite job (model creation) is ready exactly when it exits
+                return
             raise ChildExited(child.name, code)
         if deadline is not None and time.monotonic() > deadline:
             raise NotReady(f"{child.name} not ready after {timeout_s:.0f} s")
