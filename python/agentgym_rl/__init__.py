@@ -39,11 +39,11 @@ if TYPE_CHECKING:
         LearnConfig,
         RolloutConfig,
     )
+    from agentgym_rl.config.evaluate import EvalOptions
     from agentgym_rl.config.train import TrainConfig
     from agentgym_rl.episode.scoring import EvalReport
     from agentgym_rl.evaluation.blocking import evaluate
     from agentgym_rl.evaluation.episodes import Episode, play
-    from agentgym_rl.evaluation.job import EvalOptions
     from agentgym_rl.processes.env_servers import serve_env
     from agentgym_rl.supervise.plan import PlanError
     from agentgym_rl.supervise.run import RunHandle, RunResult, resume, train
@@ -54,7 +54,7 @@ _LAZY = {
     "LearnConfig": "agentgym_rl.config",
     "RolloutConfig": "agentgym_rl.config",
     "TrainConfig": "agentgym_rl.config.train",
-    "EvalOptions": "agentgym_rl.evaluation.job",
+    "EvalOptions": "agentgym_rl.config.evaluate",
     "EvalReport": "agentgym_rl.episode.scoring",
     "evaluate": "agentgym_rl.evaluation.blocking",
     "Episode": "agentgym_rl.evaluation.episodes",

@@ -66,13 +66,15 @@ def test_model_positions_reads_the_config(tmp_path: Path) -> None:
 
 
 def test_options_default_to_the_models_context(tiny_model: Path) -> None:
-    EvalOptions(split=SPLIT, model=tiny_model).check()  # 512 tokens per turn < 2048
-    EvalOptions(split=SPLIT, model=tiny_model, engine=EngineConfig(max_model_len=2048)).check()
+    EvalOptions(split=[SPLIT], model=tiny_model).check()  # 512 tokens per turn < 2048
+    EvalOptions(split=[SPLIT], model=tiny_model, engine=EngineConfig(max_model_len=2048)).check()
     with pytest.raises(EvalError, match=r"--max-model-len \(4096\) is larger than the model's"):
-        EvalOptions(split=SPLIT, model=tiny_model, engine=EngineConfig(max_model_len=4096)).check()
+        EvalOptions(
+            split=[SPLIT], model=tiny_model, engine=EngineConfig(max_model_len=4096)
+        ).check()
     with pytest.raises(EvalError, match=r"must be below the context length \(2048"):
         long_turns = EngineConfig(max_tokens_per_turn=2048)
-        EvalOptions(split=SPLIT, model=tiny_model, engine=long_turns).check()
+        EvalOptions(split=[SPLIT], model=tiny_model, engine=long_turns).check()
 
 
 def test_engine_flags_are_the_engine_configs(tiny_model: Path) -> None:

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from agentgym_rl.commands import evaluate as command
+from agentgym_rl.config.loader import ConfigError
 from agentgym_rl.config.train import TrainConfig
 from agentgym_rl.evaluation import EvalError
 from agentgym_rl.evaluation.from_run import options_for_run
@@ -55,12 +56,12 @@ def test_the_runs_settings_are_the_evaluations(tmp_path: Path) -> None:
     run = a_run(tmp_path, eval=held_out)
     options = options_for_run(run)
     assert options.model == run / "checkpoints" / "step_2" / "hf"  # step 4 is incomplete
-    assert (str(options.split), options.n, options.limit) == (HELD_OUT, 2, 5)
+    assert (options.split, options.n, options.limit) == ([Path(HELD_OUT)], 2, 5)
     assert options.turn_cap == 5  # the largest ScalingInter cap
     assert options.engine.temperature == 0.0  # the held-out decoding, not training's 0.7
     assert (options.engine.max_tokens_per_turn, options.engine.dtype) == (24, "float32")
     assert options.system_prompt == "Be brief."
-    assert options.env_options == ("observation=compact",)
+    assert options.env_options == ["observation=compact"]
     with pytest.raises(EvalError, match=r"--step 4: no complete checkpoint; the run has \[2\]"):
         options_for_run(run, step=4)
 
@@ -95,3 +96,8 @@ def test_the_runs_action_format_per_env_and_the_flag_over_it(tmp_path: Path) -> 
     command.add_arguments(parser)
     args = parser.parse_args(["--run", str(run), "--action-format", "react"])
     assert command.eval_options(args).action_format == "react"
+    args = parser.parse_args(["--run", str(run), "--env-option", "extra=1", "--n", "3"])
+    given = command.eval_options(args)  # a list flag adds to the run's, a value replaces it
+    assert (given.env_options, given.n) == ([*options.env_options, "extra=1"], 3)
+    with pytest.raises(ConfigError, match="--n: Input should be greater than or equal to 1"):
+        command.eval_options(parser.parse_args(["--run", str(run), "--n", "0"]))

@@ -8,11 +8,13 @@ import json
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
 from agentgym_rl.cli import main
 from agentgym_rl.config.rollout import EngineConfig
 from agentgym_rl.episode.log import read_episodes
 from agentgym_rl.evaluation import EvalError, EvalOptions, run_evaluation
+from agentgym_rl.evaluation.job import load_tasks
 from vllm_fixtures import EngineHandle
 
 SPLIT = Path(__file__).resolve().parents[2] / "envs/agentgym_envs/babyai/data/goto_test.json"
@@ -24,7 +26,7 @@ def test_local_engine_accounting_and_files(
     server = spawn_server("babyai")
     out = tmp_path / "eval"
     options = EvalOptions(
-        split=SPLIT,
+        split=[SPLIT],
         env_addresses={"babyai": [server.zmq]},
         n=2,
         turn_cap=2,
@@ -68,12 +70,14 @@ def test_local_engine_accounting_and_files(
 
 def test_bad_options_fail_before_anything_starts(tmp_path: Path) -> None:
     with pytest.raises(EvalError, match="exactly one of --model DIR or --api-base"):
-        EvalOptions(split=SPLIT).check()
+        EvalOptions(split=[SPLIT]).check()
     with pytest.raises(EvalError, match="--api-base needs --api-model"):
-        EvalOptions(split=SPLIT, api_base="http://127.0.0.1:1/v1").check()
+        EvalOptions(split=[SPLIT], api_base="http://127.0.0.1:1/v1").check()
     with pytest.raises(EvalError, match="not a local HF checkpoint"):
-        EvalOptions(split=SPLIT, model=tmp_path).check()
-    with pytest.raises(EvalError, match="--n must be >= 1"):
-        EvalOptions(split=SPLIT, model=None, n=0).check(engine_given=True)
+        EvalOptions(split=[SPLIT], model=tmp_path).check()
+    with pytest.raises(EvalError, match="--split is required"):
+        EvalOptions(model=tmp_path).check()
+    with pytest.raises(ValidationError, match="n\n  Input should be greater than or equal to 1"):
+        EvalOptions(split=[SPLIT], n=0)
     with pytest.raises(EvalError, match=r"--split: .*missing\.json"):
-        EvalOptions(split=tmp_path / "missing.json").tasks()
+        load_tasks(EvalOptions(split=[tmp_path / "missing.json"]))

@@ -17,10 +17,12 @@ from typing import Any
 
 import httpx
 import pytest
+from pydantic import ValidationError
 
 import scripted_chat
 from agentgym_rl.commands import evaluate as command
 from agentgym_rl.config import ActionFormat
+from agentgym_rl.config.loader import ConfigError
 from agentgym_rl.env_discovery import env_traits
 from agentgym_rl.episode.dataset import Task
 from agentgym_rl.episode.tools import ToolCall, ToolFamily, ToolReader, ToolSet, write_call
@@ -339,10 +341,12 @@ def test_the_flags_and_their_checks() -> None:
     with pytest.raises(SystemExit):
         parser.parse_args([*argv, "--action-format", "json"])
     base = {"split": CHATML, "api_base": "http://h/v1", "api_model": "m"}
-    with pytest.raises(EvalError, match="--action-format 'json': expected one of"):
-        EvalOptions(**base, action_format="json").check()  # type: ignore[arg-type]
-    with pytest.raises(EvalError, match="--tool-calls-per-turn must be >= 1"):
-        EvalOptions(**base, tool_calls_per_turn={"babyai": 0}).check()  # type: ignore[arg-type]
+    with pytest.raises(ValidationError, match="Input should be 'react', 'tags'"):
+        EvalOptions(**base, action_format="json")  # type: ignore[arg-type]
+    with pytest.raises(ValidationError, match="greater than or equal to 1"):
+        EvalOptions(**base, tool_calls_per_turn={"babyai": 0})  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match=r"--tool-calls-per-turn: .*greater than or equal to 1"):
+        command.eval_options(parser.parse_args([*argv[:6], "--tool-calls-per-turn", "0"]))
 
 
 def test_a_template_without_tools_is_refused_before_anything_starts(tmp_path: Path) -> None:
@@ -352,9 +356,9 @@ def test_a_template_without_tools_is_refused_before_anything_starts(tmp_path: Pa
     split = tmp_path / "split.json"
     split.write_text(json.dumps([{"item_id": "babyai_0", "category": "c"}]))
     options = EvalOptions(
-        split=split,
+        split=[split],
         model=model,
-        action_format="tools",
+        action_format=ActionFormat.TOOLS,
         env_addresses={"babyai": ["tcp://127.0.0.1:1"]},  # never reached
         progress=False,
     )

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from agentgym_rl.cli import main
+from agentgym_rl.config.rollout import ActionFormat
 from agentgym_rl.env_discovery import env_traits
 from agentgym_rl.episode.log import read_episodes
 from agentgym_rl.episode.tools import ToolCall, ToolFamily, ToolSet, write_call
@@ -151,12 +152,12 @@ def test_local_eval_in_tool_mode_reads_calls_in_the_templates_layout(
     split.write_text(json.dumps([{"item_id": SOLVED, "category": "GoToRedBall"}]))
     out = tmp_path / "eval"
     options = EvalOptions(
-        split=split,
+        split=[split],
         env_addresses={"babyai": [babyai_server.zmq]},
         turn_cap=3,
         out=out,
         progress=False,
-        action_format="tools",
+        action_format=ActionFormat.TOOLS,
     )
     report = asyncio.run(run_evaluation(options, engine=engine))
     [record] = report.records

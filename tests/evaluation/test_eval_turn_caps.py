@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -25,7 +24,7 @@ def test_sweep_evaluates_each_cap_on_one_engine(
 ) -> None:
     server = spawn_server("babyai")
     options = EvalOptions(
-        split=SPLIT,
+        split=[SPLIT],
         env_addresses={"babyai": [server.zmq]},
         limit=4,
         out=tmp_path,
@@ -54,7 +53,7 @@ def test_sweep_evaluates_each_cap_on_one_engine(
         assert row["capped"] == pytest.approx(capped)
     assert (tmp_path / "caps.md").read_text() == sweep.to_markdown()
     # an engine passed in is left running: it still plays an episode
-    again = replace(options, limit=1, turn_cap=1, out=None)
+    again = options.model_copy(update={"limit": 1, "turn_cap": 1, "out": None})
     report = vllm_engine.run(run_evaluation(again, engine=vllm_engine.engine), timeout=120)
     assert len(report.records) == 1
 
@@ -62,7 +61,7 @@ def test_sweep_evaluates_each_cap_on_one_engine(
 def test_sweep_starts_missing_env_servers_once_for_every_cap(
     vllm_engine: EngineHandle, tmp_path: Path
 ) -> None:
-    options = EvalOptions(split=SPLIT, limit=2, out=tmp_path, progress=False)
+    options = EvalOptions(split=[SPLIT], limit=2, out=tmp_path, progress=False)
     sweep = vllm_engine.run(
         sweep_turn_caps(options, [1, 2], engine=vllm_engine.engine), timeout=300
     )
@@ -88,7 +87,7 @@ def test_turn_cap_flag_repeats_and_bad_caps_are_refused(tmp_path: Path) -> None:
             "2",
         ]
     )
-    assert args.turn_cap == [5, 2]
+    assert args.turn_caps == [5, 2]
     assert eval_options(args).turn_cap == 5
     with pytest.raises(EvalError, match="--turn-cap must be >= 1"):
-        asyncio.run(sweep_turn_caps(EvalOptions(split=SPLIT, model=tmp_path), [0, 3]))
+        asyncio.run(sweep_turn_caps(EvalOptions(split=[SPLIT], model=tmp_path), [0, 3]))

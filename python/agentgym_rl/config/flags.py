@@ -2,9 +2,11 @@
 bounds, default and help) whether it is written in YAML or typed after a command.
 
 Contract: `add_flags(parser, Model)` adds `--field-name` for each field of a flat model: a bool
-is `--x/--no-x`, a `Literal` gives the choices, a field without a default is a required flag,
-and a list field `env_options` is the repeatable `--env-option`. The help is the field's docstring and its
-default. A flag left out is absent from the parsed namespace (argparse.SUPPRESS), so the model's
+is `--x/--no-x`, a `Literal` or an enum gives the choices, a field without a default is a
+required flag, a list field `env_options` is the repeatable `--env-option`, and a dict field
+`env_addresses` the repeatable `--env-address KEY=VALUE` (handed to the model as the list of
+strings, which its validator reads). A field that is `T | dict[...]` (one value, or one per env)
+takes T on the command line. The help is the field's docstring and its default. A flag left out is absent from the parsed namespace (argparse.SUPPRESS), so the model's
 own default applies (or `base`'s value): `from_flags(Model, args, base=..., **given)` validates
 what was given and raises
 `ConfigError` naming the flag (`--top-p: Input should be less than or equal to 1`).
@@ -18,7 +20,7 @@ import enum
 import types
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal, TypeVar, Union, get_args, get_origin
+from typing import Annotated, Any, Literal, TypeVar, Union, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
 from pydantic.fields import FieldInfo
@@ -30,9 +32,10 @@ _Adder = argparse.ArgumentParser | argparse._ArgumentGroup
 
 
 def flag_of(name: str, info: FieldInfo) -> str:
-    """`top_p` -> `--top-p`; a list field `env_options` -> `--env-option`."""
-    if _is_list(info.annotation) and name.endswith("s"):
-        name = name[:-1]
+    """`top_p` -> `--top-p`; a list field `env_options` -> `--env-option`, a dict field
+    `env_addresses` -> `--env-address`."""
+    if _is_list(info.annotation) or _is_dict(info.annotation):
+        name = name[:-2] if name.endswith("sses") else name.removesuffix("s")
     return "--" + name.replace("_", "-")
 
 
@@ -49,8 +52,12 @@ def add_flags(parser: _Adder, model: type[BaseModel], exclude: Sequence[str] = (
             options["action"] = argparse.BooleanOptionalAction
         elif _is_list(info.annotation):
             options.update(action="append", metavar="VALUE")
+        elif _is_dict(info.annotation):
+            options.update(action="append", metavar="KEY=VALUE")
         elif get_origin(kind) is Literal:
             options["choices"] = list(get_args(kind))
+        elif isinstance(kind, type) and issubclass(kind, enum.Enum):
+            options["choices"] = [member.value for member in kind]
         else:
             options["type"] = kind if kind in (int, float, Path) else str
             options["metavar"] = {int: "N", float: "X", Path: "PATH"}.get(kind, "TEXT")
@@ -88,6 +95,11 @@ def to_flags(model: BaseModel) -> list[str]:
             argv.append(flag if value else "--no-" + flag[2:])
         elif isinstance(value, list):
             argv += [a for item in value for a in (flag, _flag_value(item))]
+        elif isinstance(value, dict) and _is_dict(fields[name].annotation):
+            pairs = [
+                (k, v) for k, vs in value.items() for v in (vs if isinstance(vs, list) else [vs])
+            ]
+            argv += [a for k, v in pairs for a in (flag, f"{k}={_flag_value(v)}")]
         elif value is not None:
             argv += [flag, _flag_value(value)]
     return argv
@@ -101,10 +113,13 @@ def _flag_value(item: Any) -> str:
 
 
 def _unwrap(annotation: Any) -> Any:
-    """`int | None` -> int (what a given flag parses to)."""
+    """`int | None` -> int, `int | dict[str, int]` -> int (what a given flag parses to)."""
     if get_origin(annotation) in (Union, types.UnionType):
         rest = [a for a in get_args(annotation) if a is not type(None)]
-        return rest[0] if len(rest) == 1 else str
+        one = [a for a in rest if get_origin(a) is not dict] if len(rest) > 1 else rest
+        return _unwrap(one[0]) if len(one) == 1 else str
+    if get_origin(annotation) is Annotated:
+        return get_args(annotation)[0]
     return annotation
 
 
@@ -112,10 +127,14 @@ def _is_list(annotation: Any) -> bool:
     return get_origin(_unwrap(annotation)) is list
 
 
+def _is_dict(annotation: Any) -> bool:
+    return get_origin(_unwrap(annotation)) is dict
+
+
 def _help(info: FieldInfo) -> str:
     text = " ".join((info.description or "").split()).replace("%", "%%")
     default = info.get_default(call_default_factory=True)
-    if default is None or isinstance(default, bool) or default == []:
+    if default is None or isinstance(default, bool) or default in ([], {}):
         return text
     return f"{text} (default {default})"
 

@@ -18,10 +18,11 @@ the evaluation API. Heavy stacks (vLLM, httpx) are imported by the modules that 
 
 from __future__ import annotations
 
+from agentgym_rl.config.evaluate import EvalError, EvalOptions
 from agentgym_rl.episode.scoring import EvalRecord, EvalReport, Row, avg_pass, summarize
 from agentgym_rl.evaluation.blocking import evaluate
-from agentgym_rl.evaluation.job import EvalOptions, run_evaluation
-from agentgym_rl.evaluation.runner import EvalError, EvalSettings
+from agentgym_rl.evaluation.job import run_evaluation
+from agentgym_rl.evaluation.runner import EvalSettings
 
 __all__ = [
     "EvalError",

@@ -9,11 +9,11 @@ from collections.abc import Coroutine, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
+from agentgym_rl.config.evaluate import EvalError, EvalOptions
 from agentgym_rl.config.rollout import EngineConfig
 from agentgym_rl.episode.scoring import EvalReport
 from agentgym_rl.evaluation.from_run import options_for_run
-from agentgym_rl.evaluation.job import EvalOptions, run_evaluation
-from agentgym_rl.evaluation.runner import EvalError
+from agentgym_rl.evaluation.job import run_evaluation
 
 T = TypeVar("T")
 
@@ -42,8 +42,7 @@ def evaluate(
     `action_format="tools"` for native tool calls...)."""
     given: dict[str, Any] = {k: v for k, v in options.items() if v is not None}
     if splits is not None:
-        listed = [splits] if isinstance(splits, str | Path) else list(splits)
-        given["split"] = Path(listed[0]) if len(listed) == 1 else tuple(map(Path, listed))
+        given["split"] = [splits] if isinstance(splits, str | Path) else list(splits)
     for key, value in (("engine", engine), ("n", n), ("turn_cap", turn_cap), ("limit", limit)):
         if value is not None:
             given[key] = value
@@ -56,12 +55,8 @@ def evaluate(
     else:
         if "split" not in given:
             raise EvalError("give splits (a split file, or several)")
-        chosen = EvalOptions(
-            model=Path(model) if model is not None else None,
-            api_base=endpoint,
-            api_model=api_model,
-            **given,
-        )
+        path = Path(model) if model is not None else None
+        chosen = EvalOptions(model=path, api_base=endpoint, api_model=api_model, **given)
     return run_blocking(run_evaluation(chosen))
 
 

@@ -13,16 +13,14 @@ checkpoint, no HF export, no split) raises `EvalError` saying what to pass inste
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from agentgym_rl.config.evaluate import EvalError, EvalOptions
 from agentgym_rl.config.loader import ConfigError
 from agentgym_rl.config.rollout import RolloutConfig
 from agentgym_rl.config.train import TrainConfig
 from agentgym_rl.env_discovery import is_split_name
-from agentgym_rl.evaluation.job import EvalOptions
-from agentgym_rl.evaluation.runner import EvalError
 from agentgym_rl.learner.checkpoint_dirs import complete_checkpoints
 
 
@@ -54,10 +52,8 @@ def options_for_run(run_dir: str | Path, step: int | None = None, **given: Any) 
         Path(f"{env}={split}") if is_split_name(split) else split
         for env, split in (rollout.eval_splits() if held_out else {}).items()
     ]
-    split = given.pop("split", None) or (
-        tuple(splits) if len(splits) > 1 else next(iter(splits), None)
-    )
-    if split is None:
+    split = given.pop("split", None) or splits
+    if not split:
         raise EvalError(f"--run {run_dir}: the run had no held-out evaluation; give --split")
     engine = rollout.engine
     if held_out is not None and held_out.temperature is not None:
@@ -66,8 +62,8 @@ def options_for_run(run_dir: str | Path, step: int | None = None, **given: Any) 
     caps = [rollout.turn_caps(env).turn_caps[-1] for env in envs]
     served = {env: rollout.env_servers(env) for env in envs}
     prompts = {env: entry.system_prompt for env, entry in served.items()}
-    options = EvalOptions(
-        split=tuple(map(Path, split)) if isinstance(split, tuple) else Path(split),
+    own = dict(
+        split=split,
         model=checkpoint_model(run_dir, step),
         engine=engine,
         n=held_out.samples_per_task if held_out else 1,
@@ -76,16 +72,16 @@ def options_for_run(run_dir: str | Path, step: int | None = None, **given: Any) 
         system_prompt=prompts[envs[0]]
         if len(envs) == 1
         else {env: prompt for env, prompt in prompts.items() if prompt is not None},
-        env_options=tuple(
+        env_options=[
             option if len(envs) == 1 else f"{env}:{option}"
             for env in envs
             for option in _env_options(train, env)
-        ),
+        ],
         action_format={env: entry.action_format.value for env, entry in served.items()},
         tool_parser={env: entry.tool_parser for env, entry in served.items()},
         tool_calls_per_turn={env: entry.tool_calls_per_turn for env, entry in served.items()},
     )
-    return replace(options, **given)
+    return EvalOptions.model_validate({**own, **given})
 
 
 def _env_options(train: TrainConfig, env: str) -> list[str]:

@@ -23,124 +23,35 @@ import os
 import time
 import uuid
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any, TypeVar, get_args
+from typing import Any, TypeVar
 
 from agentgym_rl import _core
-from agentgym_rl.config.rollout import (
-    DEFAULT_TURN_CAPS,
-    ActionFormat,
-    EngineConfig,
-    ToolParser,
-    http_dialect,
-)
-from agentgym_rl.config.startup import context_misfit, turn_misfit
+from agentgym_rl.config.evaluate import EvalError, EvalOptions
+from agentgym_rl.config.rollout import ActionFormat, http_dialect
 from agentgym_rl.episode.actions import env_format
 from agentgym_rl.episode.dataset import DatasetError, Task, load_split
 from agentgym_rl.episode.scoring import EvalRecord, EvalReport, summarize
 from agentgym_rl.episode.tools import tool_reader
 from agentgym_rl.episode.types import Engine, EnvSpec
 from agentgym_rl.episode.yardsticks import YARDSTICKS_FILE, yardsticks
-from agentgym_rl.evaluation.runner import EvalError, EvalSettings, Policy, run_episodes
+from agentgym_rl.evaluation.runner import EvalSettings, Policy, run_episodes
 from agentgym_rl.processes.env_servers import LocalEnvServers, options_for
 from agentgym_rl.trajectory import ChatTokenizer
 
 
-@dataclass
-class EvalOptions:
-    """What to evaluate, on which tasks, and how (mirrors `agentgym-rl eval`'s flags)."""
-
-    split: Path | tuple[Path, ...]
-    """One split, or several evaluated together (a table row per env and category)."""
-    model: Path | None = None
-    """Local HF checkpoint (tokenizer + chat template included), run through vLLM."""
-    api_base: str | None = None
-    """OpenAI-compatible base URL, e.g. http://127.0.0.1:8000/v1 (instead of `model`)."""
-    api_model: str | None = None
-    api_key_env: str = "OPENAI_API_KEY"
-    env_addresses: dict[str, list[str]] = field(default_factory=dict)
-    engine: EngineConfig = field(default_factory=EngineConfig)
-    """Sampling and context options: the local engine's (all of them) or the API's requests
-    (temperature, top-p, tokens per turn)."""
-    n: int = 1
-    turn_cap: int = DEFAULT_TURN_CAPS[-1]
-    limit: int | None = None
-    out: Path | None = None
-    concurrency: int = 32
-    success_threshold: float | None = None
-    progress: bool = True
-    system_prompt: str | Mapping[str, str] | None = None
-    """Overrides the env's own system prompt (use the one the policy was trained with); a
-    mapping gives each env its own."""
-    env_options: tuple[str, ...] = ()
-    """`KEY=VALUE` options of env servers eval starts itself (e.g. observation=compact);
-    `ENV:KEY=VALUE` for one env's servers only."""
-    action_format: str | Mapping[str, str] | None = None
-    """Every env's action format (`react`, `tags`, `webarena`, `tools`), a mapping giving each
-    env its own, or None: the format each env declares."""
-    tool_parser: str | Mapping[str, str] = "auto"
-    """Tool mode, local model: how a reply writes a call (`hermes`, `llama3`, `mistral`; `auto`:
-    recognised from the chat template). An API's calls come structured (`tool_calls`)."""
-    tool_calls_per_turn: int | Mapping[str, int] = 1
-    """Tool mode: calls of one reply that are executed (the rest are answered "not executed")."""
-    yardsticks: bool = True
-    """Show chance (the env's random valid actions) and its scripted rule beside the policy, per
-    category, played in this process on the same tasks and turn cap (`episode/yardsticks.py`;
-    kept in `out`'s `yardsticks.json`)."""
-
-    def check(self, engine_given: bool = False) -> None:
-        """Raise `EvalError` naming the flag and the fix for inconsistent options."""
-        sources = [engine_given, self.model is not None, self.api_base is not None]
-        if sum(sources) != 1:
-            raise EvalError("give exactly one of --model DIR or --api-base URL (with --api-model)")
-        if self.api_base is not None and not self.api_model:
-            raise EvalError("--api-base needs --api-model NAME (the served model's name)")
-        if self.model is not None and not (self.model / "config.json").is_file():
-            raise EvalError(
-                f"--model {self.model}: not a local HF checkpoint (no config.json); "
-                "create one with agentgym-rl init-model or pass a downloaded checkpoint folder"
-            )
-        for flag, value in (("n", self.n), ("turn-cap", self.turn_cap)):
-            if value < 1:
-                raise EvalError(f"--{flag} must be >= 1 (got {value})")
-        if self.concurrency < 1:
-            raise EvalError(f"--concurrency must be >= 1 (got {self.concurrency})")
-        if self.limit is not None and self.limit < 1:
-            raise EvalError(f"--limit must be >= 1 (got {self.limit})")
-        _check_choices("--action-format", self.action_format, [f.value for f in ActionFormat])
-        _check_choices("--tool-parser", self.tool_parser, list(get_args(ToolParser)))
-        calls = self.tool_calls_per_turn
-        for value in calls.values() if isinstance(calls, Mapping) else [calls]:
-            if value < 1:
-                raise EvalError(f"--tool-calls-per-turn must be >= 1 (got {value})")
-        context = self.engine.max_model_len
-        if self.model is not None:
-            misfit = context_misfit(self.model, context, "--max-model-len")
-            if misfit:
-                raise EvalError(f"{misfit}, or leave it out (the model's own is the default)")
-        turn = turn_misfit(
-            self.model,
-            context,
-            self.engine.max_tokens_per_turn,
-            "--max-tokens-per-turn",
-            "--max-model-len",
-        )
-        if turn:
-            raise EvalError(turn)
-
-    def tasks(self) -> list[Task]:
-        splits = self.split if isinstance(self.split, tuple) else (self.split,)
-        tasks: list[Task] = []
-        for split in splits:
-            env, named, name = str(split).partition("=")  # ENV=NAME: a split ENV declares
-            try:
-                loaded = load_split(name, env) if named else load_split(split)
-            except DatasetError as e:
-                raise EvalError(f"--split: {e}") from None
-            tasks += loaded[: self.limit] if self.limit is not None else loaded
-        return tasks
+def load_tasks(options: EvalOptions) -> list[Task]:
+    """Every task of each split of `options` (the first `limit` of each), in order."""
+    tasks: list[Task] = []
+    for split in options.split:
+        env, named, name = str(split).partition("=")  # ENV=NAME: a split ENV declares
+        try:
+            loaded = load_split(name, env) if named else load_split(split)
+        except DatasetError as e:
+            raise EvalError(f"--split: {e}") from None
+        tasks += loaded[: options.limit] if options.limit is not None else loaded
+    return tasks
 
 
 def env_specs(
@@ -185,12 +96,6 @@ def _of_env(value: T | Mapping[str, T], env: str, default: T) -> T:
     return value
 
 
-def _check_choices(flag: str, value: str | Mapping[str, str] | None, choices: list[str]) -> None:
-    for given in value.values() if isinstance(value, Mapping) else [value]:
-        if given is not None and given not in choices:
-            raise EvalError(f"{flag} {given!r}: expected one of {', '.join(choices)}")
-
-
 def env_pool(addresses: dict[str, list[str]]) -> _core.EnvPool:
     servers = [
         _core.EnvServer(env, a, dialect=http_dialect(env))
@@ -211,7 +116,7 @@ async def run_evaluation(options: EvalOptions, *, engine: Engine | None = None) 
         concurrency=options.concurrency,
         success_threshold=options.success_threshold,
     )
-    tasks = options.tasks()
+    tasks = load_tasks(options)
     _check_tool_mode(options, tasks)
     envs = sorted({t.env for t in tasks})
     missing = [e for e in envs if not options.env_addresses.get(e)]
@@ -232,10 +137,11 @@ async def run_evaluation(options: EvalOptions, *, engine: Engine | None = None) 
             servers.stop()
     meta: dict[str, Any] = {
         "policy": str(options.model) if options.model else options.api_model or "engine",
-        "split": _jsonable(options.split),
+        # one split as its path, several as a list (eval.json's format since its first version)
+        "split": splits[0] if len(splits := [str(p) for p in options.split]) == 1 else splits,
         "tasks": len(tasks),
         "seconds": round(elapsed, 1),
-        "options": _jsonable(asdict(options)),
+        "options": options.model_dump(mode="json"),
     }
     report = summarize(records, meta)
     if options.yardsticks:
@@ -252,16 +158,6 @@ def _yardsticks(options: EvalOptions, tasks: list[Task]) -> dict[str, dict[str, 
     env_options = {e: {k: v for k, _, v in kv} for e, kv in pairs.items()}
     cache = options.out / YARDSTICKS_FILE if options.out is not None else None
     return yardsticks(tasks, dict.fromkeys(envs, options.turn_cap), env_options, cache=cache)
-
-
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, EngineConfig):
-        return value.model_dump(mode="json")
-    if isinstance(value, dict):
-        return {k: _jsonable(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_jsonable(v) for v in value]
-    return str(value) if isinstance(value, Path) else value
 
 
 async def _run(

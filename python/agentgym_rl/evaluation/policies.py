@@ -35,6 +35,7 @@ import httpx
 
 from agentgym_rl import _core
 from agentgym_rl.config import ActionFormat
+from agentgym_rl.config.evaluate import EvalError
 from agentgym_rl.episode.actions import restore_stop_string, stop_strings
 from agentgym_rl.episode.agent import AgentLoop, in_env_episode
 from agentgym_rl.episode.dataset import Task
@@ -44,7 +45,7 @@ from agentgym_rl.episode.prompts import episode_prefix
 from agentgym_rl.episode.tools import ToolReader, ToolReading, tool_reader
 from agentgym_rl.episode.turn import act, act_on_calls
 from agentgym_rl.episode.types import EnvSpec, EpisodePlan, TurnBudget
-from agentgym_rl.evaluation.runner import EpisodeOutcome, EvalError
+from agentgym_rl.evaluation.runner import EpisodeOutcome
 from agentgym_rl.evaluation.tool_calls import (
     as_api_reader,
     assistant_message,

@@ -20,16 +20,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from agentgym_rl.config.evaluate import EvalError
 from agentgym_rl.episode.dataset import Task
 from agentgym_rl.episode.outcome import is_success
 from agentgym_rl.episode.scoring import EvalRecord
 
 log = logging.getLogger(__name__)
-
-
-class EvalError(RuntimeError):
-    """A problem no further episode can avoid (unreachable endpoint, refused key, unknown model,
-    missing split): it stops the evaluation instead of being counted per episode."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,15 +12,15 @@ from __future__ import annotations
 
 import asyncio
 import json
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any
 
+from agentgym_rl.config.evaluate import EvalError, EvalOptions
 from agentgym_rl.episode.scoring import ALL, EvalReport
 from agentgym_rl.episode.types import Engine
-from agentgym_rl.evaluation.job import EvalOptions, run_evaluation, start_engine
-from agentgym_rl.evaluation.runner import EvalError
+from agentgym_rl.evaluation.job import load_tasks, run_evaluation, start_engine
 from agentgym_rl.processes.env_servers import LocalEnvServers
 
 CAPPED = "turn_cap"
@@ -86,19 +86,21 @@ async def sweep_turn_caps(
     try:
         if engine is None and options.model is not None:
             started = engine = await start_engine(options)
-            base = replace(options, model=None)
-        envs = sorted({t.env for t in options.tasks()})
+            base = options.model_copy(update={"model": None})
+        envs = sorted({t.env for t in load_tasks(options)})
         missing = [e for e in envs if not options.env_addresses.get(e)]
         if missing:
             log_dir = options.out or Path("runs/eval")
             servers = await asyncio.to_thread(
                 partial(LocalEnvServers.start, missing, log_dir, env_options=options.env_options)
             )
-            base = replace(base, env_addresses={**options.env_addresses, **servers.addresses()})
+            addresses = {**options.env_addresses, **servers.addresses()}
+            base = base.model_copy(update={"env_addresses": addresses})
         reports: dict[int, EvalReport] = {}
         for cap in sorted(set(caps)):
             out = options.out / f"cap-{cap}" if options.out is not None else None
-            report = await run_evaluation(replace(base, turn_cap=cap, out=out), engine=engine)
+            at_cap = base.model_copy(update={"turn_cap": cap, "out": out})
+            report = await run_evaluation(at_cap, engine=engine)
             report.meta["policy"] = str(options.model or options.api_model or "engine")
             reports[cap] = report
     finally:
