@@ -19,36 +19,16 @@ import asyncio
 import json
 import os
 import random
-import subprocess
 import sys
 import time
-import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
 import requests
 
 from agentgym_rl import _core as core
-from agentgym_rl.processes.child import die_with_parent
-from agentgym_rl.processes.ports import free_port
+from agentgym_rl.processes.env_servers import EnvServerProcess
 
 ACTIONS = ["turn left", "turn right", "move forward"]
-
-
-def start_server(env: str) -> tuple[subprocess.Popen[bytes], int, int]:
-    http, zmq = free_port(), free_port()
-    cmd = [sys.executable, "-m", "agentgym_envs.server", env, "--port", str(http)]
-    proc = subprocess.Popen(
-        [*cmd, "--zmq-port", str(zmq)], stdout=subprocess.DEVNULL, preexec_fn=die_with_parent
-    )
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            urllib.request.urlopen(f"http://127.0.0.1:{http}/health", timeout=1).read()
-            return proc, http, zmq
-        except OSError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"{env} server did not start") from None
-            time.sleep(0.05)
 
 
 async def pool_steps_per_s(addresses: list[str], env: str, episodes: int, seconds: float) -> float:
@@ -131,22 +111,25 @@ def main() -> int:
     args = parser.parse_args()
     seconds = 1.5 if args.quick else args.seconds
     n = args.episodes
-    servers = [start_server("babyai") for _ in range(args.servers)] + [start_server("noop")]
+    # the server module itself (no CLI in front): figures comparable across versions
+    envs = ["babyai"] * args.servers + ["noop"]
+    servers = [EnvServerProcess(env, python=sys.executable) for env in envs]
     try:
-        babyai, (_, n_http, n_zmq) = servers[:-1], servers[-1]
-        zmq_addrs = [f"tcp://127.0.0.1:{z}" for _, _, z in babyai]
-        http_addrs = [f"http://127.0.0.1:{h}" for _, h, _ in babyai]
+        for server in servers:
+            server.spawn()
+        for server in servers:
+            server.wait_ready(60)
+        babyai, noop = servers[:-1], servers[-1]
+        zmq_addrs = [server.zmq for server in babyai]
+        http_addrs = [server.http for server in babyai]
         zmq_rate = asyncio.run(pool_steps_per_s(zmq_addrs, "babyai", n, seconds))
         http_rate = asyncio.run(pool_steps_per_s(http_addrs, "babyai", n, seconds))
         ref_rate = agentgym_steps_per_s(http_addrs, n, seconds)
-        noop_zmq = asyncio.run(pool_steps_per_s([f"tcp://127.0.0.1:{n_zmq}"], "noop", n, seconds))
-        noop_http = asyncio.run(
-            pool_steps_per_s([f"http://127.0.0.1:{n_http}"], "noop", n, seconds)
-        )
+        noop_zmq = asyncio.run(pool_steps_per_s([noop.zmq], "noop", n, seconds))
+        noop_http = asyncio.run(pool_steps_per_s([noop.http], "noop", n, seconds))
     finally:
-        for proc, _, _ in servers:
-            proc.terminate()
-            proc.wait(timeout=10)
+        for server in servers:
+            server.stop()
     rows = [
         ("(a) Rust pool, ZeroMQ", zmq_rate),
         ("(b) Rust pool, HTTP", http_rate),

@@ -56,12 +56,11 @@ import sys
 import tempfile
 import threading
 import time
-import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agentgym_rl.processes.child import die_with_parent
+from agentgym_rl.processes.env_servers import EnvServerProcess
 from agentgym_rl.processes.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -83,24 +82,6 @@ class Setup:
     overrides: list[str]
     server_args: list[str] = field(default_factory=list)
     sampling_args: dict[str, Any] = field(default_factory=dict)
-
-
-def start_server(
-    latency_ms: float, sigma: float, extra: list[str]
-) -> tuple[subprocess.Popen[bytes], int]:
-    http = free_port()
-    cmd = [sys.executable, "-m", "agentgym_envs.server", "babyai", "--port", str(http)]
-    cmd += ["--step-latency-ms", str(latency_ms), "--step-latency-sigma", str(sigma), *extra]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, preexec_fn=die_with_parent)
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            urllib.request.urlopen(f"http://127.0.0.1:{http}/health", timeout=1).read()
-            return proc, http
-        except OSError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError("babyai server did not start") from None
-            time.sleep(0.05)
 
 
 def corpus(seed: int = 0, lines: int = 400) -> list[str]:
@@ -331,17 +312,17 @@ async def run_latency(
     results = []
     for sync in (False, True):
         # fresh servers per mode: both draw the same (seeded) sequence of step latencies
-        procs = [
-            start_server(latency_ms, args.sigma, setup.server_args) for _ in range(args.servers)
-        ]
-        addresses = [f"http://127.0.0.1:{port}" for _, port in procs]
+        latency = ["--step-latency-ms", str(latency_ms), "--step-latency-sigma", str(args.sigma)]
+        servers = [EnvServerProcess("babyai", python=sys.executable) for _ in range(args.servers)]
         try:
+            for server in servers:
+                server.start(*latency, *setup.server_args, timeout_s=60)
             log = tmp / f"{latency_ms:g}ms-{'sync' if sync else 'async'}"
+            addresses = [server.http for server in servers]
             r = await run_mode(engine, setup, addresses, args, groups, sync, log)
         finally:
-            for proc, _ in procs:
-                proc.terminate()
-                proc.wait(timeout=10)
+            for server in servers:
+                server.stop()
         results.append(r)
         print(
             f"{r['mode']:>5}: {r['groups']} groups ({r['received']} received), "

@@ -20,15 +20,12 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import time
-import urllib.request
 
 import httpx
 
-from agentgym_rl.processes.child import die_with_parent
-from agentgym_rl.processes.ports import free_port
+from agentgym_rl.processes.env_servers import EnvServerProcess
 
 ACTIONS = [
     "look around",
@@ -48,23 +45,6 @@ TASK_STARTS = [0, 120, 660, 1096, 1396, 1436, 2336, 2936, 3536, 4136, 4240, 4615
 
 def task_idx(i: int) -> int:
     return TASK_STARTS[i % len(TASK_STARTS)] + (i // len(TASK_STARTS)) % 10
-
-
-def start_server(*options: str) -> tuple[subprocess.Popen[bytes], int]:
-    port = free_port()
-    cmd = [sys.executable, "-m", "agentgym_envs.server", "sciworld", "--port", str(port)]
-    for opt in options:
-        cmd += ["--env-option", opt]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, preexec_fn=die_with_parent)
-    deadline = time.monotonic() + 120
-    while True:
-        try:
-            urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1).read()
-            return proc, port
-        except OSError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError("sciworld server did not start") from None
-            time.sleep(0.05)
 
 
 def rss(pid: int) -> int:
@@ -143,22 +123,23 @@ def main() -> int:
     episodes = 40 if args.quick else args.episodes
     ref_episodes = 2 if args.quick else args.reference_episodes
 
-    proc, port = start_server("jvms=2", "warm=1")
+    server = EnvServerProcess("sciworld", python=sys.executable)
     memory: dict[str, float] = {}
     try:
-        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=60) as http:
-            memory["start"] = tree_rss(proc.pid)
+        server.start("--env-option", "jvms=2", "--env-option", "warm=1", timeout_s=120)
+        pid = server.pid
+        with httpx.Client(base_url=server.http, timeout=60) as http:
+            memory["start"] = tree_rss(pid)
             runs = []
             for i in range(episodes):
                 runs.append(server_episode(http, i))
                 if i == 0:
-                    memory["after 1"] = tree_rss(proc.pid)
+                    memory["after 1"] = tree_rss(pid)
                 if i + 1 == episodes // 2:
-                    memory["middle"] = tree_rss(proc.pid)
-            memory["end"] = tree_rss(proc.pid)
+                    memory["middle"] = tree_rss(pid)
+            memory["end"] = tree_rss(pid)
     finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+        server.stop(grace_s=30)
     ref_runs = [reference_episode(i) for i in range(ref_episodes)]
 
     ours, ref = summarize(runs), summarize(ref_runs)

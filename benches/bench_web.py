@@ -21,37 +21,17 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import threading
 import time
-import urllib.request
 
 import httpx
 
-from agentgym_rl.processes.child import die_with_parent
-from agentgym_rl.processes.ports import free_port
+from agentgym_rl.processes.env_servers import EnvServerProcess
 
 ACTIONS = ["scroll [down]", "scroll [up]"]
 STEPS_PER_RESET = 8
 TASK_SPREAD = 58 * 7  # data_idx stride: every task of the set, then the next seeds
-
-
-def start_server() -> tuple[subprocess.Popen[bytes], int]:
-    port = free_port()
-    cmd = [sys.executable, "-m", "agentgym_envs.server", "miniwob", "--port", str(port)]
-    proc = subprocess.Popen(
-        cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, preexec_fn=die_with_parent
-    )
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=0.5)
-            return proc, port
-        except OSError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError("miniwob server did not start") from None
-            time.sleep(0.1)  # readiness polling
 
 
 def descendants(pid: int) -> list[int]:
@@ -152,13 +132,13 @@ def main() -> int:
     args = parser.parse_args()
     seconds = 4.0 if args.quick else args.seconds
     levels = [int(x) for x in args.concurrency.split(",")]
-    proc, port = start_server()
+    server = EnvServerProcess("miniwob", python=sys.executable)
     try:
-        idle_rss, idle_pss = memory_kib(proc.pid)
-        rows = [run_level(port, proc.pid, n, seconds) for n in levels]
+        server.start(timeout_s=60)
+        idle_rss, idle_pss = memory_kib(server.pid)
+        rows = [run_level(server.http_port, server.pid, n, seconds) for n in levels]
     finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+        server.stop(grace_s=30)
     print(f"web env (miniwob on chromium), {seconds:.0f} s per level, one server process")
     print(
         f"  server idle (no browser yet): rss {idle_rss / 1024:.0f} MB, pss {idle_pss / 1024:.0f} MB"

@@ -114,7 +114,7 @@ def done(run_dir: Path, arm: Arm) -> bool:
 
 def rl_minutes(run_dir: Path) -> float:
     """Minutes from the run's first held-out evaluation to its learner's last step."""
-    from agentgym_rl.report.regimes import RegimeRun
+    from agentgym_rl.experiments.regimes import RegimeRun
 
     return RegimeRun.load(run_dir).minutes
 

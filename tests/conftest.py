@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING
 import pytest
 
 from agentgym_rl.processes import ports
+from agentgym_rl.processes.env_servers import EnvServerProcess
 from agentgym_rl.trajectory import ChatTokenizer
-from env_servers import EnvServerProc
 from scripted_engine import CHATML
 from tiers import forbid_processes, tier_of
 
@@ -57,13 +57,13 @@ def free_port() -> int:
 
 
 @pytest.fixture
-def spawn_server() -> Iterator[Callable[..., EnvServerProc]]:
+def spawn_server() -> Iterator[Callable[..., EnvServerProcess]]:
     """`spawn_server("noop", *extra_args)` starts an env server; all are stopped (by PID) at
     teardown."""
-    started: list[EnvServerProc] = []
+    started: list[EnvServerProcess] = []
 
-    def spawn(env: str = "noop", *extra: str) -> EnvServerProc:
-        server = EnvServerProc(env).start(*extra)
+    def spawn(env: str = "noop", *extra: str) -> EnvServerProcess:
+        server = EnvServerProcess(env).start(*extra)
         started.append(server)
         return server
 
@@ -73,15 +73,15 @@ def spawn_server() -> Iterator[Callable[..., EnvServerProc]]:
 
 
 @pytest.fixture(scope="module")
-def babyai_server() -> Iterator[EnvServerProc]:
-    server = EnvServerProc("babyai").start()
+def babyai_server() -> Iterator[EnvServerProcess]:
+    server = EnvServerProcess("babyai").start()
     yield server
     server.stop()
 
 
 @pytest.fixture(scope="module")
-def noop_server() -> Iterator[EnvServerProc]:
-    server = EnvServerProc("noop").start()
+def noop_server() -> Iterator[EnvServerProcess]:
+    server = EnvServerProcess("noop").start()
     yield server
     server.stop()
 

@@ -61,8 +61,6 @@ LAYERS: dict[str, set[str]] = {
         "episode",
         "inference",
         "learner.checkpoint_dirs",
-        # `show` joins an episode to what the learner trained it with (torch-free records)
-        "learner.credit_log",
         "processes",
         "trajectory",
         "wire",
@@ -70,6 +68,10 @@ LAYERS: dict[str, set[str]] = {
     "learner": {"_core", "auth", "config", "weights", "wire"},
     "policy_creation": {"_core", "config", "env_discovery", "episode", "trajectory"},
     "report": {"_core", "config", "wire"},
+    # live scalars of a run (TensorBoard, W&B), fed by the supervisor's watcher
+    "metric_sinks": {"report"},
+    # `show`: an episode as the model saw it, joined to what the learner trained it with
+    "viewer": {"episode", "learner.credit_log"},
     # a resumed run already at its last checkpoint starts nothing (`train --resume`)
     "supervise": {
         "_core",
@@ -77,11 +79,12 @@ LAYERS: dict[str, set[str]] = {
         "config",
         "env_discovery",
         "learner.checkpoint_dirs",
+        "metric_sinks",
         "processes",
         "report",
         "wire",
     },
-    # soak, chaos and compare: experiments on whole runs
+    # soak, chaos and compare, and the analyses across runs (seed bands, turn caps, regimes)
     "experiments": {"_core", "auth", "config", "processes", "report"},
     "runs": {"episode", "report"},
     # checks a user runs from the installed wheel: the learner on one GPU

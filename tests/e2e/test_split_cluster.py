@@ -42,8 +42,8 @@ import pytest
 from agentgym_rl import _core
 from agentgym_rl.auth import ENV_VAR
 from agentgym_rl.cli import main as cli_main
+from agentgym_rl.processes.env_servers import EnvServerProcess
 from agentgym_rl.processes.ports import free_port
-from env_servers import EnvServerProc
 from vllm_fixtures import tiny_corpus
 
 pytestmark = pytest.mark.engine
@@ -156,7 +156,7 @@ def learner_cmd(model: Path, recv: str, weights: str, tmp: Path, secret: Path) -
 
 @pytest.mark.slow
 def test_two_rollout_servers_and_a_dp2_learner_keep_consistent_books(
-    tmp_path: Path, procs: list[Proc], spawn_server: Callable[..., EnvServerProc]
+    tmp_path: Path, procs: list[Proc], spawn_server: Callable[..., EnvServerProcess]
 ) -> None:
     from agentgym_rl.policy_creation import create_tiny_model
 

@@ -113,7 +113,11 @@ def test_malformed_and_slow_replies_are_typed_errors(fake_server):
 
 
 def _fds() -> int:
-    return len(os.listdir("/proc/self/fd"))
+    return _open_fds("self")
+
+
+def _open_fds(pid: int | str) -> int:
+    return len(os.listdir(f"/proc/{pid}/fd"))
 
 
 def _rss() -> int:
@@ -137,7 +141,7 @@ def _leak_check(server, transport: str, concurrent: int, sequential: int) -> Non
         await asyncio.gather(*(_episode(pool) for _ in range(concurrent)))
         # Baselines after the first wave: connections and allocator arenas exist by now.
         fds, rss = _fds(), _rss()
-        server_fds, server_rss = server.open_fds(), server.health()["rss_bytes"]
+        server_fds, server_rss = _open_fds(server.pid), server.health()["rss_bytes"]
         await asyncio.gather(*(_episode(pool) for _ in range(concurrent)))
         for _ in range(sequential):
             await _episode(pool, steps=1)
@@ -146,7 +150,7 @@ def _leak_check(server, transport: str, concurrent: int, sequential: int) -> Non
         assert health["live_episodes"] == 0
         assert _fds() - fds <= 4, (fds, _fds())
         assert _rss() - rss <= 32 << 20, (rss, _rss())
-        assert server.open_fds() - server_fds <= 4
+        assert _open_fds(server.pid) - server_fds <= 4
         assert health["rss_bytes"] - server_rss <= 32 << 20
         await pool.shutdown()
 

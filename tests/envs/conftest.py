@@ -17,19 +17,19 @@ import msgpack
 import pytest
 import zmq
 
+from agentgym_rl.processes.env_servers import EnvServerProcess
 from agentgym_rl.processes.ports import free_port
-from env_servers import EnvServerProc
 
 
 class ServerProc:
-    """One env server process (`env_servers.EnvServerProc`) with HTTP and ZMQ clients."""
+    """One env server process (`processes.env_servers.EnvServerProcess`) with HTTP and ZMQ clients."""
 
     def __init__(self, env: str, http_port: int, *extra: str, python: str = sys.executable) -> None:
         self.env = env
         self.http_port = http_port
-        self.server = EnvServerProc(env, http_port, python=python).spawn(*extra)
-        assert self.server.proc is not None
-        self.proc = self.server.proc
+        self.server = EnvServerProcess(env, http_port=http_port, python=python).spawn(*extra)
+        assert self.server.child is not None and self.server.child.proc is not None
+        self.proc = self.server.child.proc
         self.zmq_port = self.server.zmq_port
         self.http = httpx.Client(base_url=f"http://127.0.0.1:{http_port}", timeout=10.0)
         self._ctx = zmq.Context()

@@ -13,6 +13,7 @@ from tests.envs.conftest import ServerProc
 
 from agentgym_envs.maze.layout import generate
 from agentgym_envs.wordle.env import load_words
+from agentgym_rl.processes.env_servers import EnvServerError
 
 pytestmark = pytest.mark.process
 
@@ -74,7 +75,7 @@ def test_maze_over_http_and_zmq(spawn: Spawn) -> None:
 def test_a_bad_option_stops_the_server_before_it_serves(
     spawn: Spawn, env: str, option: str
 ) -> None:
-    with pytest.raises(RuntimeError, match="server exited with"):
+    with pytest.raises(EnvServerError, match="exited with"):
         spawn(env, "--env-option", option)
 
 

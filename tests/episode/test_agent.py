@@ -17,9 +17,9 @@ from agentgym_rl.episode.dataset import Task
 from agentgym_rl.episode.outcome import is_success
 from agentgym_rl.episode.turn import episode_reward
 from agentgym_rl.episode.types import EnvSpec, EpisodePlan, Generation, TurnBudget
+from agentgym_rl.processes.env_servers import EnvServerProcess
 from agentgym_rl.trajectory import ChatTokenizer
 from agentgym_rl.wire.types import Status
-from env_servers import EnvServerProc
 from scripted_engine import ScriptedEngine, check_sample_arrays
 from textcraft_listing import item_names
 
@@ -70,7 +70,7 @@ def scripted(fn: Callable[[int], str]) -> Callable[[str, str], str]:
     return lambda prompt, rid: fn(turn_of(rid))
 
 
-def test_babyai_episodes_are_token_in_token_out(babyai_server: EnvServerProc, chat) -> None:
+def test_babyai_episodes_are_token_in_token_out(babyai_server: EnvServerProcess, chat) -> None:
     engine = ScriptedEngine(chat)
     prompts: list[tuple[str, list[int]]] = []
     generate = engine.generate
@@ -100,7 +100,7 @@ def test_babyai_episodes_are_token_in_token_out(babyai_server: EnvServerProc, ch
     assert agent.metrics.env_steps == sum(s.turns for s in samples)
 
 
-def test_done_reward_and_turn_cap(noop_server: EnvServerProc, chat) -> None:
+def test_done_reward_and_turn_cap(noop_server: EnvServerProcess, chat) -> None:
     stop_at_3 = ScriptedEngine(
         chat, scripted(lambda t: "Action: stop" if t == 2 else "Action: noop")
     )
@@ -114,7 +114,7 @@ def test_done_reward_and_turn_cap(noop_server: EnvServerProc, chat) -> None:
     assert capped.loss_mask[-1] == 1
 
 
-def test_invalid_action_gets_feedback_and_counts(noop_server: EnvServerProc, chat) -> None:
+def test_invalid_action_gets_feedback_and_counts(noop_server: EnvServerProcess, chat) -> None:
     engine = ScriptedEngine(chat, scripted(lambda t: "Action: stop" if t == 1 else "I am lost"))
     [s], agent = run(episodes(noop_server.zmq, engine, chat, [plan("noop", 2, cap=5)]))
     assert (s.status, s.turns) == ("done", 2)
@@ -125,7 +125,7 @@ def test_invalid_action_gets_feedback_and_counts(noop_server: EnvServerProc, cha
 
 
 def test_refused_actions_count_as_invalid_and_the_penalty_ranks_failures(
-    babyai_server: EnvServerProc, chat
+    babyai_server: EnvServerProcess, chat
 ) -> None:
     # turns: refused by the env, no action at all, then two accepted turns (GoTo never ends on
     # a turn, so the episode fails at the cap)
@@ -172,7 +172,7 @@ def test_episode_reward_keeps_successes_and_env_failures() -> None:
 
 
 def play_textcraft(
-    server: EnvServerProc,
+    server: EnvServerProcess,
     chat: ChatTokenizer,
     idx: int,
     scripts: list[list[str]],
@@ -228,7 +228,7 @@ def test_a_turn_cost_ranks_a_direct_success_above_one_that_repeated_a_refused_cr
     assert (short.reward, long.reward) == (pytest.approx(direct), pytest.approx(detour))
 
 
-def test_context_limit_truncates(noop_server: EnvServerProc, chat) -> None:
+def test_context_limit_truncates(noop_server: EnvServerProcess, chat) -> None:
     engine = ScriptedEngine(chat, scripted(lambda t: "Action: noop"))
     [s], _ = run(
         episodes(noop_server.zmq, engine, chat, [plan("noop", 3, cap=50)], max_model_len=160)
@@ -237,7 +237,7 @@ def test_context_limit_truncates(noop_server: EnvServerProc, chat) -> None:
     check_sample_arrays(s)
 
 
-def test_engine_abort_ends_episode(noop_server: EnvServerProc, chat) -> None:
+def test_engine_abort_ends_episode(noop_server: EnvServerProcess, chat) -> None:
     engine = ScriptedEngine(chat, scripted(lambda t: "Action: noop"))
 
     async def aborting(prompt_ids: list[int], **kwargs: Any) -> Generation:
@@ -313,7 +313,7 @@ def test_play_says_why_an_episode_failed_in_the_env(spawn_server, chat, free_por
     assert never.failure.startswith(f"create: http://127.0.0.1:{free_port}: create connection")
 
 
-def test_search_turns_end_at_the_closing_tag(noop_server: EnvServerProc, chat) -> None:
+def test_search_turns_end_at_the_closing_tag(noop_server: EnvServerProcess, chat) -> None:
     """Search-R1 format: the engine is asked to stop at </search> or </answer>, so text the model
     goes on to write (a made-up <information> block) is never part of its turn or trained."""
     made_up = "<search>capital of Veltro</search><information>Doc 1(Title: fake) x</information>"

@@ -101,7 +101,7 @@ def test_find_episode_log_in_run_folder(tmp_path: Path) -> None:
 
 
 def test_env_failure_reason_is_logged_and_shown(tmp_path: Path) -> None:
-    from agentgym_rl.evaluation.transcript import header
+    from agentgym_rl.viewer.transcript import header
 
     log = EpisodeLog.in_dir(tmp_path, every=1)
     assert log is not None

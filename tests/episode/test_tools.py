@@ -24,8 +24,8 @@ from agentgym_rl.episode.tools import (
 )
 from agentgym_rl.episode.types import EnvSpec
 from agentgym_rl.policy_creation import CHATML_TEMPLATE
+from agentgym_rl.processes.env_servers import EnvServerProcess
 from agentgym_rl.trajectory import ChatTokenizer
-from env_servers import EnvServerProc
 from scripted_engine import CHATML, ScriptedEngine, check_sample_arrays
 
 WEB_TOOLS = [
@@ -221,7 +221,7 @@ def _noop_calls(turn: int) -> str:
 
 
 def test_tool_episodes_are_token_in_token_out(
-    noop_server: EnvServerProc, chat: ChatTokenizer
+    noop_server: EnvServerProcess, chat: ChatTokenizer
 ) -> None:
     # turns: a valid call, malformed JSON, no call at all, then the call that ends the episode
     replies = {

@@ -25,9 +25,9 @@ from agentgym_rl.episode.log import read_episodes
 from agentgym_rl.episode.tools import ToolCall, ToolFamily, ToolSet, write_call
 from agentgym_rl.evaluation import EvalOptions, run_evaluation
 from agentgym_rl.evaluation.episodes import play
+from agentgym_rl.processes.env_servers import EnvServerProcess
 from agentgym_rl.trajectory import ChatTokenizer
 from asgi_procs import AsgiProc
-from env_servers import EnvServerProc
 from scripted_engine import CHATML, ScriptedEngine
 
 pytestmark = pytest.mark.process
@@ -62,7 +62,7 @@ def solving_chat() -> Iterator[AsgiProc]:
 
 
 def test_eval_over_an_api_in_tool_mode(
-    babyai_server: EnvServerProc, solving_chat: AsgiProc, tmp_path: Path
+    babyai_server: EnvServerProcess, solving_chat: AsgiProc, tmp_path: Path
 ) -> None:
     split = tmp_path / "split.json"
     rows = [{"item_id": SOLVED, "category": "GoToRedBall"}]
@@ -86,7 +86,7 @@ def test_eval_over_an_api_in_tool_mode(
 
 
 def test_the_calls_step_the_env_and_their_results_come_back_as_tool_messages(
-    babyai_server: EnvServerProc, solving_chat: AsgiProc
+    babyai_server: EnvServerProcess, solving_chat: AsgiProc
 ) -> None:
     url, addresses = f"{solving_chat.url}/v1", {"babyai": [babyai_server.zmq]}
     [solved, other] = play(
@@ -111,7 +111,7 @@ def test_the_calls_step_the_env_and_their_results_come_back_as_tool_messages(
 
 
 def test_a_malformed_call_is_an_invalid_turn_with_feedback(
-    babyai_server: EnvServerProc, tmp_path: Path
+    babyai_server: EnvServerProcess, tmp_path: Path
 ) -> None:
     malformed = {**_call(SOLVING_ACTION), "arguments": '{"object": red ball 1}'}
     chat = _stand_in([malformed])
@@ -141,7 +141,7 @@ def test_a_malformed_call_is_an_invalid_turn_with_feedback(
 
 
 def test_local_eval_in_tool_mode_reads_calls_in_the_templates_layout(
-    babyai_server: EnvServerProc, tmp_path: Path
+    babyai_server: EnvServerProcess, tmp_path: Path
 ) -> None:
     chat = ChatTokenizer.from_dir(CHATML)
     call = _call(SOLVING_ACTION)

@@ -13,8 +13,8 @@ import pytest
 
 from agentgym_envs.web.webarena import TASKS_FILE
 from agentgym_rl.cli import main
+from agentgym_rl.processes.env_servers import EnvServerProcess
 from asgi_procs import AsgiProc
-from env_servers import EnvServerProc
 
 pytestmark = [
     pytest.mark.process,
@@ -31,7 +31,7 @@ def test_eval_over_http_on_a_web_server(tmp_path: Path) -> None:
     split.write_text(json.dumps([{"item_id": "webarena_0", "category": task["category"]}]))
     script = {"SCRIPTED_ACTION": f"```stop [${answer}]```"}
     chat = AsgiProc("scripted_chat:app", script, ready_path="/v1/models").start()
-    server = EnvServerProc("webarena").start(deadline_s=60)
+    server = EnvServerProcess("webarena").start(timeout_s=60)
     out = tmp_path / "eval"
     try:
         argv = ["eval", "--api-base", f"{chat.url}/v1", "--api-model", "scripted"]

@@ -19,10 +19,10 @@ from agentgym_rl.episode.types import Generation
 from agentgym_rl.gateway.app import Gateway
 from agentgym_rl.gateway.runner import AgentFailure, UserAgents, load_agent
 from agentgym_rl.gateway.serve import GatewayServer, bearer_token
+from agentgym_rl.processes.env_servers import EnvServerProcess
 from agentgym_rl.rollout.dispatcher import Dispatcher, DispatchSummary
 from agentgym_rl.rollout.schedule import TurnSchedule
 from agentgym_rl.rollout.sink import LearnerStream
-from env_servers import EnvServerProc
 from scripted_engine import ScriptedEngine, babyai_policy, check_sample_arrays
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -61,7 +61,7 @@ def example_agent() -> Any:
 
 
 def run_groups(
-    agent: Any, babyai: EnvServerProc, chat: Any, endpoint: str, count: int, **kw: Any
+    agent: Any, babyai: EnvServerProcess, chat: Any, endpoint: str, count: int, **kw: Any
 ) -> tuple[DispatchSummary, list[_core.Group], Recording, GatewayServer]:
     engine = Recording(chat)
 

@@ -20,17 +20,19 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
+import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
 from installed_view import DependencyView, MissingRequirement, Requirement, wheel_requirements
 
+from agentgym_rl.processes.child import health_ok
 from agentgym_rl.processes.ports import free_port
-from env_servers import health
 from tiny_run import SPLIT, tiny_train_config
+from waiting import wait_until
 
 pytestmark = [pytest.mark.engine, pytest.mark.slow]
 
@@ -180,6 +182,11 @@ def test_env_list(learner_host: Venv) -> None:
     )
 
 
+def _health(port: int) -> dict[str, Any]:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1.0) as r:
+        return dict(json.loads(r.read()))
+
+
 def _serve_babyai(venv: Venv, *argv: str) -> None:
     """Run the env server command `argv` until /health answers for babyai, then SIGTERM it."""
     port = free_port()
@@ -191,15 +198,12 @@ def _serve_babyai(venv: Venv, *argv: str) -> None:
         stderr=subprocess.PIPE,
     )
     try:
-        deadline = time.monotonic() + 60
-        while True:
+
+        def answered() -> dict[str, Any] | None:
             assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
-            try:
-                answer = health(port, timeout=0.5)
-                break
-            except OSError:
-                assert time.monotonic() < deadline, "env server not ready in 60 s"
-                time.sleep(0.1)  # readiness-probe interval, not a synchronisation point
+            return _health(port) if health_ok(port) else None
+
+        answer = wait_until(answered, 60, "the env server's /health")
         assert answer["env"] == "babyai"
         os.kill(proc.pid, signal.SIGTERM)
         assert proc.wait(timeout=30) == 0

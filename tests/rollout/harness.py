@@ -6,13 +6,13 @@ from __future__ import annotations
 import time
 
 from agentgym_rl import _core
-from env_servers import EnvServerProc
+from agentgym_rl.processes.env_servers import EnvServerProcess
 from scripted_engine import CHATML, ScriptedEngine, babyai_policy, check_sample_arrays
 
 __all__ = [
     "CHATML",
     "FAST_SENDER",
-    "EnvServerProc",
+    "EnvServerProcess",
     "ScriptedEngine",
     "babyai_policy",
     "check_sample_arrays",

@@ -16,7 +16,7 @@ import pytest
 import uvloop
 from harness import (
     FAST_SENDER,
-    EnvServerProc,
+    EnvServerProcess,
     ScriptedEngine,
     babyai_policy,
     check_sample_arrays,
@@ -259,7 +259,7 @@ def test_engine_error_aborts_only_its_group(noop_server, chat, free_port) -> Non
     assert summary.buffer["aborted"] == 1 and summary.aborted_episodes == 2
 
 
-def noop_server_live(server: EnvServerProc) -> int:
+def noop_server_live(server: EnvServerProcess) -> int:
     import json
     import urllib.request
 
@@ -267,7 +267,7 @@ def noop_server_live(server: EnvServerProc) -> int:
         return int(json.loads(r.read())["live_episodes"])
 
 
-def service_config(server: EnvServerProc, endpoint: str, log_dir: Path, *extra: str) -> Any:
+def service_config(server: EnvServerProcess, endpoint: str, log_dir: Path, *extra: str) -> Any:
     return load_rollout_config(
         Path(__file__).resolve().parents[2] / "configs" / "rollout" / "babyai_tiny.yaml",
         [

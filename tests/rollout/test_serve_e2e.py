@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from harness import EnvServerProc, receive_groups
+from harness import EnvServerProcess, receive_groups
 
 from agentgym_rl import _core
 from agentgym_rl.auth import ENV_VAR
@@ -94,7 +94,7 @@ def service_config(
 
 def test_service_applies_published_weights_mid_run(
     vllm_engine: EngineHandle,
-    babyai_server: EnvServerProc,
+    babyai_server: EnvServerProcess,
     free_port: int,
     tmp_path: Path,
     caplog: pytest.LogCaptureFixture,
@@ -159,7 +159,7 @@ def test_service_applies_published_weights_mid_run(
 
 def test_a_learner_holding_another_secret_stops_the_service(
     vllm_engine: EngineHandle,
-    babyai_server: EnvServerProc,
+    babyai_server: EnvServerProcess,
     free_port: int,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,

@@ -19,12 +19,12 @@ from agentgym_rl.episode.agent import AgentLoop
 from agentgym_rl.episode.dataset import Task, TaskSource
 from agentgym_rl.episode.turn import EnvStepError
 from agentgym_rl.episode.types import EnvSpec, EpisodePlan
+from agentgym_rl.processes.env_servers import EnvServerProcess
 from agentgym_rl.rollout.schedule import TurnSchedule
 from agentgym_rl.rollout.sink import LearnerStream
 from agentgym_rl.rollout.sync_loop import HttpEnvClient, SyncLoop
 from agentgym_rl.trajectory import ChatTokenizer
 from agentgym_rl.wire.ledger import GroupLedger
-from env_servers import EnvServerProc
 from scripted_engine import ScriptedEngine
 
 # refused by the env, no action at all, then accepted turns (GoTo never ends on a turn)
@@ -42,7 +42,7 @@ def step_buffer(group_size: int, groups_per_step: int, **kw: Any) -> _core.Traje
 
 
 def test_sync_and_async_agents_make_the_same_sample(
-    babyai_server: EnvServerProc, chat: ChatTokenizer, free_port: int
+    babyai_server: EnvServerProcess, chat: ChatTokenizer, free_port: int
 ) -> None:
     task, cap, specs = Task("babyai_3", "babyai", 3), 4, {"babyai": EnvSpec(invalid_penalty=0.5)}
     schedule = TurnSchedule.fixed(cap)
@@ -108,7 +108,7 @@ def odd_groups_split(prompt: str, request_id: str) -> str:
 
 
 def noop_loop(
-    server: EnvServerProc,
+    server: EnvServerProcess,
     chat: ChatTokenizer,
     endpoint: str,
     engine: ScriptedEngine,
@@ -135,7 +135,7 @@ def noop_loop(
 
 
 def test_filtered_groups_are_refilled_at_the_same_version(
-    noop_server: EnvServerProc, chat: ChatTokenizer, free_port: int, tmp_path: Path
+    noop_server: EnvServerProcess, chat: ChatTokenizer, free_port: int, tmp_path: Path
 ) -> None:
     endpoint = f"tcp://127.0.0.1:{free_port}"
     engine = ScriptedEngine(chat, odd_groups_split)
@@ -168,7 +168,7 @@ def test_filtered_groups_are_refilled_at_the_same_version(
 
 
 def test_on_policy_waits_for_the_next_weights(
-    noop_server: EnvServerProc, chat: ChatTokenizer, free_port: int
+    noop_server: EnvServerProcess, chat: ChatTokenizer, free_port: int
 ) -> None:
     endpoint = f"tcp://127.0.0.1:{free_port}"
     engine = ScriptedEngine(chat, lambda prompt, rid: "Action: noop")
@@ -211,7 +211,7 @@ def test_the_sync_client_speaks_each_env_servers_dialect(env: str, action: str) 
     needs = {"sciworld": "java", "webarena": "chromium"}.get(env)
     if needs is not None and shutil.which(needs) is None:
         pytest.skip(f"{needs} is not installed")
-    server = EnvServerProc(env).start(deadline_s=60)
+    server = EnvServerProcess(env).start(timeout_s=60)
     try:
         client = HttpEnvClient(server.http, http_dialect(env))
         first = client.reset(0)

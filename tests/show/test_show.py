@@ -11,9 +11,9 @@ import pytest
 
 from agentgym_rl.cli import main
 from agentgym_rl.episode.log import EpisodeLog, EpisodeRecord
-from agentgym_rl.evaluation.transcript import mask_problems, render_plain, render_rich
 from agentgym_rl.learner.credit_log import TrainedLog, TrainedSample
 from agentgym_rl.trajectory import ChatTokenizer
+from agentgym_rl.viewer.transcript import mask_problems, render_plain, render_rich
 
 CHATML = Path(__file__).resolve().parents[1] / "fixtures" / "templates" / "chatml"
 

@@ -68,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _bands(args: argparse.Namespace) -> int:
-    from agentgym_rl.report.bands import group_runs, write_bands
+    from agentgym_rl.experiments.bands import group_runs, write_bands
 
     if args.out is None or args.runs:
         print("plot: --group takes no RUN_DIR and needs --out DIR", file=sys.stderr)

@@ -84,9 +84,9 @@ def _show(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from agentgym_rl.episode.log import EpisodeLogError, find_episode_log, read_episodes
-    from agentgym_rl.evaluation.transcript import render_plain, render_rich
     from agentgym_rl.learner.credit_log import read_trained
     from agentgym_rl.trajectory import ChatTokenizer
+    from agentgym_rl.viewer.transcript import render_plain, render_rich
 
     if args.by_turn:
         return _by_turn(args.source)

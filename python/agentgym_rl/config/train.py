@@ -113,7 +113,7 @@ class WandbConfig(ConfigModel):
 
 class LoggingConfig(ConfigModel):
     """Where a run's metrics go besides its JSONL records, named as verl and TRL name them
-    (`train/success`, `actor/kl`, `eval/<env>/success`, ...; `report/scalars.py`)."""
+    (`train/success`, `actor/kl`, `eval/<env>/success`, ...; `metric_sinks/scalars.py`)."""
 
     tensorboard: bool = True
     """TensorBoard scalars in run_dir/tensorboard/ (`tensorboard --logdir RUN_DIR`)."""

@@ -4,7 +4,7 @@ Contract: `compare_regimes(options)` runs `train` on `options.config` in both mo
 async` and `mode: sync`, the same model, data, steps and settings), `options.runs` times each,
 interleaved (async-1, sync-1, async-2, ...), with the env servers' injected step latency
 (log-normal: `latency_ms` median, `latency_sigma` shape), then writes held-out success against
-wall-clock minutes for every run on one figure and the table of figures (`report/regimes.py`) to
+wall-clock minutes for every run on one figure and the table of figures (`experiments/regimes.py`) to
 `options.report`, with each run's records (configs, metrics, evaluations, logs) copied beside
 them so the report can be rebuilt from that folder alone (`report_only`). Runs that finished are
 kept: calling it again runs only what is missing (a run cut short is set aside as
@@ -25,8 +25,8 @@ from typing import Any, Literal
 
 import yaml  # type: ignore[import-untyped]
 
+from agentgym_rl.experiments.regimes import RegimeRun, compare, plot_regimes, regimes_markdown
 from agentgym_rl.processes.child import cli_argv
-from agentgym_rl.report.regimes import RegimeRun, compare, plot_regimes, regimes_markdown
 
 RECORDS = (
     "configs/train.yaml",

@@ -1,32 +1,41 @@
-"""Env servers started by this process (`eval`, the Python API's `serve_env`): one
-`agentgym-rl env serve NAME` child per env.
+"""Env servers started by this process (`eval`, the Python API's `serve_env`, tests and
+benches): one env server child per env.
 
-Contract: `LocalEnvServers.start(envs, log_dir)` starts one server per env name on free
-127.0.0.1 ports (HTTP for health, ZeroMQ for the pool) as `processes.child.Child`ren (log
-`log_dir/env-<name>.log`), waits until each answers `/health` (deadline `ready_timeout_s`), and
-`addresses()` gives `{env: ["tcp://127.0.0.1:PORT"]}`. A server that exits or never gets ready
-raises `EnvServerError` with its last log lines; `stop()` (also on leaving the `with` block)
-terminates every child, then kills what is left of its process group after 10 s.
-`serve_env(name, **options)` is one such server for a `with` block, from Python: it yields the
-server's addresses (ZeroMQ first, then HTTP).
+Contract: `EnvServerProcess(env)` is one server on free 127.0.0.1 ports (HTTP for health and the
+AgentGym protocol, ZeroMQ for the pool), a `processes.child.Child` logging to
+`log_dir/env-<name>.log` (default: a temporary folder). `spawn(*extra)` starts it (`extra`: more
+server flags, e.g. `--step-latency-ms 40`), `wait_ready(timeout_s)` waits until `/health`
+answers; a server that exits first or never gets ready raises `EnvServerError` with its last log
+lines. `start` is both. `stop()` terminates it (its process group killed after a grace), `kill()`
+is SIGKILL at once (fault tests), `health()` is its `/health` document. By default it runs as
+`agentgym-rl env serve ENV`; `python=` runs `PYTHON -m agentgym_envs.server ENV` instead (an
+interpreter of another virtualenv, where agentgym-rl need not be installed).
+`LocalEnvServers.start(envs, log_dir)` starts one server per env name and waits for all;
+`addresses()` gives `{env: ["tcp://127.0.0.1:PORT"]}`; `stop()` (also on leaving the `with`
+block) stops every one. `serve_env(name, **options)` is one such server for a `with` block, from
+Python: it yields the server's addresses (ZeroMQ first, then HTTP).
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
+import shlex
 import tempfile
+import urllib.request
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 from agentgym_rl.processes.child import (
     Child,
     ChildExited,
+    ChildSpec,
     NotReady,
-    cli_spec,
+    cli_argv,
     health_ok,
     wait_ready,
 )
@@ -39,12 +48,88 @@ class EnvServerError(RuntimeError):
     """An env server this process started exited or never got ready."""
 
 
-@dataclass
-class _Server:
-    env: str
-    http_port: int
-    zmq_port: int
-    child: Child
+class EnvServerProcess:
+    """One env server child; see the module docstring."""
+
+    def __init__(
+        self,
+        env: str,
+        log_dir: Path | None = None,
+        *,
+        http_port: int | None = None,
+        python: str | None = None,
+    ) -> None:
+        self.env = env
+        http, zmq = free_ports(2)
+        self.http_port = http_port or http
+        self.zmq_port = zmq
+        self.python = python
+        self.log_dir = log_dir
+        self.child: Child | None = None
+
+    @property
+    def http(self) -> str:
+        return f"http://127.0.0.1:{self.http_port}"
+
+    @property
+    def zmq(self) -> str:
+        return f"tcp://127.0.0.1:{self.zmq_port}"
+
+    @property
+    def pid(self) -> int:
+        assert self.child is not None and self.child.pid is not None, "spawn first"
+        return self.child.pid
+
+    def spawn(self, *extra: str) -> EnvServerProcess:
+        ports = ["--port", str(self.http_port), "--zmq-port", str(self.zmq_port), *extra]
+        shell = shlex.join(["agentgym-rl", "env", "serve", self.env, *ports])
+        if self.python is not None:
+            argv = [self.python, "-m", "agentgym_envs.server", self.env, *ports]
+        else:
+            argv = cli_argv("env", "serve", self.env, *ports)
+        if self.log_dir is None:
+            self.log_dir = Path(tempfile.mkdtemp(prefix="agentgym-env-"))
+        spec = ChildSpec(f"env-{self.env}", "env", argv, shell, health_port=self.http_port)
+        self.child = Child(spec, self.log_dir).start()
+        return self
+
+    def wait_ready(self, timeout_s: float = 120.0) -> EnvServerProcess:
+        child = self.child
+        assert child is not None, "spawn first"
+        try:
+            wait_ready(child, partial(health_ok, self.http_port), timeout_s)
+        except ChildExited as e:
+            raise EnvServerError(
+                f"env server {self.env!r} exited with {e.code} (log {child.log_path}):\n"
+                + "\n".join(child.tail(15))
+            ) from None
+        except NotReady:
+            raise EnvServerError(
+                f"env server {self.env!r} not ready in {timeout_s:.0f} s; see "
+                f"{child.log_path}, or start it yourself and pass --env-address"
+            ) from None
+        return self
+
+    def start(self, *extra: str, timeout_s: float = 120.0) -> EnvServerProcess:
+        return self.spawn(*extra).wait_ready(timeout_s)
+
+    def running(self) -> bool:
+        return self.child is not None and self.child.running()
+
+    def stop(self, grace_s: float = STOP_GRACE_S) -> int | None:
+        """SIGTERM, then SIGKILL to its group after `grace_s`; its exit code."""
+        return None if self.child is None else self.child.stop(grace_s)
+
+    def kill(self) -> None:
+        """SIGKILL now (a crash, for fault tests)."""
+        if self.child is not None:
+            self.child.kill_group()
+            self.child.wait(10.0)
+
+    def health(self, timeout_s: float = 5.0) -> dict[str, Any]:
+        """Its `/health` document (live episodes, memory, ...)."""
+        with urllib.request.urlopen(f"{self.http}/health", timeout=timeout_s) as r:
+            return dict(json.loads(r.read()))
 
 
 def options_for(env_options: Sequence[str], env: str) -> list[str]:
@@ -62,9 +147,9 @@ def options_for(env_options: Sequence[str], env: str) -> list[str]:
 
 
 class LocalEnvServers:
-    """Env server children of this process; see the module docstring."""
+    """Env server children of this process, one per env; see the module docstring."""
 
-    def __init__(self, children: list[_Server]) -> None:
+    def __init__(self, children: list[EnvServerProcess]) -> None:
         self.children = children
 
     @classmethod
@@ -79,48 +164,27 @@ class LocalEnvServers:
         servers = cls([])
         try:
             for env in envs:
-                http_port, zmq_port = free_ports(2)
-                args = ["env", "serve", env, "--port", str(http_port), "--zmq-port", str(zmq_port)]
-                args += [
-                    a for option in options_for(env_options, env) for a in ("--env-option", option)
-                ]
-                spec = cli_spec(f"env-{env}", "env", *args, health_port=http_port)
-                child = Child(spec, log_dir).start()
-                servers.children.append(_Server(env, http_port, zmq_port, child))
+                options = [a for o in options_for(env_options, env) for a in ("--env-option", o)]
+                servers.children.append(EnvServerProcess(env, log_dir).spawn(*options))
             for server in servers.children:
-                servers._wait_ready(server, ready_timeout_s)
+                server.wait_ready(ready_timeout_s)
         except BaseException:
             servers.stop()
             raise
         return servers
 
-    @staticmethod
-    def _wait_ready(server: _Server, timeout_s: float) -> None:
-        child = server.child
-        try:
-            wait_ready(child, partial(health_ok, server.http_port), timeout_s)
-        except ChildExited as e:
-            raise EnvServerError(
-                f"env server {server.env!r} exited with {e.code} (log {child.log_path}):\n"
-                + "\n".join(child.tail(15))
-            ) from None
-        except NotReady:
-            raise EnvServerError(
-                f"env server {server.env!r} not ready in {timeout_s:.0f} s; see "
-                f"{child.log_path}, or start it yourself and pass --env-address"
-            ) from None
-
     def addresses(self) -> dict[str, list[str]]:
-        return {c.env: [f"tcp://127.0.0.1:{c.zmq_port}"] for c in self.children}
+        return {c.env: [c.zmq] for c in self.children}
 
     def http_addresses(self) -> dict[str, list[str]]:
-        return {c.env: [f"http://127.0.0.1:{c.http_port}"] for c in self.children}
+        return {c.env: [c.http] for c in self.children}
 
     def stop(self) -> None:
         for server in self.children:
-            server.child.terminate()
+            if server.child is not None:
+                server.child.terminate()  # all at once, then wait for each
         for server in self.children:
-            server.child.stop(STOP_GRACE_S)
+            server.stop()
         self.children = []
 
     def __enter__(self) -> LocalEnvServers:

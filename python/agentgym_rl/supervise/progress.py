@@ -5,7 +5,7 @@ learner waits, when it does), `rollout-*/metrics.jsonl` and `rollout-*/eval.json
 lines only, from where it last stopped) and keeps the latest state in a `RunState`. Each time
 the learner's step changes it appends `{"time", "step"}` to `run_dir/timeline.jsonl`, which
 lets the plots place rollout records (timed, not versioned) on the learner-step axis; every
-record read also goes to the watcher's metric sinks (TensorBoard, W&B: `report/scalars.py`).
+record read also goes to the watcher's metric sinks (TensorBoard, W&B: `metric_sinks/scalars.py`).
 `ProgressView`
 draws the state as a rich progress bar on a terminal and as a plain line per learner step (at
 most every few seconds) otherwise.
@@ -30,8 +30,8 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
+from agentgym_rl.metric_sinks.scalars import MetricSink
 from agentgym_rl.report.records import json_objects
-from agentgym_rl.report.scalars import MetricSink
 
 
 class JsonlTail:

@@ -41,6 +41,7 @@ from types import FrameType
 from agentgym_rl.auth import ENV_VAR as SECRET_ENV_VAR
 from agentgym_rl.auth import new_secret
 from agentgym_rl.config.train import TrainConfig
+from agentgym_rl.metric_sinks.scalars import MetricSink
 from agentgym_rl.processes.child import (
     Child,
     ChildExited,
@@ -50,7 +51,6 @@ from agentgym_rl.processes.child import (
     health_ok,
     wait_ready,
 )
-from agentgym_rl.report.scalars import MetricSink
 from agentgym_rl.supervise.children import RunPlan
 from agentgym_rl.supervise.progress import ProgressView, RunWatcher
 
@@ -62,12 +62,12 @@ def metric_sinks(train: TrainConfig) -> list[MetricSink]:
     """The metric sinks `train.logging` asks for (W&B's config is the train config)."""
     sinks: list[MetricSink] = []
     if train.logging.tensorboard:
-        from agentgym_rl.report.tensorboard import TensorBoardLog
+        from agentgym_rl.metric_sinks.tensorboard import TensorBoardLog
 
         sinks.append(TensorBoardLog(train.run_dir))
     wandb = train.logging.wandb
     if wandb is not None:
-        from agentgym_rl.report.wandb_run import WandbRun
+        from agentgym_rl.metric_sinks.wandb_run import WandbRun
 
         config = train.model_dump(mode="json")
         sinks.append(WandbRun(train.run_dir, config=config, **wandb.model_dump()))

@@ -11,8 +11,8 @@ from test_regimes import write_run
 
 from agentgym_rl.episode.scoring import EvalRecord, summarize
 from agentgym_rl.evaluation.turn_caps import CapSweep
-from agentgym_rl.report.bands import write_bands
-from agentgym_rl.report.cap_curves import CAPS_FILE, cap_table
+from agentgym_rl.experiments.bands import write_bands
+from agentgym_rl.experiments.cap_curves import CAPS_FILE, cap_table
 
 
 def _episodes(successes: int, capped: int, total: int = 10) -> list[EvalRecord]:

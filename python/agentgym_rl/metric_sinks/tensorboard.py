@@ -12,8 +12,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from agentgym_rl.metric_sinks.scalars import eval_scalars, learner_scalars, rollout_scalars
 from agentgym_rl.report.records import number
-from agentgym_rl.report.scalars import eval_scalars, learner_scalars, rollout_scalars
 
 
 class TensorBoardLog:

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from agentgym_rl.report.tensorboard import TensorBoardLog
+from agentgym_rl.metric_sinks.tensorboard import TensorBoardLog
 from agentgym_rl.supervise.progress import RunWatcher
 
 
@@ -109,7 +109,7 @@ def test_records_reach_an_offline_wandb_run(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     pytest.importorskip("wandb")
-    from agentgym_rl.report.wandb_run import WandbRun
+    from agentgym_rl.metric_sinks.wandb_run import WandbRun
 
     monkeypatch.setenv("WANDB_SILENT", "true")
     _append(

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from test_regimes import write_run
 
-from agentgym_rl.report.bands import Group, group_runs, write_bands
+from agentgym_rl.experiments.bands import Group, group_runs, write_bands
+from agentgym_rl.experiments.regimes import RegimeRun
 from agentgym_rl.report.records import RunRecords
-from agentgym_rl.report.regimes import RegimeRun
 
 
 def _seeds(root: Path, label: str, finals: list[float]) -> list[Path]:

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from agentgym_rl.report.regimes import RegimeRun, compare
+from agentgym_rl.experiments.regimes import RegimeRun, compare
 
 pytestmark = pytest.mark.process
 

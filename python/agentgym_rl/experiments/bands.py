@@ -27,9 +27,9 @@ from typing import Any
 
 from matplotlib.figure import Figure
 
-from agentgym_rl.report.cap_curves import write_cap_curves
+from agentgym_rl.experiments.cap_curves import write_cap_curves
+from agentgym_rl.experiments.regimes import RegimeRun
 from agentgym_rl.report.records import RunRecords
-from agentgym_rl.report.regimes import RegimeRun
 
 COLLAPSE = 0.15
 """Held-out success lost after the peak (mean over seeds) that counts as a collapse."""
