@@ -8,13 +8,13 @@ import os
 import signal
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from agentgym_rl.processes.ports import free_port
+from waiting import wait_until
 
 TESTS_DIR = Path(__file__).resolve().parent
 
@@ -38,19 +38,20 @@ class AsgiProc:
         cmd += ["--host", "127.0.0.1", "--port", str(self.port), "--log-level", "warning"]
         env = {**os.environ, **self.env}
         self.proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL)
-        deadline = time.monotonic() + deadline_s
-        while True:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"{self.app} exited with {self.proc.returncode}")
-            try:
-                with urllib.request.urlopen(self.url + self.ready_path, timeout=0.5):
-                    return self
-            except urllib.error.HTTPError:
-                return self  # it answers (an error status is still an answer)
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise TimeoutError(f"{self.app} not ready in {deadline_s} s") from None
-                time.sleep(0.05)  # polling interval of the readiness probe, not a sync point
+        wait_until(self._answers, deadline_s, f"{self.app} answering {self.ready_path}")
+        return self
+
+    def _answers(self) -> bool:
+        assert self.proc is not None
+        if self.proc.poll() is not None:
+            raise RuntimeError(f"{self.app} exited with {self.proc.returncode}")
+        try:
+            with urllib.request.urlopen(self.url + self.ready_path, timeout=0.5):
+                return True
+        except urllib.error.HTTPError:
+            return True  # it answers (an error status is still an answer)
+        except OSError:
+            return False
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:

@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 import signal
 import sys
-import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -19,6 +18,7 @@ import zmq
 
 from agentgym_rl.processes.env_servers import EnvServerProcess
 from agentgym_rl.processes.ports import free_port
+from waiting import wait_until
 
 
 class ServerProc:
@@ -103,9 +103,8 @@ def processes_gone(pids: list[int], deadline_s: float = 15.0) -> bool:
     """Whether every pid in `pids` has exited within `deadline_s` (zombies count as exited)."""
     from agentgym_envs.web.browser import process_alive
 
-    deadline = time.monotonic() + deadline_s
-    while any(process_alive(p) for p in pids):
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)  # polling the process table, not a synchronisation point
+    try:
+        wait_until(lambda: not any(process_alive(p) for p in pids), deadline_s, "processes gone")
+    except AssertionError:
+        return False
     return True

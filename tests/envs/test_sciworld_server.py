@@ -5,10 +5,10 @@ the server (SIGTERM or SIGKILL)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
-import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -23,6 +23,7 @@ from tests.envs.conftest import ServerProc
 from agentgym_envs.sciworld.gateways import Gateway, rss_of
 from agentgym_envs.sciworld.tasks import EXCLUDED, SIMULATOR_TASKS, first_index
 from agentgym_rl.processes.ports import free_port
+from waiting import wait_until
 
 pytestmark = pytest.mark.process
 
@@ -57,10 +58,10 @@ def running(pid: int) -> bool:
 
 
 def wait_gone(pids: list[int], deadline_s: float = 15.0) -> list[int]:
-    deadline = time.monotonic() + deadline_s
-    while (left := [p for p in pids if running(p)]) and time.monotonic() < deadline:
-        time.sleep(0.1)  # polling processes we do not own the exit of
-    return left
+    """The pids still running after up to `deadline_s` (none: all gone)."""
+    with contextlib.suppress(AssertionError):
+        wait_until(lambda: not any(running(p) for p in pids), deadline_s, "processes gone")
+    return [p for p in pids if running(p)]
 
 
 @pytest.fixture(scope="module")

@@ -34,6 +34,7 @@ from agentgym_rl.rollout.schedule import TurnSchedule
 from agentgym_rl.rollout.service import run_service
 from agentgym_rl.rollout.sink import LearnerStream
 from agentgym_rl.rollout.sync_loop import SyncLoop
+from waiting import await_until
 
 NOOP = lambda prompt, rid: "Thought: wait.\nAction: noop"  # noqa: E731
 
@@ -86,10 +87,10 @@ async def finish(
 
 
 async def until(pred: Callable[[], bool], deadline_s: float = 20.0) -> None:
-    deadline = time.monotonic() + deadline_s
-    while not pred():
-        assert time.monotonic() < deadline, "condition not reached before the deadline"
-        await asyncio.sleep(0.02)
+    async def holds() -> bool:
+        return pred()
+
+    await await_until(holds, deadline_s, "the condition", poll_s=0.02)
 
 
 def test_groups_complete_and_turn_caps_follow_dispatch_version(

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-import time
 from typing import Any
 
 import pytest
@@ -13,6 +12,7 @@ import torch
 
 from agentgym_rl.weights.publisher import WeightPublisher
 from agentgym_rl.weights.receiver import WeightReceiver
+from waiting import await_until
 
 
 class Engine:
@@ -51,10 +51,10 @@ def test_a_server_joining_mid_run_is_current_only_after_the_update_and_the_hold(
             publisher.serve(0.05)
 
     async def until(pred: Any, what: str, deadline_s: float = 20.0) -> None:
-        deadline = time.monotonic() + deadline_s
-        while not pred():
-            assert time.monotonic() < deadline, what
-            await asyncio.sleep(0.01)
+        async def holds() -> bool:
+            return bool(pred())
+
+        await await_until(holds, deadline_s, what, poll_s=0.01)
 
     async def main() -> None:
         hold = asyncio.Lock()
