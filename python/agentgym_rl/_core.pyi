@@ -35,6 +35,8 @@ class Sample:
         stage: int = 0,
         dispatch_version: int = 0,
         request_id: str = "",
+        turn_rewards: npt.NDArray[np.float32] | None = None,
+        turn_keys: npt.NDArray[np.uint32] | None = None,
     ) -> Sample: ...
     @property
     def input_ids(self) -> npt.NDArray[np.uint32]: ...
@@ -68,6 +70,12 @@ class Sample:
     @property
     def request_id(self) -> str:
         """The episode's request id ("" when not named): joins trained samples to episode logs."""
+    @property
+    def turn_rewards(self) -> npt.NDArray[np.float32]:
+        """Per generated turn: the reward it earned (empty: not given, all on the last turn)."""
+    @property
+    def turn_keys(self) -> npt.NDArray[np.uint32]:
+        """Per generated turn: a key of the state it acted from (empty: not given)."""
     def __len__(self) -> int: ...
 
 @final
@@ -329,7 +337,8 @@ def decode_group_dict(data: bytes) -> dict[str, Any]:
     """Decode a group message into a dict whose arrays are numpy arrays (no copy):
     ``{"v", "group_id", "task_id", "env", "samples": [{"tokens": {"input_ids", "loss_mask",
     "logprobs", "versions", "turn_spans" (shape (k, 2))}, "reward", "status", "drift", "turns",
-    "turn_cap", "stage", "dispatch_version"}]}``."""
+    "turn_cap", "stage", "dispatch_version", "request_id", "turn_rewards", "turn_keys"}]}``;
+    ``"v"`` is 2 when a sample has per-turn arrays, else 1."""
 
 def encode_group(group: Group | dict[str, Any]) -> bytes:
     """Encode a ``Group`` carrier or a dict shaped like ``decode_group_dict``'s result."""

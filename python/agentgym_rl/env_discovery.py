@@ -80,6 +80,8 @@ class EnvTraits:
     """Its tools as served (`Tool.wire()`); none when it cannot be imported here."""
     rule: str | None = None
     """What its scripted rule does (`Environment.rule`); None: it declares none."""
+    state_ignore: str | None = None
+    """What its observations say that is not the state (`Environment.state_ignore`)."""
 
 
 @cache
@@ -98,6 +100,7 @@ def env_traits(env: str) -> EnvTraits:
         cls.description,
         tuple(tool.wire() for tool in cls.tool_set()),
         getattr(cls, "rule", None),
+        getattr(cls, "state_ignore", None),
     )
 
 

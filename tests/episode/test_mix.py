@@ -193,6 +193,7 @@ def test_eval_of_a_mixed_run_covers_each_env_with_its_own_settings(
     the larger turn cap."""
     from agentgym_rl.config.train import TrainConfig
     from agentgym_rl.evaluation import from_run
+    from agentgym_rl.evaluation.job import load_tasks
     from agentgym_rl.processes.env_servers import options_for
     from agentgym_rl.supervise import plan_run, write_plan
 
@@ -204,15 +205,15 @@ def test_eval_of_a_mixed_run_covers_each_env_with_its_own_settings(
     write_plan(plan_run(config))
     monkeypatch.setattr(from_run, "checkpoint_model", lambda run_dir, step: tmp_path / "hf")
     options = from_run.options_for_run(tmp_path)
-    assert options.split == (Path("babyai=goto_test"), Path("maze=test"))
+    assert options.split == [Path("babyai=goto_test"), Path("maze=test")]
     assert isinstance(options.system_prompt, dict) and set(options.system_prompt) == {
         "babyai",
         "maze",
     }
     assert options.system_prompt["maze"].startswith("You are in a maze.")
     assert options.turn_cap == 8  # maze's own cap; babyai's is 5
-    assert Counter(t.env for t in options.tasks()) == {"babyai": 200, "maze": 150}
-    assert options.env_options == ("babyai:observation=compact",)
+    assert Counter(t.env for t in load_tasks(options)) == {"babyai": 200, "maze": 150}
+    assert options.env_options == ["babyai:observation=compact"]
     assert options_for(options.env_options, "babyai") == ["observation=compact"]
     assert options_for([*options.env_options, "topk=1", "a:k=x:y"], "maze") == ["topk=1"]
     assert options_for(["a:k=x:y"], "a") == ["k=x:y"]

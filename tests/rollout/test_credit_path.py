@@ -1,7 +1,8 @@
 """Credit through the whole path: a real BabyAI server, the rollout service (scripted engine,
 real trajectory builder), the Rust wire, the learner's decode, batch and GRPO advantages. Every
 turn's generated tokens, the second and third as much as the first, are trained with exactly the
-episode's advantage, and nothing else is: not the prompt, not the observations between turns.
+episode's advantage, and nothing else is: not the prompt, not the observations between turns;
+with step-level credit, the step advantage lands on the turns that shared a state alone.
 The learner's record of what each sample trained with joins the rollout's episode log by the
 request id the sample carries on the wire."""
 
@@ -14,16 +15,19 @@ import signal
 from pathlib import Path
 
 import numpy as np
+import pytest
 import torch
 import uvloop
 from harness import ScriptedEngine
 from test_dispatcher import service_config
 
 from agentgym_rl import _core
+from agentgym_rl.config.learn import StepCreditConfig
 from agentgym_rl.episode.log import read_episodes
 from agentgym_rl.learner.advantages import compute_advantages
 from agentgym_rl.learner.batch import collate, usable_samples
 from agentgym_rl.learner.credit_log import TrainedLog, read_trained, trained_samples
+from agentgym_rl.learner.step_credit import add_step_credit
 from agentgym_rl.rollout.service import run_service
 from agentgym_rl.wire.codec import decode_group
 
@@ -116,3 +120,27 @@ def test_every_turn_carries_the_episode_advantage_and_only_its_generated_tokens(
         assert set(counts["kinds"]) == {"turn", "go"}
         assert counts["invalid"] == counts["kinds"]["go"]
         assert counts["turns"] == counts["kinds"]["turn"] + counts["kinds"]["go"]
+
+    # step-level credit on the same groups: per turn the reward it earned (summing to the
+    # episode's) and the state it acted from came over the wire; both episodes of a group acted
+    # first from the task's first observation, then from different ones, so the step advantage
+    # lands on the first turns' trained tokens alone, as the written formulation says
+    step = StepCreditConfig(weight=0.5)
+    credited = add_step_credit(adv, batch.loss_mask, rows, step)
+    half = 0.15 / (0.3 / 2**0.5 + 1e-6)  # (G - mean) / std of the returns {0, -0.3}
+    for row, sample in enumerate(samples):
+        assert sample.turn_rewards.sum() == pytest.approx(sample.reward)
+        assert len(sample.turn_keys) == len(sample.tokens.turn_spans) == 3
+        partner = next(
+            r for r in range(6) if batch.group_ids[r] == batch.group_ids[row] and r != row
+        )
+        mine, theirs = sample.turn_keys.tolist(), samples[partner].turn_keys.tolist()
+        assert mine[0] == theirs[0] and mine[1] != theirs[1] and mine[2] != theirs[2]
+        sign = 1.0 if rewards[row] > rewards[partner] else -1.0
+        spans = sample.tokens.turn_spans.tolist()
+        first = slice(spans[0][0] - 1, spans[0][1] - 1)
+        assert torch.allclose(credited[row][first], adv[row][first] + 0.5 * sign * half)
+        rest = batch.loss_mask[row].bool().clone()
+        rest[first] = False
+        assert torch.equal(credited[row][rest], adv[row][rest])
+        assert not credited[row][~batch.loss_mask[row].bool()].any()

@@ -13,7 +13,13 @@ from agentgym_rl import _core
 from agentgym_rl.wire import Status, WireGroup, decode_group, encode_group
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "wire"
-STEMS = ["group_small", "group_all_statuses", "group_empty_sample", "group_named"]
+STEMS = [
+    "group_small",
+    "group_all_statuses",
+    "group_empty_sample",
+    "group_named",
+    "group_turn_credit",
+]
 
 
 def load(stem: str) -> tuple[bytes, dict]:
@@ -49,6 +55,10 @@ def check_against_json(g: WireGroup, expected: dict) -> None:
         )
         # fixtures written before request ids name none: they read as ""
         assert s.request_id == e.get("request_id", "")
+        # version 1 fixtures have no per-turn arrays: they read as empty ones
+        assert s.turn_rewards.dtype == np.float32 and s.turn_keys.dtype == np.uint32
+        assert s.turn_rewards.tolist() == e.get("turn_rewards", [])
+        assert s.turn_keys.tolist() == e.get("turn_keys", [])
 
 
 @pytest.mark.parametrize("stem", STEMS)
@@ -129,7 +139,8 @@ def _bad_span(o: dict) -> None:
 
 CASES = [
     ("truncated", lambda d: d[:-7], _core.TruncatedMessageError),
-    ("version", lambda d: _mutated(d, lambda o: o.update(v=2)), _core.SchemaVersionError),
+    ("version", lambda d: _mutated(d, lambda o: o.update(v=3)), _core.SchemaVersionError),
+    ("version 0", lambda d: _mutated(d, lambda o: o.update(v=0)), _core.SchemaVersionError),
     ("missing", lambda d: _mutated(d, lambda o: o.pop("env")), _core.MissingFieldError),
     (
         "status",
@@ -211,3 +222,31 @@ def test_request_ids_are_carried_and_optional() -> None:
     del unpacked["samples"][0]["request_id"]
     back = decode_group(msgpack.packb(unpacked, use_bin_type=True, use_single_float=True))
     assert [s.request_id for s in back.samples] == ["", "g42-e1"]
+
+
+def test_per_turn_arrays_are_version_2_and_checked_alike() -> None:
+    data, expected = load("group_turn_credit")
+    assert expected["v"] == 2 and msgpack.unpackb(data, raw=False)["v"] == 2
+    assert load("group_named")[1]["v"] == 1  # no per-turn arrays: still written as version 1
+    carrier = _core.decode_group(data)
+    assert carrier.samples[0].turn_rewards.tolist() == [0.25, 0.75]
+    assert carrier.samples[1].turn_keys.tolist() == [0xDEADBEEF, 11]
+    unpacked = msgpack.unpackb(data, raw=False)
+    keys = unpacked["samples"][0]["turn_keys"]
+    keys["data"], keys["shape"] = keys["data"][:4], [1]  # one key for two turns
+    bad = msgpack.packb(unpacked, use_bin_type=True, use_single_float=True)
+    for decode in (decode_group, _core.decode_group):
+        with pytest.raises(_core.InconsistentLengthError, match="turn_keys"):
+            decode(bad)
+    sample = carrier.samples[0]
+    with pytest.raises(_core.SampleError, match="turn_rewards"):
+        _core.Sample(
+            sample.input_ids,
+            sample.loss_mask,
+            sample.logprobs,
+            sample.versions,
+            sample.turn_spans,
+            reward=1.0,
+            status="done",
+            turn_rewards=np.array([1.0], np.float32),  # two turns
+        )

@@ -32,7 +32,8 @@ pub(crate) struct PySample(pub(crate) Sample);
 impl PySample {
     #[new]
     #[pyo3(signature = (input_ids, loss_mask, logprobs, versions, turn_spans, *, reward, status,
-        drift=false, turns=0, turn_cap=0, stage=0, dispatch_version=0, request_id=""))]
+        drift=false, turns=0, turn_cap=0, stage=0, dispatch_version=0, request_id="",
+        turn_rewards=None, turn_keys=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         input_ids: PyReadonlyArray1<'_, u32>,
@@ -48,6 +49,8 @@ impl PySample {
         stage: u32,
         dispatch_version: u32,
         request_id: &str,
+        turn_rewards: Option<PyReadonlyArray1<'_, f32>>,
+        turn_keys: Option<PyReadonlyArray1<'_, u32>>,
     ) -> PyResult<Self> {
         let sample = Sample {
             tokens: TokenArrays {
@@ -65,6 +68,8 @@ impl PySample {
             stage,
             dispatch_version,
             request_id: request_id.to_owned(),
+            turn_rewards: turn_rewards.map_or_else(Vec::new, |a| a.as_array().to_vec()),
+            turn_keys: turn_keys.map_or_else(Vec::new, |a| a.as_array().to_vec()),
         };
         sample.validate().map_err(sample_error)?;
         Ok(Self(sample))
@@ -129,6 +134,14 @@ impl PySample {
     #[getter]
     fn request_id(&self) -> &str {
         &self.0.request_id
+    }
+    #[getter]
+    fn turn_rewards<'py>(&self, py: Python<'py>) -> Bound<'py, PyArray1<f32>> {
+        to_numpy(py, self.0.turn_rewards.clone())
+    }
+    #[getter]
+    fn turn_keys<'py>(&self, py: Python<'py>) -> Bound<'py, PyArray1<u32>> {
+        to_numpy(py, self.0.turn_keys.clone())
     }
     fn __len__(&self) -> usize {
         self.0.tokens.len()

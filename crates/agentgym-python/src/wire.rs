@@ -89,6 +89,7 @@ fn tokens_dict<'py>(py: Python<'py>, t: TokenArrays) -> PyResult<Bound<'py, PyDi
 }
 
 fn group_dict(py: Python<'_>, g: Group) -> PyResult<Bound<'_, PyDict>> {
+    let version = agentgym_wire::version_of(&g);
     let samples = PyList::empty(py);
     for s in g.samples {
         let d = PyDict::new(py);
@@ -101,10 +102,12 @@ fn group_dict(py: Python<'_>, g: Group) -> PyResult<Bound<'_, PyDict>> {
         d.set_item("stage", s.stage)?;
         d.set_item("dispatch_version", s.dispatch_version)?;
         d.set_item("request_id", s.request_id)?;
+        d.set_item("turn_rewards", to_numpy(py, s.turn_rewards))?;
+        d.set_item("turn_keys", to_numpy(py, s.turn_keys))?;
         samples.append(d)?;
     }
     let d = PyDict::new(py);
-    d.set_item("v", agentgym_wire::SCHEMA_VERSION)?;
+    d.set_item("v", version)?;
     d.set_item("group_id", g.group_id)?;
     d.set_item("task_id", g.task_id)?;
     d.set_item("env", g.env)?;
@@ -133,6 +136,14 @@ fn array<T: numpy::Element + Copy>(d: &Bound<'_, PyDict>, key: &str) -> PyResult
     Ok(arr.as_slice().map(<[T]>::to_vec).unwrap_or_default())
 }
 
+/// `array` when `key` is present, else empty (the per-turn arrays of schema version 2).
+fn optional_array<T: numpy::Element + Copy>(d: &Bound<'_, PyDict>, key: &str) -> PyResult<Vec<T>> {
+    match d.get_item(key)? {
+        Some(_) => array(d, key),
+        None => Ok(Vec::new()),
+    }
+}
+
 fn group_from_dict(g: &Bound<'_, PyDict>) -> PyResult<Group> {
     let mut samples = Vec::new();
     for s in item(g, "samples")?.try_iter()? {
@@ -158,6 +169,8 @@ fn group_from_dict(g: &Bound<'_, PyDict>) -> PyResult<Group> {
                 Some(v) => v.extract()?,
                 None => String::new(),
             },
+            turn_rewards: optional_array(&s, "turn_rewards")?,
+            turn_keys: optional_array(&s, "turn_keys")?,
         });
     }
     Ok(Group {

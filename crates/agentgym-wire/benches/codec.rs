@@ -24,6 +24,8 @@ fn group(n_samples: u32, n_tokens: u32) -> Group {
             stage: 1,
             dispatch_version: 5,
             request_id: format!("g1-e{i}"),
+            turn_rewards: Vec::new(),
+            turn_keys: Vec::new(),
         })
         .collect();
     Group {

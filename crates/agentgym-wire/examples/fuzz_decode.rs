@@ -46,6 +46,8 @@ fn seed_group(rng: &mut Rng) -> Group {
                 stage: 0,
                 dispatch_version: 3,
                 request_id: String::from("g0-e0"),
+                turn_rewards: Vec::new(),
+                turn_keys: Vec::new(),
             }
         })
         .collect();

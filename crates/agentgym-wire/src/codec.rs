@@ -1,11 +1,12 @@
-//! Encode and decode [`Group`] messages (schema version [`SCHEMA_VERSION`]).
+//! Encode and decode [`Group`] messages (schema versions 1 and [`SCHEMA_VERSION`]).
 //!
 //! Layout (msgpack, string keys, `"v"` first):
 //!
 //! ```text
-//! group  = {"v": 1, "group_id": u64, "task_id": str, "env": str, "samples": [sample, ...]}
+//! group  = {"v": 1 | 2, "group_id": u64, "task_id": str, "env": str, "samples": [sample, ...]}
 //! sample = {"tokens": tokens, "reward": f32, "status": str, "drift": bool, "turns": u32,
-//!           "turn_cap": u32, "stage": u32, "dispatch_version": u32, "request_id": str}
+//!           "turn_cap": u32, "stage": u32, "dispatch_version": u32, "request_id": str,
+//!           "turn_rewards": arr<f4>[k], "turn_keys": arr<u4>[k]}
 //! tokens = {"input_ids": arr<u4>[n], "loss_mask": arr<u1>[n], "logprobs": arr<f4>[n],
 //!           "versions": arr<u4>[n], "turn_spans": arr<u4>[k, 2]}
 //! arr    = {"dtype": "<u4" | "|u1" | "<f4", "shape": [..], "data": bin (little-endian)}
@@ -13,15 +14,28 @@
 //!
 //! `"request_id"` came after version 1's first writers: it is written only when not empty, and
 //! a sample without it reads as `""` (so older messages and fixtures read, byte for byte).
-//! Readers skip unknown keys (forward-compatible additions within a version) and reject a
-//! different `"v"` with [`WireError::SchemaVersion`] before looking at anything else.
+//! Version 2 adds the per-turn arrays (`k` = the number of turn spans; each written only when
+//! not empty): a group in which no sample has them is written as version 1, byte for byte as
+//! before, so readers of version 1 keep taking what they can read; a sample without them reads
+//! as empty arrays. Readers skip unknown keys (forward-compatible additions within a version)
+//! and reject a `"v"` they do not know with [`WireError::SchemaVersion`] before looking at
+//! anything else.
 use crate::array::{read_array, write_array};
 use crate::error::{Result, WireError};
 use crate::msgpack::{Reader, Writer};
-use crate::schema::{Group, Sample, Status, TokenArrays};
+use crate::schema::{validate_turns, Group, Sample, Status, TokenArrays};
 
-/// The schema version this build writes and reads.
-pub const SCHEMA_VERSION: u32 = 1;
+/// The newest schema version this build writes and reads (it reads every version from 1).
+pub const SCHEMA_VERSION: u32 = 2;
+
+/// The version a group is written as: 2 when a sample has per-turn arrays, else 1.
+pub fn version_of(group: &Group) -> u32 {
+    if group.samples.iter().any(Sample::has_turn_arrays) {
+        SCHEMA_VERSION
+    } else {
+        1
+    }
+}
 
 /// Bytes of msgpack framing per sample on top of its array data (an upper bound).
 const SAMPLE_OVERHEAD: usize = 320;
@@ -75,6 +89,8 @@ pub fn encoded_len_hint(group: &Group) -> usize {
             + s.request_id.len()
             + s.tokens.len() * 13
             + s.tokens.turn_spans.len() * 4
+            + (s.turn_rewards.len() + s.turn_keys.len()) * 4
+            + 96
     })
 }
 
@@ -89,12 +105,13 @@ pub fn encode_group(group: &Group) -> Result<Vec<u8>> {
 pub fn encode_group_into(group: &Group, out: &mut Vec<u8>) -> Result<()> {
     for s in &group.samples {
         validate_tokens(&s.tokens)?;
+        validate_turns(s)?;
     }
     out.reserve(encoded_len_hint(group));
     let mut w = Writer { out };
     w.map_len(5);
     w.str("v");
-    w.uint(SCHEMA_VERSION.into());
+    w.uint(version_of(group).into());
     w.str("group_id");
     w.uint(group.group_id);
     w.str("task_id");
@@ -112,7 +129,8 @@ pub fn encode_group_into(group: &Group, out: &mut Vec<u8>) -> Result<()> {
 fn write_sample(w: &mut Writer<'_>, s: &Sample) {
     let t = &s.tokens;
     let named = !s.request_id.is_empty();
-    w.map_len(8 + usize::from(named));
+    let (rewarded, keyed) = (!s.turn_rewards.is_empty(), !s.turn_keys.is_empty());
+    w.map_len(8 + usize::from(named) + usize::from(rewarded) + usize::from(keyed));
     w.str("tokens");
     w.map_len(5);
     w.str("input_ids");
@@ -143,6 +161,14 @@ fn write_sample(w: &mut Writer<'_>, s: &Sample) {
         w.str("request_id");
         w.str(&s.request_id);
     }
+    if rewarded {
+        w.str("turn_rewards");
+        write_array(w, &s.turn_rewards, &[s.turn_rewards.len()]);
+    }
+    if keyed {
+        w.str("turn_keys");
+        write_array(w, &s.turn_keys, &[s.turn_keys.len()]);
+    }
 }
 
 /// Decode one group message. The whole input must be consumed.
@@ -153,7 +179,7 @@ pub fn decode_group(bytes: &[u8]) -> Result<Group> {
         return Err(WireError::MissingField { field: "v" });
     }
     let version = r.uint()?;
-    if version != u64::from(SCHEMA_VERSION) {
+    if !(1..=u64::from(SCHEMA_VERSION)).contains(&version) {
         return Err(WireError::SchemaVersion {
             found: version,
             supported: SCHEMA_VERSION,
@@ -197,6 +223,7 @@ fn read_sample(r: &mut Reader<'_>) -> Result<Sample> {
     let mut drift = None;
     let (mut turns, mut turn_cap, mut stage, mut dispatch_version) = (None, None, None, None);
     let mut request_id = String::new();
+    let (mut turn_rewards, mut turn_keys) = (Vec::new(), Vec::new());
     for _ in 0..r.map_len()? {
         match r.str()? {
             "tokens" => tokens = Some(read_tokens(r)?),
@@ -210,11 +237,13 @@ fn read_sample(r: &mut Reader<'_>) -> Result<Sample> {
             "stage" => stage = Some(r.u32_value("stage")?),
             "dispatch_version" => dispatch_version = Some(r.u32_value("dispatch_version")?),
             "request_id" => r.str()?.clone_into(&mut request_id),
+            "turn_rewards" => turn_rewards = read_array(r, "turn_rewards", None)?,
+            "turn_keys" => turn_keys = read_array(r, "turn_keys", None)?,
             _ => r.skip()?,
         }
     }
     let missing = |field| WireError::MissingField { field };
-    Ok(Sample {
+    let sample = Sample {
         tokens: tokens.ok_or(missing("tokens"))?,
         reward: reward.ok_or(missing("reward"))?,
         status: status.ok_or(missing("status"))?,
@@ -224,7 +253,11 @@ fn read_sample(r: &mut Reader<'_>) -> Result<Sample> {
         stage: stage.ok_or(missing("stage"))?,
         dispatch_version: dispatch_version.ok_or(missing("dispatch_version"))?,
         request_id,
-    })
+        turn_rewards,
+        turn_keys,
+    };
+    validate_turns(&sample)?;
+    Ok(sample)
 }
 
 fn read_tokens(r: &mut Reader<'_>) -> Result<TokenArrays> {

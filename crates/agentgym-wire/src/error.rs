@@ -17,7 +17,9 @@ pub enum WireError {
     Malformed { offset: usize, detail: String },
 
     /// The message was written under a schema version this build does not read.
-    #[error("unsupported wire schema version {found} (this build reads version {supported})")]
+    #[error(
+        "unsupported wire schema version {found} (this build reads versions 1 to {supported})"
+    )]
     SchemaVersion { found: u64, supported: u32 },
 
     /// A required key is absent.

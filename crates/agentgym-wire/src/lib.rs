@@ -11,6 +11,6 @@ pub mod schema;
 mod array;
 mod msgpack;
 
-pub use codec::{decode_group, encode_group, encode_group_into, SCHEMA_VERSION};
+pub use codec::{decode_group, encode_group, encode_group_into, version_of, SCHEMA_VERSION};
 pub use error::{Result, WireError};
-pub use schema::{Group, Sample, Status, TokenArrays};
+pub use schema::{validate_turns, Group, Sample, Status, TokenArrays};

@@ -119,6 +119,38 @@ pub struct Sample {
     /// The episode's request id (joins a trained sample to the rollout's episode log); empty
     /// when the writer did not name it (an older writer).
     pub request_id: String,
+    /// Per generated turn, in `turn_spans` order (schema version 2; empty: not given, and the
+    /// whole `reward` is the last turn's): the reward the turn earned. They sum to `reward`.
+    pub turn_rewards: Vec<f32>,
+    /// Per generated turn (schema version 2; empty: not given): a key of the state the turn
+    /// acted from (a hash of the env's normalised observation). Turns of one group with equal
+    /// keys started from the same state: step-level credit compares them.
+    pub turn_keys: Vec<u32>,
+}
+
+/// Check that a sample's per-turn arrays are absent or one entry per turn span, and its turn
+/// rewards finite (shared by encode and decode).
+pub fn validate_turns(s: &Sample) -> Result<()> {
+    let k = s.tokens.turn_spans.len() / 2;
+    for (field, len) in [
+        ("turn_rewards", s.turn_rewards.len()),
+        ("turn_keys", s.turn_keys.len()),
+    ] {
+        if len != 0 && len != k {
+            return Err(WireError::InconsistentLength {
+                field,
+                expected: k,
+                found: len,
+            });
+        }
+    }
+    if let Some(bad) = s.turn_rewards.iter().find(|r| !r.is_finite()) {
+        return Err(WireError::InvalidValue {
+            field: "turn_rewards",
+            detail: format!("must be finite, got {bad}"),
+        });
+    }
+    Ok(())
 }
 
 impl Sample {
@@ -126,6 +158,7 @@ impl Sample {
     /// reward is finite ([`WireError::InvalidValue`] otherwise).
     pub fn validate(&self) -> Result<()> {
         validate_tokens(&self.tokens)?;
+        validate_turns(self)?;
         if !self.reward.is_finite() {
             return Err(WireError::InvalidValue {
                 field: "reward",
@@ -133,6 +166,11 @@ impl Sample {
             });
         }
         Ok(())
+    }
+
+    /// The sample carries per-turn rewards or keys (schema version 2).
+    pub fn has_turn_arrays(&self) -> bool {
+        !self.turn_rewards.is_empty() || !self.turn_keys.is_empty()
     }
 
     pub fn truncated(&self) -> bool {
@@ -189,6 +227,8 @@ mod tests {
             stage: 0,
             dispatch_version: 0,
             request_id: String::new(),
+            turn_rewards: Vec::new(),
+            turn_keys: Vec::new(),
         }
     }
 

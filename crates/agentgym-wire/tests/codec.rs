@@ -51,8 +51,8 @@ fn every_strict_prefix_is_an_error_not_a_panic() {
 fn wrong_version_is_reported_as_such() {
     let (_, g) = common::fixtures().remove(0);
     let mut bytes = encode_group(&g).unwrap();
-    // fixmap(5), fixstr "v", positive fixint version.
-    assert_eq!(&bytes[..4], &[0x85, 0xa1, b'v', SCHEMA_VERSION as u8]);
+    // fixmap(5), fixstr "v", positive fixint version (1: no per-turn arrays in this group).
+    assert_eq!(&bytes[..4], &[0x85, 0xa1, b'v', 1]);
     bytes[3] = 9;
     assert_eq!(
         decode_group(&bytes).unwrap_err(),
@@ -61,6 +61,38 @@ fn wrong_version_is_reported_as_such() {
             supported: SCHEMA_VERSION
         }
     );
+}
+
+#[test]
+fn per_turn_arrays_make_version_2_and_must_match_the_turns() {
+    let (_, mut g) = common::fixtures().remove(0);
+    assert_eq!(encode_group(&g).unwrap()[3], 1);
+    g.samples[0].turn_rewards = vec![0.5, 0.5];
+    g.samples[0].turn_keys = vec![1, 2];
+    let bytes = encode_group(&g).unwrap();
+    assert_eq!(bytes[3], SCHEMA_VERSION as u8);
+    let back = decode_group(&bytes).unwrap();
+    assert_eq!(back.samples[0].turn_rewards, vec![0.5, 0.5]);
+    assert_eq!(back.samples[0].turn_keys, vec![1, 2]);
+    assert!(back.samples[1].turn_rewards.is_empty() && back.samples[1].turn_keys.is_empty());
+    g.samples[0].turn_keys = vec![1, 2, 3]; // three keys, two turns
+    assert_eq!(
+        encode_group(&g).unwrap_err(),
+        WireError::InconsistentLength {
+            field: "turn_keys",
+            expected: 2,
+            found: 3
+        }
+    );
+    g.samples[0].turn_keys = vec![];
+    g.samples[0].turn_rewards = vec![f32::NAN, 1.0];
+    assert!(matches!(
+        encode_group(&g),
+        Err(WireError::InvalidValue {
+            field: "turn_rewards",
+            ..
+        })
+    ));
 }
 
 #[test]

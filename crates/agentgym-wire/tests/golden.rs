@@ -6,7 +6,7 @@ mod common;
 
 use std::path::PathBuf;
 
-use agentgym_wire::{decode_group, encode_group, Group};
+use agentgym_wire::{decode_group, encode_group, version_of, Group};
 
 fn fixture_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/wire")
@@ -24,7 +24,7 @@ fn to_json(g: &Group) -> String {
             format!(
                 "{{\"input_ids\": {}, \"loss_mask\": {}, \"logprobs\": {}, \"versions\": {}, \
                  \"turn_spans\": {}, \"reward\": {:?}, \"status\": \"{}\", \"drift\": {}, \
-                 \"turns\": {}, \"turn_cap\": {}, \"stage\": {}, \"dispatch_version\": {}{}}}",
+                 \"turns\": {}, \"turn_cap\": {}, \"stage\": {}, \"dispatch_version\": {}{}{}}}",
                 nums(&t.input_ids),
                 list(t.loss_mask.iter().map(|x| x.to_string()).collect()),
                 list(t.logprobs.iter().map(|x| format!("{x:?}")).collect()),
@@ -41,12 +41,22 @@ fn to_json(g: &Group) -> String {
                     String::new()
                 } else {
                     format!(", \"request_id\": \"{}\"", s.request_id)
+                },
+                if s.has_turn_arrays() {
+                    format!(
+                        ", \"turn_rewards\": {}, \"turn_keys\": {}",
+                        list(s.turn_rewards.iter().map(|x| format!("{x:?}")).collect()),
+                        nums(&s.turn_keys)
+                    )
+                } else {
+                    String::new()
                 }
             )
         })
         .collect();
     format!(
-        "{{\"v\": 1, \"group_id\": {}, \"task_id\": \"{}\", \"env\": \"{}\", \"samples\": {}}}\n",
+        "{{\"v\": {}, \"group_id\": {}, \"task_id\": \"{}\", \"env\": \"{}\", \"samples\": {}}}\n",
+        version_of(g),
         g.group_id,
         g.task_id,
         g.env,

@@ -172,6 +172,8 @@ class MazeEnvironment(Environment):
     """Generated grid mazes; task ids are unbounded (every id seeds a maze)."""
 
     name: ClassVar[str] = "maze"
+    # the same cell is the same state however many moves are left
+    state_ignore: ClassVar[str | None] = r"\d+ moves? left\."
     rule: ClassVar[str | None] = (
         "depth-first search: an unvisited open cell, toward the goal first, else back"
     )

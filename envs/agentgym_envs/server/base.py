@@ -179,6 +179,11 @@ class Environment(ABC):
     """What its episodes' `rule_action` plays, in a few words for figures and summaries ("the
     goal's action if listed, else turn left"); None: it declares no scripted rule, and none is
     shown beside a policy."""
+    state_ignore: ClassVar[str | None] = None
+    """A regular expression of what its observations say that is not the state an action is
+    taken from (Maze: "12 moves left"): removed before turns are compared for step-level credit
+    (two turns of one group whose observations are then equal started from the same state).
+    None: the whole text, whitespace collapsed."""
     options: ClassVar[tuple[EnvOption, ...]] = ()
     """The constructor's options, typed (none declared: read from its signature, as strings)."""
     splits: ClassVar[dict[str, str | range]] = {}

@@ -71,6 +71,21 @@ class ReceiveConfig(ConfigModel):
         return check_bind_endpoint(value)
 
 
+class StepCreditConfig(ConfigModel):
+    """Step-level credit (GiGPO-style, `learner/step_credit.py`): the turns of a group's
+    episodes that acted from the same state (equal state keys) form a step group, and each turn
+    gets, on its trained tokens, `weight` x its return's standing in that group on top of the
+    episode's advantage. A turn whose state no other turn of its group shared gets nothing more."""
+
+    weight: float = Field(default=1.0, ge=0.0)
+    """How much of the step advantage is added to the episode advantage (0: none)."""
+    turn_gamma: float = Field(default=1.0, ge=0.0, le=1.0)
+    """Discount across turns of the per-turn rewards a turn's return sums (the turn's own reward,
+    then the next turn's x turn_gamma, ...); apart from REINFORCE++'s token-level `gamma`."""
+    divide_by_std: bool = True
+    """Divide by the step group's standard deviation (else only subtract its mean)."""
+
+
 class AdvantageConfig(ConfigModel):
     """How per-token advantages are computed from group rewards."""
 
@@ -87,6 +102,9 @@ class AdvantageConfig(ConfigModel):
     that an env with larger rewards does not dominate. Off by default: `grpo` already divides
     every group by its own std, so each env's advantages are unit-scale; turn it on with
     `dr_grpo`, `rloo` or `reinforce_plus_plus` when the envs' reward scales differ."""
+    step: StepCreditConfig | None = None
+    """Step-level credit on top of the estimator's (None: every turn of an episode trains with
+    the episode's advantage). Works with every estimator."""
 
 
 class LossConfig(ConfigModel):
@@ -288,6 +306,7 @@ __all__ = [
     "OptimizerConfig",
     "ParallelConfig",
     "ReceiveConfig",
+    "StepCreditConfig",
     "WeightsConfig",
     "check_bind_endpoint",
 ]

@@ -13,14 +13,20 @@ sets `status` when the episode ends:
 - the context limit (the builder refuses a turn)  -> TRUNCATED (also `room` finding none left)
 - the env step failed                             -> ENV_FAILURE
 - the engine aborted the request                  -> ABORTED
-`EpisodeState.sample()` is then the `_core.Sample`, its reward from `episode_reward`.
+`EpisodeState.sample()` is then the `_core.Sample`, its reward from `episode_reward`, and per
+generated turn the reward it earned (the change of the env's score, in reward units; what
+`episode_reward` shapes on top lands on the last turn, so they sum to the reward) and the key of
+the state it acted from (`state_keys.state_key` of what the model last read), which step-level
+credit reads.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
+
+import numpy as np
 
 from agentgym_rl import _core
 from agentgym_rl.config import ActionFormat
@@ -28,6 +34,7 @@ from agentgym_rl.episode.actions import parse_action, stop_strings
 from agentgym_rl.episode.metrics import RolloutMetrics
 from agentgym_rl.episode.outcome import reward_of
 from agentgym_rl.episode.prompts import episode_prefix, observation_message
+from agentgym_rl.episode.state_keys import state_key
 from agentgym_rl.episode.tools import ToolReader, ToolReading, tool_message
 from agentgym_rl.episode.types import EnvSpec, EpisodePlan, Generation
 from agentgym_rl.trajectory import ChatTokenizer, TrajectoryBuilder
@@ -189,9 +196,16 @@ def episode_reward(
 
 
 def finish_sample(
-    plan: EpisodePlan, builder: TrajectoryBuilder, reward: float, status: Status
+    plan: EpisodePlan,
+    builder: TrajectoryBuilder,
+    reward: float,
+    status: Status,
+    *,
+    turn_rewards: Sequence[float] = (),
+    turn_keys: Sequence[int] = (),
 ) -> _core.Sample:
-    """The `_core.Sample` of a finished episode (runs the builder's drift check)."""
+    """The `_core.Sample` of a finished episode (runs the builder's drift check); the per-turn
+    arrays, when given, have one entry per generated turn."""
     t = builder.finish()
     return _core.Sample(
         t.input_ids,
@@ -207,6 +221,8 @@ def finish_sample(
         stage=plan.budget.stage,
         dispatch_version=plan.dispatch_version,
         request_id=plan.request_id,
+        turn_rewards=np.asarray(turn_rewards, np.float32) if turn_rewards else None,
+        turn_keys=np.asarray(turn_keys, np.uint32) if turn_keys else None,
     )
 
 
@@ -227,6 +243,12 @@ class EpisodeState:
     status: Status | None = None
     failure: str | None = None
     """Why it ended as an env failure (see `env_failure`)."""
+    observed: str = ""
+    """What the model last read: the state the next turn acts from."""
+    turn_rewards: list[float] = field(default_factory=list)
+    """Per generated turn: the change of the env's score, in reward units."""
+    turn_keys: list[int] = field(default_factory=list)
+    """Per generated turn: `state_key` of the state it acted from."""
 
     @classmethod
     def start(
@@ -253,7 +275,7 @@ class EpisodeState:
             check_drift=check_drift,
             prompt_version=plan.dispatch_version,
         )
-        return cls(plan, spec, builder, chat, frozenset(stop_ids))
+        return cls(plan, spec, builder, chat, frozenset(stop_ids), observed=first_observation)
 
     @property
     def stop(self) -> tuple[str, ...]:
@@ -280,7 +302,17 @@ class EpisodeState:
         reward = episode_reward(
             score, self.status, self.turns, self.invalid, self.spec, self.plan.budget.turn_cap
         )
-        return finish_sample(self.plan, self.builder, reward, self.status)
+        rewards = list(self.turn_rewards)
+        if rewards:  # what the shaping adds (or the env's score left unsaid) is the last turn's
+            rewards[-1] += reward - sum(rewards)
+        return finish_sample(
+            self.plan,
+            self.builder,
+            reward,
+            self.status,
+            turn_rewards=rewards,
+            turn_keys=self.turn_keys,
+        )
 
 
 async def play_turn(
@@ -295,10 +327,14 @@ async def play_turn(
     if not ep.builder.add_generated(gen.token_ids, gen.logprobs, gen.versions):
         ep.status = Status.TRUNCATED
         return
+    env = ep.plan.task.env
+    ep.turn_keys.append(state_key(env, ep.observed))
     text = ep.chat.decode([i for i in gen.token_ids if i not in ep.stop_ids])
     acted = await act(
         step, text, ep.spec.action_format, ep.score, tools=ep.spec.tools, turn=ep.turns
     )
+    ep.turn_rewards.append(reward_of(env, acted.score) - reward_of(env, ep.score))
+    ep.observed = "\n".join(m["content"] for m in acted.messages)
     metrics.env_steps += acted.stepped
     metrics.invalid_actions += acted.invalid
     metrics.record_turn(ep.turns, acted.action, acted.invalid)

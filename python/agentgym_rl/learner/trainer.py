@@ -72,6 +72,7 @@ from agentgym_rl.learner.optim import (
 )
 from agentgym_rl.learner.passes import MicroTotals, Passes, StepCounts, micro_totals
 from agentgym_rl.learner.source import GroupSource
+from agentgym_rl.learner.step_credit import add_step_credit
 from agentgym_rl.wire import WireGroup
 
 log = logging.getLogger(__name__)
@@ -181,7 +182,7 @@ class Trainer:
         """One optimizer step on this rank's `groups`; returns the step's metrics."""
         t0 = time.perf_counter()
         batch = collate(groups, pad_token_id=0, pad_multiple=self.config.parallel.tp)
-        batch = self._with_advantages(batch)
+        batch = self._with_advantages(batch, groups)
         credit = self._record_credit(groups, batch)
         counts = self._step_counts(batch)
         micro = batch.split(self.config.micro_batch_tokens)
@@ -199,8 +200,9 @@ class Trainer:
         metrics["adv_by_turn"] = credit
         return metrics
 
-    def _with_advantages(self, batch: Batch) -> Batch:
-        """`batch` with per-token advantages (REINFORCE++ whitening summed over dp ranks)."""
+    def _with_advantages(self, batch: Batch, groups: list[WireGroup]) -> Batch:
+        """`batch` with per-token advantages (REINFORCE++ whitening summed over dp ranks), and
+        step-level credit on top when configured (`step_credit`)."""
         adv = self.config.advantage
         advantages = compute_advantages(
             adv.estimator,
@@ -212,6 +214,15 @@ class Trainer:
             unbiased_std=adv.unbiased_std,
             dp_sum=self._dp_reduce if self.layout.dp_size > 1 else None,
         )
+        if adv.step is not None and adv.step.weight > 0:
+            advantages = add_step_credit(
+                advantages,
+                batch.loss_mask,
+                usable_samples(groups),
+                adv.step,
+                eps=adv.eps,
+                unbiased_std=adv.unbiased_std,
+            )
         if adv.per_env_scale:
             advantages = scale_per_env(advantages, batch.env_ids, batch.loss_mask, adv.eps)
         return replace(batch, advantages=advantages)

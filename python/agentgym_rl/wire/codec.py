@@ -1,4 +1,4 @@
-"""Pure-Python codec of group messages (schema version 1), independent of the Rust codec.
+"""Pure-Python codec of group messages (schema versions 1 and 2), independent of the Rust codec.
 
 Decoding uses ``msgpack`` and ``numpy.frombuffer``: arrays are read-only views of the binary
 fields, not copies. Errors raise the same exception classes as the Rust codec
@@ -24,7 +24,9 @@ from agentgym_rl._core import (
 )
 from agentgym_rl.wire.types import Status, WireGroup, WireSample, WireTokens
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+"""The newest version read and written; version 1 is read too, and written for a group without
+per-turn arrays (as the Rust encoder does)."""
 
 # field -> (numpy dtype, accepted dtype strings, columns or None for 1-D)
 _ARRAYS: dict[str, tuple[type, tuple[str, ...], int | None]] = {
@@ -33,8 +35,17 @@ _ARRAYS: dict[str, tuple[type, tuple[str, ...], int | None]] = {
     "logprobs": (np.float32, ("<f4",), None),
     "versions": (np.uint32, ("<u4",), None),
     "turn_spans": (np.uint32, ("<u4",), 2),
+    "turn_rewards": (np.float32, ("<f4",), None),
+    "turn_keys": (np.uint32, ("<u4",), None),
 }
-_DTYPE_STR = {"input_ids": "<u4", "loss_mask": "|u1", "logprobs": "<f4", "versions": "<u4"}
+_DTYPE_STR = {
+    "input_ids": "<u4",
+    "loss_mask": "|u1",
+    "logprobs": "<f4",
+    "versions": "<u4",
+    "turn_rewards": "<f4",
+    "turn_keys": "<u4",
+}
 
 
 def _get(d: Any, key: str) -> Any:
@@ -111,8 +122,19 @@ def _sample(s: Any) -> WireSample:
         st = Status(status)
     except ValueError:
         raise InvalidValueError(f"invalid `status`: unknown status {status!r}") from None
+    tokens = _tokens(_get(s, "tokens"))
+    per_turn = {k: _array(s, k) for k in ("turn_rewards", "turn_keys") if k in s}
+    turns = int(tokens.turn_spans.shape[0])
+    for key, arr in per_turn.items():
+        if arr.shape[0] not in (0, turns):
+            raise InconsistentLengthError(
+                f"inconsistent length of `{key}`: expected {turns}, found {arr.shape[0]}"
+            )
+    rewards = per_turn.get("turn_rewards")
+    if rewards is not None and not bool(np.isfinite(rewards).all()):
+        raise InvalidValueError("invalid `turn_rewards`: must be finite")
     return WireSample(
-        tokens=_tokens(_get(s, "tokens")),
+        tokens=tokens,
         reward=float(_typed(_get(s, "reward"), (int, float), "reward")),
         status=st,
         drift=_typed(_get(s, "drift"), bool, "drift"),
@@ -121,6 +143,7 @@ def _sample(s: Any) -> WireSample:
         stage=_uint(s, "stage"),
         dispatch_version=_uint(s, "dispatch_version"),
         request_id=_typed(s.get("request_id", ""), str, "request_id"),
+        **per_turn,
     )
 
 
@@ -136,9 +159,10 @@ def decode_group(data: bytes) -> WireGroup:
         raise MalformedMessageError(f"malformed message: {e}") from None
     if not isinstance(obj, dict) or "v" not in obj:
         raise MissingFieldError("missing field `v`")
-    if obj["v"] != SCHEMA_VERSION:
+    if obj["v"] not in range(1, SCHEMA_VERSION + 1) or isinstance(obj["v"], bool):
         raise SchemaVersionError(
-            f"unsupported wire schema version {obj['v']} (this build reads version {SCHEMA_VERSION})"
+            f"unsupported wire schema version {obj['v']} "
+            f"(this build reads versions 1 to {SCHEMA_VERSION})"
         )
     samples = _typed(_get(obj, "samples"), list, "samples")
     return WireGroup(
@@ -165,7 +189,10 @@ def encode_group(group: WireGroup) -> bytes:
     samples = []
     for s in group.samples:
         t = s.tokens
-        named = {"request_id": s.request_id} if s.request_id else {}
+        named: dict[str, Any] = {"request_id": s.request_id} if s.request_id else {}
+        for key in ("turn_rewards", "turn_keys"):  # version 2, each only when given
+            if getattr(s, key).size:
+                named[key] = _pack_array(key, getattr(s, key))
         samples.append(
             {
                 "tokens": {
@@ -183,7 +210,7 @@ def encode_group(group: WireGroup) -> bytes:
             }
         )
     msg = {
-        "v": SCHEMA_VERSION,
+        "v": SCHEMA_VERSION if any(s.has_turn_arrays for s in group.samples) else 1,
         "group_id": int(group.group_id),
         "task_id": group.task_id,
         "env": group.env,

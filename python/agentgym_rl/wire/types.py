@@ -59,6 +59,16 @@ class WireSample:
     dispatch_version: int
     request_id: str = ""
     """The episode's request id; "" from a writer that did not name it."""
+    turn_rewards: npt.NDArray[np.float32] = field(default_factory=lambda: _NO_REWARDS)
+    """Per generated turn (schema version 2): the reward it earned, summing to `reward`; empty
+    when not given (the whole reward is the last turn's)."""
+    turn_keys: npt.NDArray[np.uint32] = field(default_factory=lambda: _NO_KEYS)
+    """Per generated turn (schema version 2): a key of the state it acted from; empty when not
+    given."""
+
+    @property
+    def has_turn_arrays(self) -> bool:
+        return bool(self.turn_rewards.size or self.turn_keys.size)
 
     @property
     def truncated(self) -> bool:
@@ -79,7 +89,13 @@ class WireSample:
             "stage": self.stage,
             "dispatch_version": self.dispatch_version,
             "request_id": self.request_id,
+            "turn_rewards": self.turn_rewards,
+            "turn_keys": self.turn_keys,
         }
+
+
+_NO_REWARDS: npt.NDArray[np.float32] = np.zeros(0, np.float32)
+_NO_KEYS: npt.NDArray[np.uint32] = np.zeros(0, np.uint32)
 
 
 @dataclass(frozen=True)
@@ -113,6 +129,8 @@ class WireGroup:
                     stage=int(s["stage"]),
                     dispatch_version=int(s["dispatch_version"]),
                     request_id=str(s.get("request_id", "")),
+                    turn_rewards=s.get("turn_rewards", _NO_REWARDS),
+                    turn_keys=s.get("turn_keys", _NO_KEYS),
                 )
             )
         return cls(int(d["group_id"]), str(d["task_id"]), str(d["env"]), samples)

@@ -30,6 +30,8 @@ fn sample(reward: f32, version: u32, status: Status) -> Sample {
         stage: 0,
         dispatch_version: version,
         request_id: String::new(),
+        turn_rewards: Vec::new(),
+        turn_keys: Vec::new(),
     }
 }
 

@@ -31,6 +31,8 @@ pub fn sample(n: u32, spans: &[(u32, u32)], status: Status, seed: u32) -> Sample
         stage: 1,
         dispatch_version: seed,
         request_id: String::new(),
+        turn_rewards: Vec::new(),
+        turn_keys: Vec::new(),
     }
 }
 
@@ -65,11 +67,19 @@ pub fn fixtures() -> Vec<(&'static str, Group)> {
     for (i, s) in named.samples.iter_mut().enumerate() {
         s.request_id = format!("g42-e{i}");
     }
+    // schema version 2: per-turn rewards (summing to the reward) and state keys; two samples
+    // whose first turns start from the same state
+    let mut credited = named.clone();
+    credited.samples[0].turn_rewards = vec![0.25, 0.75];
+    credited.samples[0].turn_keys = vec![0xdead_beef, 7];
+    credited.samples[1].turn_rewards = vec![0.0, -0.5];
+    credited.samples[1].turn_keys = vec![0xdead_beef, 11];
     vec![
         ("group_small", small),
         ("group_all_statuses", statuses),
         ("group_empty_sample", empty),
         ("group_named", named),
+        ("group_turn_credit", credited),
     ]
 }
 
