@@ -84,6 +84,38 @@ def test_loss_decreases_on_a_fixed_batch(model_dir: Path, tmp_path: Path, make_t
     assert 0.0 <= m["clip_frac"] <= 1.0 and m["tokens"] == 8 * 18
 
 
+def test_step_credit_lands_on_the_turns_that_shared_a_state(
+    model_dir: Path, tmp_path: Path, make_trainer
+) -> None:
+    """With `advantage.step` (here over RLOO), the first turns, which every episode of a group
+    took from the task's state, train with the episode advantage plus half the step advantage;
+    the second turns, each from a state of its own, with the episode advantage alone."""
+    step = {"estimator": "rloo", "step": {"weight": 0.5}}
+    t = make_trainer(learn_config(model_dir, tmp_path, advantage=step))
+    vocab = _vocab(model_dir)
+    groups = []
+    for g in range(2):
+        group = make_group(g, vocab=vocab)  # rewards 0, 1, 0, 1
+        samples = [
+            replace(
+                s,
+                turn_rewards=np.array([0.0, s.reward], np.float32),
+                turn_keys=np.array([1, 10 + i], np.uint32),
+            )
+            for i, s in enumerate(group.samples)
+        ]
+        groups.append(replace(group, samples=samples))
+    t.train_step(groups)
+    episode, step_adv = 1 - 1 / 3, 0.5 / (np.std([0, 1, 0, 1], ddof=1) + 1e-6)
+    for g in groups:
+        for s in g.samples:
+            (trained,) = read_trained(tmp_path / "logs")[s.request_id]
+            sign = 1.0 if s.reward > 0 else -1.0
+            first, second = trained.turn_advantages
+            assert first == pytest.approx(sign * (episode + 0.5 * step_adv), abs=1e-4)
+            assert second == pytest.approx(sign * episode, abs=1e-4)
+
+
 def test_groups_over_transport_bad_ones_rejected(
     model_dir: Path, tmp_path: Path, make_trainer
 ) -> None:
