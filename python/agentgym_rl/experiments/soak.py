@@ -23,10 +23,8 @@ import subprocess
 import sys
 import threading
 import time
-import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -35,15 +33,11 @@ from agentgym_rl.auth import ENV_VAR, new_secret
 from agentgym_rl.experiments.soak_figures import ROLLOUT, Reading, SoakResult, Stretch, tree_figures
 from agentgym_rl.processes.child import (
     Child,
-    ChildExited,
-    NotReady,
     cli_argv,
     cli_spec,
     die_with_parent,
-    health_ok,
-    wait_ready,
 )
-from agentgym_rl.processes.ports import PortBook
+from agentgym_rl.processes.env_servers import EnvServerProcess
 
 
 @dataclass(frozen=True)
@@ -154,11 +148,6 @@ def _last_record(path: Path) -> dict[str, Any] | None:
     return None
 
 
-def _health(port: int) -> dict[str, Any]:
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=5) as r:
-        return dict(json.loads(r.read()))
-
-
 def soak_env(
     env: str, opts: SoakOptions, progress: Callable[[int, int], None] | None = None
 ) -> SoakResult:
@@ -175,8 +164,8 @@ def soak_env(
     rollout: Child | None = None
     try:
         for server in servers:
-            server.wait_healthy()
-        addresses = [s.address for s in servers]
+            server.wait_ready()
+        addresses = [s.zmq for s in servers]
         args = _rollout_args(env, spec, opts, model, addresses, drain.receiver.endpoint)
         rollout = Child(cli_spec("rollout", "rollout", *args), logs, base).start()
         watch = _Watch(env, opts, rollout, servers, progress)
@@ -190,7 +179,7 @@ def soak_env(
         if rollout is not None:
             rollout.stop(30.0)
         for server in servers:
-            server.child.stop(10.0)
+            server.stop(10.0)
         drain.close()
 
 
@@ -203,7 +192,7 @@ class _Watch:
         env: str,
         opts: SoakOptions,
         rollout: Child,
-        servers: list[_EnvServer],
+        servers: list[EnvServerProcess],
         progress: Callable[[int, int], None] | None,
     ) -> None:
         self.opts, self.rollout, self.servers, self.progress = opts, rollout, servers, progress
@@ -231,7 +220,8 @@ class _Watch:
             mark = (done // self.opts.every + 1) * self.opts.every  # one even after a long jump
 
     def _check_alive(self) -> None:
-        for child in (*(s.child for s in self.servers), self.rollout):
+        children = [s.child for s in self.servers if s.child is not None]
+        for child in (*children, self.rollout):
             if not child.running():
                 tail = "\n".join(child.tail(20))
                 raise RuntimeError(f"{child.name} exited with {child.poll()}:\n{tail}")
@@ -254,8 +244,11 @@ class _Watch:
             return None
         try:
             readings = {ROLLOUT: self._figures(self.rollout, record)}
-            for server in self.servers:
-                readings[server.process] = self._figures(server.child, _health(server.http))
+            for i, server in enumerate(self.servers):
+                assert server.child is not None
+                readings[_label(i, len(self.servers))] = self._figures(
+                    server.child, server.health()
+                )
         except OSError:
             if must:
                 raise
@@ -272,38 +265,20 @@ class _Watch:
         return Reading(rss, fds, live, tasks)
 
 
-@dataclass
-class _EnvServer:
-    """One env server of the soak: its child, HTTP port (health) and ZeroMQ address."""
-
-    child: Child
-    http: int
-    address: str
-    process: str  # the name its samples carry
-
-    def wait_healthy(self, timeout_s: float = 120.0) -> None:
-        try:
-            wait_ready(self.child, partial(health_ok, self.http), timeout_s)
-        except ChildExited:
-            tail = "\n".join(self.child.tail(20))
-            raise RuntimeError(f"{self.child.name} exited:\n{tail}") from None
-        except NotReady:
-            name = self.child.name
-            raise RuntimeError(f"{name}: /health did not answer in {timeout_s:.0f} s") from None
+def _label(i: int, count: int) -> str:
+    """The name an env server's samples carry."""
+    return "env server" if count == 1 else f"env server {i}"
 
 
 def _start_env_servers(
     env: str, spec: SoakEnv, count: int, logs: Path, base: dict[str, str]
-) -> list[_EnvServer]:
-    ports, out = PortBook(), []
+) -> list[EnvServerProcess]:
+    servers = []
     for i in range(count):
-        http, zmq = ports.free(), ports.free()
-        args = ["env", "serve", env, "--port", str(http), "--zmq-port", str(zmq), *spec.server_args]
         name = f"{env}-server" if count == 1 else f"{env}-server-{i}"
-        process = "env server" if count == 1 else f"env server {i}"
-        child = Child(cli_spec(name, "env", *args, health_port=http), logs, base).start()
-        out.append(_EnvServer(child, http, f"tcp://127.0.0.1:{zmq}", process))
-    return out
+        server = EnvServerProcess(env, logs, name=name, environ=base)
+        servers.append(server.spawn(*spec.server_args))
+    return servers
 
 
 POLICY_FLAGS = (

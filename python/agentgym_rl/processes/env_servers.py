@@ -9,7 +9,8 @@ answers; a server that exits first or never gets ready raises `EnvServerError` w
 lines. `start` is both. `stop()` terminates it (its process group killed after a grace), `kill()`
 is SIGKILL at once (fault tests), `health()` is its `/health` document. By default it runs as
 `agentgym-rl env serve ENV`; `python=` runs `PYTHON -m agentgym_envs.server ENV` instead (an
-interpreter of another virtualenv, where agentgym-rl need not be installed).
+interpreter of another virtualenv, where agentgym-rl need not be installed); `name` names its
+child and log, `environ` is the child's whole environment.
 `LocalEnvServers.start(envs, log_dir)` starts one server per env name and waits for all;
 `addresses()` gives `{env: ["tcp://127.0.0.1:PORT"]}`; `stop()` (also on leaving the `with`
 block) stops every one. `serve_env(name, **options)` is one such server for a `with` block, from
@@ -58,8 +59,14 @@ class EnvServerProcess:
         *,
         http_port: int | None = None,
         python: str | None = None,
+        name: str | None = None,
+        environ: dict[str, str] | None = None,
     ) -> None:
         self.env = env
+        self.name = name or f"env-{env}"
+        """Its child's name, and so its log's (`<name>.log`)."""
+        self.environ = environ
+        """The child's whole environment (None: this process's)."""
         http, zmq = free_ports(2)
         self.http_port = http_port or http
         self.zmq_port = zmq
@@ -89,8 +96,8 @@ class EnvServerProcess:
             argv = cli_argv("env", "serve", self.env, *ports)
         if self.log_dir is None:
             self.log_dir = Path(tempfile.mkdtemp(prefix="agentgym-env-"))
-        spec = ChildSpec(f"env-{self.env}", "env", argv, shell, health_port=self.http_port)
-        self.child = Child(spec, self.log_dir).start()
+        spec = ChildSpec(self.name, "env", argv, shell, health_port=self.http_port)
+        self.child = Child(spec, self.log_dir, self.environ).start()
         return self
 
     def wait_ready(self, timeout_s: float = 120.0) -> EnvServerProcess:
