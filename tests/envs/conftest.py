@@ -65,9 +65,7 @@ class ServerProc:
         self.http.close()
         self.dealer.close()
         self._ctx.term()
-        if self.proc.poll() is None:
-            os.kill(self.proc.pid, signal.SIGKILL)
-            self.proc.wait(timeout=10)
+        self.server.kill()  # its whole group: JVMs and browsers it started go with it
 
 
 @pytest.fixture

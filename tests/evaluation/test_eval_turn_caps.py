@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from agentgym_rl.cli import build_parser
+from agentgym_rl.cli import build_parser, main
 from agentgym_rl.commands.evaluate import eval_options
 from agentgym_rl.config.rollout import EngineConfig
 from agentgym_rl.evaluation import EvalError, EvalOptions, run_evaluation
@@ -91,3 +91,24 @@ def test_turn_cap_flag_repeats_and_bad_caps_are_refused(tmp_path: Path) -> None:
     assert eval_options(args).turn_cap == 5
     with pytest.raises(EvalError, match="--turn-cap must be >= 1"):
         asyncio.run(sweep_turn_caps(EvalOptions(split=[SPLIT], model=tmp_path), [0, 3]))
+
+
+def test_eval_without_out_prints_its_table_and_writes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--out` is optional: the table is printed, no file named (the flag left out is absent
+    from the parsed flags, so the command reads the options, not the flags)."""
+    from agentgym_rl.episode.scoring import EvalRecord, summarize
+    from agentgym_rl.evaluation import job
+
+    async def played(options: EvalOptions) -> object:
+        assert options.out is None and options.n == 2
+        record = EvalRecord("babyai", "GoToObj", "babyai_1", True, 1.0)
+        return summarize([record], {"policy": "x"})
+
+    monkeypatch.setattr(job, "run_evaluation", played)
+    argv = ["eval", "--model", str(tmp_path), "--split", str(SPLIT), "--n", "2"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "babyai" in out and "wrote" not in out
+    assert not list(tmp_path.iterdir())

@@ -122,25 +122,30 @@ def test_every_turn_carries_the_episode_advantage_and_only_its_generated_tokens(
         assert counts["turns"] == counts["kinds"]["turn"] + counts["kinds"]["go"]
 
     # step-level credit on the same groups: per turn the reward it earned (summing to the
-    # episode's) and the state it acted from came over the wire; both episodes of a group acted
-    # first from the task's first observation, then from different ones, so the step advantage
-    # lands on the first turns' trained tokens alone, as the written formulation says
+    # episode's) and the state it acted from came over the wire. Both episodes of a group acted
+    # first from the task's first observation; the turning one then from new views, the refused
+    # one again and again from that same state (a refusal changes nothing). The step group of
+    # that state: returns 0 (the turner's first turn) and -0.3 three times (the refuser's turns)
     step = StepCreditConfig(weight=0.5)
     credited = add_step_credit(adv, batch.loss_mask, rows, step)
-    half = 0.15 / (0.3 / 2**0.5 + 1e-6)  # (G - mean) / std of the returns {0, -0.3}
+    std = float(np.std([0.0, -0.3, -0.3, -0.3], ddof=1))
     for row, sample in enumerate(samples):
         assert sample.turn_rewards.sum() == pytest.approx(sample.reward)
-        assert len(sample.turn_keys) == len(sample.tokens.turn_spans) == 3
         partner = next(
             r for r in range(6) if batch.group_ids[r] == batch.group_ids[row] and r != row
         )
-        mine, theirs = sample.turn_keys.tolist(), samples[partner].turn_keys.tolist()
-        assert mine[0] == theirs[0] and mine[1] != theirs[1] and mine[2] != theirs[2]
-        sign = 1.0 if rewards[row] > rewards[partner] else -1.0
-        spans = sample.tokens.turn_spans.tolist()
-        first = slice(spans[0][0] - 1, spans[0][1] - 1)
-        assert torch.allclose(credited[row][first], adv[row][first] + 0.5 * sign * half)
-        rest = batch.loss_mask[row].bool().clone()
-        rest[first] = False
-        assert torch.equal(credited[row][rest], adv[row][rest])
+        keys, theirs = sample.turn_keys.tolist(), samples[partner].turn_keys.tolist()
+        assert len(keys) == len(sample.tokens.turn_spans) == 3 and keys[0] == theirs[0]
+        refused = rewards[row] < 0
+        if refused:
+            assert keys == [keys[0]] * 3
+            expected_step = [(-0.3 + 0.225) / (std + 1e-6)] * 3
+        else:
+            assert len(set(keys)) == 3 and not set(keys[1:]) & set(theirs)
+            expected_step = [(0.0 + 0.225) / (std + 1e-6), 0.0, 0.0]
+        for (start, end), value in zip(
+            sample.tokens.turn_spans.tolist(), expected_step, strict=True
+        ):
+            turn = slice(start - 1, end - 1)
+            assert torch.allclose(credited[row][turn], adv[row][turn] + 0.5 * value, atol=1e-5)
         assert not credited[row][~batch.loss_mask[row].bool()].any()

@@ -119,10 +119,11 @@ def run(args: argparse.Namespace) -> int:
         return 1
     if len(caps) > 1:
         print(sweep.to_markdown(), end="")
-        if args.out is not None:
-            print(f"wrote {args.out / 'caps.md'}, {args.out / 'caps.json'} and cap-N/ per cap")
+        if options.out is not None:
+            out = options.out
+            print(f"wrote {out / 'caps.md'}, {out / 'caps.json'} and cap-N/ per cap")
         return 0
     print(report.to_markdown(), end="")
-    if args.out is not None:
-        print(f"wrote {args.out / 'eval.md'} and {args.out / 'eval.json'}")
+    if options.out is not None:
+        print(f"wrote {options.out / 'eval.md'} and {options.out / 'eval.json'}")
     return 0

@@ -4,9 +4,11 @@ Contract: `state_key(env, observation)` is a 32-bit hash (CRC-32) of `observatio
 the env declares is not state removed (`Environment.state_ignore`, a regular expression; Maze:
 "12 moves left.") and whitespace collapsed. Two turns of one group whose keys are equal started
 from the same state, so the learner compares what followed them (`learner/step_credit.py`).
-The observation a turn acts from is what the model last read: the first observation for the
-first turn, then the previous turn's reply (the env's observation, the parser's feedback, or a
-tool turn's results joined).
+The observation a turn acts from is the env's last one the model read: the first observation
+for the first turn, then the reply of the last turn that stepped the env (its observation, or a
+tool turn's results joined). A parser's feedback or an env's refusal is not a state (its text is
+the same whatever the state), and the state did not change: a turn after one acts from the same
+state as the turn before.
 """
 
 from __future__ import annotations

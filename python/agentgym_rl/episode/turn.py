@@ -221,8 +221,8 @@ def finish_sample(
         stage=plan.budget.stage,
         dispatch_version=plan.dispatch_version,
         request_id=plan.request_id,
-        turn_rewards=np.asarray(turn_rewards, np.float32) if turn_rewards else None,
-        turn_keys=np.asarray(turn_keys, np.uint32) if turn_keys else None,
+        turn_rewards=np.asarray(turn_rewards, np.float32) if len(turn_rewards) else None,
+        turn_keys=np.asarray(turn_keys, np.uint32) if len(turn_keys) else None,
     )
 
 
@@ -244,7 +244,7 @@ class EpisodeState:
     failure: str | None = None
     """Why it ended as an env failure (see `env_failure`)."""
     observed: str = ""
-    """What the model last read: the state the next turn acts from."""
+    """The env's last observation the model read: the state the next turn acts from."""
     turn_rewards: list[float] = field(default_factory=list)
     """Per generated turn: the change of the env's score, in reward units."""
     turn_keys: list[int] = field(default_factory=list)
@@ -334,7 +334,10 @@ async def play_turn(
         step, text, ep.spec.action_format, ep.score, tools=ep.spec.tools, turn=ep.turns
     )
     ep.turn_rewards.append(reward_of(env, acted.score) - reward_of(env, ep.score))
-    ep.observed = "\n".join(m["content"] for m in acted.messages)
+    if acted.stepped and not acted.invalid:
+        # the state changed; a parser's feedback or a refusal is no state (the same text
+        # whatever the env's state), so after one the next turn acts from the last real one
+        ep.observed = "\n".join(m["content"] for m in acted.messages)
     metrics.env_steps += acted.stepped
     metrics.invalid_actions += acted.invalid
     metrics.record_turn(ep.turns, acted.action, acted.invalid)

@@ -38,6 +38,7 @@ from agentgym_rl.processes.child import (
     die_with_parent,
 )
 from agentgym_rl.processes.env_servers import EnvServerProcess
+from agentgym_rl.processes.ports import PortBook
 
 
 @dataclass(frozen=True)
@@ -273,10 +274,10 @@ def _label(i: int, count: int) -> str:
 def _start_env_servers(
     env: str, spec: SoakEnv, count: int, logs: Path, base: dict[str, str]
 ) -> list[EnvServerProcess]:
-    servers = []
+    servers, ports = [], PortBook()  # one book: every server's ports distinct
     for i in range(count):
         name = f"{env}-server" if count == 1 else f"{env}-server-{i}"
-        server = EnvServerProcess(env, logs, name=name, environ=base)
+        server = EnvServerProcess(env, logs, name=name, environ=base, ports=ports)
         servers.append(server.spawn(*spec.server_args))
     return servers
 

@@ -117,7 +117,7 @@ def wait_ready(
             tick()
         code = child.poll()
         if code is not None:
-            if ready():  # a finite job (model creation) is ready exactly when it exits
+            if code == 0 and ready():  # a finite job (model creation) is ready when it exits
                 return
             raise ChildExited(child.name, code)
         if deadline is not None and time.monotonic() > deadline:

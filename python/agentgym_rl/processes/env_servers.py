@@ -10,7 +10,8 @@ lines. `start` is both. `stop()` terminates it (its process group killed after a
 is SIGKILL at once (fault tests), `health()` is its `/health` document. By default it runs as
 `agentgym-rl env serve ENV`; `python=` runs `PYTHON -m agentgym_envs.server ENV` instead (an
 interpreter of another virtualenv, where agentgym-rl need not be installed); `name` names its
-child and log, `environ` is the child's whole environment.
+child and log, `environ` is the child's whole environment, `ports` the book its ports are
+taken from (one book for several servers keeps them all distinct).
 `LocalEnvServers.start(envs, log_dir)` starts one server per env name and waits for all;
 `addresses()` gives `{env: ["tcp://127.0.0.1:PORT"]}`; `stop()` (also on leaving the `with`
 block) stops every one. `serve_env(name, **options)` is one such server for a `with` block, from
@@ -22,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import json
 import shlex
+import shutil
 import tempfile
 import urllib.request
 from collections.abc import Iterator, Sequence
@@ -40,7 +42,7 @@ from agentgym_rl.processes.child import (
     health_ok,
     wait_ready,
 )
-from agentgym_rl.processes.ports import free_ports
+from agentgym_rl.processes.ports import PortBook
 
 STOP_GRACE_S = 10.0
 
@@ -61,17 +63,21 @@ class EnvServerProcess:
         python: str | None = None,
         name: str | None = None,
         environ: dict[str, str] | None = None,
+        ports: PortBook | None = None,
     ) -> None:
         self.env = env
         self.name = name or f"env-{env}"
         """Its child's name, and so its log's (`<name>.log`)."""
         self.environ = environ
         """The child's whole environment (None: this process's)."""
-        http, zmq = free_ports(2)
-        self.http_port = http_port or http
-        self.zmq_port = zmq
+        book = ports if ports is not None else PortBook()
+        if http_port:
+            book.used.add(http_port)  # the ZeroMQ port is another
+        self.http_port = http_port or book.free()
+        self.zmq_port = book.free()
         self.python = python
         self.log_dir = log_dir
+        self._own_log_dir = log_dir is None  # a temporary folder, removed when it stops
         self.child: Child | None = None
 
     @property
@@ -118,20 +124,31 @@ class EnvServerProcess:
         return self
 
     def start(self, *extra: str, timeout_s: float = 120.0) -> EnvServerProcess:
-        return self.spawn(*extra).wait_ready(timeout_s)
+        try:
+            return self.spawn(*extra).wait_ready(timeout_s)
+        except BaseException:
+            self.stop()
+            raise
 
     def running(self) -> bool:
         return self.child is not None and self.child.running()
 
     def stop(self, grace_s: float = STOP_GRACE_S) -> int | None:
         """SIGTERM, then SIGKILL to its group after `grace_s`; its exit code."""
-        return None if self.child is None else self.child.stop(grace_s)
+        code = None if self.child is None else self.child.stop(grace_s)
+        self._forget_logs()
+        return code
 
     def kill(self) -> None:
-        """SIGKILL now (a crash, for fault tests)."""
+        """SIGKILL to its group now (a crash, for fault tests)."""
         if self.child is not None:
             self.child.kill_group()
             self.child.wait(10.0)
+        self._forget_logs()
+
+    def _forget_logs(self) -> None:
+        if self._own_log_dir and self.log_dir is not None:
+            shutil.rmtree(self.log_dir, ignore_errors=True)
 
     def health(self, timeout_s: float = 5.0) -> dict[str, Any]:
         """Its `/health` document (live episodes, memory, ...)."""
@@ -168,11 +185,12 @@ class LocalEnvServers:
         ready_timeout_s: float = 120.0,
         env_options: Sequence[str] = (),
     ) -> LocalEnvServers:
-        servers = cls([])
+        servers, ports = cls([]), PortBook()
         try:
             for env in envs:
                 options = [a for o in options_for(env_options, env) for a in ("--env-option", o)]
-                servers.children.append(EnvServerProcess(env, log_dir).spawn(*options))
+                server = EnvServerProcess(env, log_dir, ports=ports)
+                servers.children.append(server.spawn(*options))
             for server in servers.children:
                 server.wait_ready(ready_timeout_s)
         except BaseException:

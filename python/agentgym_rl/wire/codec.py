@@ -159,7 +159,7 @@ def decode_group(data: bytes) -> WireGroup:
         raise MalformedMessageError(f"malformed message: {e}") from None
     if not isinstance(obj, dict) or "v" not in obj:
         raise MissingFieldError("missing field `v`")
-    if obj["v"] not in range(1, SCHEMA_VERSION + 1) or isinstance(obj["v"], bool):
+    if type(obj["v"]) is not int or obj["v"] not in range(1, SCHEMA_VERSION + 1):
         raise SchemaVersionError(
             f"unsupported wire schema version {obj['v']} "
             f"(this build reads versions 1 to {SCHEMA_VERSION})"

@@ -129,8 +129,8 @@ class WireGroup:
                     stage=int(s["stage"]),
                     dispatch_version=int(s["dispatch_version"]),
                     request_id=str(s.get("request_id", "")),
-                    turn_rewards=s.get("turn_rewards", _NO_REWARDS),
-                    turn_keys=s.get("turn_keys", _NO_KEYS),
+                    turn_rewards=np.asarray(s.get("turn_rewards", _NO_REWARDS), np.float32),
+                    turn_keys=np.asarray(s.get("turn_keys", _NO_KEYS), np.uint32),
                 )
             )
         return cls(int(d["group_id"]), str(d["task_id"]), str(d["env"]), samples)
