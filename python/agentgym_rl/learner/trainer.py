@@ -73,7 +73,7 @@ from agentgym_rl.learner.optim import (
 from agentgym_rl.learner.passes import MicroTotals, Passes, StepCounts, micro_totals
 from agentgym_rl.learner.source import GroupSource
 from agentgym_rl.learner.step_credit import add_step_credit
-from agentgym_rl.wire import WireGroup
+from agentgym_rl.wire import WireGroup, WireSample
 
 log = logging.getLogger(__name__)
 # turn indexes of the `adv_by_turn` metric (later turns count in the last)
@@ -182,8 +182,9 @@ class Trainer:
         """One optimizer step on this rank's `groups`; returns the step's metrics."""
         t0 = time.perf_counter()
         batch = collate(groups, pad_token_id=0, pad_multiple=self.config.parallel.tp)
-        batch = self._with_advantages(batch, groups)
-        credit = self._record_credit(groups, batch)
+        rows = usable_samples(groups)  # the batch's rows, in order
+        batch = self._with_advantages(batch, rows)
+        credit = self._record_credit(groups, rows, batch)
         counts = self._step_counts(batch)
         micro = batch.split(self.config.micro_batch_tokens)
         refs = self._reference_logprobs(micro)
@@ -200,7 +201,7 @@ class Trainer:
         metrics["adv_by_turn"] = credit
         return metrics
 
-    def _with_advantages(self, batch: Batch, groups: list[WireGroup]) -> Batch:
+    def _with_advantages(self, batch: Batch, rows: list[tuple[int, WireSample]]) -> Batch:
         """`batch` with per-token advantages (REINFORCE++ whitening summed over dp ranks), and
         step-level credit on top when configured (`step_credit`)."""
         adv = self.config.advantage
@@ -218,7 +219,7 @@ class Trainer:
             advantages = add_step_credit(
                 advantages,
                 batch.loss_mask,
-                usable_samples(groups),
+                rows,
                 adv.step,
                 eps=adv.eps,
                 unbiased_std=adv.unbiased_std,
@@ -227,12 +228,14 @@ class Trainer:
             advantages = scale_per_env(advantages, batch.env_ids, batch.loss_mask, adv.eps)
         return replace(batch, advantages=advantages)
 
-    def _record_credit(self, groups: list[WireGroup], batch: Batch) -> dict[str, float]:
+    def _record_credit(
+        self, groups: list[WireGroup], rows: list[tuple[int, WireSample]], batch: Batch
+    ) -> dict[str, float]:
         """Log what each sample trains with (`credit_log`); returns the step's mean advantage
         of trained tokens by turn index, over every data-parallel rank."""
         assert batch.advantages is not None
         adv, mask = batch.advantages.detach().cpu().numpy(), batch.loss_mask.cpu().numpy()
-        samples = trained_samples(groups, usable_samples(groups), adv, mask, self.step + 1)
+        samples = trained_samples(groups, rows, adv, mask, self.step + 1)
         if self._trained_log is not None:
             self._trained_log.append(samples)
         sums, counts = turn_means(samples, _TURN_BINS)
