@@ -2,7 +2,8 @@
 their figures side by side with the baselines they replace: builder vs Python re-render, codec
 GB/s, transport vs raw pyzmq, env pool vs an AgentGym-style client, async rollouts vs --sync on
 vLLM, Megatron learner step vs transformers, SciWorld, retrieval, the web env, weight updates
-relayed in a tree vs the learner's star, Wordle's and Maze's steps/s vs the bare loop. CI runs
+relayed in a tree vs the learner's star, Wordle's and Maze's steps/s vs the bare loop, step-wise
+context (the last k turns) vs the whole history on long episodes. CI runs
 each one's --quick form.
 
     python benches/run.py [--only NAME ...] [--quick]
@@ -32,6 +33,7 @@ BENCHES = {
     "tools": "bench_tools.py",
     "gateway": "bench_gateway.py",
     "weights": "bench_weights.py",
+    "context": "bench_context.py",
 }
 HERE = Path(__file__).resolve().parent
 

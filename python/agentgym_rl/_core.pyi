@@ -37,6 +37,7 @@ class Sample:
         request_id: str = "",
         turn_rewards: npt.NDArray[np.float32] | None = None,
         turn_keys: npt.NDArray[np.uint32] | None = None,
+        episode: int | None = None,
     ) -> Sample: ...
     @property
     def input_ids(self) -> npt.NDArray[np.uint32]: ...
@@ -76,6 +77,10 @@ class Sample:
     @property
     def turn_keys(self) -> npt.NDArray[np.uint32]:
         """Per generated turn: a key of the state it acted from (empty: not given)."""
+    @property
+    def episode(self) -> int | None:
+        """Its episode's place in the group when some episode of the group trained as several
+        samples (set by the buffer when the group completes); None: an episode of its own."""
     def __len__(self) -> int: ...
 
 @final
@@ -298,7 +303,8 @@ class TrajectoryBuffer:
         """Returns "pending", "ready" or "filtered"."""
     def add_episode(self, group_id: int, samples: list[Sample]) -> str:
         """One episode as several samples (each trains); `group_size` episodes make the group.
-        Returns "pending", "ready" or "filtered"."""
+        When some episode of a completed group gave several, every sample of it names its
+        episode (`Sample.episode`). Returns "pending", "ready" or "filtered"."""
     def abort_group(self, group_id: int) -> int: ...
     def set_version(self, version: int) -> None: ...
     def pop_ready(self) -> Group | None: ...
@@ -337,8 +343,9 @@ def decode_group_dict(data: bytes) -> dict[str, Any]:
     """Decode a group message into a dict whose arrays are numpy arrays (no copy):
     ``{"v", "group_id", "task_id", "env", "samples": [{"tokens": {"input_ids", "loss_mask",
     "logprobs", "versions", "turn_spans" (shape (k, 2))}, "reward", "status", "drift", "turns",
-    "turn_cap", "stage", "dispatch_version", "request_id", "turn_rewards", "turn_keys"}]}``;
-    ``"v"`` is 2 when a sample has per-turn arrays, else 1."""
+    "turn_cap", "stage", "dispatch_version", "request_id", "turn_rewards", "turn_keys",
+    "episode"}]}``; ``"v"`` is 3 when a sample names its episode, else 2 when a sample has
+    per-turn arrays, else 1."""
 
 def encode_group(group: Group | dict[str, Any]) -> bytes:
     """Encode a ``Group`` carrier or a dict shaped like ``decode_group_dict``'s result."""

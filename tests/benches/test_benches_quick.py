@@ -3,8 +3,9 @@ and prints its figures with the ratio against its baseline. A bench that drifts 
 measures (a renamed argument, a changed signature) fails here, not the next time someone runs it.
 
 Quick forms measured on 2 cores: builder ~10 s, codec ~4 s, transport ~1 s, envpool ~13 s,
-learner ~15 s, weights ~22 s, games ~2 s, tools ~6 s, gateway ~4 s, rollout ~70 s (its own vLLM engine: the bench is a
-separate process, so the test session's shared engine cannot serve it).
+learner ~15 s, weights ~22 s, games ~2 s, tools ~6 s, gateway ~4 s, rollout ~70 s and context ~60 s
+(each its own vLLM engine: the bench is a separate process, so the test session's shared engine
+cannot serve it).
 """
 
 from __future__ import annotations
@@ -93,8 +94,13 @@ FIGURES = {
         rf"^2M\s+{NUMBER}M\s+float32\s+4\s+tree, signed\s+{NUMBER}\s+{NUMBER}\s+2\s+2$",
         rf"^signed/unsigned tree \(2M, 4 receivers\): {NUMBER}x update time$",
     ],
+    "context": [
+        rf"^maze\s+full\s+{NUMBER}\s+{NUMBER}\s+\d+\s+{NUMBER}\s+{NUMBER}",
+        rf"^maze k=4: longest sample {NUMBER}x below full history, engine prompt "
+        rf"tokens/episode {NUMBER}x below",
+    ],
 }
-TIMEOUT_S = {"rollout": 600}
+TIMEOUT_S = {"rollout": 600, "context": 600}
 
 
 def test_every_bench_is_registered_and_checked() -> None:

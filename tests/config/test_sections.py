@@ -95,3 +95,24 @@ def test_the_old_name_of_the_turn_caps_is_explained() -> None:
 
     with pytest.raises(ValueError, match="`stages` is now `turn_caps`"):
         ScalingInterConfig.model_validate({"stages": [3]})
+
+
+def test_step_wise_context_is_per_env_full_by_default_and_at_least_one_turn() -> None:
+    from agentgym_rl.config.evaluate import EvalOptions
+    from agentgym_rl.config.rollout import EnvSettings
+
+    assert EnvSettings(env="maze").context.window is None
+    assert (
+        EnvSettings.model_validate({"env": "maze", "context": {"history_turns": 4}}).context.window
+        == 4
+    )
+    for bad in (0, -1, "last"):
+        with pytest.raises(ValueError, match="history_turns"):
+            EnvSettings.model_validate({"env": "maze", "context": {"history_turns": bad}})
+    # eval takes the window as a flag (one for every env) or per env from a run
+    parser = argparse.ArgumentParser()
+    add_flags(parser, EvalOptions)
+    args = parser.parse_args(["--split", "test.json", "--history-turns", "4"])
+    assert from_flags(EvalOptions, args).history_turns == 4
+    args = parser.parse_args(["--split", "test.json", "--history-turns", "full"])
+    assert from_flags(EvalOptions, args).history_turns == "full"

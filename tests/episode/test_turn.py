@@ -71,7 +71,7 @@ def test_turns_until_done_count_tokens_steps_and_invalid_turns(chat: ChatTokeniz
     assert (ep.status, ep.turns, ep.invalid, ep.score) == (Status.DONE, 3, 2, 1.0)
     assert (metrics.env_steps, metrics.invalid_actions) == (2, 2)
     assert metrics.generated_tokens == sum(len(chat.encode(t)) + 1 for t in texts)
-    sample = ep.sample()
+    sample = ep.samples()[0]
     text = chat.decode(sample.input_ids.tolist())
     assert "Invalid action format: no line starting with 'Action:'" in text
     assert (sample.status, sample.reward, sample.turns) == ("done", 1.0, 3)
@@ -84,7 +84,7 @@ def test_turn_cap_and_the_invalid_penalty(chat: ChatTokenizer) -> None:
     for _ in range(2):
         turn(ep, generation(chat, "Action: wait", eos), env, RolloutMetrics())
     assert (ep.status, ep.turns) == (Status.TURN_CAP, 2)
-    sample = ep.sample()
+    sample = ep.samples()[0]
     assert sample.reward == -0.25  # -penalty * invalid / turns
     assert sample.loss_mask[-1] == 1  # no observation after the capped turn
 
@@ -95,20 +95,20 @@ def test_a_failed_step_is_an_env_failure_with_why(chat: ChatTokenizer, error: Ex
     metrics = RolloutMetrics()
     turn(ep, generation(chat, "Action: go", eos), FakeEnv(error), metrics)
     assert (ep.status, ep.failure) == (Status.ENV_FAILURE, f"step: {error}")
-    assert metrics.env_steps == 0 and ep.sample().reward == 0.0  # no penalty: not the policy's
+    assert metrics.env_steps == 0 and ep.samples()[0].reward == 0.0  # no penalty: not the policy's
 
 
 def test_abort_and_context_limit(chat: ChatTokenizer) -> None:
     ep, eos = episode(chat)
     turn(ep, generation(chat, "Action: go", eos, finish="abort"), FakeEnv(), RolloutMetrics())
     assert ep.status is Status.ABORTED
-    prefix = len(episode(chat)[0].builder.ids)
+    prefix = len(episode(chat)[0].context.ids)
     ep, eos = episode(chat, max_len=prefix + 40)
     env = FakeEnv(*[Outcome("x " * 20, 0.0)] * 10)
     while ep.status is None and (room := ep.room(64)) > 0:
         turn(ep, generation(chat, "Action: go " + "go " * 10, eos), env, RolloutMetrics())
         assert room <= 64
-    sample = ep.sample()
+    sample = ep.samples()[0]
     assert ep.status is Status.TRUNCATED and ep.turns >= 1
     assert len(sample.input_ids) <= prefix + 40 and sample.loss_mask[-1] == 1
 

@@ -185,3 +185,21 @@ def test_unknown_estimator_and_bad_shapes() -> None:
         compute_advantages("grpo", t([1.0, 2.0]), ids([0, 0]), torch.ones(3, 2))
     with pytest.raises(ValueError, match="group_ids"):
         group_normalized(t([1.0, 2.0]), ids([0]))
+
+
+@pytest.mark.parametrize("estimator", ["grpo", "dr_grpo", "rloo"])
+def test_an_episode_of_several_samples_counts_once_in_its_group(estimator: str) -> None:
+    # one group of three episodes with rewards 1, 0, 0; the first trained as three samples
+    # (step-wise parts): its parts get the score its one sample would, and so do the others
+    whole = compute_advantages(estimator, t([1, 0, 0]), ids([0, 0, 0]), torch.ones(3, 1))  # type: ignore[arg-type]
+    parts = compute_advantages(
+        estimator,  # type: ignore[arg-type]
+        t([1, 1, 1, 0, 0]),
+        ids([0, 0, 0, 0, 0]),
+        torch.ones(5, 1),
+        episode_ids=ids([4, 4, 4, 8, 9]),
+    )
+    close(parts[:, 0], whole[[0, 0, 0, 1, 2], 0])
+    # without episode ids the three parts would weigh three: a different baseline
+    naive = compute_advantages(estimator, t([1, 1, 1, 0, 0]), ids([0] * 5), torch.ones(5, 1))  # type: ignore[arg-type]
+    assert not torch.allclose(naive[:, 0], parts[:, 0])

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import random
 from collections import defaultdict
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -162,3 +163,23 @@ def test_the_config_section() -> None:
     assert LearnSettings().advantage.step is None
     with pytest.raises(ValueError, match="turn_gamma"):
         StepCreditConfig(turn_gamma=1.5)
+
+
+def test_an_episodes_parts_are_its_turns_in_order() -> None:
+    # one episode played twice over: as one sample of three turns, and as three step-wise parts
+    # (one turn each, naming episode 0); a second episode shares the first state
+    whole = _sample([(3, 5), (8, 10), (13, 14)], 1.0, rewards=[0.0, 0.25, 0.75], keys=[1, 2, 3])
+    parts = [
+        replace(_sample([(3, 5)], 1.0, rewards=[r], keys=[k]), episode=0)
+        for r, k in ((0.0, 1), (0.25, 2), (0.75, 3))
+    ]
+    other = _sample([(3, 6)], 0.0, rewards=[0.0], keys=[1])
+    gamma = 0.9
+    one = step_advantages(turns_of([(0, whole), (0, other)]), turn_gamma=gamma)
+    split = step_advantages(
+        turns_of([(0, p) for p in parts] + [(0, replace(other, episode=1))]), turn_gamma=gamma
+    )
+    assert [float(a[0]) for a in split[:3]] == pytest.approx(one[0].tolist())
+    assert split[3].tolist() == pytest.approx(one[1].tolist())
+    # the returns ran across the parts: the first turn's return is 0.25 g + 0.75 g^2
+    assert one[0][0] != 0.0

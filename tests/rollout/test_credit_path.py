@@ -149,3 +149,67 @@ def test_every_turn_carries_the_episode_advantage_and_only_its_generated_tokens(
             turn = slice(start - 1, end - 1)
             assert torch.allclose(credited[row][turn], adv[row][turn] + 0.5 * value, atol=1e-5)
         assert not credited[row][~batch.loss_mask[row].bool()].any()
+
+
+def test_step_wise_context_trains_each_turn_as_a_sample_of_its_episode(
+    babyai_server, chat, free_port, tmp_path: Path
+) -> None:
+    """`context.history_turns: 1` through the same path: each turn is a sample whose prompt is
+    the prefix and the last turn, the wire names each sample's episode, GRPO scores each episode
+    once, and the episode log holds each episode as one record of its parts."""
+    endpoint = f"tcp://127.0.0.1:{free_port}"
+    config = service_config(
+        babyai_server,
+        endpoint,
+        tmp_path,
+        "envs.0.invalid_penalty=0.3",
+        "envs.0.context.history_turns=1",
+    )
+    engine = ScriptedEngine(chat, _two_kinds)
+
+    async def main() -> list[bytes]:
+        payloads: list[bytes] = []
+        with _core.GroupReceiver(endpoint) as receiver:
+            task = asyncio.create_task(run_service(config, engine, chat=chat, quiet=True))
+            while len(payloads) < 2:
+                got = await asyncio.to_thread(receiver.recv, 0.2)
+                if got is not None:
+                    payloads.append(bytes(got[1]))
+            os.kill(os.getpid(), signal.SIGTERM)
+            while not task.done():
+                await asyncio.to_thread(receiver.recv, 0.05)
+            await task
+        return payloads
+
+    groups = [decode_group(p) for p in uvloop.run(main())]
+    for g in groups:
+        # two episodes of three turns, a sample per turn, each naming its episode
+        assert [s.episode for s in g.samples] == [0, 0, 0, 1, 1, 1]
+        for e in (0, 1):
+            parts = g.samples[3 * e : 3 * e + 3]
+            base = parts[0].request_id
+            assert [p.request_id for p in parts] == [base, f"{base}/s1", f"{base}/s2"]
+            assert len({(p.reward, p.status.value, p.turns) for p in parts}) == 1
+            assert sum(float(p.turn_rewards[0]) for p in parts) == pytest.approx(parts[0].reward)
+            for k, p in enumerate(parts):
+                ids = np.asarray(p.tokens.input_ids).astype(np.int64)
+                ((start, end),) = p.tokens.turn_spans.tolist()
+                assert end == len(ids) and p.tokens.loss_mask[start:].all()
+                assert not p.tokens.loss_mask[:start].any()
+                prompt = chat.decode(ids[:start].tolist())
+                # the window: the previous reply once, none older (the same text each turn)
+                assert prompt.count("Thought: the goal.") == min(k, 1)
+    batch = collate(groups, pad_token_id=0)
+    assert batch.episode_ids.tolist() == [0, 0, 0, 1, 1, 1, 2, 2, 2, 3, 3, 3]
+    adv = compute_advantages(
+        "grpo", batch.rewards, batch.group_ids, batch.loss_mask, episode_ids=batch.episode_ids
+    )
+    for row in range(12):
+        trained = batch.loss_mask[row].bool()
+        # two episodes a group, rewards 0 and -0.3: +-0.707 whatever their parts
+        sign = 1.0 if batch.rewards[row] == 0.0 else -1.0
+        expected = sign * 0.15 / (0.3 / 2**0.5 + 1e-6)
+        assert torch.allclose(adv[row][trained], torch.tensor(expected, dtype=torch.float32))
+        assert not adv[row][~trained].any()
+    records = list(read_episodes(tmp_path / "episodes.jsonl"))
+    assert len(records) >= 4 and all(r.parts is not None and len(r.parts) == 3 for r in records)

@@ -180,3 +180,41 @@ def test_by_turn_reads_the_runs_records(tmp_path: Path, capsys: pytest.CaptureFi
     (tmp_path / "bare").mkdir()
     assert main(["show", str(tmp_path / "bare"), "--by-turn"]) == 2
     assert "no records by turn" in capsys.readouterr().err
+
+
+def test_a_step_wise_episode_is_one_record_of_its_parts_and_shows_each(
+    chat: ChatTokenizer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from agentgym_rl.episode.log import read_episodes, record_of
+    from tests.episode.test_context import TEXTS, play
+
+    ep = play(chat, 2)
+    samples = ep.samples()
+    rec = record_of(samples, ep.plan, 7, str(CHATML))
+    assert rec.parts is not None and len(rec.parts) == 5 == len(rec.turn_spans)
+    assert rec.parts[-1][1] == len(rec.input_ids) == sum(len(s.input_ids) for s in samples)
+    assert (rec.turns, rec.reward, rec.request_id) == (5, 1.0, "g7-e1")
+    assert not mask_problems(rec)
+    run = tmp_path / "run"
+    log = EpisodeLog(run / "rollout-0" / "episodes.jsonl", tokenizer=str(CHATML))
+    log.record(samples, ep.plan, 7)
+    log.close()
+    (back,) = read_episodes(run / "rollout-0" / "episodes.jsonl")
+    assert back.parts == rec.parts and back.turn_spans == rec.turn_spans
+    # the learner trained parts 0, 1 and 4 (say, 2 and 3 were in another step not logged)
+    TrainedLog(run / "learn").append(
+        [
+            TrainedSample(3, rid, 7, "noop_1", "noop", 1.0, "done", [adv], [4])
+            for rid, adv in (("g7-e1", 0.5), ("g7-e1/s1", -0.25), ("g7-e1/s4", 1.5))
+        ]
+    )
+    assert main(["show", str(run), "--no-color"]) == 0
+    out = capsys.readouterr().out
+    marked = [part.split("»")[0] for part in out.split("«")[1:]]
+    assert marked == [f"{text}<|im_end|>" for text in TEXTS]
+    assert [f"── part {k}/5: a sample of its own" in out for k in range(1, 7)] == [False] + [
+        True
+    ] * 4 + [False]
+    assert "advantage +0.500 ──" in out and "advantage -0.250 ──" in out
+    assert "advantage +1.500 ──" in out and out.count("· not trained ──") == 2
+    assert out.count("── turn ") == 5

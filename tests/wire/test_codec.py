@@ -19,6 +19,7 @@ STEMS = [
     "group_empty_sample",
     "group_named",
     "group_turn_credit",
+    "group_step_context",
 ]
 
 
@@ -59,6 +60,8 @@ def check_against_json(g: WireGroup, expected: dict) -> None:
         assert s.turn_rewards.dtype == np.float32 and s.turn_keys.dtype == np.uint32
         assert s.turn_rewards.tolist() == e.get("turn_rewards", [])
         assert s.turn_keys.tolist() == e.get("turn_keys", [])
+        # before version 3 no sample names its episode: each is an episode of its own
+        assert s.episode == e.get("episode")
 
 
 @pytest.mark.parametrize("stem", STEMS)
@@ -139,7 +142,7 @@ def _bad_span(o: dict) -> None:
 
 CASES = [
     ("truncated", lambda d: d[:-7], _core.TruncatedMessageError),
-    ("version", lambda d: _mutated(d, lambda o: o.update(v=3)), _core.SchemaVersionError),
+    ("version", lambda d: _mutated(d, lambda o: o.update(v=4)), _core.SchemaVersionError),
     ("version 0", lambda d: _mutated(d, lambda o: o.update(v=0)), _core.SchemaVersionError),
     ("missing", lambda d: _mutated(d, lambda o: o.pop("env")), _core.MissingFieldError),
     (
@@ -250,3 +253,21 @@ def test_per_turn_arrays_are_version_2_and_checked_alike() -> None:
             status="done",
             turn_rewards=np.array([1.0], np.float32),  # two turns
         )
+
+
+def test_episodes_named_by_samples_are_version_3_and_checked_alike() -> None:
+    data, expected = load("group_step_context")
+    assert expected["v"] == 3 and msgpack.unpackb(data, raw=False)["v"] == 3
+    assert [s.episode for s in _core.decode_group(data).samples] == [0, 0, 1]
+    assert b"episode" not in load("group_turn_credit")[0]  # no episode named: version 2 bytes
+    for episodes in ([0, None, 1], [1, 1, 2], [0, 2, 2]):
+        unpacked = msgpack.unpackb(data, raw=False)
+        for s, e in zip(unpacked["samples"], episodes, strict=True):
+            if e is None:
+                del s["episode"]
+            else:
+                s["episode"] = e
+        bad = msgpack.packb(unpacked, use_bin_type=True, use_single_float=True)
+        for decode in (decode_group, _core.decode_group):
+            with pytest.raises(_core.InvalidValueError, match="episode"):
+                decode(bad)

@@ -30,8 +30,11 @@ struct Pending {
     task_id: String,
     env: String,
     samples: Vec<Sample>,
-    /// Finished episodes; an episode may give several samples (a user agent's segments).
+    /// Finished episodes; an episode may give several samples (step-wise context, a user
+    /// agent's segments).
     episodes: usize,
+    /// Per sample, its episode's place in the group (in the order episodes finished).
+    episode_of: Vec<u32>,
 }
 
 #[derive(Debug)]
@@ -102,6 +105,7 @@ impl TrajectoryBuffer {
                 env: env.to_owned(),
                 samples: Vec::with_capacity(self.config.group_size),
                 episodes: 0,
+                episode_of: Vec::with_capacity(self.config.group_size),
             },
         );
         self.counters.admitted += 1;
@@ -130,6 +134,10 @@ impl TrajectoryBuffer {
                 self.counters.env_failures += 1;
             }
         }
+        let place = u32::try_from(pending.episodes).unwrap_or(u32::MAX);
+        pending
+            .episode_of
+            .extend(std::iter::repeat_n(place, samples.len()));
         pending.samples.extend(samples);
         pending.episodes += 1;
         let have = pending.episodes;
@@ -145,7 +153,7 @@ impl TrajectoryBuffer {
             group_id,
             task_id: done.task_id,
             env: done.env,
-            samples: done.samples,
+            samples: name_episodes(done.samples, &done.episode_of),
         };
         if self.config.filter_zero_variance && zero_variance(&group) {
             self.counters.filtered += 1;
@@ -221,3 +229,14 @@ fn zero_variance(group: &Group) -> bool {
 
 #[cfg(test)]
 mod tests;
+
+/// The samples, each naming its episode when some episode gave several (else left as they
+/// are, so a group of one sample per episode is written exactly as before).
+fn name_episodes(mut samples: Vec<Sample>, episode_of: &[u32]) -> Vec<Sample> {
+    if samples.len() > episode_of.last().map_or(0, |&e| e as usize + 1) {
+        for (s, &e) in samples.iter_mut().zip(episode_of) {
+            s.episode = Some(e);
+        }
+    }
+    samples
+}

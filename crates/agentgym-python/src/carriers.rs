@@ -33,7 +33,7 @@ impl PySample {
     #[new]
     #[pyo3(signature = (input_ids, loss_mask, logprobs, versions, turn_spans, *, reward, status,
         drift=false, turns=0, turn_cap=0, stage=0, dispatch_version=0, request_id="",
-        turn_rewards=None, turn_keys=None))]
+        turn_rewards=None, turn_keys=None, episode=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         input_ids: PyReadonlyArray1<'_, u32>,
@@ -51,6 +51,7 @@ impl PySample {
         request_id: &str,
         turn_rewards: Option<PyReadonlyArray1<'_, f32>>,
         turn_keys: Option<PyReadonlyArray1<'_, u32>>,
+        episode: Option<u32>,
     ) -> PyResult<Self> {
         let sample = Sample {
             tokens: TokenArrays {
@@ -70,6 +71,7 @@ impl PySample {
             request_id: request_id.to_owned(),
             turn_rewards: turn_rewards.map_or_else(Vec::new, |a| a.as_array().to_vec()),
             turn_keys: turn_keys.map_or_else(Vec::new, |a| a.as_array().to_vec()),
+            episode,
         };
         sample.validate().map_err(sample_error)?;
         Ok(Self(sample))
@@ -142,6 +144,11 @@ impl PySample {
     #[getter]
     fn turn_keys<'py>(&self, py: Python<'py>) -> Bound<'py, PyArray1<u32>> {
         to_numpy(py, self.0.turn_keys.clone())
+    }
+
+    #[getter]
+    fn episode(&self) -> Option<u32> {
+        self.0.episode
     }
     fn __len__(&self) -> usize {
         self.0.tokens.len()

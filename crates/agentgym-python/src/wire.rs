@@ -104,6 +104,7 @@ fn group_dict(py: Python<'_>, g: Group) -> PyResult<Bound<'_, PyDict>> {
         d.set_item("request_id", s.request_id)?;
         d.set_item("turn_rewards", to_numpy(py, s.turn_rewards))?;
         d.set_item("turn_keys", to_numpy(py, s.turn_keys))?;
+        d.set_item("episode", s.episode)?;
         samples.append(d)?;
     }
     let d = PyDict::new(py);
@@ -171,6 +172,10 @@ fn group_from_dict(g: &Bound<'_, PyDict>) -> PyResult<Group> {
             },
             turn_rewards: optional_array(&s, "turn_rewards")?,
             turn_keys: optional_array(&s, "turn_keys")?,
+            episode: match s.get_item("episode")? {
+                Some(v) => v.extract()?,
+                None => None,
+            },
         });
     }
     Ok(Group {

@@ -48,6 +48,7 @@ fn seed_group(rng: &mut Rng) -> Group {
                 request_id: String::from("g0-e0"),
                 turn_rewards: Vec::new(),
                 turn_keys: Vec::new(),
+                episode: None,
             }
         })
         .collect();

@@ -3,10 +3,10 @@
 //! Layout (msgpack, string keys, `"v"` first):
 //!
 //! ```text
-//! group  = {"v": 1 | 2, "group_id": u64, "task_id": str, "env": str, "samples": [sample, ...]}
+//! group  = {"v": 1 | 2 | 3, "group_id": u64, "task_id": str, "env": str, "samples": [sample, ...]}
 //! sample = {"tokens": tokens, "reward": f32, "status": str, "drift": bool, "turns": u32,
 //!           "turn_cap": u32, "stage": u32, "dispatch_version": u32, "request_id": str,
-//!           "turn_rewards": arr<f4>[k], "turn_keys": arr<u4>[k]}
+//!           "turn_rewards": arr<f4>[k], "turn_keys": arr<u4>[k], "episode": u32}
 //! tokens = {"input_ids": arr<u4>[n], "loss_mask": arr<u1>[n], "logprobs": arr<f4>[n],
 //!           "versions": arr<u4>[n], "turn_spans": arr<u4>[k, 2]}
 //! arr    = {"dtype": "<u4" | "|u1" | "<f4", "shape": [..], "data": bin (little-endian)}
@@ -17,21 +17,27 @@
 //! Version 2 adds the per-turn arrays (`k` = the number of turn spans; each written only when
 //! not empty): a group in which no sample has them is written as version 1, byte for byte as
 //! before, so readers of version 1 keep taking what they can read; a sample without them reads
-//! as empty arrays. Readers skip unknown keys (forward-compatible additions within a version)
+//! as empty arrays. Version 3 adds `"episode"` (the sample's episode's place in its group), written
+//! only on the samples of a group in which some episode trained as several samples; a group
+//! without it is written as before (1 or 2). A version-2 reader would take each sample of such a
+//! group for an episode of its own, so it is refused there rather than misread. Readers skip unknown keys (forward-compatible additions within a version)
 //! and reject a `"v"` they do not know with [`WireError::SchemaVersion`] before looking at
 //! anything else.
 use crate::array::{read_array, write_array};
 use crate::error::{Result, WireError};
 use crate::msgpack::{Reader, Writer};
-use crate::schema::{validate_turns, Group, Sample, Status, TokenArrays};
+use crate::schema::{validate_episodes, validate_turns, Group, Sample, Status, TokenArrays};
 
 /// The newest schema version this build writes and reads (it reads every version from 1).
-pub const SCHEMA_VERSION: u32 = 2;
+pub const SCHEMA_VERSION: u32 = 3;
 
-/// The version a group is written as: 2 when a sample has per-turn arrays, else 1.
+/// The version a group is written as: 3 when a sample names its episode, 2 when a sample has
+/// per-turn arrays, else 1.
 pub fn version_of(group: &Group) -> u32 {
-    if group.samples.iter().any(Sample::has_turn_arrays) {
+    if group.samples.iter().any(|s| s.episode.is_some()) {
         SCHEMA_VERSION
+    } else if group.samples.iter().any(Sample::has_turn_arrays) {
+        2
     } else {
         1
     }
@@ -107,6 +113,7 @@ pub fn encode_group_into(group: &Group, out: &mut Vec<u8>) -> Result<()> {
         validate_tokens(&s.tokens)?;
         validate_turns(s)?;
     }
+    validate_episodes(&group.samples)?;
     out.reserve(encoded_len_hint(group));
     let mut w = Writer { out };
     w.map_len(5);
@@ -130,7 +137,8 @@ fn write_sample(w: &mut Writer<'_>, s: &Sample) {
     let t = &s.tokens;
     let named = !s.request_id.is_empty();
     let (rewarded, keyed) = (!s.turn_rewards.is_empty(), !s.turn_keys.is_empty());
-    w.map_len(8 + usize::from(named) + usize::from(rewarded) + usize::from(keyed));
+    let optional = [named, rewarded, keyed, s.episode.is_some()];
+    w.map_len(8 + optional.iter().filter(|&&b| b).count());
     w.str("tokens");
     w.map_len(5);
     w.str("input_ids");
@@ -168,6 +176,10 @@ fn write_sample(w: &mut Writer<'_>, s: &Sample) {
     if keyed {
         w.str("turn_keys");
         write_array(w, &s.turn_keys, &[s.turn_keys.len()]);
+    }
+    if let Some(episode) = s.episode {
+        w.str("episode");
+        w.uint(episode.into());
     }
 }
 
@@ -208,11 +220,13 @@ pub fn decode_group(bytes: &[u8]) -> Result<Group> {
             r.remaining()
         )));
     }
+    let samples = samples.ok_or(WireError::MissingField { field: "samples" })?;
+    validate_episodes(&samples)?;
     Ok(Group {
         group_id: group_id.ok_or(WireError::MissingField { field: "group_id" })?,
         task_id: task_id.ok_or(WireError::MissingField { field: "task_id" })?,
         env: env.ok_or(WireError::MissingField { field: "env" })?,
-        samples: samples.ok_or(WireError::MissingField { field: "samples" })?,
+        samples,
     })
 }
 
@@ -224,6 +238,7 @@ fn read_sample(r: &mut Reader<'_>) -> Result<Sample> {
     let (mut turns, mut turn_cap, mut stage, mut dispatch_version) = (None, None, None, None);
     let mut request_id = String::new();
     let (mut turn_rewards, mut turn_keys) = (Vec::new(), Vec::new());
+    let mut episode = None;
     for _ in 0..r.map_len()? {
         match r.str()? {
             "tokens" => tokens = Some(read_tokens(r)?),
@@ -239,6 +254,7 @@ fn read_sample(r: &mut Reader<'_>) -> Result<Sample> {
             "request_id" => r.str()?.clone_into(&mut request_id),
             "turn_rewards" => turn_rewards = read_array(r, "turn_rewards", None)?,
             "turn_keys" => turn_keys = read_array(r, "turn_keys", None)?,
+            "episode" => episode = Some(r.u32_value("episode")?),
             _ => r.skip()?,
         }
     }
@@ -255,6 +271,7 @@ fn read_sample(r: &mut Reader<'_>) -> Result<Sample> {
         request_id,
         turn_rewards,
         turn_keys,
+        episode,
     };
     validate_turns(&sample)?;
     Ok(sample)

@@ -13,4 +13,4 @@ mod msgpack;
 
 pub use codec::{decode_group, encode_group, encode_group_into, version_of, SCHEMA_VERSION};
 pub use error::{Result, WireError};
-pub use schema::{validate_turns, Group, Sample, Status, TokenArrays};
+pub use schema::{validate_episodes, validate_turns, Group, Sample, Status, TokenArrays};

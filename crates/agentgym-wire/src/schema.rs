@@ -126,6 +126,10 @@ pub struct Sample {
     /// acted from (a hash of the env's normalised observation). Turns of one group with equal
     /// keys started from the same state: step-level credit compares them.
     pub turn_keys: Vec<u32>,
+    /// The place of the sample's episode in its group, when some episode of the group trained
+    /// as several samples (step-wise context: one per turn; a user agent's segments), in episode
+    /// order (schema version 3; None: the sample is an episode of its own).
+    pub episode: Option<u32>,
 }
 
 /// Check that a sample's per-turn arrays are absent or one entry per turn span, and its turn
@@ -149,6 +153,30 @@ pub fn validate_turns(s: &Sample) -> Result<()> {
             field: "turn_rewards",
             detail: format!("must be finite, got {bad}"),
         });
+    }
+    Ok(())
+}
+
+/// Check that a group's samples name their episodes all or none, in episode order from 0 with
+/// none skipped (shared by encode and decode).
+pub fn validate_episodes(samples: &[Sample]) -> Result<()> {
+    let named = samples.iter().filter(|s| s.episode.is_some()).count();
+    if named != 0 && named != samples.len() {
+        return Err(WireError::InvalidValue {
+            field: "episode",
+            detail: format!("{named} of {} samples name their episode", samples.len()),
+        });
+    }
+    let mut last: Option<u32> = None;
+    for e in samples.iter().filter_map(|s| s.episode) {
+        let next = last.map_or(0, |l| l + 1);
+        if Some(e) != last && e != next {
+            return Err(WireError::InvalidValue {
+                field: "episode",
+                detail: format!("episode {e} where {next} or the same as before was next"),
+            });
+        }
+        last = Some(e);
     }
     Ok(())
 }
@@ -229,6 +257,7 @@ mod tests {
             request_id: String::new(),
             turn_rewards: Vec::new(),
             turn_keys: Vec::new(),
+            episode: None,
         }
     }
 

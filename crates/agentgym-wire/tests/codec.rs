@@ -70,7 +70,7 @@ fn per_turn_arrays_make_version_2_and_must_match_the_turns() {
     g.samples[0].turn_rewards = vec![0.5, 0.5];
     g.samples[0].turn_keys = vec![1, 2];
     let bytes = encode_group(&g).unwrap();
-    assert_eq!(bytes[3], SCHEMA_VERSION as u8);
+    assert_eq!(bytes[3], 2);
     let back = decode_group(&bytes).unwrap();
     assert_eq!(back.samples[0].turn_rewards, vec![0.5, 0.5]);
     assert_eq!(back.samples[0].turn_keys, vec![1, 2]);
@@ -219,4 +219,37 @@ fn request_ids_round_trip_and_an_unnamed_sample_writes_none() {
         .samples
         .iter()
         .all(|s| s.request_id.is_empty()));
+}
+
+#[test]
+fn named_episodes_make_version_3_and_must_be_all_or_none_in_order() {
+    let (_, mut g) = common::fixtures().remove(0);
+    g.samples.push(g.samples[1].clone());
+    for (s, e) in g.samples.iter_mut().zip([0, 1, 1]) {
+        s.episode = Some(e);
+    }
+    let bytes = encode_group(&g).unwrap();
+    assert_eq!(bytes[3], SCHEMA_VERSION as u8);
+    let back = decode_group(&bytes).unwrap();
+    let places: Vec<_> = back.samples.iter().map(|s| s.episode).collect();
+    assert_eq!(places, [Some(0), Some(1), Some(1)]);
+    for bad in [
+        [Some(0), None, Some(1)],
+        [Some(1), Some(1), Some(2)],
+        [Some(0), Some(2), Some(2)],
+    ] {
+        for (s, e) in g.samples.iter_mut().zip(bad) {
+            s.episode = e;
+        }
+        assert!(
+            matches!(
+                encode_group(&g),
+                Err(WireError::InvalidValue {
+                    field: "episode",
+                    ..
+                })
+            ),
+            "{bad:?}"
+        );
+    }
 }

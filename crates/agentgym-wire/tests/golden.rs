@@ -24,7 +24,7 @@ fn to_json(g: &Group) -> String {
             format!(
                 "{{\"input_ids\": {}, \"loss_mask\": {}, \"logprobs\": {}, \"versions\": {}, \
                  \"turn_spans\": {}, \"reward\": {:?}, \"status\": \"{}\", \"drift\": {}, \
-                 \"turns\": {}, \"turn_cap\": {}, \"stage\": {}, \"dispatch_version\": {}{}{}}}",
+                 \"turns\": {}, \"turn_cap\": {}, \"stage\": {}, \"dispatch_version\": {}{}{}{}}}",
                 nums(&t.input_ids),
                 list(t.loss_mask.iter().map(|x| x.to_string()).collect()),
                 list(t.logprobs.iter().map(|x| format!("{x:?}")).collect()),
@@ -50,7 +50,9 @@ fn to_json(g: &Group) -> String {
                     )
                 } else {
                     String::new()
-                }
+                },
+                s.episode
+                    .map_or_else(String::new, |e| format!(", \"episode\": {e}"))
             )
         })
         .collect();

@@ -86,7 +86,7 @@ def _show(args: argparse.Namespace) -> int:
     from agentgym_rl.episode.log import EpisodeLogError, find_episode_log, read_episodes
     from agentgym_rl.learner.credit_log import read_trained
     from agentgym_rl.trajectory import ChatTokenizer
-    from agentgym_rl.viewer.transcript import render_plain, render_rich
+    from agentgym_rl.viewer.transcript import episode_credit, render_plain, render_rich
 
     if args.by_turn:
         return _by_turn(args.source)
@@ -118,8 +118,7 @@ def _show(args: argparse.Namespace) -> int:
     chat = ChatTokenizer.from_dir(model)
     position = f"{index} of {len(records)}"
     # the learner's logs sit beside the rollout server's folder in a run
-    trained = read_trained(path.parent.parent).get(rec.request_id) if rec.request_id else None
-    credit = trained[-1] if trained else None
+    credit = episode_credit(read_trained(path.parent.parent), rec) if rec.request_id else None
     plain = args.no_color or "NO_COLOR" in os.environ or not sys.stdout.isatty()
     if plain:
         sys.stdout.write(render_plain(rec, chat.decode, position, credit))

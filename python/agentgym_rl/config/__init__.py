@@ -13,6 +13,7 @@ from agentgym_rl.config.loader import ConfigError, load_config
 from agentgym_rl.config.rollout import (
     ActionFormat,
     BufferConfig,
+    ContextConfig,
     DatasetConfig,
     EngineConfig,
     EnvPoolConfig,
@@ -27,6 +28,7 @@ __all__ = [
     "AuthConfig",
     "BufferConfig",
     "ConfigError",
+    "ContextConfig",
     "DatasetConfig",
     "EngineConfig",
     "EnvPoolConfig",

@@ -12,7 +12,7 @@ every env.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator
 
@@ -25,6 +25,9 @@ class EvalError(RuntimeError):
     """A problem no further episode can avoid (unreachable endpoint, refused key, unknown model,
     missing split, options that do not fit together): it stops the evaluation instead of being
     counted per episode."""
+
+
+HistoryTurns = Annotated[int, Field(ge=1)] | Literal["full"]
 
 
 class EvalOptions(ConfigModel):
@@ -81,6 +84,9 @@ class EvalOptions(ConfigModel):
     tool_calls_per_turn: Annotated[int, Field(ge=1)] | dict[str, Annotated[int, Field(ge=1)]] = 1
     """In tool mode: calls of one reply that are executed (the rest are answered 'not
     executed')."""
+    history_turns: HistoryTurns | dict[str, HistoryTurns] = "full"
+    """Turns each prompt keeps: full (the whole history) or k, the last k turns after the first
+    observation (give what the policy was trained with: the env's `context.history_turns`)."""
 
     @field_validator("split", mode="before")
     @classmethod

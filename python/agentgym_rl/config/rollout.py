@@ -143,6 +143,28 @@ class ScalingInterConfig(ConfigModel):
         return value
 
 
+class ContextConfig(ConfigModel):
+    """What each turn's prompt holds (`episode/context.py`)."""
+
+    history_turns: int | Literal["full"] = "full"
+    """`full`: the whole history, the episode one sample (token-in/token-out across turns). k
+    (>= 1): the system turn, the first observation and the last k turns (each the reply and what
+    came back); every turn trains as its own sample (its prompt rendered by the chat template,
+    then exactly the sampled ids), all of them with the episode's reward and in its group."""
+
+    @field_validator("history_turns")
+    @classmethod
+    def at_least_one_turn(cls, value: int | str) -> int | str:
+        if isinstance(value, int) and value < 1:
+            raise ValueError("history_turns must be at least 1 (the last turn's observation)")
+        return value
+
+    @property
+    def window(self) -> int | None:
+        """The turns kept, or None for the whole history."""
+        return None if self.history_turns == "full" else int(self.history_turns)
+
+
 ToolParser = Literal["auto", "hermes", "llama3", "mistral"]
 """How a reply writes a tool call (`auto`: the chat template's own family)."""
 
@@ -187,6 +209,9 @@ class EnvSettings(ConfigModel):
     `eval.split` may say it instead."""
     scaling_inter: ScalingInterConfig | None = None
     """This env's own turn caps by policy version (None: the rollout's `scaling_inter`)."""
+    context: ContextConfig = Field(default_factory=ContextConfig)
+    """Step-wise context: `{history_turns: k}` keeps the last k turns in each prompt, one sample
+    per turn (default `full`: the whole history, one sample per episode)."""
 
     @model_validator(mode="before")
     @classmethod

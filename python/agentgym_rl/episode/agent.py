@@ -1,17 +1,18 @@
 """One episode as one coroutine: env observation -> prompt ids -> engine -> action -> env step.
 
 Contract: `AgentLoop.run(plan)` creates and resets an env episode, builds the prompt (system
-prompt per env + the first observation as the user message), then per turn sends the builder's
-ids to `engine.generate` (token-in/token-out: the sampled ids, logprobs and versions go into the
-builder verbatim) and hands the generation to `turn.play_turn` (the turn rule the `--sync`
-baseline follows too: action parsing, invalid turns, env step, statuses). It stops on the
-statuses listed in `turn.py`, or on an env failure of create or reset (status "env_failure",
-a sample of the system prompt only), and returns a `_core.Sample` with reward = the env's last
-score (see `turn.episode_reward` for the optional invalid-turn penalty of failed episodes), the
-status, turns, turn cap, stage, dispatch version and the drift flag. `AgentLoop.play` returns
-the same sample with, for an env failure, why: the pool's error message prefixed by the call
-that failed (`create: no server of environment "babyai" is up: ...`), which evaluation reports.
-The env episode is always closed, also when the coroutine is cancelled.
+prompt per env + the first observation as the user message), then per turn sends the context's
+ids (`context.py`: the whole history, or the last k turns) to `engine.generate` (token-in/
+token-out: the sampled ids, logprobs and versions go into the trajectory verbatim) and hands the
+generation to `turn.play_turn` (the turn rule the `--sync` baseline follows too: action parsing,
+invalid turns, env step, statuses). It stops on the statuses listed in `turn.py`, or on an env
+failure of create or reset (status "env_failure", a sample of the system prompt only), and
+returns the episode's last `_core.Sample`, with reward = the env's last score (see
+`turn.episode_reward` for the optional shaping), the status, turns, turn cap, stage, dispatch
+version and the drift flag. `AgentLoop.play` returns all its samples (`Played`: one, or one per
+turn with step-wise context) with, for an env failure, why: the pool's error message prefixed by
+the call that failed (`create: no server of environment "babyai" is up: ...`), which evaluation
+reports. The env episode is always closed, also when the coroutine is cancelled.
 """
 
 from __future__ import annotations
@@ -37,13 +38,23 @@ T = TypeVar("T")
 
 @dataclass(frozen=True, slots=True)
 class Played:
-    """A finished episode's sample and, when it ended as an env failure, why."""
+    """A finished episode's samples and, when it ended as an env failure, why."""
 
-    sample: _core.Sample
+    samples: tuple[_core.Sample, ...]
+    """In order, at least one: the episode's one sample, or its parts (a turn each with
+    step-wise context, `context.py`; a user agent's segments), each trained as a sample of the
+    episode with its reward."""
     failure: str | None = None
     """`<call>: <the pool's error message>` (call: create, reset or step)."""
-    extra: tuple[_core.Sample, ...] = ()
-    """More samples of the same episode (a user agent's further segments), trained alike."""
+
+    @property
+    def sample(self) -> _core.Sample:
+        """The last sample: it carries the episode's reward, status and (step-wise) turns."""
+        return self.samples[-1]
+
+    @property
+    def drift(self) -> bool:
+        return any(s.drift for s in self.samples)
 
 
 class AgentLoop:
@@ -87,7 +98,7 @@ class AgentLoop:
             plan.task.env,
             plan.task.data_idx,
             lambda episode, first: self._turns(plan, spec, episode, first),
-            lambda reason: Played(self._failed_start(plan, spec), reason),
+            lambda reason: Played((self._failed_start(plan, spec),), reason),
         )
 
     async def _turns(
@@ -104,18 +115,20 @@ class AgentLoop:
         )
         step = partial(self.pool.step, episode)
         while ep.status is None and (max_tokens := ep.room(self.max_tokens_per_turn)) > 0:
+            prompt = ep.context.ids.tolist()
+            self.metrics.prompt_tokens += len(prompt)
             with self.metrics.generating():
                 gen = await self.engine.generate(
-                    ep.builder.ids.tolist(),
+                    prompt,
                     max_tokens=max_tokens,
                     request_id=ep.request_id,
                     stop=ep.stop,
                     **self.sampling,
                 )
             await play_turn(ep, gen, step, self.metrics)
-        sample = ep.sample()
-        self.metrics.record_episode(sample, plan.task.env)
-        return Played(sample, ep.failure)
+        played = Played(ep.samples(), ep.failure)
+        self.metrics.record_episode(played.sample, plan.task.env, drift=played.drift)
+        return played
 
     def _failed_start(self, plan: EpisodePlan, spec: EnvSpec) -> _core.Sample:
         sample = failed_start(plan, spec, self.chat)

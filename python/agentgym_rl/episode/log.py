@@ -1,13 +1,16 @@
 """Episode logs: finished episodes appended to `<log_dir>/episodes.jsonl`, and read back.
 
-Contract: `EpisodeLog.record(sample, plan, group_id)` appends one JSON object per kept episode
+Contract: `EpisodeLog.record(samples, plan, group_id)` appends one JSON object per kept episode
 (every `every`-th episode recorded, counting from the first; `every=0` builds no log). A line
 holds the task (`item_id`, `env`, `category`), the episode (`group_id`, `request_id`, `reward`,
 `success` (the env's rule, `outcome.is_success`), `status`, `turns`, `turn_cap`, `stage`,
 `dispatch_version`, `drift`),
 the tokenizer directory to decode it with, and the token arrays exactly as trained on:
 `input_ids`, `loss_mask`, `logprobs` (rounded to 4 decimals), `versions` and `turn_spans`
-(`[[start, end], ...]` of generated turns). Each line is written with one `write` and flushed,
+(`[[start, end], ...]` of generated turns). An episode trained as several samples (step-wise
+context: one per turn; a user agent's segments) is logged as one line: its samples' arrays one
+after the other, `parts` their `[[start, end], ...]` token ranges (format version 2; absent, as in
+version 1, for an episode of one sample), its reward, status and turns from the last. Each line is written with one `write` and flushed,
 so a reader (`agentgym-rl show`) sees whole episodes while the run goes on.
 `read_episodes(path)` yields `EpisodeRecord`s; a malformed line raises `EpisodeLogError` naming
 the file, line and key. `find_episode_log(run_or_file)` resolves a run folder to its log.
@@ -15,9 +18,10 @@ the file, line and key. `find_episode_log(run_or_file)` resolves a run folder to
 
 from __future__ import annotations
 
+import itertools
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
@@ -31,7 +35,8 @@ if TYPE_CHECKING:
     from agentgym_rl.episode.types import EpisodePlan
 
 EPISODES_FILE = "episodes.jsonl"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+"""Version 2 added `parts`; version 1 lines read as episodes of one part."""
 LOGPROB_DECIMALS = 4
 
 
@@ -65,14 +70,25 @@ class EpisodeRecord:
     time: float = 0.0
     failure: str | None = None
     """Why the episode ended as an env failure (`episode.turn.env_failure`); None otherwise."""
+    parts: list[tuple[int, int]] | None = None
+    """Token ranges of the episode's samples when it trained as several, else None."""
 
     @property
     def trained_tokens(self) -> int:
         return sum(self.loss_mask)
 
+    @property
+    def part_ranges(self) -> list[tuple[int, int]]:
+        """The token ranges of the episode's samples (one covering all when it had one)."""
+        return self.parts or [(0, len(self.input_ids))]
+
     def to_json(self) -> str:
         d = asdict(self)
         d["turn_spans"] = [list(s) for s in self.turn_spans]
+        if self.parts is None:
+            del d["parts"]
+        else:
+            d["parts"] = [list(s) for s in self.parts]
         return json.dumps({"v": FORMAT_VERSION, **d}, separators=(",", ":"))
 
     @classmethod
@@ -92,6 +108,8 @@ class EpisodeRecord:
                 )
         fields = {k: d[k] for k in _FIELDS if k in d}
         fields["turn_spans"] = [(int(s), int(e)) for s, e in d["turn_spans"]]
+        if d.get("parts") is not None:
+            fields["parts"] = [(int(s), int(e)) for s, e in d["parts"]]
         fields.setdefault("category", None)
         fields.setdefault("tokenizer", None)
         return cls(**fields)
@@ -105,38 +123,53 @@ _REQUIRED += ("success", "stage", "dispatch_version", "drift")
 
 
 def record_of(
-    sample: _core.Sample,
+    samples: _core.Sample | Sequence[_core.Sample],
     plan: EpisodePlan,
     group_id: int,
     tokenizer: str | None,
     failure: str | None = None,
 ) -> EpisodeRecord:
-    """The log record of one finished episode."""
-    spans = np.asarray(sample.turn_spans, dtype=np.int64).reshape(-1, 2)
-    logprobs = np.round(np.asarray(sample.logprobs, dtype=np.float64), LOGPROB_DECIMALS)
+    """The log record of one finished episode (its one sample, or its samples in order)."""
+    parts = [samples] if not isinstance(samples, Sequence) else list(samples)
+    last = parts[-1]
+    cat = {
+        key: np.concatenate([np.asarray(getattr(s, key)) for s in parts])
+        for key in ("input_ids", "loss_mask", "logprobs", "versions")
+    }
+    offsets = np.cumsum([0] + [len(s.input_ids) for s in parts])
+    spans = np.concatenate(
+        [
+            np.asarray(s.turn_spans, dtype=np.int64).reshape(-1, 2) + off
+            for s, off in zip(parts, offsets[:-1], strict=True)
+        ]
+    )
+    logprobs = np.round(cat["logprobs"].astype(np.float64), LOGPROB_DECIMALS)
     return EpisodeRecord(
         item_id=plan.task.item_id,
         env=plan.task.env,
         category=plan.task.category,
         group_id=int(group_id),
         request_id=plan.request_id,
-        reward=float(sample.reward),
-        success=is_success(plan.task.env, float(sample.reward)),
-        status=sample.status,
-        turns=int(sample.turns),
-        turn_cap=int(sample.turn_cap),
-        stage=int(sample.stage),
-        dispatch_version=int(sample.dispatch_version),
-        drift=bool(sample.drift),
+        reward=float(last.reward),
+        success=is_success(plan.task.env, float(last.reward)),
+        status=last.status,
+        turns=int(last.turns),
+        turn_cap=int(last.turn_cap),
+        stage=int(last.stage),
+        dispatch_version=int(last.dispatch_version),
+        drift=any(bool(s.drift) for s in parts),
         tokenizer=tokenizer,
-        input_ids=np.asarray(sample.input_ids).tolist(),
-        loss_mask=np.asarray(sample.loss_mask).tolist(),
+        input_ids=cat["input_ids"].tolist(),
+        loss_mask=cat["loss_mask"].tolist(),
         # NaN (no logprob from the engine) is not JSON; it is logged as null
         logprobs=[None if np.isnan(x) else float(x) for x in logprobs],
-        versions=np.asarray(sample.versions).tolist(),
+        versions=cat["versions"].tolist(),
         turn_spans=[(int(s), int(e)) for s, e in spans],
         time=round(time.time(), 3),
         failure=failure,
+        parts=[(int(a), int(b)) for a, b in itertools.pairwise(offsets)]
+        if len(parts) > 1
+        else None,
     )
 
 
@@ -164,7 +197,7 @@ class EpisodeLog:
 
     def record(
         self,
-        sample: _core.Sample,
+        samples: _core.Sample | Sequence[_core.Sample],
         plan: EpisodePlan,
         group_id: int,
         failure: str | None = None,
@@ -173,7 +206,7 @@ class EpisodeLog:
         self.seen += 1
         if (self.seen - 1) % self.every:
             return False
-        self.write(record_of(sample, plan, group_id, self.tokenizer, failure))
+        self.write(record_of(samples, plan, group_id, self.tokenizer, failure))
         return True
 
     def write(self, rec: EpisodeRecord) -> None:

@@ -35,6 +35,8 @@ class RolloutMetrics:
         self._clock = clock
         self.started = clock()
         self.generated_tokens = 0
+        self.prompt_tokens = 0
+        """Tokens of the prompts sent to the engine (its prefill work, before any cache)."""
         self.generate_calls = 0
         self.env_steps = 0
         self.invalid_actions = 0
@@ -82,13 +84,15 @@ class RolloutMetrics:
         live = self._clock() - self._busy_since if self._in_flight else 0.0
         return self._busy + live
 
-    def record_episode(self, sample: _core.Sample, env: str) -> None:
+    def record_episode(self, sample: _core.Sample, env: str, *, drift: bool | None = None) -> None:
+        """One finished episode, by its last sample (which carries its reward, status and
+        turns); `drift`: whether any of its samples drifted (default: that sample's flag)."""
         self.episodes += 1
         self.statuses[sample.status] += 1
         self.turns_total += sample.turns
         self.turns_max = max(self.turns_max, sample.turns)
         self.env_failures += sample.env_failure
-        self.drift += sample.drift
+        self.drift += sample.drift if drift is None else drift
         success = is_success(env, float(sample.reward), bool(sample.env_failure))
         self.successes += success
         self.env_episodes[env] += 1
@@ -132,6 +136,7 @@ class RolloutMetrics:
             **rates,
             "engine_idle_ratio": idle,
             "generate_calls": self.generate_calls,
+            "prompt_tokens": self.prompt_tokens,
             "invalid_actions": self.invalid_actions,
             "turns_mean": self.turns_total / self.episodes if self.episodes else 0.0,
             "turns_max": self.turns_max,

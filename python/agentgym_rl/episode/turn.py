@@ -13,11 +13,12 @@ sets `status` when the episode ends:
 - the context limit (the builder refuses a turn)  -> TRUNCATED (also `room` finding none left)
 - the env step failed                             -> ENV_FAILURE
 - the engine aborted the request                  -> ABORTED
-`EpisodeState.sample()` is then the `_core.Sample`, its reward from `episode_reward`, and per
-generated turn the reward it earned (the change of the env's score, in reward units; what
-`episode_reward` shapes on top lands on the last turn, so they sum to the reward) and the key of
-the state it acted from (`state_keys.state_key` of what the model last read), which step-level
-credit reads.
+What each turn reads is the episode's context (`context.py`: the whole history, or the last k
+turns with one sample per turn). `EpisodeState.samples()` are then its `_core.Sample`s, in turn
+order, each with the episode's reward (`episode_reward`) and status, and per generated turn the
+reward it earned (the change of the env's score, in reward units; what `episode_reward` shapes on
+top lands on the last turn, so they sum to the reward) and the key of the state it acted from
+(`state_keys.state_key` of what the model last read), which step-level credit reads.
 """
 
 from __future__ import annotations
@@ -31,13 +32,14 @@ import numpy as np
 from agentgym_rl import _core
 from agentgym_rl.config import ActionFormat
 from agentgym_rl.episode.actions import parse_action, stop_strings
+from agentgym_rl.episode.context import EpisodeContext, FullHistory, RecentTurns, part_id
 from agentgym_rl.episode.metrics import RolloutMetrics
 from agentgym_rl.episode.outcome import reward_of
 from agentgym_rl.episode.prompts import episode_prefix, observation_message
 from agentgym_rl.episode.state_keys import state_key
 from agentgym_rl.episode.tools import ToolReader, ToolReading, tool_message
 from agentgym_rl.episode.types import EnvSpec, EpisodePlan, Generation
-from agentgym_rl.trajectory import ChatTokenizer, TrajectoryBuilder
+from agentgym_rl.trajectory import ChatTokenizer, Trajectory, TrajectoryBuilder
 from agentgym_rl.wire.types import Status
 
 
@@ -197,16 +199,18 @@ def episode_reward(
 
 def finish_sample(
     plan: EpisodePlan,
-    builder: TrajectoryBuilder,
+    t: Trajectory,
     reward: float,
     status: Status,
     *,
     turn_rewards: Sequence[float] = (),
     turn_keys: Sequence[int] = (),
+    request_id: str | None = None,
+    turns: int | None = None,
 ) -> _core.Sample:
-    """The `_core.Sample` of a finished episode (runs the builder's drift check); the per-turn
-    arrays, when given, have one entry per generated turn."""
-    t = builder.finish()
+    """The `_core.Sample` of a finished trajectory (`TrajectoryBuilder.finish()`); the per-turn
+    arrays, when given, have one entry per generated turn. `request_id` and `turns` default to the
+    plan's and the trajectory's (a step-wise part names itself and carries the episode's turns)."""
     return _core.Sample(
         t.input_ids,
         t.loss_mask,
@@ -216,11 +220,11 @@ def finish_sample(
         reward=float(reward),
         status=status.value,
         drift=t.drift,
-        turns=t.turns,
+        turns=t.turns if turns is None else turns,
         turn_cap=plan.budget.turn_cap,
         stage=plan.budget.stage,
         dispatch_version=plan.dispatch_version,
-        request_id=plan.request_id,
+        request_id=plan.request_id if request_id is None else request_id,
         turn_rewards=np.asarray(turn_rewards, np.float32) if len(turn_rewards) else None,
         turn_keys=np.asarray(turn_keys, np.uint32) if len(turn_keys) else None,
     )
@@ -232,7 +236,8 @@ class EpisodeState:
 
     plan: EpisodePlan
     spec: EnvSpec
-    builder: TrajectoryBuilder
+    context: EpisodeContext
+    """What each turn reads (`context.py`); `context.ids` is the engine's next prompt."""
     chat: ChatTokenizer
     stop_ids: frozenset[int]
     """Left out of a turn's text (the builder keeps them in its tokens)."""
@@ -262,20 +267,36 @@ class EpisodeState:
         stop_ids: Sequence[int],
         check_drift: bool,
     ) -> EpisodeState:
-        """The episode's prefix (system prompt, first observation) in a fresh builder."""
+        """The episode's prefix (system prompt, first observation) in a fresh context."""
         prefix = episode_prefix(
             plan.task.env, first_observation, spec.action_format, spec.system_prompt
         )
-        builder = TrajectoryBuilder(
-            chat,
-            prefix,
-            tools=spec.tools.tools.schemas if spec.tools is not None else None,
-            max_len=max_len,
-            stop_ids=stop_ids,
-            check_drift=check_drift,
-            prompt_version=plan.dispatch_version,
-        )
-        return cls(plan, spec, builder, chat, frozenset(stop_ids), observed=first_observation)
+        tools = spec.tools.tools.schemas if spec.tools is not None else None
+        context: EpisodeContext
+        if spec.history_turns is None:
+            context = FullHistory(
+                TrajectoryBuilder(
+                    chat,
+                    prefix,
+                    tools=tools,
+                    max_len=max_len,
+                    stop_ids=stop_ids,
+                    check_drift=check_drift,
+                    prompt_version=plan.dispatch_version,
+                )
+            )
+        else:
+            context = RecentTurns(
+                chat,
+                prefix,
+                turns=spec.history_turns,
+                tools=tools,
+                max_len=max_len,
+                stop_ids=stop_ids,
+                check_drift=check_drift,
+                prompt_version=plan.dispatch_version,
+            )
+        return cls(plan, spec, context, chat, frozenset(stop_ids), observed=first_observation)
 
     @property
     def stop(self) -> tuple[str, ...]:
@@ -290,13 +311,14 @@ class EpisodeState:
     def room(self, max_tokens_per_turn: int) -> int:
         """How many tokens the next turn may generate; with none left the episode ends as
         truncated."""
-        n = min(max_tokens_per_turn, self.builder.remaining)
+        n = min(max_tokens_per_turn, self.context.remaining)
         if n <= 0:
             self.status = Status.TRUNCATED
         return n
 
-    def sample(self) -> _core.Sample:
-        """The finished episode's sample (its reward from `episode_reward`)."""
+    def samples(self) -> tuple[_core.Sample, ...]:
+        """The finished episode's samples, in turn order (one with the whole history; one per
+        turn with a window), each with the episode's reward (`episode_reward`) and status."""
         assert self.status is not None, "the episode is still running"
         score = reward_of(self.plan.task.env, self.score)
         reward = episode_reward(
@@ -305,13 +327,30 @@ class EpisodeState:
         rewards = list(self.turn_rewards)
         if rewards:  # what the shaping adds (or the env's score left unsaid) is the last turn's
             rewards[-1] += reward - sum(rewards)
-        return finish_sample(
-            self.plan,
-            self.builder,
-            reward,
-            self.status,
-            turn_rewards=rewards,
-            turn_keys=self.turn_keys,
+        parts = self.context.parts()
+        if isinstance(self.context, FullHistory):
+            sample = finish_sample(
+                self.plan,
+                parts[0],
+                reward,
+                self.status,
+                turn_rewards=rewards,
+                turn_keys=self.turn_keys,
+            )
+            return (sample,)
+        # one generated turn per part, in order: its reward and key are the turn's
+        return tuple(
+            finish_sample(
+                self.plan,
+                t,
+                reward,
+                self.status,
+                turn_rewards=rewards[k : k + 1] if t.turns else (),
+                turn_keys=self.turn_keys[k : k + 1] if t.turns else (),
+                request_id=part_id(self.plan.request_id, k),
+                turns=self.turns,
+            )
+            for k, t in enumerate(parts)
         )
 
 
@@ -324,7 +363,7 @@ async def play_turn(
     if gen.finish_reason == "abort" or not gen.token_ids:
         ep.status = Status.ABORTED
         return
-    if not ep.builder.add_generated(gen.token_ids, gen.logprobs, gen.versions):
+    if not ep.context.add_generated(gen.token_ids, gen.logprobs, gen.versions):
         ep.status = Status.TRUNCATED
         return
     env = ep.plan.task.env
@@ -347,5 +386,5 @@ async def play_turn(
         ep.status, ep.failure = acted.ended, acted.failure
     elif ep.turns >= ep.plan.budget.turn_cap:
         ep.status = Status.TURN_CAP
-    elif not ep.builder.add_observation(acted.messages):
+    elif not ep.context.add_reply(text, acted.messages):
         ep.status = Status.TRUNCATED

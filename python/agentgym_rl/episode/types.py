@@ -77,6 +77,8 @@ class EnvSpec:
     """See `turn.episode_reward` (0: every success trains on its score)."""
     tools: ToolReader | None = None
     """With `action_format` TOOLS: the env's tools and how replies write a call."""
+    history_turns: int | None = None
+    """Turns each prompt keeps (`episode/context.py`; None: the whole history)."""
 
 
 @dataclass(frozen=True, slots=True)

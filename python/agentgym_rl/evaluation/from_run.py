@@ -80,6 +80,7 @@ def options_for_run(run_dir: str | Path, step: int | None = None, **given: Any) 
         action_format={env: entry.action_format.value for env, entry in served.items()},
         tool_parser={env: entry.tool_parser for env, entry in served.items()},
         tool_calls_per_turn={env: entry.tool_calls_per_turn for env, entry in served.items()},
+        history_turns={env: entry.context.history_turns for env, entry in served.items()},
     )
     return EvalOptions.model_validate({**own, **given})
 

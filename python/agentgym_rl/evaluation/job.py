@@ -61,6 +61,7 @@ def env_specs(
     action_format: str | Mapping[str, str] | None = None,
     tool_parser: str | Mapping[str, str] = "auto",
     tool_calls_per_turn: int | Mapping[str, int] = 1,
+    history_turns: int | str | Mapping[str, int | str] = "full",
     chat: ChatTokenizer | None = None,
 ) -> dict[str, EnvSpec]:
     """Each env's action format (`action_format`'s for it, else its own), system prompt
@@ -82,7 +83,15 @@ def env_specs(
                 )
             except ValueError as e:
                 raise EvalError(f"--action-format tools: {e}") from None
-        specs[env] = EnvSpec(fmt, _of_env(system_prompt, env, None), tools=tools)
+        window = (
+            history_turns.get(env, "full") if isinstance(history_turns, Mapping) else history_turns
+        )
+        specs[env] = EnvSpec(
+            fmt,
+            _of_env(system_prompt, env, None),
+            tools=tools,
+            history_turns=None if window == "full" else int(window),
+        )
     return specs
 
 
@@ -198,6 +207,7 @@ def _specs(
         action_format=options.action_format,
         tool_parser=options.tool_parser,
         tool_calls_per_turn=options.tool_calls_per_turn,
+        history_turns=options.history_turns,
         chat=chat,
     )
 

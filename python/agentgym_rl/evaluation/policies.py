@@ -38,6 +38,7 @@ from agentgym_rl.config import ActionFormat
 from agentgym_rl.config.evaluate import EvalError
 from agentgym_rl.episode.actions import restore_stop_string, stop_strings
 from agentgym_rl.episode.agent import AgentLoop, in_env_episode
+from agentgym_rl.episode.context import recent
 from agentgym_rl.episode.dataset import Task
 from agentgym_rl.episode.log import EpisodeLog
 from agentgym_rl.episode.outcome import reward_of
@@ -72,7 +73,7 @@ class AgentPolicy:
         sample = played.sample
         if self.episode_log is not None:
             group = self._groups.setdefault(task.item_id, len(self._groups))
-            self.episode_log.record(sample, plan, group, played.failure)
+            self.episode_log.record(played.samples, plan, group, played.failure)
         return EpisodeOutcome(
             float(sample.reward), sample.status, int(sample.turns), played.failure
         )
@@ -169,13 +170,16 @@ class TextPolicy:
         )
         score, turn = 0.0, 0
         failure: str | None = None
+        starts: list[int] = []  # where each turn's reply starts in `messages`
         step = partial(self.pool.step, episode)
         while True:
-            reply = await self.respond(messages, stop_strings(fmt), schemas)
+            shown = recent(messages, starts, spec.history_turns)
+            reply = await self.respond(shown, stop_strings(fmt), schemas)
             if reply is None:
                 status = Status.TRUNCATED
                 break
             turn += 1
+            starts.append(len(messages))
             if tools is None:
                 text = restore_stop_string(str(reply.get("content") or ""), fmt)
                 messages.append({"role": "assistant", "content": text})

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentgym_rl import _core
+from agentgym_rl.episode.context import part_id
 from agentgym_rl.episode.metrics import RolloutMetrics
 from agentgym_rl.episode.tools import ToolFamily, outside_calls, parse_tool_calls
 from agentgym_rl.episode.types import Generation
@@ -270,7 +271,7 @@ class AgentEpisode:
                     turn_cap=self.turn_cap,
                     stage=self.stage,
                     dispatch_version=self.version,
-                    request_id=segment_id(self.key, len(samples)),
+                    request_id=part_id(self.key, len(samples)),
                 )
             )
         stops = set(self.stop_ids)
@@ -283,13 +284,7 @@ class AgentEpisode:
                         reward=self.reward,
                         turn_cap=self.turn_cap,
                         stage=self.stage,
-                        request_id=segment_id(self.key, len(samples)),
+                        request_id=part_id(self.key, len(samples)),
                     )
                 )
         return samples
-
-
-def segment_id(key: str, k: int) -> str:
-    """The request id of an episode's `k`-th sample: the episode's key for the first, then
-    `<key>/s<k>` (so a trained segment joins back to its episode by the prefix)."""
-    return key if k == 0 else f"{key}/s{k}"

@@ -159,8 +159,10 @@ class UserAgents:
         except Exception as e:
             self.gateway.drop(key)
             raise AgentFailure(f"episode {key}: the agent raised {e!r}") from e
-        self.metrics.record_episode(samples[0], plan.task.env)  # one episode, whatever its segments
-        return Played(samples[0], None, tuple(samples[1:]))
+        played = Played(tuple(samples))
+        # one episode, whatever its segments
+        self.metrics.record_episode(played.sample, plan.task.env, drift=played.drift)
+        return played
 
     def _samples(self, key: str, reward: float | None) -> list[Any]:
         samples = self.gateway.claim(key)

@@ -28,6 +28,13 @@ Estimators (`Estimator`):
   count, then squared deviations from the global mean), so dp ranks whiten exactly as one
   process holding all their samples would.
 
+Episodes of several samples (step-wise context: one sample per turn; a user agent's segments):
+pass ``episode_ids`` ``[B]`` (samples sharing an id are one episode, `batch.episode_ids`) and the
+group estimators take each episode once, by its reward, and give every sample of it the episode's
+score: a 30-turn episode weighs as much in its group's mean and std as a 3-turn one. REINFORCE++
+puts the episode's reward on each sample's last generated token (each sample is its own
+sequence of tokens to discount over).
+
 Mixed runs: `scale_per_env` divides each env's advantages by their standard deviation over that
 env's generated tokens in the batch (on each data-parallel rank), so that an env whose rewards
 are larger does not dominate the gradient. `grpo` needs it least (each group is already divided
@@ -101,6 +108,16 @@ def leave_one_out(rewards: torch.Tensor, group_ids: torch.Tensor) -> torch.Tenso
         raise ValueError(f"rloo needs at least 2 samples per group; groups of one: {bad}")
     r = rewards.to(torch.float64)
     return (r - (sums - r) / (counts - 1.0)).to(torch.float32)
+
+
+def first_of_each(ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """For ``ids`` ``[B]``: the row of each distinct id's first occurrence, and each row's place
+    among the distinct ids (so ``x[first][inverse]`` spreads a per-id value over its rows)."""
+    uniq, inverse = torch.unique(ids, return_inverse=True)
+    rows = torch.arange(ids.numel(), device=ids.device)
+    first = torch.full((uniq.numel(),), ids.numel(), dtype=torch.int64, device=ids.device)
+    first = first.scatter_reduce(0, inverse, rows, reduce="amin")
+    return first, inverse
 
 
 def terminal_rewards(rewards: torch.Tensor, loss_mask: torch.Tensor) -> torch.Tensor:
@@ -186,6 +203,7 @@ def compute_advantages(
     gamma: float = 1.0,
     unbiased_std: bool = True,
     dp_sum: DpSum | None = None,
+    episode_ids: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Per-token advantages ``[B, S]`` float32, zero where ``loss_mask`` is 0.
 
@@ -202,14 +220,17 @@ def compute_advantages(
         return reinforce_plus_plus(
             rewards, loss_mask, gamma=gamma, eps=eps, unbiased_std=unbiased_std, dp_sum=dp_sum
         )
-    if estimator == "rloo":
-        scores = leave_one_out(rewards, group_ids)
-    else:
-        scores = group_normalized(
-            rewards,
-            group_ids,
-            divide_by_std=estimator == "grpo",
-            eps=eps,
-            unbiased_std=unbiased_std,
+
+    def score(r: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
+        if estimator == "rloo":
+            return leave_one_out(r, g)
+        return group_normalized(
+            r, g, divide_by_std=estimator == "grpo", eps=eps, unbiased_std=unbiased_std
         )
+
+    if episode_ids is None:
+        scores = score(rewards, group_ids)
+    else:
+        first, inverse = first_of_each(episode_ids)
+        scores = score(rewards[first], group_ids[first])[inverse]
     return scores.to(loss_mask.device).unsqueeze(1) * loss_mask.to(torch.float32)

@@ -63,6 +63,7 @@ class Batch:
     lengths: torch.Tensor  # int64 [B], real tokens per row
     rewards: torch.Tensor  # float32 [B]
     group_ids: torch.Tensor  # int64 [B], the row's group's place in the step
+    episode_ids: torch.Tensor  # int64 [B], the row's episode's place in the step (`episode_ids`)
     env_ids: torch.Tensor  # int64 [B], the row's env's place in the step's sorted env names
     row_ids: torch.Tensor  # int64 [B], row index in the collated batch (kept through split)
     pad_multiple: int = 1  # S (and every micro-batch's S) is a multiple of this
@@ -105,6 +106,7 @@ class Batch:
             lengths=self.lengths[idx],
             rewards=self.rewards[idx],
             group_ids=self.group_ids[idx],
+            episode_ids=self.episode_ids[idx],
             env_ids=self.env_ids[idx],
             row_ids=self.row_ids[idx],
             advantages=adv,
@@ -146,6 +148,18 @@ def usable_samples(groups: Sequence[WireGroup]) -> list[tuple[int, WireSample]]:
         for s in g.samples
         if s.status not in EXCLUDED_STATUSES
     ]
+
+
+def episode_ids(rows: Sequence[tuple[int, WireSample]]) -> list[int]:
+    """Per row, its episode's place in the step: rows of one group that name the same episode
+    (schema version 3: step-wise parts, a user agent's segments) share it; a row that names none
+    is an episode of its own."""
+    places: dict[tuple[int, int, int], int] = {}
+    out = []
+    for row, (group, s) in enumerate(rows):
+        key = (group, 0, s.episode) if s.episode is not None else (group, 1, row)
+        out.append(places.setdefault(key, len(places)))
+    return out
 
 
 def _excluded(groups: Sequence[WireGroup]) -> dict[str, int]:
@@ -191,6 +205,7 @@ def collate(groups: Sequence[WireGroup], *, pad_token_id: int = 0, pad_multiple:
         lengths=lengths_t,
         rewards=torch.tensor([s.reward for _, s in kept], dtype=torch.float32),
         group_ids=torch.tensor([gid for gid, _ in kept], dtype=torch.int64),
+        episode_ids=torch.tensor(episode_ids(kept), dtype=torch.int64),
         env_ids=torch.tensor([envs.index(groups[gid].env) for gid, _ in kept], dtype=torch.int64),
         row_ids=torch.arange(b, dtype=torch.int64),
         pad_multiple=pad_multiple,

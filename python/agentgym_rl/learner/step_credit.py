@@ -4,10 +4,11 @@ state (GiGPO's anchor states), on top of the episode's advantage.
 Contract. `turns_of(rows)` reads, per collated row (`batch.usable_samples(groups)`, in row
 order), its group's place, its turn spans and per turn a reward and a state key: the sample's
 `turn_rewards` (schema version 2), or without them the whole reward on the last turn; its
-`turn_keys`, or without them no key (such a turn shares its state with no other).
-`step_advantages(turns, turn_gamma=...)` gives per row one advantage per turn: the turn's return
-`G_t = r_t + turn_gamma * G_{t+1}` (its own reward, then the later turns', discounted across
-turns) minus the mean return of its step group (the turns of the same group with the same key),
+`turn_keys`, or without them no key (such a turn shares its state with no other); and its
+episode (`batch.episode_ids`: the rows of an episode trained as several samples, one per turn with
+step-wise context, are its turns in row order). `step_advantages(turns, turn_gamma=...)` gives per
+row one advantage per turn: the turn's return `G_t = r_t + turn_gamma * G_{t+1}` (its own reward,
+then the later turns' of its episode, discounted across turns) minus the mean return of its step group (the turns of the same group with the same key),
 divided by that group's standard deviation + `eps` (unless `divide_by_std` is off; the sample
 std, n - 1, unless `unbiased_std` is off, as GRPO's). A step group of one turn gives 0: nothing
 to compare with. `token_advantages(turns, per_turn, width)` spreads them over the turns' trained
@@ -33,6 +34,7 @@ import numpy.typing as npt
 import torch
 
 from agentgym_rl.config.learn import StepCreditConfig
+from agentgym_rl.learner.batch import episode_ids
 from agentgym_rl.wire.types import WireSample
 
 Floats = npt.NDArray[np.float64]
@@ -40,19 +42,21 @@ Floats = npt.NDArray[np.float64]
 
 @dataclass(frozen=True)
 class RowTurns:
-    """One row's turns: its group's place, spans `[k, 2]` (token positions), rewards `[k]` and
-    state keys `[k]` (None: not given)."""
+    """One row's turns: its group's place, spans `[k, 2]` (token positions), rewards `[k]`,
+    state keys `[k]` (None: not given) and its episode."""
 
     group: int
     spans: npt.NDArray[np.int64]
     rewards: Floats
     keys: npt.NDArray[np.int64] | None
+    episode: int | None = None
+    """The row's episode's place in the step (None: the row is an episode of its own)."""
 
 
 def turns_of(rows: Sequence[tuple[int, WireSample]]) -> list[RowTurns]:
     """See the module docstring."""
     out = []
-    for group, s in rows:
+    for (group, s), episode in zip(rows, episode_ids(rows), strict=True):
         spans = np.asarray(s.tokens.turn_spans, np.int64).reshape(-1, 2)
         k = spans.shape[0]
         if s.turn_rewards.size == k and k:
@@ -62,7 +66,7 @@ def turns_of(rows: Sequence[tuple[int, WireSample]]) -> list[RowTurns]:
             if k:
                 rewards[-1] = s.reward
         keys = np.asarray(s.turn_keys, np.int64) if s.turn_keys.size == k and k else None
-        out.append(RowTurns(group, spans, rewards, keys))
+        out.append(RowTurns(group, spans, rewards, keys, episode))
     return out
 
 
@@ -85,7 +89,7 @@ def step_advantages(
     unbiased_std: bool = True,
 ) -> list[Floats]:
     """Per row, one advantage per turn (see the module docstring)."""
-    returns = [turn_returns(r.rewards, turn_gamma) for r in turns]
+    returns = _episode_returns(turns, turn_gamma)
     members: dict[tuple[int, int], list[tuple[int, int]]] = defaultdict(list)
     for row, r in enumerate(turns):
         if r.keys is not None:
@@ -101,6 +105,20 @@ def step_advantages(
             centred = centred / (values.std(ddof=1 if unbiased_std else 0) + eps)
         for (row, t), value in zip(places, centred, strict=True):
             out[row][t] = value
+    return out
+
+
+def _episode_returns(turns: Sequence[RowTurns], turn_gamma: float) -> list[Floats]:
+    """Per row, its turns' returns, discounted across every later turn of its episode."""
+    episodes: dict[tuple[int, int], list[int]] = defaultdict(list)
+    for row, r in enumerate(turns):
+        episodes[(0, r.episode) if r.episode is not None else (1, row)].append(row)
+    out: list[Floats] = [np.zeros(0)] * len(turns)
+    for rows in episodes.values():
+        joined = turn_returns(np.concatenate([turns[row].rewards for row in rows]), turn_gamma)
+        cuts = np.cumsum([len(turns[row].rewards) for row in rows])[:-1]
+        for row, part in zip(rows, np.split(joined, cuts), strict=True):
+            out[row] = part
     return out
 
 

@@ -214,6 +214,7 @@ class Trainer:
             gamma=adv.gamma,
             unbiased_std=adv.unbiased_std,
             dp_sum=self._dp_reduce if self.layout.dp_size > 1 else None,
+            episode_ids=batch.episode_ids,
         )
         if adv.step is not None and adv.step.weight > 0:
             advantages = add_step_credit(

@@ -161,13 +161,12 @@ class Dispatcher:
             log.exception("episode %s failed; aborting its group", plan.request_id)
             self._abort_group(group_id, exclude=asyncio.current_task())
             return
-        sample = played.sample
         if played.failure is not None:
             log.warning("episode %s: env failure: %s", plan.request_id, played.failure)
         if self.episode_log is not None:
-            self.episode_log.record(sample, plan, group_id, played.failure)
+            self.episode_log.record(played.samples, plan, group_id, played.failure)
         if group_id in self.groups:
-            outcome = self.buffer.add_episode(group_id, [sample, *played.extra])
+            outcome = self.buffer.add_episode(group_id, list(played.samples))
             if outcome != "pending":
                 del self.groups[group_id]
                 self._more.set()

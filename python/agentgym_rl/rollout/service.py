@@ -199,6 +199,7 @@ def env_specs(
             tool_reader(e.env, chat, e.tool_parser, e.tool_calls_per_turn)
             if e.action_format is ActionFormat.TOOLS
             else None,
+            e.context.window,
         )
         for e in config.envs
     }

@@ -30,7 +30,7 @@ from typing import Any
 
 from agentgym_rl import _core
 from agentgym_rl.config.rollout import HttpDialect, http_dialect
-from agentgym_rl.episode.agent import failed_start
+from agentgym_rl.episode.agent import Played, failed_start
 from agentgym_rl.episode.dataset import Task, TaskMix, TaskSource
 from agentgym_rl.episode.log import EpisodeLog
 from agentgym_rl.episode.metrics import RolloutMetrics
@@ -231,6 +231,11 @@ class SyncLoop:
         loop = asyncio.get_running_loop()
         return lambda action: loop.run_in_executor(self.threads, client.step, action)
 
+    def _prompt(self, ep: EpisodeState) -> list[int]:
+        prompt: list[int] = ep.context.ids.tolist()
+        self.metrics.prompt_tokens += len(prompt)
+        return prompt
+
     async def _turn(self, live: list[Rollout]) -> None:
         """One batched generate for every live episode, then each plays its turn (`play_turn`,
         the async agent's turn rule) with its step in the thread pool; the batch waits for its
@@ -244,7 +249,7 @@ class SyncLoop:
             gens = await asyncio.gather(
                 *(
                     self.engine.generate(
-                        ep.builder.ids.tolist(),
+                        self._prompt(ep),
                         max_tokens=max_tokens,
                         request_id=ep.request_id,
                         stop=ep.stop,
@@ -298,15 +303,15 @@ class SyncLoop:
         for r in rollouts:
             spec = self.envs.get(r.plan.task.env, EnvSpec())
             if r.episode is None:
-                sample, failure = failed_start(r.plan, spec, self.chat), r.failure
+                played = Played((failed_start(r.plan, spec, self.chat),), r.failure)
             else:
-                sample, failure = r.episode.sample(), r.episode.failure
-            self.metrics.record_episode(sample, r.plan.task.env)
-            if failure is not None:
-                log.warning("episode %s: env failure: %s", r.plan.request_id, failure)
+                played = Played(r.episode.samples(), r.episode.failure)
+            self.metrics.record_episode(played.sample, r.plan.task.env, drift=played.drift)
+            if played.failure is not None:
+                log.warning("episode %s: env failure: %s", r.plan.request_id, played.failure)
             if self.episode_log is not None:
-                self.episode_log.record(sample, r.plan, r.group_id, failure)
-            if self.buffer.add_sample(r.group_id, sample) == "ready":
+                self.episode_log.record(played.samples, r.plan, r.group_id, played.failure)
+            if self.buffer.add_episode(r.group_id, list(played.samples)) == "ready":
                 self._record("ready", group_key(r.plan.task.item_id, r.group_id))
         ready = []
         while (group := self.buffer.pop_ready()) is not None:

@@ -1,25 +1,28 @@
 """One logged episode as a transcript with its loss mask visible (`agentgym-rl show`).
 
-Contract: `segments(record, decode)` cuts the token sequence into runs of equal `loss_mask` and
-decodes each run (special tokens kept, so the chat template's markers show). A trained run is
+Contract: `segments(record, decode)` cuts the token sequence into runs of equal `loss_mask` (and
+at the start of each of the episode's parts, when it trained as several samples: step-wise
+context, a user agent's segments) and decodes each run (special tokens kept, so the chat template's markers show). A trained run is
 labelled with the generated turn (`turn_spans`) it lies in; a trained run outside every span,
 or a span not fully trained, is a mask/span mismatch and is reported in `mask_problems`, since
 that is what this view is for. `render_plain` marks trained text as «...» (for pipes and
 `--no-color`); `render_rich` highlights it and dims the masked context. Both start with a header
 (task, reward, success, status, turns / turn cap, stage, versions) and put one line before each
 generated turn: its number, policy version(s), token count and mean log-probability. Given the
-learner's record of the episode (`credit`, a `credit_log.TrainedSample` joined by request id), the
-header says which step trained it and each turn line the advantage its tokens trained with.
+learner's record of the episode (`credit`: `episode_credit`, the `credit_log.TrainedSample` of
+each of its parts joined by request id), the header says which step trained it and each turn line
+the advantage its tokens trained with. A part after the first opens with a line of its own.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from rich.console import Group
 from rich.text import Text
 
+from agentgym_rl.episode.context import part_id
 from agentgym_rl.episode.log import EpisodeRecord
 from agentgym_rl.learner.credit_log import TrainedSample
 
@@ -38,19 +41,59 @@ class Segment:
     trained: bool
     text: str
     turn: int | None = None
+    part: int | None = None
+    """The episode's part this run opens (from the second part on), else None."""
 
 
 def segments(rec: EpisodeRecord, decode: Decode) -> list[Segment]:
     out: list[Segment] = []
     mask = rec.loss_mask
+    opens = {s: k for k, (s, _) in enumerate(rec.part_ranges) if k > 0}
     start = 0
     for i in range(1, len(mask) + 1):
-        if i == len(mask) or bool(mask[i]) != bool(mask[start]):
+        if i == len(mask) or bool(mask[i]) != bool(mask[start]) or i in opens:
             trained = bool(mask[start])
             turn = _turn_of(rec.turn_spans, start) if trained else None
-            out.append(Segment(start, i, trained, decode(rec.input_ids[start:i]), turn))
+            text = decode(rec.input_ids[start:i])
+            out.append(Segment(start, i, trained, text, turn, opens.get(start)))
             start = i
     return out
+
+
+def episode_credit(
+    trained: Mapping[str, Sequence[TrainedSample]], rec: EpisodeRecord
+) -> TrainedSample | None:
+    """The learner's latest record of each of the episode's parts, as one (a part not trained
+    has its turns `None`); None when no part was trained."""
+    found = [trained.get(part_id(rec.request_id, k)) for k in range(len(rec.part_ranges))]
+    if not any(found):
+        return None
+    latest = [f[-1] if f else None for f in found]
+    first = next(t for t in latest if t is not None)
+    advantages: list[float | None] = []
+    tokens: list[int] = []
+    for t, (s, e) in zip(latest, rec.part_ranges, strict=True):
+        turns = sum(1 for a, _ in rec.turn_spans if s <= a < e)
+        advantages += t.turn_advantages if t is not None else [None] * turns
+        tokens += t.turn_tokens if t is not None else [0] * turns
+    return TrainedSample(
+        max(t.step for t in latest if t is not None),
+        rec.request_id,
+        first.group_id,
+        first.task_id,
+        first.env,
+        first.reward,
+        first.status,
+        advantages,
+        tokens,
+    )
+
+
+def part_line(rec: EpisodeRecord, part: int) -> str:
+    return (
+        f"── part {part + 1}/{len(rec.part_ranges)}: a sample of its own, its prompt as this "
+        f"turn read it ──"
+    )
 
 
 def _turn_of(spans: Sequence[tuple[int, int]], token: int) -> int | None:
@@ -129,6 +172,8 @@ def render_plain(
 ) -> str:
     parts = ["\n".join(header(rec, position, credit)), "\n\n"]
     for seg in segments(rec, decode):
+        if seg.part is not None:
+            parts += [_turn_break(parts[-1]), part_line(rec, seg.part), "\n"]
         if not seg.trained:
             parts.append(seg.text)
             continue
@@ -148,6 +193,9 @@ def render_rich(
     body = Text()
     last = ""
     for seg in segments(rec, decode):
+        if seg.part is not None:
+            body.append(_turn_break(last) + part_line(rec, seg.part) + "\n", style="bold")
+            last = "\n"
         if seg.trained and seg.turn is not None:
             line = turn_line(rec, seg.turn, credit)
             body.append(_turn_break(last) + line + "\n", style=TURN_STYLE)

@@ -1,4 +1,4 @@
-"""Pure-Python codec of group messages (schema versions 1 and 2), independent of the Rust codec.
+"""Pure-Python codec of group messages (schema versions 1 to 3), independent of the Rust codec.
 
 Decoding uses ``msgpack`` and ``numpy.frombuffer``: arrays are read-only views of the binary
 fields, not copies. Errors raise the same exception classes as the Rust codec
@@ -24,9 +24,9 @@ from agentgym_rl._core import (
 )
 from agentgym_rl.wire.types import Status, WireGroup, WireSample, WireTokens
 
-SCHEMA_VERSION = 2
-"""The newest version read and written; version 1 is read too, and written for a group without
-per-turn arrays (as the Rust encoder does)."""
+SCHEMA_VERSION = 3
+"""The newest version read and written; every older one is read too, and a group is written as
+the oldest version that holds it (as the Rust encoder does: `_version_of`)."""
 
 # field -> (numpy dtype, accepted dtype strings, columns or None for 1-D)
 _ARRAYS: dict[str, tuple[type, tuple[str, ...], int | None]] = {
@@ -143,8 +143,32 @@ def _sample(s: Any) -> WireSample:
         stage=_uint(s, "stage"),
         dispatch_version=_uint(s, "dispatch_version"),
         request_id=_typed(s.get("request_id", ""), str, "request_id"),
+        episode=_uint(s, "episode") if "episode" in s else None,
         **per_turn,
     )
+
+
+def _check_episodes(samples: list[WireSample]) -> None:
+    """Samples name their episodes all or none, in order from 0 with none skipped."""
+    named = [s.episode for s in samples if s.episode is not None]
+    if named and len(named) != len(samples):
+        raise InvalidValueError(
+            f"invalid `episode`: {len(named)} of {len(samples)} samples name their episode"
+        )
+    last: int | None = None
+    for e in named:
+        nxt = 0 if last is None else last + 1
+        if e != last and e != nxt:
+            raise InvalidValueError(
+                f"invalid `episode`: episode {e} where {nxt} or the same as before was next"
+            )
+        last = e
+
+
+def _version_of(group: WireGroup) -> int:
+    if any(s.episode is not None for s in group.samples):
+        return 3
+    return 2 if any(s.has_turn_arrays for s in group.samples) else 1
 
 
 def decode_group(data: bytes) -> WireGroup:
@@ -164,12 +188,13 @@ def decode_group(data: bytes) -> WireGroup:
             f"unsupported wire schema version {obj['v']} "
             f"(this build reads versions 1 to {SCHEMA_VERSION})"
         )
-    samples = _typed(_get(obj, "samples"), list, "samples")
+    samples = [_sample(s) for s in _typed(_get(obj, "samples"), list, "samples")]
+    _check_episodes(samples)
     return WireGroup(
         group_id=_uint(obj, "group_id", 64),
         task_id=_typed(_get(obj, "task_id"), str, "task_id"),
         env=_typed(_get(obj, "env"), str, "env"),
-        samples=[_sample(s) for s in samples],
+        samples=samples,
     )
 
 
@@ -186,6 +211,7 @@ def _pack_array(key: str, arr: npt.NDArray[Any]) -> dict[str, Any]:
 
 def encode_group(group: WireGroup) -> bytes:
     """Encode a group; byte-identical to the Rust encoder for the same values."""
+    _check_episodes(group.samples)
     samples = []
     for s in group.samples:
         t = s.tokens
@@ -193,6 +219,8 @@ def encode_group(group: WireGroup) -> bytes:
         for key in ("turn_rewards", "turn_keys"):  # version 2, each only when given
             if getattr(s, key).size:
                 named[key] = _pack_array(key, getattr(s, key))
+        if s.episode is not None:  # version 3
+            named["episode"] = int(s.episode)
         samples.append(
             {
                 "tokens": {
@@ -210,7 +238,7 @@ def encode_group(group: WireGroup) -> bytes:
             }
         )
     msg = {
-        "v": SCHEMA_VERSION if any(s.has_turn_arrays for s in group.samples) else 1,
+        "v": _version_of(group),
         "group_id": int(group.group_id),
         "task_id": group.task_id,
         "env": group.env,

@@ -65,6 +65,10 @@ class WireSample:
     turn_keys: npt.NDArray[np.uint32] = field(default_factory=lambda: _NO_KEYS)
     """Per generated turn (schema version 2): a key of the state it acted from; empty when not
     given."""
+    episode: int | None = None
+    """The place of the sample's episode in its group, when some episode of the group trained as
+    several samples (schema version 3; step-wise context, a user agent's segments); None: the
+    sample is an episode of its own."""
 
     @property
     def has_turn_arrays(self) -> bool:
@@ -91,6 +95,7 @@ class WireSample:
             "request_id": self.request_id,
             "turn_rewards": self.turn_rewards,
             "turn_keys": self.turn_keys,
+            "episode": self.episode,
         }
 
 
@@ -131,6 +136,7 @@ class WireGroup:
                     request_id=str(s.get("request_id", "")),
                     turn_rewards=np.asarray(s.get("turn_rewards", _NO_REWARDS), np.float32),
                     turn_keys=np.asarray(s.get("turn_keys", _NO_KEYS), np.uint32),
+                    episode=None if s.get("episode") is None else int(s["episode"]),
                 )
             )
         return cls(int(d["group_id"]), str(d["task_id"]), str(d["env"]), samples)

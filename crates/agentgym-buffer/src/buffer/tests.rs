@@ -32,6 +32,7 @@ fn sample(reward: f32, version: u32, status: Status) -> Sample {
         request_id: String::new(),
         turn_rewards: Vec::new(),
         turn_keys: Vec::new(),
+        episode: None,
     }
 }
 
@@ -59,6 +60,17 @@ fn an_episode_of_several_samples_counts_once() {
     let group = buf.pop_ready().unwrap();
     assert_eq!(group.samples.len(), 3);
     assert_eq!(buf.counters().samples, 3);
+    let places: Vec<_> = group.samples.iter().map(|s| s.episode).collect();
+    assert_eq!(places, [Some(0), Some(0), Some(1)]);
+}
+
+#[test]
+fn a_group_of_one_sample_per_episode_names_no_episode() {
+    let mut buf = TrajectoryBuffer::new(config(2, 1, 0)).unwrap();
+    let t = buf.try_admit("babyai_1", "babyai").unwrap();
+    assert_eq!(complete(&mut buf, t, &[1.0, 0.0]), AddOutcome::Ready);
+    let group = buf.pop_ready().unwrap();
+    assert!(group.samples.iter().all(|s| s.episode.is_none()));
 }
 
 #[test]

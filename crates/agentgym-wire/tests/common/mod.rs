@@ -33,6 +33,7 @@ pub fn sample(n: u32, spans: &[(u32, u32)], status: Status, seed: u32) -> Sample
         request_id: String::new(),
         turn_rewards: Vec::new(),
         turn_keys: Vec::new(),
+        episode: None,
     }
 }
 
@@ -74,12 +75,22 @@ pub fn fixtures() -> Vec<(&'static str, Group)> {
     credited.samples[0].turn_keys = vec![0xdead_beef, 7];
     credited.samples[1].turn_rewards = vec![0.0, -0.5];
     credited.samples[1].turn_keys = vec![0xdead_beef, 11];
+    // schema version 3: the first episode trained as two samples (step-wise context), the
+    // second as one; each sample names its episode's place in the group
+    let mut stepwise = credited.clone();
+    let mut second_step = stepwise.samples[0].clone();
+    second_step.request_id = "g42-e0/s1".into();
+    stepwise.samples.insert(1, second_step);
+    for (s, e) in stepwise.samples.iter_mut().zip([0, 0, 1]) {
+        s.episode = Some(e);
+    }
     vec![
         ("group_small", small),
         ("group_all_statuses", statuses),
         ("group_empty_sample", empty),
         ("group_named", named),
         ("group_turn_credit", credited),
+        ("group_step_context", stepwise),
     ]
 }
 
