@@ -10,8 +10,10 @@ on a small id), so episodes last the whole cap unless they end. Per setting it p
 - the longest sample (tokens) and the mean turns played (full history stops early on the
   context limit, `--context`, as a long web episode does),
 - learner tokens per episode (the samples' tokens: step-wise parts re-carry their window),
-- learner tokens/s: one Megatron-core train step (the learner's loss and AdamW) over the
-  setting's samples in micro-batches of `--token-budget` padded tokens, as the learner splits,
+- learner tokens/s: one Megatron-core train step (the learner's loss and AdamW) over the samples
+  of the setting's first `--learner-episodes` episodes (2: a rate, and a step over every
+  episode's would take minutes on CPU) in micro-batches of `--token-budget` padded tokens, as
+  the learner splits them,
 - engine generated tokens/s over the setting's wall time,
 - rollout memory: the bytes of the finished samples per episode (what the buffer holds: 13
   bytes a token) and the process's resident memory after the setting.
@@ -228,13 +230,15 @@ async def bench_env(
                     metrics.prompt_tokens / n,
                     max(len(s.input_ids) for s in samples),
                     tokens / n,
-                    learner.tokens_per_s(samples, args.token_budget),
+                    learner.tokens_per_s(
+                        [s for e in episodes[: args.learner_episodes] for s in e], args.token_budget
+                    ),
                     metrics.generated_tokens / seconds,
                     13 * tokens / n / 1024,
                     rss_mib(),
                 )
             )
-            print(f"  {env} {rows[-1].name}: {seconds:.1f} s", flush=True)
+            print(f"  {env} {rows[-1].name}: episodes in {seconds:.1f} s", flush=True)
     finally:
         engine.shutdown()
         server.stop()
@@ -273,6 +277,9 @@ def main() -> int:
     parser.add_argument("--env", nargs="+", choices=["maze", "webarena"], default=None)
     parser.add_argument("--context", type=int, default=8192, help="engine context (tokens)")
     parser.add_argument("--token-budget", type=int, default=8192, help="learner micro-batch tokens")
+    parser.add_argument(
+        "--learner-episodes", type=int, default=2, help="episodes the learner step trains on"
+    )
     args = parser.parse_args()
     args.episodes = args.episodes or (4 if args.quick else 8)
     args.turns = args.turns or (12 if args.quick else 30)
