@@ -183,3 +183,22 @@ def test_an_episodes_parts_are_its_turns_in_order() -> None:
     assert split[3].tolist() == pytest.approx(one[1].tolist())
     # the returns ran across the parts: the first turn's return is 0.25 g + 0.75 g^2
     assert one[0][0] != 0.0
+
+
+def test_the_credit_log_counts_an_episodes_parts_by_their_turn_in_it() -> None:
+    from agentgym_rl.learner.credit_log import trained_samples, turn_means
+    from agentgym_rl.wire.types import WireGroup
+
+    parts = [replace(_sample([(3, 5)], 1.0), episode=0) for _ in range(3)]
+    other = replace(_sample([(3, 5), (8, 10)], 0.0), episode=1)
+    group = WireGroup(1, "maze_1", "maze", [*parts, other])
+    rows = [(0, s) for s in group.samples]
+    adv = np.zeros((4, 12), np.float32)
+    mask = np.zeros((4, 12), np.float32)
+    mask[:, 2:4] = 1.0
+    mask[3, 7:9] = 1.0
+    adv[:3, 2:4] = [[0.5], [1.0], [2.0]]
+    logged = trained_samples([group], rows, adv, mask, step=1)
+    assert [t.first_turn for t in logged] == [0, 1, 2, 0]
+    sums, counts = turn_means(logged, 4)
+    assert sums == [1.0, 2.0, 4.0, 0.0] and counts == [4.0, 4.0, 2.0, 0.0]

@@ -185,8 +185,9 @@ def test_by_turn_reads_the_runs_records(tmp_path: Path, capsys: pytest.CaptureFi
 def test_a_step_wise_episode_is_one_record_of_its_parts_and_shows_each(
     chat: ChatTokenizer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from agentgym_rl.episode.log import read_episodes, record_of
     from tests.episode.test_context import TEXTS, play
+
+    from agentgym_rl.episode.log import read_episodes, record_of
 
     ep = play(chat, 2)
     samples = ep.samples()

@@ -44,7 +44,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import torch
 
-from agentgym_rl.wire.types import Status, WireGroup, WireSample
+from agentgym_rl.wire.types import Status, WireGroup, WireSample, episode_ids
 
 EXCLUDED_STATUSES: frozenset[Status] = frozenset({Status.ENV_FAILURE, Status.ABORTED})
 
@@ -148,18 +148,6 @@ def usable_samples(groups: Sequence[WireGroup]) -> list[tuple[int, WireSample]]:
         for s in g.samples
         if s.status not in EXCLUDED_STATUSES
     ]
-
-
-def episode_ids(rows: Sequence[tuple[int, WireSample]]) -> list[int]:
-    """Per row, its episode's place in the step: rows of one group that name the same episode
-    (schema version 3: step-wise parts, a user agent's segments) share it; a row that names none
-    is an episode of its own."""
-    places: dict[tuple[int, int, int], int] = {}
-    out = []
-    for row, (group, s) in enumerate(rows):
-        key = (group, 0, s.episode) if s.episode is not None else (group, 1, row)
-        out.append(places.setdefault(key, len(places)))
-    return out
 
 
 def _excluded(groups: Sequence[WireGroup]) -> dict[str, int]:

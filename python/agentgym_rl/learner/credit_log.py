@@ -6,13 +6,14 @@ order; `advantages` and `loss_mask` the batch's `[B, S]` arrays): the sample's r
 from a writer that did not name it), group, task, env, reward and status, and the mean
 advantage of its trained tokens per generated turn (turn spans are in token positions; the
 batch is label-shifted, so the tokens of a span `[s, e)` are trained at positions
-`s - 1 .. e - 2`; a turn with no trained token gets None). `TrainedLog` appends them to
+`s - 1 .. e - 2`; a turn with no trained token gets None), and, for a part of an episode that
+trained as several samples (step-wise context), the episode's index of its first turn. `TrainedLog` appends them to
 `<log_dir>/trained.jsonl` (data-parallel rank d > 0: `trained-dp<d>.jsonl`), one line per sample
 with the step it was trained in; `read_trained(run_or_dir)` reads every such file of a run back
 as a dict from request id to its records (a sample trained twice would show twice; a malformed
 line raises `TrainedLogError` naming the file and line; a line still being written is skipped).
-`turn_means(samples, bins)` gives the token-weighted sums and counts of advantage by turn index
-(1-based; the last bin takes every later turn) for the learner's `adv_by_turn` metric.
+`turn_means(samples, bins)` gives the token-weighted sums and counts of advantage by the
+episode's turn index (1-based; the last bin takes every later turn) for the learner's `adv_by_turn` metric.
 Torch-free, so `show` reads the records without the learner's dependencies.
 """
 
@@ -26,7 +27,7 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
-from agentgym_rl.wire.types import WireGroup, WireSample
+from agentgym_rl.wire.types import WireGroup, WireSample, episode_ids
 
 TRAINED_FILE = "trained.jsonl"
 ADVANTAGE_DECIMALS = 4
@@ -45,6 +46,8 @@ class TrainedSample:
     status: str
     turn_advantages: list[float | None]
     turn_tokens: list[int]
+    first_turn: int = 0
+    """The episode's turn index of the sample's first turn (a step-wise part's place)."""
 
 
 def trained_samples(
@@ -57,7 +60,8 @@ def trained_samples(
     """The batch's rows with their per-turn advantages (see the module docstring)."""
     adv, mask = advantages, loss_mask
     out = []
-    for row, (index, s) in enumerate(rows):
+    turns_before: dict[int, int] = {}  # turns of each episode's earlier parts
+    for row, ((index, s), episode) in enumerate(zip(rows, episode_ids(rows), strict=True)):
         means: list[float | None] = []
         counts: list[int] = []
         for start, end in s.tokens.turn_spans.tolist():
@@ -79,8 +83,10 @@ def trained_samples(
                 s.status.value,
                 means,
                 counts,
+                turns_before.get(episode, 0),
             )
         )
+        turns_before[episode] = turns_before.get(episode, 0) + len(counts)
     return out
 
 
@@ -88,7 +94,8 @@ def turn_means(samples: Sequence[TrainedSample], bins: int) -> tuple[list[float]
     """Token-weighted advantage sums and token counts by turn index (bin k is turn k + 1)."""
     sums, counts = [0.0] * bins, [0.0] * bins
     for s in samples:
-        for turn, (a, n) in enumerate(zip(s.turn_advantages, s.turn_tokens, strict=True)):
+        pairs = zip(s.turn_advantages, s.turn_tokens, strict=True)
+        for turn, (a, n) in enumerate(pairs, s.first_turn):
             if a is not None:
                 k = min(turn, bins - 1)
                 sums[k] += a * n

@@ -34,8 +34,7 @@ import numpy.typing as npt
 import torch
 
 from agentgym_rl.config.learn import StepCreditConfig
-from agentgym_rl.learner.batch import episode_ids
-from agentgym_rl.wire.types import WireSample
+from agentgym_rl.wire.types import WireSample, episode_ids
 
 Floats = npt.NDArray[np.float64]
 

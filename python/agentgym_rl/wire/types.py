@@ -6,6 +6,7 @@ Arrays are numpy arrays over the message's bytes (read-only when decoded by
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
@@ -149,3 +150,15 @@ class WireGroup:
             "env": self.env,
             "samples": [s.to_dict() for s in self.samples],
         }
+
+
+def episode_ids(rows: Sequence[tuple[int, WireSample]]) -> list[int]:
+    """Per row of a step (its group's place, the sample), its episode's place in the step: rows
+    of one group that name the same episode (schema version 3: step-wise parts, a user agent's
+    segments) share it; a row that names none is an episode of its own."""
+    places: dict[tuple[int, int, int], int] = {}
+    out = []
+    for row, (group, s) in enumerate(rows):
+        key = (group, 0, s.episode) if s.episode is not None else (group, 1, row)
+        out.append(places.setdefault(key, len(places)))
+    return out
