@@ -26,6 +26,7 @@ fn group(n_samples: u32, n_tokens: u32) -> Group {
             request_id: format!("g1-e{i}"),
             turn_rewards: Vec::new(),
             turn_keys: Vec::new(),
+            episode: None,
         })
         .collect();
     Group {
