@@ -203,3 +203,16 @@ def test_an_episode_of_several_samples_counts_once_in_its_group(estimator: str) 
     # without episode ids the three parts would weigh three: a different baseline
     naive = compute_advantages(estimator, t([1, 1, 1, 0, 0]), ids([0] * 5), torch.ones(5, 1))  # type: ignore[arg-type]
     assert not torch.allclose(naive[:, 0], parts[:, 0])
+
+
+@pytest.mark.parametrize("estimator", ["grpo", "dr_grpo", "rloo", "reinforce_plus_plus"])
+def test_one_sample_episodes_score_bit_for_bit_as_before(estimator: str) -> None:
+    # whole-history rows (every row its own episode, `collate` numbering them in order) must
+    # train exactly as before episode ids existed: the same advantages to the last bit
+    gen = torch.Generator().manual_seed(5)
+    rewards = torch.rand(24, generator=gen)
+    groups = torch.arange(24) // 8
+    mask = (torch.rand(24, 7, generator=gen) > 0.3).to(torch.float32)
+    before = compute_advantages(estimator, rewards, groups, mask)  # type: ignore[arg-type]
+    now = compute_advantages(estimator, rewards, groups, mask, episode_ids=torch.arange(24))  # type: ignore[arg-type]
+    assert torch.equal(before, now)
