@@ -355,7 +355,8 @@ def test_kl_to_reference_starts_at_zero_and_grows(
 
 
 def test_entropy_bonus_shifts_the_loss(model_dir: Path, tmp_path: Path) -> None:
-    """On the same weights and batch: loss(coef) = loss(0) - coef * mean entropy."""
+    """On the same weights and batch: loss(coef) = loss(0) - coef * mean entropy; tracked
+    without a bonus, the same entropy is logged and the loss is unchanged."""
     vocab = _vocab(model_dir)
     groups = [make_group(g, vocab=vocab) for g in range(2)]
     coef = 0.05
@@ -370,6 +371,13 @@ def test_entropy_bonus_shifts_the_loss(model_dir: Path, tmp_path: Path) -> None:
     assert "entropy" not in base and 0.0 < m["entropy"] <= float(np.log(vocab)) + 1e-6
     assert m["pg_loss"] == pytest.approx(base["pg_loss"], abs=1e-6)
     assert m["loss"] == pytest.approx(base["loss"] - coef * m["entropy"], abs=1e-5)
+    tracked = Trainer(learn_config(model_dir, tmp_path, loss={"track_entropy": True}))
+    try:
+        seen = tracked.train_step(groups)
+    finally:
+        tracked.close()
+    assert seen["entropy"] == pytest.approx(m["entropy"], abs=1e-6)
+    assert seen["loss"] == pytest.approx(base["loss"], abs=1e-6)
 
 
 class _DryReceiver:

@@ -112,14 +112,17 @@ def test_every_turn_carries_the_episode_advantage_and_only_its_generated_tokens(
         assert all(abs(a - expected) < 1e-3 for a in t.turn_advantages)
 
     # the rollout metrics by turn index: every turn of the valid episodes turned, every turn of
-    # the invalid ones named an unavailable "go to" and counted as invalid
+    # the invalid ones named an unavailable "go to" and counted as invalid; each episode says
+    # one action again and again, so every turn after the first is a repeat
     metrics = [json.loads(x) for x in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     by_turn = metrics[-1]["by_turn"]
     assert set(by_turn) == {"1", "2", "3"}
-    for counts in by_turn.values():
+    for turn, counts in by_turn.items():
         assert set(counts["kinds"]) == {"turn", "go"}
         assert counts["invalid"] == counts["kinds"]["go"]
         assert counts["turns"] == counts["kinds"]["turn"] + counts["kinds"]["go"]
+        assert counts["repeated"] == (0 if turn == "1" else counts["turns"])
+    assert metrics[-1]["repeated_actions"] == by_turn["2"]["turns"] + by_turn["3"]["turns"]
 
     # step-level credit on the same groups: per turn the reward it earned (summing to the
     # episode's) and the state it acted from came over the wire. Both episodes of a group acted

@@ -148,8 +148,12 @@ def test_by_turn_reads_the_runs_records(tmp_path: Path, capsys: pytest.CaptureFi
     (run / "rollout-0").mkdir(parents=True)
     (run / "learn").mkdir()
     by_turn = {
-        "1": {"turns": 10, "invalid": 1, "kinds": {"turn": 6, "go": 3, "none": 1}},
-        "2": {"turns": 4, "invalid": 0, "kinds": {"go": 4}},
+        "1": {
+            "turns": 10,
+            "invalid": 1,
+            "kinds": {"turn": 6, "go": 3, "none": 1},
+        },  # no repeats kept
+        "2": {"turns": 4, "invalid": 0, "repeated": 3, "kinds": {"go": 4}},
     }
     rollout = [{"time": 1.0, "episodes": 1}, {"time": 2.0, "episodes": 10, "by_turn": by_turn}]
     learn = [
@@ -173,8 +177,8 @@ def test_by_turn_reads_the_runs_records(tmp_path: Path, capsys: pytest.CaptureFi
     )
     assert main(["show", str(run), "--by-turn"]) == 0
     out = capsys.readouterr().out
-    assert "| 1 | 10 | 10.0% | turn 60%, go 30%, none 10% | -0.100 |" in out
-    assert "| 2 | 4 | 0.0% | go 100% | +0.400 |" in out
+    assert "| 1 | 10 | 10.0% | 0.0% | turn 60%, go 30%, none 10% | -0.100 |" in out
+    assert "| 2 | 4 | 0.0% | 75.0% | go 100% | +0.400 |" in out
     assert "| babyai | t1-d3+ | 0.20 (v0) | 0.90 (v20) | 0.50 | 1.00 |" in out
     assert main(["show", str(tmp_path / "empty"), "--by-turn"]) == 2
     (tmp_path / "bare").mkdir()

@@ -125,6 +125,9 @@ class LossConfig(ConfigModel):
     """k3 KL-to-reference coefficient (0: off; > 0 keeps a frozen copy of the starting model)."""
     entropy_coef: float = Field(default=0.0, allow_inf_nan=False)
     """Entropy bonus coefficient: the loss gets ``- entropy_coef * entropy`` (0: off)."""
+    track_entropy: bool = False
+    """Log the policy's mean per-token entropy over trained tokens (`entropy`) every step even
+    without a bonus: one more softmax over the vocabulary per trained token."""
     aggregation: Aggregation = "token-mean"
     """How per-token losses reduce to the step's loss."""
     norm_constant: float | None = Field(default=None, gt=0.0)

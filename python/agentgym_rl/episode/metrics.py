@@ -8,8 +8,9 @@ histogram of sent groups (learner version minus the group's oldest token version
 failures, drift, statuses and the buffer's counters; once episodes of more than one env ended,
 `by_env` holds each env's episodes, successes and windowed success rate and reward. `by_turn`
 counts, since start and by turn index (1-based; `TURN_BINS` takes every later turn), the turns
-played, the invalid ones and each action kind (an action's first word, e.g. "go", "turn";
-"none" for a turn that named no action), so a reader diffs two snapshots for any interval.
+played, the invalid ones, the repeated ones (the same action as the episode's turn before) and
+each action kind (an action's first word, e.g. "go", "turn"; "none" for a turn that named no
+action), so a reader diffs two snapshots for any interval; `repeated_actions` is their total.
 `rollout/status.py` prints and records the snapshots.
 """
 
@@ -40,6 +41,7 @@ class RolloutMetrics:
         self.generate_calls = 0
         self.env_steps = 0
         self.invalid_actions = 0
+        self.repeated_actions = 0
         self.episodes = 0
         self.env_failures = 0
         self.drift = 0
@@ -55,6 +57,7 @@ class RolloutMetrics:
         self.env_successes: Counter[str] = Counter()
         self.turn_counts: Counter[int] = Counter()
         self.turn_invalid: Counter[int] = Counter()
+        self.turn_repeated: Counter[int] = Counter()
         self.turn_kinds: dict[int, Counter[str]] = {}
         self.forks: Counter[str] = Counter()
         """A user agent's episodes that left their token-consistent segment, by why."""
@@ -99,11 +102,16 @@ class RolloutMetrics:
         self.env_successes[env] += success
         self._window.append((env, float(sample.reward), success))
 
-    def record_turn(self, turn: int, action: str | None, invalid: bool) -> None:
-        """One played turn (1-based index) and the action it named."""
+    def record_turn(
+        self, turn: int, action: str | None, invalid: bool, *, repeated: bool = False
+    ) -> None:
+        """One played turn (1-based index), the action it named, and whether that action was
+        the episode's previous turn's again."""
         k = min(turn, TURN_BINS)
         self.turn_counts[k] += 1
         self.turn_invalid[k] += invalid
+        self.turn_repeated[k] += repeated
+        self.repeated_actions += repeated
         kind = action.split(maxsplit=1)[0].lower() if action and action.strip() else "none"
         self.turn_kinds.setdefault(k, Counter())[kind] += 1
 
@@ -138,6 +146,7 @@ class RolloutMetrics:
             "generate_calls": self.generate_calls,
             "prompt_tokens": self.prompt_tokens,
             "invalid_actions": self.invalid_actions,
+            "repeated_actions": self.repeated_actions,
             "turns_mean": self.turns_total / self.episodes if self.episodes else 0.0,
             "turns_max": self.turns_max,
             "env_failures": self.env_failures,
@@ -166,6 +175,7 @@ class RolloutMetrics:
                 str(k): {
                     "turns": n,
                     "invalid": self.turn_invalid[k],
+                    "repeated": self.turn_repeated[k],
                     "kinds": dict(self.turn_kinds[k].most_common()),
                 }
                 for k, n in sorted(self.turn_counts.items())

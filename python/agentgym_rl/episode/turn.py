@@ -254,6 +254,8 @@ class EpisodeState:
     """Per generated turn: the change of the env's score, in reward units."""
     turn_keys: list[int] = field(default_factory=list)
     """Per generated turn: `state_key` of the state it acted from."""
+    last_action: str | None = None
+    """The action the previous turn named (normalised), for the repeated-action count."""
 
     @classmethod
     def start(
@@ -379,7 +381,10 @@ async def play_turn(
         ep.observed = "\n".join(m["content"] for m in acted.messages)
     metrics.env_steps += acted.stepped
     metrics.invalid_actions += acted.invalid
-    metrics.record_turn(ep.turns, acted.action, acted.invalid)
+    action = " ".join(acted.action.split()).lower() if acted.action else None
+    repeated = action is not None and action == ep.last_action
+    metrics.record_turn(ep.turns, acted.action, acted.invalid, repeated=repeated)
+    ep.last_action = action
     ep.invalid += acted.invalid
     ep.score = acted.score
     if acted.ended is not None:

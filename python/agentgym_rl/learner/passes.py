@@ -9,10 +9,10 @@ elsewhere):
 * `logprobs(micro, model)`: per-token log-probs of each micro-batch without grad (the
   reference policy's, and the proximal ones with `recompute_proximal`);
 * `loss_and_backward(micro, refs, proximal, model, loss, counts)`: the policy forward with
-  grad (plus per-token entropies when `loss.entropy_coef != 0`), `losses.policy_loss` with the
-  denominators of the whole step (`StepCounts`, summed over data-parallel ranks, so summing
-  micro-batch losses gives the step's loss exactly), backward; one `(loss value, metrics,
-  loss tokens)` per micro-batch. A micro-batch whose proximal entry is None uses its own
+  grad (plus per-token entropies with an entropy bonus or `loss.track_entropy`),
+  `losses.policy_loss` with the denominators of the whole step (`StepCounts`, summed over
+  data-parallel ranks, so summing micro-batch losses gives the step's loss exactly), backward;
+  one `(loss value, metrics, loss tokens)` per micro-batch. A micro-batch whose proximal entry is None uses its own
   detached log-probs (one optimizer step per batch: they come from the pre-update weights).
 
 `micro_totals` folds those results into the step's metric sums (weighted by loss tokens), its
@@ -103,7 +103,8 @@ class Passes:
             if not is_last_stage():
                 return self._stage_hidden(mb, model)
             d = self.device
-            logprobs, entropy = self._logprobs_and_entropy(mb, model, loss.entropy_coef != 0.0)
+            want = loss.entropy_coef != 0.0 or loss.track_entropy
+            logprobs, entropy = self._logprobs_and_entropy(mb, model, want)
             value, m = policy_loss(
                 loss,
                 logprobs=logprobs,

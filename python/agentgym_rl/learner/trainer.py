@@ -20,9 +20,9 @@ With `loss.kl_coef > 0` a frozen reference policy (the starting checkpoint `conf
 parallel layout, eval mode, no gradients, never updated or checkpointed: a resumed run rebuilds
 it from `config.model`) gives each micro-batch's reference log-probs without grad at the same
 temperature (`ref_logprobs` of `policy_loss`, metric `kl_ref`). With `loss.entropy_coef != 0`
-the micro-batch forward also returns the per-token entropy of softmax(logits / temperature)
-(`model.token_logprobs_and_entropy`, tensor-parallel aware), passed as `entropy` (metric
-`entropy`).
+(or `loss.track_entropy`) the micro-batch forward also returns the per-token entropy of
+softmax(logits / temperature) (`model.token_logprobs_and_entropy`, tensor-parallel aware), passed
+as `entropy` (metric `entropy`).
 
 With `precision: bf16` every model forward (policy, proximal, reference) runs under bf16
 autocast; parameters, gradients, AdamW state, log-softmax and loss stay fp32.

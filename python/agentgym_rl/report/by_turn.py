@@ -2,7 +2,8 @@
 solves (`agentgym-rl show RUN --by-turn`, and `summary.md`).
 
 Contract. `turn_rows(run)` gives one `TurnRow` per turn index the rollout servers played: turns
-played, the invalid share and the shares of the three commonest action kinds, from each
+played, the invalid share, the repeated share (the episode's previous action again) and the
+shares of the three commonest action kinds, from each
 server's last `by_turn` snapshot (counts since that server started; summed over servers), and
 the mean advantage of that turn's trained tokens over the learner's steps (`adv_by_turn`; None
 where no step trained that turn). `category_rows(run)` gives, per held-out category of each env,
@@ -26,6 +27,7 @@ class TurnRow:
     turn: str
     turns: int
     invalid_share: float
+    repeated_share: float
     kinds: list[tuple[str, float]]
     """The commonest action kinds and their shares of the turns."""
     advantage: float | None
@@ -44,12 +46,14 @@ class CategoryRow:
 def turn_rows(run: RunRecords) -> list[TurnRow]:
     played: Counter[str] = Counter()
     invalid: Counter[str] = Counter()
+    repeated: Counter[str] = Counter()
     kinds: dict[str, Counter[str]] = {}
     for records in run.rollout.values():
         last: dict[str, Any] = next((r["by_turn"] for r in reversed(records) if "by_turn" in r), {})
         for turn, c in last.items():
             played[turn] += int(c.get("turns", 0))
             invalid[turn] += int(c.get("invalid", 0))
+            repeated[turn] += int(c.get("repeated", 0))
             kinds.setdefault(turn, Counter()).update(c.get("kinds", {}))
     advantages: dict[str, list[float]] = {}
     for step in run.learn:
@@ -61,10 +65,13 @@ def turn_rows(run: RunRecords) -> list[TurnRow]:
         n = played[t]
         top = [(k, c / n) for k, c in kinds.get(t, Counter()).most_common(TOP_KINDS)] if n else []
         adv = advantages.get(t)
-        rows.append(
-            TurnRow(t, n, invalid[t] / n if n else 0.0, top, sum(adv) / len(adv) if adv else None)
-        )
+        mean_adv = sum(adv) / len(adv) if adv else None
+        rows.append(TurnRow(t, n, _share(invalid, t, n), _share(repeated, t, n), top, mean_adv))
     return rows
+
+
+def _share(counts: Counter[str], turn: str, n: int) -> float:
+    return counts[turn] / n if n else 0.0
 
 
 def category_rows(run: RunRecords) -> list[CategoryRow]:
@@ -87,13 +94,16 @@ def render(run: RunRecords) -> str:
     turns = turn_rows(run)
     if turns:
         lines = [
-            "| turn | turns played | invalid | commonest actions | mean advantage trained |",
-            "|---:|---:|---:|---|---:|",
+            "| turn | turns played | invalid | repeated | commonest actions | mean advantage trained |",
+            "|---:|---:|---:|---:|---|---:|",
         ]
         for r in turns:
             kinds = ", ".join(f"{k} {share:.0%}" for k, share in r.kinds) or "-"
             adv = "-" if r.advantage is None else f"{r.advantage:+.3f}"
-            lines.append(f"| {r.turn} | {r.turns} | {r.invalid_share:.1%} | {kinds} | {adv} |")
+            lines.append(
+                f"| {r.turn} | {r.turns} | {r.invalid_share:.1%} | {r.repeated_share:.1%} | "
+                f"{kinds} | {adv} |"
+            )
         parts.append("\n".join(lines))
     cats = category_rows(run)
     if cats:
