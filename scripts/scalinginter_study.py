@@ -1,10 +1,11 @@
-"""The ScalingInter study (docs/results/scalinginter/): every arm of
-configs/studies/scalinginter/arms.yaml on each of its seeds, each final policy evaluated at the
-test-time turn caps, then the figures and tables.
+"""A ScalingInter study (docs/results/scalinginter/): every arm of a study folder's arms.yaml
+(default configs/studies/scalinginter) on each of its seeds, each final policy evaluated at the
+test-time turn caps (and sampled, where arms.yaml asks), then the figures, tables and verdict.
 
     python scripts/scalinginter_study.py                 # everything (about 3 h on 2 cores)
     python scripts/scalinginter_study.py --seeds 0       # one seed of each arm
     python scripts/scalinginter_study.py --report-only   # figures and tables from what ran
+    python scripts/scalinginter_study.py --study configs/studies/scalinginter_ladder
 
 Resumable: a finished run is kept, an interrupted one is resumed (`train --resume`), an
 evaluated policy is not evaluated again; after an interruption, run the same command. Runs go
@@ -19,6 +20,10 @@ docs/results/scalinginter keeps the figures and `scripts/compact_results.py`'s r
   params/     ScalingInter against the larger policy trained on the same wall-clock budget
 An arm with `budget_of: ARM` is stopped once its minutes of RL (from its first held-out
 evaluation) reach the mean of ARM's runs, and its last checkpoint is evaluated.
+arms.yaml's `sampled: {temperature: T, n: N}` evaluates each final policy N times a task at T
+(in RUN/sampled); its `decision: {rung, candidate, short, long}` names the held-out category and
+the arms of the decision rule (`agentgym_rl.experiments.verdict`), written with each arm's
+training diagnostics to the records' verdict.md / verdict.json.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from statistics import mean
@@ -39,7 +45,8 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 STUDY = Path("configs/studies/scalinginter")
-"""Paths are relative to the repository root (the script runs there): records name no machine."""
+"""The default study folder (study.yaml, arms.yaml). Paths are relative to the repository root
+(the script runs there): records name no machine."""
 KEPT = (
     "configs",
     "learn/metrics.jsonl",
@@ -52,6 +59,8 @@ KEPT = (
     "budget.json",
     "turn-caps/caps.md",
     "turn-caps/caps.json",
+    "sampled/eval.md",
+    "sampled/eval.json",
 )
 """What a run's record keeps (paths under the run folder)."""
 BUDGET_FILE = "budget.json"
@@ -70,12 +79,16 @@ class Arm:
 
 @dataclass
 class Study:
+    folder: Path
     arms: dict[str, Arm]
     seeds: list[int]
     test_turn_caps: list[int] = field(default_factory=list)
+    sampled: dict[str, float] = field(default_factory=dict)
+    decision: dict[str, str] = field(default_factory=dict)
 
     @classmethod
-    def load(cls, path: Path) -> Study:
+    def load(cls, folder: Path, path: Path | None = None) -> Study:
+        path = path or folder / "arms.yaml"
         raw = yaml.safe_load(path.read_text())
         seeds = list(raw["seeds"])
         arms = {
@@ -91,7 +104,12 @@ class Study:
         for arm in arms.values():
             if arm.budget_of is not None and arm.budget_of not in arms:
                 raise SystemExit(f"{path}: arm {arm.name}: budget_of {arm.budget_of!r} is no arm")
-        return cls(arms, seeds, list(raw.get("test_turn_caps") or []))
+        decision = {k: str(v) for k, v in (raw.get("decision") or {}).items()}
+        for key in ("candidate", "short", "long"):
+            if decision and decision.get(key) not in arms:
+                raise SystemExit(f"{path}: decision.{key} names no arm")
+        caps = list(raw.get("test_turn_caps") or [])
+        return cls(folder, arms, seeds, caps, dict(raw.get("sampled") or {}), decision)
 
 
 def say(message: str) -> None:
@@ -141,7 +159,7 @@ def train(study: Study, arm: Arm, seed: int, run_dir: Path, budget_min: float | 
             "agentgym-rl",
             "train",
             "--config",
-            str(STUDY / "study.yaml"),
+            str(study.folder / "study.yaml"),
             f"run_dir={run_dir}",
             *arm.overrides,
             *seeds,
@@ -179,6 +197,28 @@ def evaluate_caps(run_dir: Path, caps: list[int]) -> None:
         return
     flags = [f"--turn-cap={c}" for c in caps]
     cmd = ["agentgym-rl", "eval", "--run", str(run_dir), *flags, "--out", str(out), "--no-progress"]
+    say(" ".join(cmd))
+    with (run_dir.parent / f"{run_dir.name}.eval.log").open("a") as log:
+        subprocess.run(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, check=True)
+
+
+def evaluate_sampled(run_dir: Path, sampled: dict[str, float]) -> None:
+    """Sampled success of the run's last checkpoint (in run_dir/sampled), once."""
+    out = run_dir / "sampled"
+    if not sampled or (out / "eval.json").is_file():
+        return
+    cmd = [
+        "agentgym-rl",
+        "eval",
+        "--run",
+        str(run_dir),
+        f"--temperature={sampled['temperature']}",
+        f"--n={int(sampled['n'])}",
+        "--no-yardsticks",
+        "--out",
+        str(out),
+        "--no-progress",
+    ]
     say(" ".join(cmd))
     with (run_dir.parent / f"{run_dir.name}.eval.log").open("a") as log:
         subprocess.run(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, check=True)
@@ -223,13 +263,63 @@ def report(study: Study, records: Path) -> None:
         pair = groups([arm.budget_of or "", arm.name])
         if len(pair) == 2:
             plot(pair, records / "params")
+    if study.decision:
+        write_verdict(study, runs, records)
+
+
+def write_verdict(study: Study, runs: Path, records: Path) -> None:
+    """The decision rule's verdict, each arm's sampled success on the rung and its training
+    diagnostics (means over seeds), in records/verdict.md and verdict.json."""
+    from agentgym_rl.experiments import verdict
+
+    by_arm = {
+        name: {int(d.name.rsplit("-s", 1)[1]): d for d in sorted(runs.glob(f"{name}-s*"))}
+        for name in study.arms
+    }
+    d = study.decision
+    v = verdict.decide(
+        by_arm, d["rung"], candidate=d["candidate"], short=d["short"], long=d["long"]
+    )
+    labels = {n: a.label for n, a in study.arms.items()}
+    lines = [verdict.verdict_markdown(v, labels), "", "Training diagnostics (mean over seeds):", ""]
+    lines += ["| arm | runs | sampled on the rung | ended on the cap | repeated | entropy | KL |"]
+    lines += ["|---|---:|---:|---:|---:|---:|---:|"]
+    table = {}
+    for name, seeds in by_arm.items():
+        diag = [verdict.diagnostics(r) for r in seeds.values()]
+        rung = [
+            x[d["rung"]]
+            for r in seeds.values()
+            if d["rung"] in (x := verdict.sampled(r / "sampled"))
+        ]
+        row = {k: _mean([x[k] for x in diag]) for k in ("capped", "repeated", "entropy", "kl_ref")}
+        row["sampled"] = _mean(rung)
+        table[name] = row
+        cells = " | ".join(
+            _fmt(row[k]) for k in ("sampled", "capped", "repeated", "entropy", "kl_ref")
+        )
+        lines.append(f"| {labels[name]} | {len(seeds)} | {cells} |")
+    (records / "verdict.md").write_text("\n".join(lines) + "\n")
+    record = {"verdict": verdict.verdict_json(v), "diagnostics": table}
+    (records / "verdict.json").write_text(json.dumps(record, indent=1, default=str) + "\n")
+    say(f"verdict on {d['rung']}: {v.outcome} (records/verdict.md)")
+
+
+def _mean(values: Sequence[float | None]) -> float | None:
+    kept = [x for x in values if x is not None]
+    return mean(kept) if kept else None
+
+
+def _fmt(x: float | None) -> str:
+    return "-" if x is None else f"{x:.3f}"
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--arms-file", type=Path, default=STUDY / "arms.yaml")
-    parser.add_argument("--runs", type=Path, default=Path("runs/studies/scalinginter"))
-    parser.add_argument("--records", type=Path, default=Path("runs/studies/scalinginter"))
+    parser.add_argument("--study", type=Path, default=STUDY, help="study.yaml and arms.yaml")
+    parser.add_argument("--arms-file", type=Path, help="default: the study's arms.yaml")
+    parser.add_argument("--runs", type=Path, help="default: runs/studies/<study name>")
+    parser.add_argument("--records", type=Path, help="default: runs/studies/<study name>")
     parser.add_argument(
         "--seeds",
         type=int,
@@ -240,7 +330,9 @@ def main() -> int:
     parser.add_argument("--report-only", action="store_true", help="no runs: figures, tables")
     args = parser.parse_args()
     os.chdir(ROOT)
-    study = Study.load(args.arms_file)
+    study = Study.load(args.study, args.arms_file)
+    args.runs = args.runs or Path("runs/studies") / args.study.name
+    args.records = args.records or args.runs
     chosen = [study.arms[a] for a in args.arms or study.arms]
     if not args.report_only:
         # budgeted arms last: their budget is what the arm they follow used
@@ -271,6 +363,7 @@ def run_arm(study: Study, arm: Arm, seed: int, runs: Path, records: Path) -> Non
             say(f"{arm.name} seed {seed} did not finish; run the study again to resume it")
             return
     evaluate_caps(run_dir, study.test_turn_caps)
+    evaluate_sampled(run_dir, study.sampled)
     keep_records(run_dir, records / "runs" / run_dir.name)
 
 

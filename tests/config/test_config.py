@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import subprocess
 import sys
 import textwrap
@@ -133,7 +135,7 @@ def _check_study(path: Path, tmp_path: Path) -> None:
     script = importlib.util.module_from_spec(spec)
     sys.modules[name] = script  # its dataclasses look their module up
     spec.loader.exec_module(script)
-    study = script.Study.load(path.parent / "arms.yaml")
+    study = script.Study.load(path.parent)
     assert study.arms and study.seeds
     held_out = set()
     for arm in study.arms.values():
@@ -144,9 +146,14 @@ def _check_study(path: Path, tmp_path: Path) -> None:
         caps = rollout.turn_caps("babyai").turn_caps
         assert rollout.engine.seed == rollout.dataset.shuffle_seed == train.learn.seed == 7
         assert rollout.eval is not None and rollout.eval.turn_cap is not None
-        assert max(caps) <= rollout.eval.turn_cap <= max(study.test_turn_caps)
+        assert max(caps) <= rollout.eval.turn_cap
+        assert rollout.eval.turn_cap <= max(study.test_turn_caps or [rollout.eval.turn_cap])
         held_out.add((str(rollout.eval.split), rollout.eval.turn_cap, rollout.eval.limit))
     assert len(held_out) == 1
+    if study.decision:  # the decision rung is a category of the held-out split
+        [(split, _, _)] = held_out
+        rows = json.loads((ROOT / split).read_text())
+        assert study.decision["rung"] in {row["category"] for row in rows}
 
 
 def test_shipped_configs_exist() -> None:
