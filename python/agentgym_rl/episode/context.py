@@ -1,6 +1,8 @@
 """What each turn of an episode reads, and the trajectories it trains as.
 
-Contract: an episode's context is made once from its prefix (system prompt, first observation).
+Contract: an episode's context is made once from its prefix (system prompt, first observation)
+by `episode_context(builds, prefix, history_turns)`; `Builds` holds what every builder of the
+episode shares (the chat template, tools, context limit, stop ids, drift check, version).
 Per turn, `ids` is the engine's prompt (token-in) and `remaining` the tokens left before the
 context limit; `add_generated(ids, logprobs, versions)` appends the sampled turn verbatim (False:
 it did not fit) and `add_reply(text, messages)` what answered it (`text`: the turn's decoded
@@ -26,6 +28,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TypeVar
 
 import numpy as np
@@ -47,6 +50,38 @@ def recent(messages: Sequence[M], starts: Sequence[int], turns: int | None) -> l
     if turns is None or len(starts) <= turns:
         return list(messages)
     return [*messages[: starts[0]], *messages[starts[-turns] :]]
+
+
+@dataclass(frozen=True)
+class Builds:
+    """What every builder of one episode shares (see `TrajectoryBuilder`)."""
+
+    chat: ChatTokenizer
+    tools: Sequence[Message] | None
+    max_len: int
+    stop_ids: Sequence[int]
+    check_drift: bool
+    prompt_version: int
+
+    def builder(self, messages: Sequence[Message]) -> TrajectoryBuilder:
+        return TrajectoryBuilder(
+            self.chat,
+            list(messages),
+            tools=self.tools,
+            max_len=self.max_len,
+            stop_ids=self.stop_ids,
+            check_drift=self.check_drift,
+            prompt_version=self.prompt_version,
+        )
+
+
+def episode_context(
+    builds: Builds, prefix: Sequence[Message], history_turns: int | None
+) -> EpisodeContext:
+    """The episode's context: the whole history (None) or the last `history_turns` turns."""
+    if history_turns is None:
+        return FullHistory(builds.builder(prefix))
+    return RecentTurns(builds, prefix, turns=history_turns)
 
 
 class FullHistory:
@@ -79,23 +114,10 @@ class FullHistory:
 class RecentTurns:
     """The prefix and the last `turns` turns in every prompt: one part per turn."""
 
-    def __init__(
-        self,
-        chat: ChatTokenizer,
-        prefix: Sequence[Message],
-        *,
-        turns: int,
-        tools: Sequence[Message] | None,
-        max_len: int,
-        stop_ids: Sequence[int],
-        check_drift: bool,
-        prompt_version: int,
-    ) -> None:
+    def __init__(self, builds: Builds, prefix: Sequence[Message], *, turns: int) -> None:
         if turns < 1:
             raise ValueError(f"a window of {turns} turns leaves out the last observation")
-        self.chat, self.prefix, self.tools = chat, list(prefix), tools
-        self.max_len, self.stop_ids = max_len, list(stop_ids)
-        self.check_drift, self.prompt_version = check_drift, prompt_version
+        self.builds, self.prefix = builds, list(prefix)
         self._history: deque[list[Message]] = deque(maxlen=turns)
         self._builder: TrajectoryBuilder | None = None
         self._parts: list[Trajectory] = []
@@ -103,16 +125,8 @@ class RecentTurns:
     def _current(self) -> TrajectoryBuilder:
         """The next turn's builder: its prompt rendered from the prefix and the window."""
         if self._builder is None:
-            messages = [*self.prefix, *(m for turn in self._history for m in turn)]
-            self._builder = TrajectoryBuilder(
-                self.chat,
-                messages,
-                tools=self.tools,
-                max_len=self.max_len,
-                stop_ids=self.stop_ids,
-                check_drift=self.check_drift,
-                prompt_version=self.prompt_version,
-            )
+            window = (m for turn in self._history for m in turn)
+            self._builder = self.builds.builder([*self.prefix, *window])
         return self._builder
 
     @property

@@ -32,14 +32,20 @@ import numpy as np
 from agentgym_rl import _core
 from agentgym_rl.config import ActionFormat
 from agentgym_rl.episode.actions import parse_action, stop_strings
-from agentgym_rl.episode.context import EpisodeContext, FullHistory, RecentTurns, part_id
+from agentgym_rl.episode.context import (
+    Builds,
+    EpisodeContext,
+    FullHistory,
+    episode_context,
+    part_id,
+)
 from agentgym_rl.episode.metrics import RolloutMetrics
 from agentgym_rl.episode.outcome import reward_of
 from agentgym_rl.episode.prompts import episode_prefix, observation_message
 from agentgym_rl.episode.state_keys import state_key
 from agentgym_rl.episode.tools import ToolReader, ToolReading, tool_message
 from agentgym_rl.episode.types import EnvSpec, EpisodePlan, Generation
-from agentgym_rl.trajectory import ChatTokenizer, Trajectory, TrajectoryBuilder
+from agentgym_rl.trajectory import ChatTokenizer, Trajectory
 from agentgym_rl.wire.types import Status
 
 
@@ -273,31 +279,15 @@ class EpisodeState:
         prefix = episode_prefix(
             plan.task.env, first_observation, spec.action_format, spec.system_prompt
         )
-        tools = spec.tools.tools.schemas if spec.tools is not None else None
-        context: EpisodeContext
-        if spec.history_turns is None:
-            context = FullHistory(
-                TrajectoryBuilder(
-                    chat,
-                    prefix,
-                    tools=tools,
-                    max_len=max_len,
-                    stop_ids=stop_ids,
-                    check_drift=check_drift,
-                    prompt_version=plan.dispatch_version,
-                )
-            )
-        else:
-            context = RecentTurns(
-                chat,
-                prefix,
-                turns=spec.history_turns,
-                tools=tools,
-                max_len=max_len,
-                stop_ids=stop_ids,
-                check_drift=check_drift,
-                prompt_version=plan.dispatch_version,
-            )
+        builds = Builds(
+            chat,
+            tools=spec.tools.tools.schemas if spec.tools is not None else None,
+            max_len=max_len,
+            stop_ids=stop_ids,
+            check_drift=check_drift,
+            prompt_version=plan.dispatch_version,
+        )
+        context = episode_context(builds, prefix, spec.history_turns)
         return cls(plan, spec, context, chat, frozenset(stop_ids), observed=first_observation)
 
     @property
