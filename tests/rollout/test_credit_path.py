@@ -39,28 +39,33 @@ def _two_kinds(prompt: str, request_id: str) -> str:
     return f"Thought: the goal.\nAction: {action}"
 
 
-def test_every_turn_carries_the_episode_advantage_and_only_its_generated_tokens(
-    babyai_server, chat, free_port, tmp_path: Path
-) -> None:
-    endpoint = f"tcp://127.0.0.1:{free_port}"
-    config = service_config(babyai_server, endpoint, tmp_path, "envs.0.invalid_penalty=0.3")
-    engine = ScriptedEngine(chat, _two_kinds)
+def _groups(config, engine: ScriptedEngine, chat, endpoint: str, n: int) -> list:
+    """Run the rollout service until `n` groups arrived at a real receiver, stop it as in
+    production (SIGTERM) and decode them."""
 
     async def main() -> list[bytes]:
         payloads: list[bytes] = []
         with _core.GroupReceiver(endpoint) as receiver:
             task = asyncio.create_task(run_service(config, engine, chat=chat, quiet=True))
-            while len(payloads) < 3:
+            while len(payloads) < n:
                 got = await asyncio.to_thread(receiver.recv, 0.2)
                 if got is not None:
                     payloads.append(bytes(got[1]))
-            os.kill(os.getpid(), signal.SIGTERM)  # the service stops as in production
+            os.kill(os.getpid(), signal.SIGTERM)
             while not task.done():
                 await asyncio.to_thread(receiver.recv, 0.05)
             await task
         return payloads
 
-    groups = [decode_group(p) for p in uvloop.run(main())]
+    return [decode_group(p) for p in uvloop.run(main())]
+
+
+def test_every_turn_carries_the_episode_advantage_and_only_its_generated_tokens(
+    babyai_server, chat, free_port, tmp_path: Path
+) -> None:
+    endpoint = f"tcp://127.0.0.1:{free_port}"
+    config = service_config(babyai_server, endpoint, tmp_path, "envs.0.invalid_penalty=0.3")
+    groups = _groups(config, ScriptedEngine(chat, _two_kinds), chat, endpoint, 3)
     batch = collate(groups, pad_token_id=0)
     adv = compute_advantages("grpo", batch.rewards, batch.group_ids, batch.loss_mask)
     samples = [s for g in groups for s in g.samples]
@@ -168,23 +173,7 @@ def test_step_wise_context_trains_each_turn_as_a_sample_of_its_episode(
         "envs.0.invalid_penalty=0.3",
         "envs.0.context.history_turns=1",
     )
-    engine = ScriptedEngine(chat, _two_kinds)
-
-    async def main() -> list[bytes]:
-        payloads: list[bytes] = []
-        with _core.GroupReceiver(endpoint) as receiver:
-            task = asyncio.create_task(run_service(config, engine, chat=chat, quiet=True))
-            while len(payloads) < 2:
-                got = await asyncio.to_thread(receiver.recv, 0.2)
-                if got is not None:
-                    payloads.append(bytes(got[1]))
-            os.kill(os.getpid(), signal.SIGTERM)
-            while not task.done():
-                await asyncio.to_thread(receiver.recv, 0.05)
-            await task
-        return payloads
-
-    groups = [decode_group(p) for p in uvloop.run(main())]
+    groups = _groups(config, ScriptedEngine(chat, _two_kinds), chat, endpoint, 2)
     for g in groups:
         # two episodes of three turns, a sample per turn, each naming its episode
         assert [s.episode for s in g.samples] == [0, 0, 0, 1, 1, 1]
