@@ -15,14 +15,20 @@ Contract (a bare ASGI app, as the env servers are; served by uvicorn):
 - Sampling is the run's (the engine's temperature: the learner corrects for exactly that
   distribution); a request's `max_tokens` (or `max_completion_tokens`) caps the reply.
 - With a `token`, every request must carry `Authorization: Bearer <token>` (401 otherwise).
+- A reward posted while a call of its episode is generating waits for it (at most
+  `REWARD_WAIT_S`): the turn the agent acted on trains. A call whose episode ended while it
+  generated answers 409 and trains nothing.
 - Errors are OpenAI-shaped: `{"error": {"message", "type", "code"}}` with 400 (malformed
-  request, context too long), 401, 404 (unknown route or episode), 409 (episode ended).
+  request or a field of the wrong type, context too long), 401, 404 (unknown route or episode),
+  409 (episode ended), 500 (the engine or the endpoint failed: the message says how; logged).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import logging
+import math
 import time
 import uuid
 from collections.abc import Awaitable, Callable, MutableMapping, Sequence
@@ -40,7 +46,11 @@ Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
 Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 Finished = Callable[[AgentEpisode, list[_core.Sample]], None]
 
+log = logging.getLogger(__name__)
+
 MAX_BODY_BYTES = 8 << 20
+REWARD_WAIT_S = 60.0
+"""How long a posted reward waits for its episode's calls still generating."""
 FINISHED_KEPT = 65_536
 """Ended episodes remembered (to refuse a second reward or a late call), newest kept."""
 _JSON = [(b"content-type", b"application/json")]
@@ -118,14 +128,12 @@ class Gateway:
 
     async def complete(self, body: dict[str, Any], key: str) -> dict[str, Any]:
         """One chat completion of episode `key` (the response body, not streamed)."""
-        messages = _messages(body)
-        tools = body.get("tools") or None
-        if tools is not None and not isinstance(tools, list):
-            raise GatewayError(400, "tools must be a list")
+        messages, tools, limit = _messages(body), _tools(body), _sampling_limit(body)
         episode = self.episode(key)
         seg = episode.place(messages, tools)
         try:
-            gen = await self._generate(episode, seg.builder.ids.tolist(), body)
+            gen = await self._generate(episode, seg.builder.ids.tolist(), limit)
+            _still_open(episode)
         except BaseException:
             episode.release(seg)
             raise
@@ -151,10 +159,12 @@ class Gateway:
             prompt = prompt[0]
         if not isinstance(prompt, str) or not prompt:
             raise GatewayError(400, "prompt must be one non-empty string")
+        limit = _sampling_limit(body)
         episode = self.episode(key)
         seg = episode.place_text(prompt)
         try:
-            gen = await self._generate(episode, list(seg.ids), body)
+            gen = await self._generate(episode, list(seg.ids), limit)
+            _still_open(episode)
         except BaseException:
             episode.release(seg)
             raise
@@ -173,12 +183,11 @@ class Gateway:
         }
 
     async def _generate(
-        self, episode: AgentEpisode, ids: list[int], body: dict[str, Any]
+        self, episode: AgentEpisode, ids: list[int], limit: int | None
     ) -> Generation:
-        """One turn after `ids`, capped by the request's `max_tokens` and the context left."""
-        limit = body.get("max_completion_tokens") or body.get("max_tokens")
+        """One turn after `ids`, capped by the request's `limit` and the context left."""
         room = min(self.max_tokens_per_turn, self.max_model_len - len(ids))
-        if isinstance(limit, int) and limit > 0:
+        if limit is not None:
             room = min(room, limit)
         if room <= 0:
             raise GatewayError(400, "the conversation exceeds the model's context length")
@@ -201,8 +210,12 @@ class Gateway:
         if episode is None:
             raise GatewayError(404, f"no episode {key!r} (no call named it)", "not_found_error")
         value = body.get("reward")
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise GatewayError(400, 'the body must be {"reward": <number>}')
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, (int, float))
+            or not math.isfinite(value)
+        ):
+            raise GatewayError(400, 'the body must be {"reward": <a finite number>}')
         samples = episode.finish(float(value))
         del self.episodes[key]
         self.finished[key] = float(value)
@@ -214,44 +227,69 @@ class Gateway:
             self.unclaimed[key] = samples
         return {"episode": key, "reward": float(value), "samples": len(samples)}
 
+    async def reward_settled(self, key: str, body: dict[str, Any]) -> dict[str, Any]:
+        """`reward` once the episode's calls still generating have replied (see the module
+        docstring)."""
+        episode = self.episodes.get(key)
+        deadline = time.monotonic() + REWARD_WAIT_S
+        while episode is not None and episode.busy and time.monotonic() < deadline:
+            await asyncio.sleep(0.005)
+        return self.reward(key, body)
+
     # --- ASGI ---
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return
-        path, method = scope["path"].rstrip("/"), scope["method"]
+        started = False
+
+        async def sending(message: MutableMapping[str, Any]) -> None:
+            nonlocal started
+            started = True
+            await send(message)
+
         try:
-            self._authorize(scope)
-            if (method, path) == ("GET", "/v1/models"):
-                data = [{"id": self.model, "object": "model", "owned_by": "agentgym-rl"}]
-                await _respond(send, 200, {"object": "list", "data": data})
-                return
-            if (method, path) == ("POST", "/v1/chat/completions"):
-                body = await _json_body(receive)
-                key = _episode_key(scope, body)
-                if body.get("stream"):
-                    await self._stream(send, await self.complete(body, key))
-                else:
-                    await _respond(send, 200, await self.complete(body, key))
-                return
-            if (method, path) == ("POST", "/v1/completions"):
-                body = await _json_body(receive)
-                done = await self.complete_text(body, _episode_key(scope, body))
-                if body.get("stream"):
-                    await self._stream(send, done)
-                else:
-                    await _respond(send, 200, done)
-                return
-            parts = path.split("/")
-            if method == "POST" and len(parts) == 5 and parts[1:3] == ["v1", "episodes"]:
-                if parts[4] == "reward":
-                    await _respond(send, 200, self.reward(parts[3], await _json_body(receive)))
-                    return
-            raise GatewayError(404, f"no route {method} {path}", "not_found_error")
+            await self._route(scope, receive, sending)
         except GatewayError as e:
             code = {401: "invalid_api_key", 404: "not_found"}.get(e.status)
             error = {"message": e.message, "type": e.kind, "code": code}
             await _respond(send, e.status, {"error": error})
+        except Exception as e:  # the engine's (or our) failure: the client learns what it was
+            log.exception("endpoint: %s %s failed", scope["method"], scope["path"])
+            if started:
+                raise  # mid-stream: nothing more can be said to the client
+            message = f"the endpoint failed: {type(e).__name__}: {e}"
+            error = {"message": message, "type": "server_error", "code": "internal_error"}
+            await _respond(send, 500, {"error": error})
+
+    async def _route(self, scope: Scope, receive: Receive, send: Send) -> None:
+        path, method = scope["path"].rstrip("/"), scope["method"]
+        self._authorize(scope)
+        if (method, path) == ("GET", "/v1/models"):
+            data = [{"id": self.model, "object": "model", "owned_by": "agentgym-rl"}]
+            await _respond(send, 200, {"object": "list", "data": data})
+            return
+        if (method, path) == ("POST", "/v1/chat/completions"):
+            body = await _json_body(receive)
+            key, stream = _episode_key(scope, body), _stream_flag(body)
+            done = await _unless_gone(self.complete(body, key), receive)
+            if done is not None:
+                await (self._stream(send, done) if stream else _respond(send, 200, done))
+            return
+        if (method, path) == ("POST", "/v1/completions"):
+            body = await _json_body(receive)
+            key, stream = _episode_key(scope, body), _stream_flag(body)
+            done = await _unless_gone(self.complete_text(body, key), receive)
+            if done is not None:
+                await (self._stream(send, done) if stream else _respond(send, 200, done))
+            return
+        parts = path.split("/")
+        if method == "POST" and len(parts) == 5 and parts[1:3] == ["v1", "episodes"]:
+            if parts[4] == "reward":
+                body = await _json_body(receive)
+                await _respond(send, 200, await self.reward_settled(parts[3], body))
+                return
+        raise GatewayError(404, f"no route {method} {path}", "not_found_error")
 
     def _authorize(self, scope: Scope) -> None:
         if self.token is None:
@@ -302,9 +340,68 @@ def _messages(body: dict[str, Any]) -> list[Message]:
             raise GatewayError(400, f"unknown message role {m.get('role')!r}")
         content = m.get("content")
         if isinstance(content, list):  # content parts: their text, in order
-            content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
+            texts = [p.get("text", "") for p in content if isinstance(p, dict)]
+            if len(texts) != len(content) or not all(isinstance(t, str) for t in texts):
+                raise GatewayError(400, "content parts must be objects with a text string")
+            content = "".join(texts)
+        elif content is not None and not isinstance(content, str):
+            raise GatewayError(400, f"message content must be a string, not {_kind(content)}")
+        calls = m.get("tool_calls")
+        if calls is not None and not (
+            isinstance(calls, list) and all(isinstance(c, dict) for c in calls)
+        ):
+            raise GatewayError(400, "tool_calls must be a list of objects")
         out.append({**m, "content": content if content is not None else ""})
     return out
+
+
+def _tools(body: dict[str, Any]) -> list[dict[str, Any]] | None:
+    tools = body.get("tools") or None
+    if tools is None:
+        return None
+    if not isinstance(tools, list) or not all(
+        isinstance(t, dict)
+        and isinstance(t.get("function"), dict)
+        and isinstance(t["function"].get("name"), str)
+        for t in tools
+    ):
+        raise GatewayError(400, "tools must be a list of {type: function, function: {name, ...}}")
+    return tools
+
+
+def _sampling_limit(body: dict[str, Any]) -> int | None:
+    """The request's cap on generated tokens (`max_completion_tokens`, else `max_tokens`); the
+    rest of sampling is the run's. `n` other than 1 is refused: one reply per call."""
+    n = body.get("n")
+    if n is not None and n != 1:
+        raise GatewayError(400, "n must be 1: the endpoint samples one reply per call")
+    for name in ("max_completion_tokens", "max_tokens"):
+        value = body.get(name)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise GatewayError(400, f"{name} must be a positive integer, not {value!r}")
+        return value
+    return None
+
+
+def _stream_flag(body: dict[str, Any]) -> bool:
+    value = body.get("stream")
+    if value is not None and not isinstance(value, bool):
+        raise GatewayError(400, f"stream must be true or false, not {_kind(value)}")
+    return bool(value)
+
+
+def _still_open(episode: AgentEpisode) -> None:
+    """A call's reply is refused when its episode's reward came in while it generated."""
+    if episode.reward is not None:
+        raise GatewayError(
+            409, f"episode {episode.key!r} ended while this call ran; its turn is not trained"
+        )
+
+
+def _kind(value: Any) -> str:
+    return type(value).__name__
 
 
 def _episode_key(scope: Scope, body: dict[str, Any]) -> str:
@@ -320,6 +417,27 @@ def _episode_key(scope: Scope, body: dict[str, Any]) -> str:
             "metadata.episode_key",
         )
     return key
+
+
+async def _unless_gone(call: Awaitable[dict[str, Any]], receive: Receive) -> dict[str, Any] | None:
+    """`call`'s result, or None when the client disconnected first: the call is cancelled (the
+    engine aborts its request, the segment is released), so a reply nobody received never
+    trains."""
+    work = asyncio.ensure_future(call)
+    gone = asyncio.ensure_future(_disconnect(receive))
+    try:
+        await asyncio.wait((work, gone), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        gone.cancel()
+        if not work.done():
+            work.cancel()
+            await asyncio.gather(work, return_exceptions=True)
+    return None if work.cancelled() else work.result()
+
+
+async def _disconnect(receive: Receive) -> None:
+    while (await receive())["type"] != "http.disconnect":
+        pass
 
 
 def _finish(reason: str) -> str:

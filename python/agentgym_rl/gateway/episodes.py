@@ -134,6 +134,11 @@ class AgentEpisode:
     _ids: itertools.count[int] = field(default_factory=itertools.count)
 
     @property
+    def busy(self) -> bool:
+        """Whether a call of it is generating."""
+        return any(s.busy for s in self.segments) or any(t.busy for t in self.texts)
+
+    @property
     def sampled(self) -> bool:
         """Whether any call of it produced a turn."""
         return any(s.turns for s in self.segments) or any(t.turns for t in self.texts)
