@@ -1,6 +1,7 @@
 """A cheap stand-in for a supervised child (env server, learner or rollout server) in the
 supervisor tests. Behaviour by flag: serve /health, listen on ports, write learner metrics and
-exit 0 (once another stand-in is ready), crash after printing lines, crash only on its first
+exit 0 (once another stand-in is ready), finish its last step when told to stop, crash after
+printing lines, crash only on its first
 start, ignore SIGTERM, leave a grandchild in its process group. Every SIGTERM received is
 appended to `--order` as its name."""
 
@@ -43,6 +44,9 @@ def main() -> int:
     p.add_argument("--grandchild", type=Path, help="start `sleep` in our group, write its pid")
     p.add_argument("--ready", type=Path, help="touch this file once ready")
     p.add_argument("--after", type=Path, help="write the --steps records once this file exists")
+    p.add_argument(
+        "--finish-on-term", type=int, default=0, help="on SIGTERM: write steps 1..N, exit 0"
+    )
     a = p.parse_args()
 
     stop = threading.Event()
@@ -90,6 +94,11 @@ def main() -> int:
         return 0
     while not stop.wait(0.05):
         pass
+    for step in range(1, a.finish_on_term + 1):  # the last step was in hand when told to stop
+        assert a.metrics is not None
+        a.metrics.parent.mkdir(parents=True, exist_ok=True)
+        with a.metrics.open("a") as f:
+            f.write(json.dumps({"step": step, "tokens_per_s": 100.0, "reward_mean": 0.5}) + "\n")
     return 0
 
 

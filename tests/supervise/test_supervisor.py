@@ -160,6 +160,36 @@ def test_sigterm_stops_in_order_escalates_and_leaves_no_orphans(
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # handlers restored
 
 
+@pytest.mark.parametrize("last", [True, False])
+def test_a_stop_during_the_last_step_records_the_run_finished(
+    train_data: dict[str, Any], tmp_path: Path, last: bool
+) -> None:
+    """SIGTERM while the learner is in its last step: it finishes that step and exits 0, and
+    the run is recorded finished (exit 0); one step short of the end it stays a SIGTERM."""
+    ready = tmp_path / "rollout.ready"
+    steps = train_data["learn"]["max_steps"]
+    sup, out, _ = make_supervisor(
+        train_data,
+        tmp_path,
+        learn_flags=(f"--finish-on-term={steps if last else steps - 1}",),
+        rollout_flags=(f"--ready={ready}",),
+    )
+
+    def signal_when_running() -> None:
+        deadline = time.monotonic() + 60
+        while not ready.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=signal_when_running, daemon=True).start()
+    assert sup.run() == (0 if last else 143)
+    run = Path(train_data["run_dir"])
+    (record,) = [json.loads(line) for line in (run / "run.jsonl").read_text().splitlines()]
+    want = ("finished", 0, steps) if last else ("SIGTERM", 143, steps - 1)
+    assert (record["outcome"], record["exit_code"], record["step"]) == want
+    assert ("learner finished its last step while stopping" in out.getvalue()) is last
+
+
 def test_model_creation_may_outlast_the_startup_timeout(
     train_data: dict[str, Any], tmp_path: Path
 ) -> None:

@@ -12,7 +12,8 @@ until one of:
   otherwise (and always for the learner) its name, exit code and last 30 log lines are printed
   and the run stops; outcome "crashed", exit code 1;
 - SIGINT/SIGTERM: outcome "interrupted", exit code 130 (SIGINT) or 143 (SIGTERM); a cluster
-  launcher may add SIGUSR1 (its scheduler's time-limit warning), exit code 138.
+  launcher may add SIGUSR1 (its scheduler's time-limit warning), exit code 138. A stop that
+  came while the learner was in its last step, which it then finished (exit 0), is "finished".
 
 Shutdown is always the same order: rollout servers (SIGTERM: they stop admission and drain),
 then the learner (SIGTERM: it stops after the step in hand), then env servers; a child still
@@ -315,6 +316,9 @@ class Supervisor:
                 self.view.message(f"train: {outcome}: stopping (rollouts, learner, env servers)")
             self.shutdown()
             self.view.update(self.watcher.poll())
+            if outcome.startswith("SIG") and self._learner_done():
+                self.view.message("train: the learner finished its last step while stopping")
+                outcome = "finished"
             self.view.close()
             for sink in self.watcher.sinks:
                 sink.close()
@@ -322,6 +326,11 @@ class Supervisor:
                 signal.signal(sig, handler)
             self._record(started, outcome)
         return EXIT[outcome]
+
+    def _learner_done(self) -> bool:
+        """The learner exited 0 after its last step (a stop that came during that step)."""
+        steps = self.plan.learn_config.max_steps
+        return self.learn.poll() == 0 and self.watcher.state.step >= steps
 
     def _record(self, started: float, outcome: str) -> None:
         path: Path = self.plan.run_dir / "run.jsonl"
