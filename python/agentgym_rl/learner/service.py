@@ -21,6 +21,7 @@ from agentgym_rl.config.learn import LearnConfig
 from agentgym_rl.learner.checkpoint import resume_latest
 from agentgym_rl.learner.links import GroupInbox, Ledger, WeightOutbox
 from agentgym_rl.learner.trainer import Trainer
+from agentgym_rl.processes.orphans import die_if_orphaned
 
 log = logging.getLogger("learn")
 
@@ -39,8 +40,13 @@ def run_learner(config: LearnConfig, *, resume: bool, secret: bytes | None) -> N
             if ledger is not None:
                 ledger.write({"resumed_from": trainer.step})
         stop = threading.Event()
-        signal.signal(signal.SIGTERM, lambda *_: stop.set())
-        signal.signal(signal.SIGINT, lambda *_: stop.set())
+
+        def on_signal(*_: object) -> None:
+            die_if_orphaned()  # no supervisor left to wait for the step in hand
+            stop.set()
+
+        signal.signal(signal.SIGTERM, on_signal)
+        signal.signal(signal.SIGINT, on_signal)
         trainer.run(stop)
 
 

@@ -6,7 +6,9 @@ line, its host and readiness signal); `cli_spec` makes the spec of an `agentgym-
 the one way this package starts its own command line. `Child.start()` launches `spec.argv` in a new session (so a terminal's Ctrl-C reaches
 only the supervisor, and the child's own children, vLLM engine cores or torchrun workers, share
 its process group), with stdout and stderr appended to `logs/<name>.log`. On Linux the child
-also gets SIGTERM if the supervisor dies (no orphans even after a SIGKILL of `train`).
+also gets SIGTERM if the supervisor dies, and, the supervisor named in its environment, ends at
+once with its group rather than draining (`orphans.py`: no orphans even after a SIGKILL of
+`train`).
 `terminate()` sends SIGTERM to the child only (it then drains or checkpoints and stops its own
 children); `kill_group()` sends SIGKILL to the whole group. `stop(grace_s)` does both in order
 and always reaps the leftovers of the group. `tail(n)` returns the last lines of the log.
@@ -34,6 +36,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, Protocol
+
+from agentgym_rl.processes.orphans import PARENT_ENV
 
 _PR_SET_PDEATHSIG = 1
 POLL_S = 0.1
@@ -170,13 +174,14 @@ class Child:
             stamp = time.strftime("%Y-%m-%d %H:%M:%S")
             log.write(f"=== {stamp} start: {self.spec.shell}\n".encode())
             log.flush()
+            env = {**(self.env or os.environ), **self.spec.env, PARENT_ENV: str(os.getpid())}
             self.proc = subprocess.Popen(
                 self.spec.argv,
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
-                env={**(self.env or os.environ), **self.spec.env} if self.spec.env else self.env,
+                env=env,
                 preexec_fn=die_with_parent if sys.platform == "linux" else None,
             )
         self.started_at = time.monotonic()

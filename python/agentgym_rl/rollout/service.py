@@ -43,6 +43,7 @@ from agentgym_rl.episode.types import Engine, EnvSpec
 from agentgym_rl.gateway.app import Gateway
 from agentgym_rl.gateway.runner import UserAgents, load_agent
 from agentgym_rl.gateway.serve import GatewayServer, bearer_token
+from agentgym_rl.processes.orphans import die_if_orphaned
 from agentgym_rl.rollout.dispatcher import Dispatcher, DispatchSummary, Player
 from agentgym_rl.rollout.held_out import EvalPlayer, HeldOutEval
 from agentgym_rl.rollout.schedule import TurnSchedule
@@ -424,9 +425,10 @@ def stopped_by_signals(
     runner: Dispatcher | SyncLoop, evaluating: asyncio.Task[None] | None
 ) -> Iterator[None]:
     """While inside, SIGTERM and SIGINT stop `runner` (it winds down cleanly) and cancel
-    `evaluating`."""
+    `evaluating`; with the supervisor dead, the process ends at once (`die_if_orphaned`)."""
 
     def on_signal() -> None:
+        die_if_orphaned()
         runner.stop()
         if evaluating is not None:
             evaluating.cancel()

@@ -1,0 +1,38 @@
+"""A supervised child whose supervisor died: stop at once instead of draining.
+
+Contract: `Child.start` names the supervisor in the child's environment (`PARENT_ENV`, its pid),
+and the kernel sends the child SIGTERM when the supervisor dies (`die_with_parent`). A child's
+stop-signal handler calls `die_if_orphaned()` first: when the named supervisor is gone (no such
+process, or a zombie), nobody waits for a drain, a final evaluation or a checkpoint, and the
+in-flight work is lost with the run anyway, so the child SIGKILLs its whole process group (itself
+and its own children: vLLM engine cores, torchrun workers) within the signal's handling. With no
+supervisor named (a process started by hand, or a test in-process) it does nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+PARENT_ENV = "AGENTGYM_RL_SUPERVISOR_PID"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in ("Z", "X")
+
+
+def orphaned() -> bool:
+    """Whether the supervisor named in the environment has died."""
+    named = os.environ.get(PARENT_ENV, "")
+    return named.isdigit() and not _alive(int(named))
+
+
+def die_if_orphaned() -> None:
+    """SIGKILL this process's group when its supervisor has died (see the module docstring)."""
+    if orphaned():
+        os.killpg(os.getpgrp(), signal.SIGKILL)
