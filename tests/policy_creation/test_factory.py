@@ -62,8 +62,15 @@ def test_loads_in_transformers_with_chatml(tmp_path: Path) -> None:
     assert (cfg.num_attention_heads, cfg.num_key_value_heads) == (2, 2)
     assert cfg.tie_word_embeddings
     assert model.lm_head.weight.data_ptr() == model.model.embed_tokens.weight.data_ptr()
+    # the engine's end tokens are exactly the template's turn end: an assistant turn rendered
+    # by the template closes with it, and no other token ends generation
     gen = json.loads((path / "generation_config.json").read_text())
-    assert gen["eos_token_id"] == [2, 0]
+    turn = tok.apply_chat_template(
+        [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "go"}],
+        tokenize=False,
+    )
+    closing = tok(turn.split("<|im_start|>assistant\ngo", 1)[1])["input_ids"][0]
+    assert gen["eos_token_id"] in (closing, [closing]) and closing == tok.eos_token_id
     with torch.no_grad():
         logits = model(torch.tensor([ids])).logits
     assert logits.shape == (1, len(ids), cfg.vocab_size) and torch.isfinite(logits).all()

@@ -211,8 +211,10 @@ def create_tiny_model(
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         model = Qwen2ForCausalLM(config)
+    # one end token, the template's turn end: an engine that also stopped at <|endoftext|>
+    # would end turns where the template does not, and the builder would rightly see drift
     model.generation_config = GenerationConfig(
-        bos_token_id=eot, eos_token_id=[im_end, eot], pad_token_id=eot
+        bos_token_id=eot, eos_token_id=im_end, pad_token_id=eot
     )
     model.save_pretrained(str(out), safe_serialization=True)
     return out
