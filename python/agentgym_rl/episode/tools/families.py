@@ -17,6 +17,8 @@ def parse_tool_calls(text: str, family: ToolFamily) -> ParsedCalls:
         return _FAMILIES[family].read(text)
     except ToolCallError as e:
         return ParsedCalls(error=str(e))
+    except RecursionError:  # "[[[[..." deeper than Python's JSON decoder recurses
+        return ParsedCalls(error="the tool call nests too deeply to read")
 
 
 def write_call(call: ToolCall, family: ToolFamily) -> str:
