@@ -498,3 +498,45 @@ def test_textcraft_menu_is_played_by_short_actions_through_a_real_server(
     assert (solved.status, solved.turns) == ("done", 5) and is_success("textcraft", solved.reward)
     assert refused.status == "turn_cap" and not is_success("textcraft", refused.reward)
     assert refusal in chat.decode(refused.input_ids.tolist())
+
+
+def test_a_misbehaving_plugin_env_fails_its_episodes_and_the_loop_goes_on(
+    spawn_server, chat
+) -> None:
+    """The agent loop and the Rust pool against a plugin env that raises in reset or step or
+    returns an observation that is not text (tests/envs/misbehaving.py): each such episode is an
+    env failure that says why, counted; a 10 MB observation arrives truncated; the episodes
+    after them play as before on the same server."""
+    ref = "tests.envs.misbehaving:MisbehavingEnvironment"
+    server = spawn_server(ref, "--max-obs-chars", "400")
+
+    async def main() -> tuple[list[Any], AgentLoop]:
+        pool = _core.EnvPool([_core.EnvServer("misbehaving", server.zmq)], step_timeout_s=5.0)
+        agent = AgentLoop(
+            ScriptedEngine(chat, scripted(lambda t: "Action: win")),
+            pool,
+            chat,
+            envs={"misbehaving": EnvSpec(ActionFormat.REACT)},
+            max_model_len=4096,
+            max_tokens_per_turn=64,
+        )
+        try:
+            played = [
+                await agent.play(plan("misbehaving", k, cap=2, rid=f"k{k}"))
+                for k in (0, 3, 4, 5, 6, 1)
+            ]
+        finally:
+            await pool.shutdown()
+        return played, agent
+
+    played, agent = run(main())
+    fine, reset, step, typed, big, after = played
+    assert [p.sample.status for p in (reset, step, typed)] == ["env_failure"] * 3
+    assert "reset exploded" in reset.failure and "step exploded" in step.failure
+    assert "an observation must be a string" in typed.failure
+    assert agent.metrics.env_failures == 3
+    # the 10 MB observation came back truncated, and the episode went on to its cap
+    assert big.sample.status == "turn_cap" and big.failure is None
+    assert "observation truncated" in chat.decode(big.sample.input_ids.tolist())
+    assert (fine.sample.status, after.sample.status) == ("done", "done")
+    assert server.running()

@@ -1,13 +1,19 @@
 """Runs one env server process: HTTP (uvicorn) and ZeroMQ front ends plus the idle reaper on one
-asyncio loop, sharing one `EpisodeTable`. SIGTERM/SIGINT close every episode and exit 0."""
+asyncio loop, sharing one `EpisodeTable`. SIGTERM/SIGINT close every episode and exit 0. A
+watchdog thread (the loop itself may be the one an env call blocks) ends the process with
+`HUNG_EXIT` when one env call runs past `call_timeout_s`: nothing else gets served while it
+hangs, and a supervisor restarts a server that exited."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import logging
+import os
 import signal
 import sys
+import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -21,6 +27,9 @@ from agentgym_envs.server.table import EpisodeTable
 
 log = logging.getLogger("agentgym_envs.server")
 
+HUNG_EXIT = 75
+"""The exit code of a server whose env hung (EX_TEMPFAIL: try again, i.e. restart it)."""
+
 
 @dataclass(frozen=True)
 class ServeOptions:
@@ -31,6 +40,7 @@ class ServeOptions:
     port: int = 36001
     zmq_port: int | None = None
     idle_timeout_s: float = 600.0
+    call_timeout_s: float = 300.0
     max_obs_chars: int = 16_000
     log_level: str = "warning"
     step_latency_ms: float = 0.0
@@ -55,6 +65,27 @@ async def _reaper(table: EpisodeTable) -> None:
         await table.run(table.reap_idle)
 
 
+def _watch_calls(table: EpisodeTable, limit_s: float) -> None:
+    """Exit the process once an env call has run past `limit_s` (see the module docstring)."""
+
+    def watch() -> None:
+        while True:
+            time.sleep(min(1.0, limit_s / 4))
+            hung = table.hung_for()
+            if hung > limit_s:
+                log.critical(
+                    "an env call has run %.0f s, over --call-timeout %.0f s: the env hangs; "
+                    "exiting (code %d) so that this server can be restarted",
+                    hung,
+                    limit_s,
+                    HUNG_EXIT,
+                )
+                logging.shutdown()
+                os._exit(HUNG_EXIT)
+
+    threading.Thread(target=watch, name="call-watchdog", daemon=True).start()
+
+
 async def _main(opts: ServeOptions) -> int:
     try:
         env = load_env(opts.name, **opts.env_options)
@@ -65,6 +96,8 @@ async def _main(opts: ServeOptions) -> int:
         log.error("cannot serve %s: %s", opts.name, exc)
         return 2
     table = EpisodeTable(env, idle_timeout_s=opts.idle_timeout_s, max_obs_chars=opts.max_obs_chars)
+    if opts.call_timeout_s > 0:
+        _watch_calls(table, opts.call_timeout_s)
     latency = (
         StepLatency(opts.step_latency_ms, opts.step_latency_sigma)
         if opts.step_latency_ms > 0

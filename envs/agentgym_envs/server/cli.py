@@ -36,6 +36,14 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         help="truncate longer observations with a visible marker (default 16000, min 200)",
     )
     parser.add_argument(
+        "--call-timeout",
+        type=float,
+        default=300.0,
+        metavar="S",
+        help="exit (code 75, for a restart) when one call into the env runs longer than S "
+        "seconds: a hung env (0 disables; default 300)",
+    )
+    parser.add_argument(
         "--log-level", default="warning", choices=["debug", "info", "warning", "error"]
     )
     parser.add_argument(
@@ -72,6 +80,7 @@ def serve_from_args(args: argparse.Namespace) -> int:
             port=args.port,
             zmq_port=args.zmq_port,
             idle_timeout_s=args.idle_timeout,
+            call_timeout_s=args.call_timeout,
             max_obs_chars=max(200, args.max_obs_chars),
             log_level=args.log_level,
             step_latency_ms=args.step_latency_ms,

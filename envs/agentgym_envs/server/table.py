@@ -2,7 +2,10 @@
 
 `EpisodeTable` maps integer ids to live `Episode`s and enforces the protocol rules: unknown ids,
 step before reset, step after done, out-of-range task ids, over-long observations (truncated with
-a visible marker), idle reaping. `dispatch(op, fields)` validates a request's fields (present,
+a visible marker), idle reaping. What an env's code raises, or returns of the wrong kind (not a
+`StepResult`, an observation that is not text, a reward that is not a number), is an `INTERNAL`
+error of that request, never the server's end; `hung_for()` is how long the env call in hand has
+run (the server's watchdog ends a process whose env hangs, so that it can be restarted). `dispatch(op, fields)` validates a request's fields (present,
 right type) and returns a JSON/msgpack-ready result or raises `EnvError`; the HTTP and ZMQ front
 ends only translate transport framing.
 """
@@ -78,6 +81,7 @@ class EpisodeTable:
         self._slots: dict[int, _Slot] = {}
         self._next_id = 0
         self._started = clock()
+        self._call_since: float | None = None
         self.reaped_total = 0
         # `Environment.blocking`: every call that touches episodes runs on this one thread
         self._worker = (
@@ -108,8 +112,8 @@ class EpisodeTable:
 
     # -- the interface -------------------------------------------------------------------------
     def create(self) -> dict[str, Any]:
-        episode = self.env.new_episode()
         eid = self._next_id
+        episode = self._call(eid, self.env.new_episode)
         self._next_id += 1
         slot = _Slot(episode, self._clock())
         self._slots[eid] = slot
@@ -130,11 +134,14 @@ class EpisodeTable:
 
     def observation(self, eid: int) -> str:
         slot = self._ready_slot(eid)
-        return self._guard(self._call(eid, slot.episode.observation))
+        return self._guard(self._call(eid, slot.episode.observation), eid)
 
     def available_actions(self, eid: int) -> list[str]:
         slot = self._ready_slot(eid)
-        return list(self._call(eid, slot.episode.available_actions))
+        actions = self._call(eid, slot.episode.available_actions)
+        if not isinstance(actions, list | tuple) or not all(isinstance(a, str) for a in actions):
+            raise _wrong(eid, "available_actions() must return a list of strings", actions)
+        return list(actions)
 
     def episode(self, eid: int) -> Episode:
         """The live, reset episode `eid` (for a front end's dialect-specific reply fields)."""
@@ -146,6 +153,11 @@ class EpisodeTable:
             raise EnvError(ErrorCode.UNKNOWN_EPISODE, f"unknown episode id {eid}")
         self._close_episode(eid, slot.episode)
         return {"id": eid, "closed": True}
+
+    def hung_for(self) -> float:
+        """Seconds the env call in hand has run (0 when none is running)."""
+        since = self._call_since
+        return 0.0 if since is None else self._clock() - since
 
     def health(self) -> dict[str, Any]:
         return {
@@ -202,11 +214,17 @@ class EpisodeTable:
         self, eid: int, slot: _Slot, fn: Callable[[], StepResult], *, resetting: bool
     ) -> dict[str, Any]:
         result = self._call(eid, fn)
+        if not isinstance(result, StepResult):
+            raise _wrong(eid, "reset() and step() must return a StepResult", result)
+        numbers = (result.reward, result.score)
+        if any(isinstance(x, bool) or not isinstance(x, int | float) for x in numbers):
+            raise _wrong(eid, "a StepResult's reward and score must be numbers", numbers)
+        observation = self._guard(result.observation, eid)
         if resetting:
             slot.was_reset = True
         slot.done = bool(result.done)
         return {
-            "observation": self._guard(result.observation),
+            "observation": observation,
             "reward": float(result.reward),
             "score": float(result.score),
             "done": bool(result.done),
@@ -214,6 +232,7 @@ class EpisodeTable:
         }
 
     def _call(self, eid: int, fn: Callable[[], Any]) -> Any:
+        self._call_since = self._clock()
         try:
             return fn()
         except EnvError:
@@ -223,6 +242,8 @@ class EpisodeTable:
             raise EnvError(
                 ErrorCode.INTERNAL, f"environment error: {type(exc).__name__}: {exc}"
             ) from exc
+        finally:
+            self._call_since = None
 
     def _close_episode(self, eid: int, episode: Episode) -> None:
         try:
@@ -230,12 +251,22 @@ class EpisodeTable:
         except Exception:
             log.exception("closing episode %d raised", eid)
 
-    def _guard(self, text: str) -> str:
+    def _guard(self, text: Any, eid: int) -> str:
+        if not isinstance(text, str):
+            raise _wrong(eid, "an observation must be a string", text)
         if len(text) <= self.max_obs_chars:
             return text
         marker = f"\n[... observation truncated: showing {{}} of {len(text)} characters]"
         keep = max(0, self.max_obs_chars - len(marker) - 8)
         return text[:keep] + marker.format(keep)
+
+
+def _wrong(eid: int, rule: str, got: Any) -> EnvError:
+    """An env that returned the wrong kind of value: the request's error, logged."""
+    shown = repr(got)
+    shown = shown if len(shown) <= 80 else shown[:77] + "..."
+    log.error("episode %d: %s, got %s", eid, rule, shown)
+    return EnvError(ErrorCode.INTERNAL, f"environment error: {rule}, got {type(got).__name__}")
 
 
 # -- request validation and dispatch -----------------------------------------------------------
