@@ -201,3 +201,40 @@ def test_launch_dry_run_writes_the_script_and_submits_nothing(
         timeout=120,
     )
     assert bad.returncode == 2 and "divide evenly" in bad.stderr
+
+
+@pytest.mark.process
+def test_a_submission_without_its_scheduler_is_one_line_and_writes_nothing(
+    data: dict[str, Any], tmp_path: Path
+) -> None:
+    """`launch --slurm` where sbatch is not on PATH, `launch --ray` to an address nobody
+    answers: exit 2, one line saying what to do, and no run folder left behind."""
+    import os
+    import shutil
+
+    from agentgym_rl.processes.ports import free_port
+
+    config = tmp_path / "train.yaml"
+    config.write_text(json.dumps(data))
+    no_slurm = os.pathsep.join(
+        d for d in os.environ["PATH"].split(os.pathsep) if not Path(d, "sbatch").exists()
+    )
+    cases = [
+        (["--slurm"], {**os.environ, "PATH": no_slurm}, "sbatch not found on PATH"),
+        (
+            ["--ray", f"http://127.0.0.1:{free_port()}"],
+            dict(os.environ),
+            "no Ray dashboard answers" if shutil.which("ray") else "ray command is not found",
+        ),
+    ]
+    for flags, env, says in cases:
+        done = subprocess.run(
+            [sys.executable, "-m", "agentgym_rl.cli", "launch", *flags, str(config)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=env,
+        )
+        lines = done.stderr.strip().splitlines()
+        assert done.returncode == 2 and len(lines) == 1 and says in lines[0], done.stderr
+        assert not Path(data["run_dir"]).exists()  # refused before anything was written

@@ -7,14 +7,20 @@ run's effective config to `run_dir/configs/train.yaml`, which the job reads back
 submits it; `launch_ray(train, address, dry_run)` submits `agentgym-rl job --ray RUN_DIR` as a
 Ray job at `address` (the cluster's dashboard, `http://HEAD:8265`). Both record what they
 submitted in `run_dir/launch.json` (`{"scheduler", "job_id", ...}`), which `status` reads.
+Before anything is written, a submission checks its scheduler is there (`sbatch` on PATH; the
+`ray` command, and a dashboard answering at `address`), refusing with one line that says what
+to do (`SubmitError`).
 """
 
 from __future__ import annotations
 
 import json
 import shlex
+import shutil
 import subprocess
 import time
+import urllib.error
+import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -77,8 +83,32 @@ def _record(launched: Launched, **extra: object) -> Launched:
     return launched
 
 
+def _check_slurm() -> None:
+    if shutil.which("sbatch") is None:
+        raise SubmitError(
+            "sbatch not found on PATH: launch --slurm runs where SLURM's commands are (a login "
+            "node); --dry-run writes the batch script without them"
+        )
+
+
+def _check_ray(address: str) -> None:
+    if shutil.which("ray") is None:
+        raise SubmitError("the ray command is not found: pip install 'agentgym-rl[ray]'")
+    try:
+        with urllib.request.urlopen(f"{address.rstrip('/')}/api/version", timeout=5.0):
+            pass
+    except (urllib.error.URLError, OSError, ValueError) as e:
+        reason = getattr(e, "reason", e)
+        raise SubmitError(
+            f"no Ray dashboard answers at {address} ({reason}): start the cluster "
+            "(ray start --head) or give its dashboard's address, e.g. http://HEAD:8265"
+        ) from None
+
+
 def launch_slurm(train: TrainConfig, *, dry_run: bool = False) -> Launched:
     """Write the batch script of `train` and submit it (see the module contract)."""
+    if not dry_run:
+        _check_slurm()
     train = prepare(train)
     script = train.run_dir / "launch" / "job.sbatch"
     script.parent.mkdir(parents=True, exist_ok=True)
@@ -93,6 +123,8 @@ def launch_ray(train: TrainConfig, address: str, *, dry_run: bool = False) -> La
     """Submit the run as a Ray job at `address` (see the module contract). The job's driver runs
     this Python (`sys.executable`) on the head node, with nothing uploaded: the run folder and
     this installation must be where every node sees them."""
+    if not dry_run:
+        _check_ray(address)
     train = prepare(train)
     submission = f"agentgym-rl-{train.run_dir.name}-{int(time.time())}"
     job = cli_argv("job", "--ray", str(train.run_dir))
@@ -112,7 +144,8 @@ def launch_ray(train: TrainConfig, address: str, *, dry_run: bool = False) -> La
         except FileNotFoundError as e:
             raise SubmitError("ray not found: pip install 'agentgym-rl[ray]'") from e
         if done.returncode != 0:
-            raise SubmitError(f"ray job submit failed: {done.stderr.strip()[-2000:]}")
+            lines = (done.stderr or done.stdout).strip().splitlines() or ["no output"]
+            raise SubmitError(f"ray job submit failed: {lines[-1]}")
     job_id = None if dry_run else submission
     return _record(Launched(train.run_dir, "ray", script, job_id), address=address)
 
