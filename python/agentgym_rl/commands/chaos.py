@@ -7,11 +7,12 @@ import sys
 from pathlib import Path
 
 NAME = "chaos"
-HELP = "a train run with env servers, rollout servers or the learner killed on purpose"
+HELP = "a train run with env servers, rollout servers, the learner or train killed on purpose"
 DESCRIPTION = (
     "Runs `train --config FILE`, SIGKILLs the chosen children when the learner reaches the "
     "chosen steps (env and rollout servers are restarted by the supervisor, a killed "
-    "learner is continued with `train --resume`), and prints for each fault the seconds "
+    "learner, or a killed train whose children must end by themselves, is continued with "
+    "`train --resume`), and prints for each fault the seconds "
     "until the learner stepped again and the steps lost, then where every group went. Exit "
     "0 when every fault was recovered from and the group accounting balances."
 )
@@ -26,9 +27,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="append",
         required=True,
         metavar="ROLE@STEP",
-        help="SIGKILL the first env server (env), rollout server (rollout) or the learner "
-        "(learner) once the learner has logged STEP; repeatable, e.g. --fault env@5 "
-        "--fault rollout@10 --fault learner@15",
+        help="SIGKILL the first env server (env), rollout server (rollout), the learner "
+        "(learner) or train itself (train) once the learner has logged STEP; repeatable, e.g. "
+        "--fault env@5 --fault rollout@10 --fault learner@15",
     )
     parser.add_argument(
         "--max-resumes", type=int, default=2, help="`train --resume` at most this many times"
@@ -46,5 +47,8 @@ def run(args: argparse.Namespace) -> int:
     result = run_chaos(Path(args.config), faults, max_resumes=args.max_resumes)
     print(table(result))
     recovered = all(r.recovered_s is not None for r in result.faults)
-    done = len(result.faults) == len(faults) and recovered and result.accounting.balanced
+    orphans = all(r.orphans_s is not None for r in result.faults if r.fault.role == "train")
+    done = (
+        len(result.faults) == len(faults) and recovered and orphans and result.accounting.balanced
+    )
     return 0 if done and not result.accounting.trained_twice else 1

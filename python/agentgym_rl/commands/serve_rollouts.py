@@ -100,8 +100,15 @@ def run(args: argparse.Namespace) -> int:
 def _exit_on_sigterm() -> None:
     """SIGTERM unwinds like Ctrl-C until the running loop's own handlers take over (they drain):
     while vLLM starts, the default action would kill this process alone and orphan the engine
-    core and its worker; unwinding lets vLLM stop them."""
+    core and its worker; unwinding lets vLLM stop them. With the supervisor dead, nobody waits
+    for that: the process group ends at once (`die_if_orphaned`)."""
     import signal
     import sys
 
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
+    from agentgym_rl.processes.orphans import die_if_orphaned
+
+    def on_sigterm(*_: object) -> None:
+        die_if_orphaned()
+        sys.exit(128 + signal.SIGTERM)
+
+    signal.signal(signal.SIGTERM, on_sigterm)

@@ -5,7 +5,9 @@ process, exactly as a user runs it) and follows `learn/metrics.jsonl`. When the 
 a fault's step it SIGKILLs that child's process group (the pid comes from
 `run_dir/children.jsonl`): an env server or a rollout server is restarted by the supervisor
 (`restart.max_restarts` must allow it); a killed learner ends the run, and `agentgym-rl train
---resume RUN_DIR` continues it. This repeats until the learner's last step. It returns one
+--resume RUN_DIR` continues it. A "train" fault SIGKILLs the `train` process itself: its
+children must end by themselves (`processes/orphans.py`; `FaultReport.orphans_s` is how long
+the last of them took, None if one outlived `ORPHAN_WAIT_S`), then the run is resumed. This repeats until the learner's last step. It returns one
 `FaultReport` per fault (the step it hit, the seconds until the learner took its next step, and
 the steps lost: those after the last checkpoint, for a learner) and the run's group accounting
 (`report/groups.py`). `agentgym-rl chaos` prints both.
@@ -24,7 +26,9 @@ from agentgym_rl.processes.child import cli_argv
 from agentgym_rl.report.groups import Accounting, account
 from agentgym_rl.report.records import read_jsonl
 
-ROLES = ("env", "rollout", "learner")
+ROLES = ("env", "rollout", "learner", "train")
+ORPHAN_WAIT_S = 30.0
+"""How long the children of a killed `train` are given to end."""
 
 
 @dataclass(frozen=True)
@@ -52,6 +56,8 @@ class FaultReport:
     recovered_s: float | None = None
     """Seconds from the kill to the learner's next new step (None: never)."""
     steps_lost: int = 0
+    orphans_s: float | None = None
+    """A "train" fault: seconds until the last of its children had ended."""
 
 
 @dataclass
@@ -125,8 +131,10 @@ def run_chaos(
                 proc.terminate()
                 proc.wait(60)
                 raise TimeoutError(f"chaos run exceeded {timeout_s:.0f} s")
-            _follow(run_dir, pending, reports)
+            _follow(run_dir, pending, reports, train_pid=proc.pid)
             time.sleep(0.5)
+        if reports and reports[-1].fault.role == "train" and reports[-1].orphans_s is None:
+            reports[-1].orphans_s = _orphans_gone(run_dir, reports[-1].killed_at)
         codes.append(proc.returncode)
         _follow(run_dir, [], reports)
         last = max((s for _, s in _learner_steps(run_dir)), default=0)
@@ -142,7 +150,38 @@ def run_chaos(
     )
 
 
-def _follow(run_dir: Path, pending: list[Fault], reports: list[FaultReport]) -> None:
+def _live_children(run_dir: Path) -> list[int]:
+    """The pids the supervisor started that still run (zombies count as ended)."""
+    started = {
+        r["pid"] for r in read_jsonl(run_dir / "children.jsonl") if r.get("event") == "start"
+    }
+    live = []
+    for pid in started:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        if state not in ("Z", "X"):
+            live.append(pid)
+    return live
+
+
+def _orphans_gone(run_dir: Path, killed_at: float) -> float | None:
+    """Seconds from `killed_at` until no child of the run is left (None: one outlived the
+    wait; what is left is then killed, so that a resume starts clean)."""
+    deadline = time.monotonic() + ORPHAN_WAIT_S
+    while _live_children(run_dir):
+        if time.monotonic() > deadline:
+            for pid in _live_children(run_dir):
+                _kill(pid)
+            return None
+        time.sleep(0.1)
+    return time.time() - killed_at
+
+
+def _follow(
+    run_dir: Path, pending: list[Fault], reports: list[FaultReport], train_pid: int = 0
+) -> None:
     """Inject the faults whose step has come; time the recoveries still open."""
     steps = _learner_steps(run_dir)
     newest = max((s for _, s in steps), default=0)
@@ -152,12 +191,15 @@ def _follow(run_dir: Path, pending: list[Fault], reports: list[FaultReport]) -> 
             report.recovered_s = min(later) - report.killed_at
     while pending and newest >= pending[0].step:
         fault = pending[0]
-        pid = _child_pid(run_dir, fault.role)
+        pid = train_pid if fault.role == "train" else _child_pid(run_dir, fault.role)
         if pid is None:
             return  # not started yet: try at the next poll
         pending.pop(0)
-        lost = newest - _checkpointed(run_dir) if fault.role == "learner" else 0
+        lost = newest - _checkpointed(run_dir) if fault.role in ("learner", "train") else 0
         reports.append(FaultReport(fault, pid, newest, time.time(), steps_lost=lost))
+        if fault.role == "train":  # the supervisor alone: its children must end by themselves
+            os.kill(pid, signal.SIGKILL)
+            return
         _kill(pid)
 
 
@@ -168,9 +210,11 @@ def table(result: ChaosResult) -> str:
     ]
     for r in result.faults:
         rec = "never" if r.recovered_s is None else f"{r.recovered_s:.1f} s"
-        lines.append(
-            f"{r.fault.role:<10} {r.at_step:>7} {r.killed_pid:>8} {r.steps_lost:>10} {rec:>13}"
-        )
+        line = f"{r.fault.role:<10} {r.at_step:>7} {r.killed_pid:>8} {r.steps_lost:>10} {rec:>13}"
+        if r.fault.role == "train":
+            gone = "outlived the wait" if r.orphans_s is None else f"{r.orphans_s:.1f} s"
+            line += f"  (its children ended in {gone})"
+        lines.append(line)
     acc = result.accounting
     lines += [
         "",

@@ -1,0 +1,73 @@
+"""`train` with an `agent:` section, under chaos (issue 60): the example agent
+(examples/openai_agent.py: the `openai` client, BabyAI over HTTP) plays every training and
+held-out episode through the rollout server's endpoint, served by real vLLM; its rollout server
+is SIGKILLed (the endpoint dies with it and is restarted; the agent episodes in flight are lost
+with their groups), then `train` itself (its children end by themselves within seconds), then
+`train --resume` finishes. The learner trains on exactly what was sampled (no drift), the group
+accounting balances, lost agent episodes are counted as lost, nothing is trained twice."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from agentgym_rl.experiments.chaos import Fault, run_chaos, table
+from agentgym_rl.policy_creation import create_tiny_model
+from cli_run import agentgym_cli
+from tiny_run import SPLIT, tiny_train_config
+from vllm_fixtures import tiny_corpus
+
+pytestmark = pytest.mark.engine
+
+MAX_STEPS = 6
+
+
+@pytest.mark.slow
+def test_an_agent_run_survives_a_killed_rollout_server_and_a_killed_train(
+    tmp_path: Path,
+) -> None:
+    model = create_tiny_model(tmp_path / "model", corpus=tiny_corpus(), vocab_size=320, seed=0)
+    config = tiny_train_config(str(tmp_path / "run"), str(model), max_steps=MAX_STEPS)
+    config["agent"] = {"function": "examples.openai_agent:agent"}
+    config["restart"] = {"max_restarts": 2}
+    config["learn"]["checkpoint"] = {"every_steps": 2}
+    config["rollout"]["eval"] = {"split": SPLIT, "every_versions": 100, "limit": 4}
+    path = tmp_path / "train.yaml"
+    path.write_text(yaml.safe_dump(config))
+
+    faults = [Fault("rollout", 1), Fault("train", 3)]
+    result = run_chaos(path, faults, timeout_s=900, echo=False)
+    run = tmp_path / "run"
+    logs = "\n".join(f"--- {p.name}\n{p.read_text()[-2500:]}" for p in (run / "logs").glob("*"))
+    report = table(result)
+    assert result.final_step == MAX_STEPS, report + logs
+    assert [f.fault.role for f in result.faults] == ["rollout", "train"], report
+    assert all(f.recovered_s is not None for f in result.faults), report
+    assert result.exit_codes == [-9, 0], report  # train killed, then the resume finished it
+    killed_train = result.faults[1]
+    assert killed_train.orphans_s is not None and killed_train.orphans_s < 10, report
+
+    children = [json.loads(line) for line in (run / "children.jsonl").read_text().splitlines()]
+    starts = [c["child"] for c in children if c["event"] == "start"]
+    assert starts.count("rollout-0") == 3, starts  # first start, restart, resume
+
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["outcome"] == "finished" and summary["groups"]["balanced"] is True
+    acc = result.accounting
+    assert acc.balanced and acc.trained_twice == [], report
+    assert acc.used == 2 * MAX_STEPS, report
+    assert acc.killed["rollout"] >= 1, report
+    # agent episodes in flight when their server died are lost, and counted so
+    assert acc.lost == sum(acc.lost_with.values()) and acc.lost > 0, report
+    evals = [json.loads(x) for x in (run / "rollout-0" / "eval.jsonl").read_text().splitlines()]
+    assert evals[0]["version"] == 0 and evals[-1]["version"] == MAX_STEPS
+    last = json.loads((run / "rollout-0" / "metrics.jsonl").read_text().splitlines()[-1])
+    assert last["drift"] == 0 and last["episodes"] >= 8
+    gateway = json.loads((run / "rollout-0" / "gateway.json").read_text())
+    assert gateway["url"].startswith("http://127.0.0.1:") and len(gateway["token"]) == 64
+    assert "secret" not in json.dumps(gateway)
+    shown = agentgym_cli("show", str(run), "--no-color")
+    assert shown.returncode == 0 and "You are in a BabyAI grid world." in shown.stdout
