@@ -1,4 +1,5 @@
 """Child processes, one toolkit: `ports` picks free ports, `child` describes (`ChildSpec`,
-`cli_spec`), starts, waits for (`wait_ready`) and stops (`Child`) a child process. Used by
-`train`'s supervisor, `eval`'s env servers, the soak, chaos and compare harnesses, the cluster
-launchers and the agent endpoint."""
+`cli_spec`), starts, waits for (`wait_ready`) and stops (`Child`) a child process; `orphans`
+ends a child at once when its supervisor died. Used by `train`'s supervisor, `eval`'s env
+servers, the soak, chaos and compare harnesses, the cluster launchers, the agent endpoint, and
+the rollout and learner services' stop handlers."""
