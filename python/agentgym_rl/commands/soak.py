@@ -63,6 +63,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="env servers per env (default: 2 for webarena and miniwob, whose servers each drive "
         "their browser from one thread, else 1)",
     )
+    parser.add_argument(
+        "--agent",
+        metavar="MODULE:FUNCTION",
+        help="run every episode as this agent through the rollout server's OpenAI-compatible "
+        "endpoint (e.g. examples.openai_agent:agent): the endpoint soaked",
+    )
+    parser.add_argument(
+        "--max-in-flight",
+        type=int,
+        default=8,
+        metavar="GROUPS",
+        help="groups of 4 episodes in flight at once (default 8: 32 episodes; 64: 256)",
+    )
+    parser.add_argument(
+        "--max-growth",
+        type=float,
+        default=0.10,
+        metavar="X",
+        help="largest growth after warm-up that counts as flat (default 0.10)",
+    )
     parser.add_argument("--out", type=Path, default=Path("runs/soak"), help="logs and results")
 
 
@@ -75,6 +95,9 @@ def run(args: argparse.Namespace) -> int:
 
     if args.episodes < args.every or args.every < 1:
         print("soak: --episodes must be at least --every (>= 1)", file=sys.stderr)
+        return 2
+    if args.max_in_flight < 1 or not 0 < args.max_growth < 1:
+        print("soak: --max-in-flight must be >= 1 and --max-growth in (0, 1)", file=sys.stderr)
         return 2
     if args.env_servers is not None and args.env_servers < 1:
         print("soak: --env-servers must be at least 1", file=sys.stderr)
@@ -95,6 +118,8 @@ def run(args: argparse.Namespace) -> int:
         episodes=args.episodes,
         every=args.every,
         env_servers=args.env_servers,
+        max_in_flight=args.max_in_flight,
+        agent=args.agent,
     )
     signals: list[int] = []
     signal.signal(signal.SIGTERM, lambda signum, frame: _interrupt(signals, signum, frame))
@@ -117,14 +142,20 @@ def run(args: argparse.Namespace) -> int:
         interrupted = True
         print("soak: stopped before the first sample", file=sys.stderr)
     print(table(results))
-    grew = [f"{r.env} {x}" for r in results for x in flat(r.samples, opts.capacity)]
+    grew = [
+        f"{r.env} {x}" for r in results for x in flat(r.samples, opts.capacity, args.max_growth)
+    ]
     for line in grew:
         print(f"grew: {line}")
-    print("flat: every figure within 10% of its level after warm-up" if not grew else "NOT flat")
+    limit = f"{args.max_growth:.0%}"
+    print(
+        f"flat: every figure within {limit} of its level after warm-up" if not grew else "NOT flat"
+    )
     print(
         f"settings: {opts.group_size} episodes per group, {opts.max_in_flight} groups in flight, "
         f"{opts.turn_cap} turns, {opts.max_tokens_per_turn} tokens per turn, "
         f"model: {args.model or 'a small init-model policy per env'}"
+        + (f", agent: {args.agent} through the endpoint" if args.agent else "")
     )
     if signals or interrupted or (results and results[-1].stopped):
         return 128 + (signals[0] if signals else signal.SIGINT)

@@ -12,7 +12,9 @@ core, JVMs and browsers included), and its live episodes and asyncio tasks (the 
 server's `metrics.jsonl`, each env server's `/health`). Between samples it reads the same figures
 about four times a second; each sample also carries their mean and highest since the sample before.
 After `episodes`, or at Ctrl-C, it stops them all and returns the samples;
-`soak_figures.flat` judges them.
+`soak_figures.flat` judges them. With `agent` (`module:function`), every episode is a run of
+that agent against the rollout server's OpenAI-compatible endpoint (docs/agents.md), the env
+servers' HTTP addresses given to it: the endpoint soaked under `capacity` concurrent episodes.
 """
 
 from __future__ import annotations
@@ -78,6 +80,8 @@ class SoakOptions:
     max_tokens_per_turn: int = 24
     timeout_s: float = 4 * 3600.0
     env_servers: int | None = None
+    agent: str | None = None
+    """`module:function` of an agent run per episode through the endpoint (None: the loop)."""
 
     @property
     def capacity(self) -> int:
@@ -106,9 +110,18 @@ class _Drain:
 
 
 def _rollout_args(
-    env: str, spec: SoakEnv, opts: SoakOptions, model: Path, addresses: list[str], learner: str
+    env: str,
+    spec: SoakEnv,
+    opts: SoakOptions,
+    model: Path,
+    servers: list[EnvServerProcess],
+    learner: str,
 ) -> list[str]:
-    listed = ", ".join(f"'{a}'" for a in addresses)
+    listed = ", ".join(f"'{s.zmq}'" for s in servers)
+    agent = []
+    if opts.agent is not None:
+        urls = ", ".join(f"'{s.http}'" for s in servers)
+        agent = [f"agent={{function: '{opts.agent}', env_urls: {{{env}: [{urls}]}}}}"]
     overrides = [
         f"model={model}",
         f"envs=[{{env: {env}, addresses: [{listed}]}}]",  # its declared action format
@@ -129,6 +142,7 @@ def _rollout_args(
         "check_drift=false",
         "status_interval_s=0.5",  # counts fine enough that each mark gets a sample near it
         f"log_dir={opts.out / env / 'rollout'}",
+        *agent,
     ]
     return ["serve-rollouts", *overrides]
 
@@ -166,8 +180,7 @@ def soak_env(
     try:
         for server in servers:
             server.wait_ready()
-        addresses = [s.zmq for s in servers]
-        args = _rollout_args(env, spec, opts, model, addresses, drain.receiver.endpoint)
+        args = _rollout_args(env, spec, opts, model, servers, drain.receiver.endpoint)
         rollout = Child(cli_spec("rollout", "rollout", *args), logs, base).start()
         watch = _Watch(env, opts, rollout, servers, progress)
         try:

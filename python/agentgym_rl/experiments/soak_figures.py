@@ -116,9 +116,9 @@ def descendants(pid: int) -> list[int]:
     return out
 
 
-def flat(samples: list[Sample], capacity: int) -> list[str]:
+def flat(samples: list[Sample], capacity: int, growth: float = GROWTH) -> list[str]:
     """What did not stay flat, in words (empty: everything did). Per process, from its level
-    after warm-up to its last: resident memory and open descriptors grew by at most `GROWTH`
+    after warm-up to its last: resident memory and open descriptors grew by at most `growth`
     (descriptors: plus a few), asyncio tasks beside the live episodes by at most `GROWTH` plus
     two; live episodes never exceeded `capacity` (episodes in flight at most: each one that
     ended was closed). The level after warm-up is the mean of the first stretch that starts
@@ -141,7 +141,7 @@ def flat(samples: list[Sample], capacity: int) -> list[str]:
             ("asyncio tasks besides episodes", first.level_tasks, last.level_tasks, 2),
         ]
         for what, a, b, slack in figures:
-            if b > a * (1 + GROWTH) + slack:
+            if b > a * (1 + growth) + slack:
                 span = f"{a:g} at {first.episodes} -> {b:g} at {last.episodes}"
                 grew.append(f"{process} {what}: {span}")
     return grew
