@@ -16,6 +16,7 @@ from agentgym_rl.config.learn import LearnSettings, StepCreditConfig
 from agentgym_rl.learner.step_credit import (
     RowTurns,
     add_step_credit,
+    shared_state_share,
     step_advantages,
     token_advantages,
     turn_returns,
@@ -58,6 +59,16 @@ def test_the_worked_example_shared_states() -> None:
     half = 0.5 / (math.sqrt(0.5) + 1e-6)
     assert a == pytest.approx([half, half])
     assert b == pytest.approx([-half, 0.0, -half])  # C was nobody else's state
+
+
+def test_the_share_of_turns_in_shared_states() -> None:
+    # the worked example: A twice, B twice, C alone -> 4 of 5 keyed turns share a state
+    rows = [_row(0, [1, 2], [0.0, 1.0]), _row(0, [1, 3, 2], [0.0, 0.0, 0.0])]
+    assert shared_state_share(rows) == pytest.approx(0.8)
+    # the same key in another group is another state; unkeyed turns do not count
+    rows = [_row(0, [1], [1.0]), _row(1, [1], [0.0]), _row(1, None, [0.0, 0.0])]
+    assert shared_state_share(rows) == 0.0
+    assert shared_state_share([_row(0, None, [1.0])]) is None
 
 
 def test_no_shared_states_one_episode_and_no_keys_give_nothing() -> None:

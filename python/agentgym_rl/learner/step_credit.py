@@ -16,6 +16,8 @@ tokens in the learner's shifted alignment (`batch.py`: a token generated at posi
 trained at i - 1), `[B, width]` float32, zero elsewhere. `add_step_credit(advantages, loss_mask,
 rows, config)` is what the learner does with them: the episode advantages `[B, S]` plus
 `config.weight` times the step advantages on the trained tokens (`config.learn.StepCreditConfig`).
+`shared_state_share(turns)` is the share of keyed turns whose step group holds two or more:
+the turns step credit can judge at all (the learner logs it, `step_group_share`).
 
 Worked example (one group, keys: A is the first observation both episodes read):
 episode 1 turns (A, r=0) (B, r=1); episode 2 turns (A, r=0) (C, r=0) (B, r=0), gamma 1.
@@ -25,7 +27,7 @@ std 0.707); B {1 (episode 1), 0 (episode 2's third turn)} -> +-0.707; C alone ->
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -107,6 +109,13 @@ def step_advantages(
     return out
 
 
+def shared_state_share(turns: Sequence[RowTurns]) -> float | None:
+    """See the module docstring; None when no turn has a state key."""
+    sizes = Counter((r.group, k) for r in turns if r.keys is not None for k in r.keys.tolist())
+    keyed = sum(sizes.values())
+    return sum(n for n in sizes.values() if n >= 2) / keyed if keyed else None
+
+
 def _episode_returns(turns: Sequence[RowTurns], turn_gamma: float) -> list[Floats]:
     """Per row, its turns' returns, discounted across every later turn of its episode."""
     episodes: dict[tuple[int, int], list[int]] = defaultdict(list)
@@ -160,6 +169,7 @@ def add_step_credit(
 __all__ = [
     "RowTurns",
     "add_step_credit",
+    "shared_state_share",
     "step_advantages",
     "token_advantages",
     "turn_returns",

@@ -72,7 +72,7 @@ from agentgym_rl.learner.optim import (
 )
 from agentgym_rl.learner.passes import MicroTotals, Passes, StepCounts, micro_totals
 from agentgym_rl.learner.source import GroupSource
-from agentgym_rl.learner.step_credit import add_step_credit
+from agentgym_rl.learner.step_credit import add_step_credit, shared_state_share, turns_of
 from agentgym_rl.wire import WireGroup, WireSample
 
 log = logging.getLogger(__name__)
@@ -199,6 +199,9 @@ class Trainer:
         elapsed = time.perf_counter() - t0
         metrics = self._step_metrics(batch, counts, totals, grad_norm, lr, len(micro), elapsed)
         metrics["adv_by_turn"] = credit
+        share = shared_state_share(turns_of(rows))
+        if share is not None:  # what step-level credit could compare (logged with it or not)
+            metrics["step_group_share"] = share
         return metrics
 
     def _with_advantages(self, batch: Batch, rows: list[tuple[int, WireSample]]) -> Batch:

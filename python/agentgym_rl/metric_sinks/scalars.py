@@ -35,6 +35,7 @@ LEARNER_TAGS = {
     "pg_loss": "actor/pg_loss",
     "approx_kl": "actor/kl",
     "kl_ref": "actor/kl_ref",
+    "entropy": "actor/entropy",
     "clip_frac": "actor/clip_frac",
     "grad_norm": "actor/grad_norm",
     "lr": "actor/lr",
@@ -45,6 +46,7 @@ LEARNER_TAGS = {
     "groups_used": "buffer/groups_used",
     "groups_dropped": "buffer/groups_dropped",
     "groups_rejected": "buffer/groups_rejected",
+    "step_group_share": "credit/step_group_share",
 }
 """A learner record's key -> its tag (at the record's step)."""
 
