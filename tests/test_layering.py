@@ -49,6 +49,8 @@ LAYERS: dict[str, set[str]] = {
         "episode",
         "gateway",
         "inference",
+        # a child whose supervisor died stops at once (its stop handler asks)
+        "processes.orphans",
         "trajectory",
         "weights",
         "wire",
@@ -65,7 +67,7 @@ LAYERS: dict[str, set[str]] = {
         "trajectory",
         "wire",
     },
-    "learner": {"_core", "auth", "config", "weights", "wire"},
+    "learner": {"_core", "auth", "config", "processes.orphans", "weights", "wire"},
     "policy_creation": {"_core", "config", "env_discovery", "episode", "trajectory"},
     "report": {"_core", "config", "wire"},
     # live scalars of a run (TensorBoard, W&B), fed by the supervisor's watcher
