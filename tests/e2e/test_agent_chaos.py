@@ -4,7 +4,8 @@ held-out episode through the rollout server's endpoint, served by real vLLM; its
 is SIGKILLed (the endpoint dies with it and is restarted; the agent episodes in flight are lost
 with their groups), then `train` itself (its children end by themselves within seconds), then
 `train --resume` finishes. The learner trains on exactly what was sampled (no drift), the group
-accounting balances, lost agent episodes are counted as lost, nothing is trained twice."""
+accounting balances (groups lost with the killed processes counted as lost), nothing is trained
+twice."""
 
 from __future__ import annotations
 
@@ -60,7 +61,7 @@ def test_an_agent_run_survives_a_killed_rollout_server_and_a_killed_train(
     assert acc.balanced and acc.trained_twice == [], report
     assert acc.used == 2 * MAX_STEPS, report
     assert acc.killed["rollout"] >= 1, report
-    # agent episodes in flight when their server died are lost, and counted so
+    # groups that went down with the killed processes are counted as lost, by cause
     assert acc.lost == sum(acc.lost_with.values()) and acc.lost > 0, report
     evals = [json.loads(x) for x in (run / "rollout-0" / "eval.jsonl").read_text().splitlines()]
     assert evals[0]["version"] == 0 and evals[-1]["version"] == MAX_STEPS
