@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from agentgym_rl.processes.orphans import alive
+
 pytestmark = pytest.mark.process
 
 # The child: the rollout service's stop handling around a runner whose drain takes a minute,
@@ -58,11 +60,7 @@ SUPERVISOR = textwrap.dedent(
 
 
 def _gone(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return True
-    return state == "Z"
+    return not alive(pid)
 
 
 def _wait_for(path: Path, timeout_s: float = 30.0) -> int:

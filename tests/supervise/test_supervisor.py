@@ -34,6 +34,18 @@ def standin(name: str, role: Any, order: Path, *flags: str, **ports: Any) -> Chi
     return ChildSpec(name, role, argv, " ".join(argv), **ports)
 
 
+def _sigterm_once(ready: Path) -> None:
+    """SIGTERM to this process (the supervisor's) once `ready` exists, from a thread."""
+
+    def send() -> None:
+        deadline = time.monotonic() + 60
+        while not ready.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=send, daemon=True).start()
+
+
 def make_supervisor(
     train_data: dict[str, Any],
     tmp_path: Path,
@@ -140,13 +152,7 @@ def test_sigterm_stops_in_order_escalates_and_leaves_no_orphans(
         stop_grace_s=1.0,
     )
 
-    def signal_when_running() -> None:
-        deadline = time.monotonic() + 60
-        while not ready.exists() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        os.kill(os.getpid(), signal.SIGTERM)
-
-    threading.Thread(target=signal_when_running, daemon=True).start()
+    _sigterm_once(ready)
     t0 = time.monotonic()
     assert sup.run() == 143
     assert order.read_text().splitlines() == ["rollout-0", "learn", "env-noop-0"]
@@ -175,13 +181,7 @@ def test_a_stop_during_the_last_step_records_the_run_finished(
         rollout_flags=(f"--ready={ready}",),
     )
 
-    def signal_when_running() -> None:
-        deadline = time.monotonic() + 60
-        while not ready.exists() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        os.kill(os.getpid(), signal.SIGTERM)
-
-    threading.Thread(target=signal_when_running, daemon=True).start()
+    _sigterm_once(ready)
     assert sup.run() == (0 if last else 143)
     run = Path(train_data["run_dir"])
     (record,) = [json.loads(line) for line in (run / "run.jsonl").read_text().splitlines()]

@@ -269,17 +269,14 @@ class Gateway:
             data = [{"id": self.model, "object": "model", "owned_by": "agentgym-rl"}]
             await _respond(send, 200, {"object": "list", "data": data})
             return
-        if (method, path) == ("POST", "/v1/chat/completions"):
+        complete = {
+            "/v1/chat/completions": self.complete,
+            "/v1/completions": self.complete_text,
+        }.get(path)
+        if method == "POST" and complete is not None:
             body = await _json_body(receive)
             key, stream = _episode_key(scope, body), _stream_flag(body)
-            done = await _unless_gone(self.complete(body, key), receive)
-            if done is not None:
-                await (self._stream(send, done) if stream else _respond(send, 200, done))
-            return
-        if (method, path) == ("POST", "/v1/completions"):
-            body = await _json_body(receive)
-            key, stream = _episode_key(scope, body), _stream_flag(body)
-            done = await _unless_gone(self.complete_text(body, key), receive)
+            done = await _unless_gone(complete(body, key), receive)
             if done is not None:
                 await (self._stream(send, done) if stream else _respond(send, 200, done))
             return

@@ -18,7 +18,8 @@ from pathlib import Path
 PARENT_ENV = "AGENTGYM_RL_SUPERVISOR_PID"
 
 
-def _alive(pid: int) -> bool:
+def alive(pid: int) -> bool:
+    """Whether `pid` runs (a zombie has ended)."""
     try:
         state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
     except (OSError, IndexError):
@@ -29,7 +30,7 @@ def _alive(pid: int) -> bool:
 def orphaned() -> bool:
     """Whether the supervisor named in the environment has died."""
     named = os.environ.get(PARENT_ENV, "")
-    return named.isdigit() and not _alive(int(named))
+    return named.isdigit() and not alive(int(named))
 
 
 def die_if_orphaned() -> None:
