@@ -4,8 +4,8 @@ held-out episode through the rollout server's endpoint, served by real vLLM; its
 is SIGKILLed (the endpoint dies with it and is restarted; the agent episodes in flight are lost
 with their groups), then `train` itself (its children end by themselves within seconds), then
 `train --resume` finishes. The learner trains on exactly what was sampled (no drift), the group
-accounting balances (groups lost with the killed processes counted as lost), nothing is trained
-twice."""
+accounting balances (groups lost with the killed processes counted as lost, and the agent episodes
+in flight in the killed rollout server counted), nothing is trained twice."""
 
 from __future__ import annotations
 
@@ -63,6 +63,10 @@ def test_an_agent_run_survives_a_killed_rollout_server_and_a_killed_train(
     assert acc.killed["rollout"] >= 1, report
     # groups that went down with the killed processes are counted as lost, by cause
     assert acc.lost == sum(acc.lost_with.values()) and acc.lost > 0, report
+    # and so are the agent episodes the killed rollout server had in flight: every dispatched
+    # group was made, filtered, aborted at a stop, or in flight when killed (whole groups)
+    assert acc.dispatched >= acc.made > 0, report
+    assert acc.episodes_in_flight_killed == 2 * acc.in_flight_killed, report  # group_size 2
     evals = [json.loads(x) for x in (run / "rollout-0" / "eval.jsonl").read_text().splitlines()]
     assert evals[0]["version"] == 0 and evals[-1]["version"] == MAX_STEPS
     last = json.loads((run / "rollout-0" / "metrics.jsonl").read_text().splitlines()[-1])

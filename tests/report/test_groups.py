@@ -77,3 +77,28 @@ def test_the_summary_carries_the_accounting_of_a_run_with_kills(tmp_path: Path) 
     assert groups["lost_with"] == {"rollout killed": 1, "learner killed": 2}
     md = (tmp_path / "summary.md").read_text()
     assert "| groups | 7 groups made = 4 used + 0 stale + 0 rejected + 0 unsent + 3 lost" in md
+
+
+def test_groups_in_flight_in_a_killed_rollout_server_are_counted_with_their_episodes(
+    tmp_path: Path,
+) -> None:
+    rollout = tmp_path / "rollout-0" / "groups.jsonl"
+    # process 1: a made, b filtered, c aborted (an episode failed), d and e in flight when killed
+    dispatch = [{"dispatched": k, "episodes": 8} for k in "abcde"]
+    _write(rollout, [{"event": "start"}, *dispatch, {"ready": "a"}, {"filtered": "b"}])
+    _write(rollout, [{"aborted": "c"}])
+    # process 2: f made; g still running at a clean stop, so aborted; nothing in flight at exit
+    _write(rollout, [{"event": "start"}, {"dispatched": "f", "episodes": 8}, {"ready": "f"}])
+    _write(rollout, [{"dispatched": "g", "episodes": 8}, {"aborted": "g"}, {"unsent": "f"}])
+    _write(rollout, [{"event": "exit"}])
+    _write(tmp_path / "learn" / "groups.jsonl", [{"used": ["a"], "step": 1}, {"event": "exit"}])
+    acc = account(tmp_path)
+    assert (acc.dispatched, acc.made, acc.filtered, acc.aborted) == (7, 2, 1, 2)
+    assert (acc.in_flight_killed, acc.episodes_in_flight_killed) == (2, 16) and acc.balanced
+    assert acc.line().endswith(
+        "; 7 dispatched = 2 made + 1 filtered + 2 aborted + 2 in flight in a killed rollout "
+        "server (16 episodes)"
+    )
+    assert acc.as_dict()["episodes_in_flight_killed"] == 16
+    _write(rollout, [{"event": "start"}, {"dispatched": "h", "episodes": 8}, {"event": "exit"}])
+    assert not account(tmp_path).balanced  # a clean exit leaves nothing in flight unrecorded

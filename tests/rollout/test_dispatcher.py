@@ -29,11 +29,14 @@ from agentgym_rl.episode.agent import AgentLoop
 from agentgym_rl.episode.dataset import Task, TaskSource
 from agentgym_rl.episode.log import EpisodeLog, read_episodes
 from agentgym_rl.episode.types import EnvSpec
+from agentgym_rl.report.groups import account
+from agentgym_rl.report.records import read_jsonl
 from agentgym_rl.rollout.dispatcher import Dispatcher, DispatchSummary
 from agentgym_rl.rollout.schedule import TurnSchedule
 from agentgym_rl.rollout.service import run_service
 from agentgym_rl.rollout.sink import LearnerStream
 from agentgym_rl.rollout.sync_loop import SyncLoop
+from agentgym_rl.wire.ledger import GroupLedger
 from waiting import await_until
 
 NOOP = lambda prompt, rid: "Thought: wait.\nAction: noop"  # noqa: E731
@@ -238,8 +241,9 @@ def test_stop_aborts_hung_episodes_and_counts_them(noop_server, chat, free_port)
     assert summary.buffer["running"] == 0 and summary.groups_sent == 0
 
 
-def test_engine_error_aborts_only_its_group(noop_server, chat, free_port) -> None:
+def test_engine_error_aborts_only_its_group(noop_server, chat, free_port, tmp_path) -> None:
     endpoint = f"tcp://127.0.0.1:{free_port}"
+    ledger = GroupLedger(tmp_path / "rollout-0")
 
     def policy(prompt: str, rid: str) -> str:
         if rid.startswith("g1-e0-"):
@@ -250,7 +254,9 @@ def test_engine_error_aborts_only_its_group(noop_server, chat, free_port) -> Non
 
     async def main() -> tuple[DispatchSummary, list[_core.Group]]:
         with _core.GroupReceiver(endpoint) as receiver:
-            d, pool, stream = build([noop_server.zmq], engine, chat, endpoint, max_groups=4)
+            d, pool, stream = build(
+                [noop_server.zmq], engine, chat, endpoint, max_groups=4, ledger=ledger
+            )
             task = asyncio.create_task(d.run())
             groups = await asyncio.to_thread(receive_groups, receiver, 3)
             return await finish(task, pool, stream), groups
@@ -258,6 +264,14 @@ def test_engine_error_aborts_only_its_group(noop_server, chat, free_port) -> Non
     summary, groups = asyncio.run(main())
     assert sorted(g.group_id for g in groups) == [0, 2, 3]
     assert summary.buffer["aborted"] == 1 and summary.aborted_episodes == 2
+    ledger.close()
+    records = read_jsonl(tmp_path / "rollout-0" / "groups.jsonl")
+    dispatched = [r for r in records if "dispatched" in r]
+    assert len(dispatched) == 4 and {r["episodes"] for r in dispatched} == {2}
+    aborted = [r["aborted"] for r in records if "aborted" in r]
+    assert aborted == [key for r in dispatched if (key := r["dispatched"]).endswith("#1")]
+    acc = account(tmp_path)  # every dispatched group made or aborted, none in flight at exit
+    assert (acc.dispatched, acc.made, acc.aborted, acc.in_flight_killed) == (4, 3, 1, 0)
 
 
 def noop_server_live(server: EnvServerProcess) -> int:

@@ -9,6 +9,10 @@ server, groups in flight to or taken by a learner that was killed, and groups of
 took after its last checkpoint (voided by the next learner's `resumed_from`). Where a learner
 was killed, groups in transit at any stop count as lost with it (the ledgers share no clock to
 tell the two apart). `trained_twice` lists keys used in two surviving steps (must stay empty).
+
+Where the rollout ledgers carry dispatch records, a second balance covers the groups before they
+are made: dispatched = made + filtered + aborted + in flight in a killed rollout server, the last
+also in episodes (their work lost with the server: in agent mode, the users' episodes).
 """
 
 from __future__ import annotations
@@ -37,17 +41,28 @@ class Accounting:
     killed: Counter[str] = field(default_factory=Counter)
     """Processes that ended without a clean exit, by role."""
     trained_twice: list[str] = field(default_factory=list)
+    dispatched: int = 0
+    """Groups whose episodes a rollout server started (0 where no ledger records dispatch)."""
+    filtered: int = 0
+    aborted: int = 0
+    in_flight_killed: int = 0
+    """Groups dispatched and not yet complete in a rollout server that was killed."""
+    episodes_in_flight_killed: int = 0
 
     @property
     def balanced(self) -> bool:
         total = self.used + self.stale + self.rejected + self.unsent + self.lost
-        return self.made == total
+        started = self.made + self.filtered + self.aborted + self.in_flight_killed
+        return self.made == total and (not self.dispatched or self.dispatched == started)
 
     def as_dict(self) -> dict[str, Any]:
         """Plain JSON types (dataclasses.asdict would rebuild the Counters from item pairs)."""
         out: dict[str, Any] = {k: getattr(self, k) for k in ("made", "used", "stale", "rejected")}
         out.update(unsent=self.unsent, lost=self.lost, lost_with=dict(self.lost_with))
         out.update(killed=dict(self.killed), trained_twice=list(self.trained_twice))
+        for k in ("dispatched", "filtered", "aborted", "in_flight_killed"):
+            out[k] = getattr(self, k)
+        out["episodes_in_flight_killed"] = self.episodes_in_flight_killed
         return {**out, "balanced": self.balanced, "line": self.line()}
 
     def line(self) -> str:
@@ -56,6 +71,14 @@ class Accounting:
             f"{self.made} groups made = {self.used} used + {self.stale} stale + "
             f"{self.rejected} rejected + {self.unsent} unsent + {self.lost} lost"
             + (f" ({causes})" if causes else "")
+            + (f"; {self.dispatch_line()}" if self.dispatched else "")
+        )
+
+    def dispatch_line(self) -> str:
+        return (
+            f"{self.dispatched} dispatched = {self.made} made + {self.filtered} filtered + "
+            f"{self.aborted} aborted + {self.in_flight_killed} in flight in a killed rollout "
+            f"server ({self.episodes_in_flight_killed} episodes)"
         )
 
 
@@ -97,11 +120,20 @@ def account(run_dir: Path | str) -> Accounting:
     fate, void = _learner(run_dir / "learn" / LEDGER_FILE, acc)
     for ledger in sorted(run_dir.glob(f"rollout-*/{LEDGER_FILE}")):
         segment: list[str] = []
+        in_flight: dict[str, int] = {}  # dispatched, not yet made, filtered or aborted
         records = read_jsonl(ledger)
         for i, r in enumerate(records):
-            if "ready" in r:
+            if "dispatched" in r:
+                in_flight[str(r["dispatched"])] = int(r.get("episodes", 0))
+                acc.dispatched += 1
+            elif "ready" in r:
                 segment.append(str(r["ready"]))
+                in_flight.pop(str(r["ready"]), None)
                 acc.made += 1
+            elif "filtered" in r or "aborted" in r:
+                bucket = "filtered" if "filtered" in r else "aborted"
+                in_flight.pop(str(r[bucket]), None)
+                setattr(acc, bucket, getattr(acc, bucket) + 1)
             elif "stale" in r:
                 fate.setdefault(str(r["stale"]), "stale")
             elif "unsent" in r:
@@ -112,7 +144,10 @@ def account(run_dir: Path | str) -> Accounting:
                 acc.killed["rollout"] += int(killed)
                 for key in segment:
                     _settle(acc, fate.get(key), key in void, killed)
-                segment = []
+                if killed:
+                    acc.in_flight_killed += len(in_flight)
+                    acc.episodes_in_flight_killed += sum(in_flight.values())
+                segment, in_flight = [], {}
     return acc
 
 

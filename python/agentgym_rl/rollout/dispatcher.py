@@ -15,8 +15,9 @@ Contract:
   `run()` returns a `DispatchSummary`.
 - With a finite `TaskSource` (or `max_groups`), `run()` also returns once everything admitted
   has been sent.
-- With a `GroupLedger`, every complete group is recorded as ready, then sent, dropped as stale
-  or (at exit) unsent (`wire/ledger.py`): the run's group accounting.
+- With a `GroupLedger`, every group is recorded as dispatched, then ready, filtered or aborted;
+  a ready one then as sent, dropped as stale or (at exit) unsent (`wire/ledger.py`): the run's
+  group accounting, which counts the groups a killed server had in flight.
 """
 
 from __future__ import annotations
@@ -98,6 +99,7 @@ class Dispatcher:
         self.episode_log = episode_log  # finished episodes, for `agentgym-rl show`
         self.ledger = ledger
         self._queued: deque[tuple[int, str]] = deque()  # the buffer's ready queue, as keys
+        self._keys: dict[int, str] = {}  # ledger keys of the groups in flight
         self.groups: dict[int, list[asyncio.Task[None]]] = {}
         self.admitted = 0
         self._next_task: Task | None = None
@@ -139,6 +141,10 @@ class Dispatcher:
             self.admitted += 1
             started += 1
             budget = self.schedule.budget(ticket.dispatch_version, task.env)
+            key = group_key(task.item_id, ticket.group_id)
+            self._keys[ticket.group_id] = key
+            if self.ledger is not None:
+                self.ledger.write({"dispatched": key, "episodes": self.buffer.group_size})
             self.groups[ticket.group_id] = [
                 asyncio.create_task(
                     self._episode(
@@ -169,10 +175,11 @@ class Dispatcher:
             outcome = self.buffer.add_episode(group_id, list(played.samples))
             if outcome != "pending":
                 del self.groups[group_id]
+                key = self._keys.pop(group_id, "")
                 self._more.set()
-            if outcome == "ready":
-                self._queued.append((group_id, group_key(plan.task.item_id, group_id)))
-                self._record("ready", self._queued[-1][1])
+                if outcome == "ready":
+                    self._queued.append((group_id, key))
+                self._record(outcome, key)  # "ready" or "filtered"
         self._wake.set()
 
     def _record(self, event: str, key: str) -> None:
@@ -190,6 +197,7 @@ class Dispatcher:
         if exclude is not None:
             self.metrics.aborted_episodes += 1
         self.buffer.abort_group(group_id)
+        self._record("aborted", self._keys.pop(group_id, ""))
         self._wake.set()
 
     async def _send_ready(self, deadline: float | None = None) -> bool:

@@ -9,7 +9,8 @@ agent) or the reference `SyncLoop` (its own HTTP clients; on-policy with a learn
 batches wait for the weights trained on the previous one), runs it with SIGTERM/SIGINT winding
 it down cleanly, and at the end stops the receiver (an update being applied finishes first),
 shuts the pool down, closes the stream (logging what each learner endpoint took), the ledger
-and the status sink, writes the dataset cursor to `<log_dir>/cursor.json` and returns the
+(a clean exit only if the loop ran to its end: a crash loses what it held, as a kill does) and
+the status sink, writes the dataset cursor to `<log_dir>/cursor.json` and returns the
 summary. Each step is one named function below. Any object satisfying `Engine` works (tests use
 a scripted one); `serve()` starts vLLM first.
 
@@ -105,9 +106,11 @@ async def run_service(
         runner = dispatcher(config, agent, source, schedule, stream, status, ledger, max_groups)
     held_out = held_out_eval(config, engine, pool, chat, schedule, runner, weights_hold, endpoint)
     evaluating = None if held_out is None else asyncio.create_task(held_out.run())
+    ended = False  # the loop ran to its end: the ledger records a clean exit, else a crash
     try:
         with stopped_by_signals(runner, evaluating):
             summary = await run_to_end(runner, config.buffer.groups_per_step, max_groups)
+            ended = True
             if evaluating is not None:
                 await _finish_evaluation(evaluating, held_out)
     finally:
@@ -118,7 +121,7 @@ async def run_service(
         if endpoint is not None:
             await endpoint.close()
         _close_stream(stream)
-        ledger.close()
+        ledger.close(clean=ended)
         status.close()
         save_cursor(config.log_dir, source.cursor)
     log.info("rollouts finished: %s", summary)

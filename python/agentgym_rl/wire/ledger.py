@@ -5,9 +5,12 @@ ids unique across their restarts, and the learner decodes both from the group). 
 line by line, so a process killed with SIGKILL leaves a ledger that is true up to its death:
 
 * a process start: `{"event": "start", "pid"}`; a clean exit: `{"event": "exit"}`;
-* a rollout server: `{"ready": key}` (a complete group entered its queue), `{"sent": key}`
-  (handed to the transport), `{"stale": key}` (dropped by its own staleness check) and, at a
-  clean exit, `{"unsent": key}` for each group still queued;
+* a rollout server: `{"dispatched": key, "episodes": n}` (its episodes started), then one of
+  `{"ready": key}` (a complete group entered its queue), `{"filtered": key}` (complete, but
+  dropped as carrying no signal) or `{"aborted": key}` (an episode failed, or the server stopped
+  first); a ready group then `{"sent": key}` (handed to the transport), `{"stale": key}` (dropped
+  by its own staleness check) and, at a clean exit, `{"unsent": key}` for each group still
+  queued. The synchronous loop writes no dispatch records;
 * the learner: `{"stale": key}`, `{"rejected": key}` as groups arrive, `{"used": [keys],
   "step": n}` once step n is taken, `{"unsent": key}` at a clean exit for groups it took for a
   step it never took, `{"resumed_from": c}` when it resumes from checkpoint c (the steps after
