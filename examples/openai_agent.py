@@ -1,7 +1,8 @@
 """An agent as people write them: a ReAct loop against the official `openai` client, over the
 BabyAI env server's HTTP API (AgentGym's /create, /reset, /step, /close). Nothing here knows it
 is being trained: `agent.function: examples.openai_agent:agent` in a train config runs it
-unchanged, its client pointed at the rollout server's endpoint (docs/agents.md)."""
+unchanged, its client pointed at the rollout server's endpoint, and so does
+`agent.command: [python, examples/openai_agent.py]`, one process per episode (docs/agents.md)."""
 
 from __future__ import annotations
 
@@ -43,3 +44,26 @@ async def agent(client: AsyncOpenAI, task: Any) -> float:
             return score
         finally:
             await env.post("/close", json={"id": episode})
+
+
+def main() -> None:
+    """The same agent as a command line (`agent.command: [python, examples/openai_agent.py]`):
+    the task and episode key from the environment, the client from OPENAI_BASE_URL and
+    OPENAI_API_KEY, the reward printed last as `{"reward": x}`."""
+    import asyncio
+    import json
+    import os
+    from types import SimpleNamespace
+
+    task = SimpleNamespace(**json.loads(os.environ["AGENTGYM_TASK"]))
+
+    async def play() -> float:
+        key = os.environ["AGENTGYM_EPISODE_KEY"]
+        async with AsyncOpenAI(default_headers={"X-Episode-Key": key}) as client:
+            return await agent(client, task)
+
+    print(json.dumps({"reward": asyncio.run(play())}))
+
+
+if __name__ == "__main__":
+    main()

@@ -120,6 +120,23 @@ def test_the_example_agent_trains_through_the_endpoint(babyai_server, chat, free
     assert server.gateway.dropped == 0 and not server.gateway.episodes
 
 
+def test_the_example_agent_as_a_command_line(babyai_server, chat, free_port) -> None:
+    """`agent.command: [python, examples/openai_agent.py]`: one process per episode, its client
+    from OPENAI_BASE_URL / OPENAI_API_KEY, the reward printed last."""
+    command = [sys.executable, str(ROOT / "examples" / "openai_agent.py")]
+    summary, groups, engine, server = run_groups(
+        None, babyai_server, chat, f"tcp://127.0.0.1:{free_port}", 1, command=command
+    )
+    assert summary.groups_sent == 1 and summary.aborted_episodes == 0
+    samples = [s for g in groups for s in g.samples]
+    assert len(samples) == 2 and all(not s.drift and 1 <= s.turns <= 3 for s in samples)
+    trained = sorted(
+        tuple(s.input_ids[a:b].tolist()) for s in samples for a, b in s.turn_spans.reshape(-1, 2)
+    )
+    assert trained == sorted(map(tuple, engine.sampled))
+    assert server.gateway.dropped == 0 and not server.gateway.episodes
+
+
 async def crashing(client: Any, task: Any) -> float:
     await client.chat.completions.create(
         model="policy", messages=[{"role": "user", "content": "go"}]
