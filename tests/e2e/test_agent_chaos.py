@@ -5,11 +5,17 @@ is SIGKILLed (the endpoint dies with it and is restarted; the agent episodes in 
 with their groups), then `train` itself (its children end by themselves within seconds), then
 `train --resume` finishes. The learner trains on exactly what was sampled (no drift), the group
 accounting balances (groups lost with the killed processes counted as lost, and the agent episodes
-in flight in the killed rollout server counted), nothing is trained twice."""
+in flight in the killed rollout server counted), nothing is trained twice.
+
+By hand, `AGENTGYM_RL_AGENT_CHAOS=full` runs the full form instead: both agent kinds (the function
+and the same agent as a command line), each with an env server, the rollout server and the
+learner killed (`pytest tests/e2e/test_agent_chaos.py -s` prints each run's table)."""
 
 from __future__ import annotations
 
 import json
+import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -23,33 +29,48 @@ from vllm_fixtures import tiny_corpus
 
 pytestmark = pytest.mark.engine
 
+ROOT = Path(__file__).resolve().parents[2]
 MAX_STEPS = 6
+FULL = os.environ.get("AGENTGYM_RL_AGENT_CHAOS") == "full"
+AGENTS = {
+    "function": {"function": "examples.openai_agent:agent"},
+    "command": {"command": [sys.executable, str(ROOT / "examples" / "openai_agent.py")]},
+}
+# CI: the rollout server at step 1, then `train` itself at 3; by hand: env, rollout, learner
+FAULTS = (
+    [Fault("env", 1), Fault("rollout", 2), Fault("learner", 4)]
+    if FULL
+    else [Fault("rollout", 1), Fault("train", 3)]
+)
 
 
 @pytest.mark.slow
-def test_an_agent_run_survives_a_killed_rollout_server_and_a_killed_train(
-    tmp_path: Path,
-) -> None:
+@pytest.mark.parametrize("kind", list(AGENTS) if FULL else ["function"])
+def test_an_agent_run_survives_its_killed_processes(kind: str, tmp_path: Path) -> None:
     model = create_tiny_model(tmp_path / "model", corpus=tiny_corpus(), vocab_size=320, seed=0)
     config = tiny_train_config(str(tmp_path / "run"), str(model), max_steps=MAX_STEPS)
-    config["agent"] = {"function": "examples.openai_agent:agent"}
+    config["agent"] = AGENTS[kind]
     config["restart"] = {"max_restarts": 2}
     config["learn"]["checkpoint"] = {"every_steps": 2}
     config["rollout"]["eval"] = {"split": SPLIT, "every_versions": 100, "limit": 4}
     path = tmp_path / "train.yaml"
     path.write_text(yaml.safe_dump(config))
 
-    faults = [Fault("rollout", 1), Fault("train", 3)]
-    result = run_chaos(path, faults, timeout_s=900, echo=False)
+    result = run_chaos(path, FAULTS, timeout_s=900, echo=False)
     run = tmp_path / "run"
     logs = "\n".join(f"--- {p.name}\n{p.read_text()[-2500:]}" for p in (run / "logs").glob("*"))
     report = table(result)
+    print(f"\n{kind} agent:\n{report}")
     assert result.final_step == MAX_STEPS, report + logs
-    assert [f.fault.role for f in result.faults] == ["rollout", "train"], report
+    assert [f.fault.role for f in result.faults] == [f.role for f in FAULTS], report
     assert all(f.recovered_s is not None for f in result.faults), report
-    assert result.exit_codes == [-9, 0], report  # train killed, then the resume finished it
-    killed_train = result.faults[1]
-    assert killed_train.orphans_s is not None and killed_train.orphans_s < 10, report
+    if FULL:
+        assert result.exit_codes == [1, 0], report  # the learner's death ends run 1
+        assert result.accounting.killed["learner"] == 1, report
+    else:
+        assert result.exit_codes == [-9, 0], report  # train killed, then the resume finished it
+        killed_train = result.faults[1]
+        assert killed_train.orphans_s is not None and killed_train.orphans_s < 10, report
 
     children = [json.loads(line) for line in (run / "children.jsonl").read_text().splitlines()]
     starts = [c["child"] for c in children if c["event"] == "start"]
