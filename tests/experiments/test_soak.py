@@ -56,6 +56,17 @@ def test_flat_judges_growth_after_warm_up() -> None:
     ]
 
 
+def test_descriptors_given_at_rest_are_judged_there_not_under_load() -> None:
+    # an env server behind HTTP agents: its descriptors are the connections of the moment
+    swinging = series("env server", [90] * 4, [20, 185, 200, 211], [0, 230, 190, 220], [6] * 4)
+    assert [g.split(":")[0] for g in flat(swinging, capacity=256)] == ["env server open fds"]
+    assert flat(swinging, capacity=256, at_rest={"env server": [22, 24]}) == []
+    # what a leak leaves behind shows at rest
+    assert flat(swinging, capacity=256, at_rest={"env server": [22, 40]}) == [
+        "env server open fds at rest: 22 before -> 40 after"
+    ]
+
+
 def test_flat_judges_the_means_of_the_readings_where_they_were_read() -> None:
     # an env server whose memory follows its open pages: the instants swing with the load, and
     # so do the peaks (the stretch's worst moment), the mean of a stretch's readings does not;
@@ -209,6 +220,11 @@ def test_a_short_soak_of_real_processes_samples_each_and_is_flat(tmp_path: Path)
         assert s["mean_asyncio_tasks"] >= 1
     rollout = [s for s in samples if s["process"] == ROLLOUT]
     assert rollout[-1]["rss_mb"] > 500  # the tree: vLLM's engine core is counted too
+    # each env server's descriptors at rest, before the rollout server and after it
+    for server in servers:
+        before, after = result["at_rest_fds"][server]
+        assert 3 < before and after <= before + 4, result["at_rest_fds"]
+        assert f"babyai {server}: {before} open fds at rest before, {after} after" in out.stdout
     assert "| babyai | rollout server |" in out.stdout and "flat: every figure" in out.stdout
 
 

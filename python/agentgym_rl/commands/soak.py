@@ -135,7 +135,7 @@ def run(args: argparse.Namespace) -> int:
                 result = soak_env(env, opts, advance)
                 write_result(result, args.out)
                 results.append(result)
-                _report(result)
+                _report(result, agent=args.agent is not None)
                 if result.stopped:
                     break
     except KeyboardInterrupt:  # before an env's first sample: nothing to keep
@@ -143,7 +143,9 @@ def run(args: argparse.Namespace) -> int:
         print("soak: stopped before the first sample", file=sys.stderr)
     print(table(results))
     grew = [
-        f"{r.env} {x}" for r in results for x in flat(r.samples, opts.capacity, args.max_growth)
+        f"{r.env} {x}"
+        for r in results
+        for x in flat(r.samples, opts.capacity, args.max_growth, r.at_rest_fds)
     ]
     for line in grew:
         print(f"grew: {line}")
@@ -168,11 +170,14 @@ def _interrupt(signals: list[int], signum: int, _frame: FrameType | None) -> Non
     raise KeyboardInterrupt
 
 
-def _report(result: SoakResult) -> None:
+def _report(result: SoakResult, *, agent: bool) -> None:
     rate = result.episodes / max(result.seconds, 1e-9)
     stopped = " (stopped early)" if result.stopped else ""
+    # an agent steps its env over HTTP itself: the rollout server counts no env steps then
+    steps = "" if agent else f"{result.env_steps:,} env steps, "
     print(
         f"{result.env}: {result.episodes:,} episodes in {result.seconds / 60:.1f} min "
-        f"({rate:.1f}/s), {result.env_steps:,} env steps, "
-        f"{result.groups_received:,} groups received{stopped}"
+        f"({rate:.1f}/s), {steps}{result.groups_received:,} groups received{stopped}"
     )
+    for process, (before, after) in result.at_rest_fds.items():
+        print(f"{result.env} {process}: {before} open fds at rest before, {after} after")

@@ -11,7 +11,8 @@ resident memory and open file descriptors of its process tree (read from /proc; 
 core, JVMs and browsers included), and its live episodes and asyncio tasks (the rollout
 server's `metrics.jsonl`, each env server's `/health`). Between samples it reads the same figures
 about four times a second; each sample also carries their mean and highest since the sample before.
-After `episodes`, or at Ctrl-C, it stops them all and returns the samples;
+After `episodes`, or at Ctrl-C, it stops them all and returns the samples, with each env
+server's descriptors at rest before the rollout server started and after it stopped;
 `soak_figures.flat` judges them. With `agent` (`module:function`), every episode is a run of
 that agent against the rollout server's OpenAI-compatible endpoint (docs/agents.md), the env
 servers' HTTP addresses given to it: the endpoint soaked under `capacity` concurrent episodes.
@@ -180,6 +181,7 @@ def soak_env(
     try:
         for server in servers:
             server.wait_ready()
+        at_rest = {_label(i, len(servers)): [_fds(s)] for i, s in enumerate(servers)}
         args = _rollout_args(env, spec, opts, model, servers, drain.receiver.endpoint)
         rollout = Child(cli_spec("rollout", "rollout", *args), logs, base).start()
         watch = _Watch(env, opts, rollout, servers, progress)
@@ -188,6 +190,11 @@ def soak_env(
         except KeyboardInterrupt:  # Ctrl-C, or SIGTERM turned into one by the CLI
             watch.result.stopped = True
         watch.result.groups_received = drain.groups
+        rollout.stop(30.0)
+        for i, server in enumerate(servers):
+            label = _label(i, len(servers))
+            at_rest[label].append(_fds_at_rest(server, at_rest[label][0]))
+        watch.result.at_rest_fds = at_rest
         return watch.result
     finally:
         if rollout is not None:
@@ -277,6 +284,20 @@ class _Watch:
         rss, fds = tree_figures(child.pid)
         live, tasks = int(report.get("live_episodes", 0)), int(report.get("asyncio_tasks") or 0)
         return Reading(rss, fds, live, tasks)
+
+
+def _fds(server: EnvServerProcess) -> int:
+    assert server.child is not None and server.child.pid is not None
+    return tree_figures(server.child.pid)[1]
+
+
+def _fds_at_rest(server: EnvServerProcess, before: int, settle_s: float = 10.0) -> int:
+    """The server's descriptors once its clients are gone: back at `before`, or what is left
+    after `settle_s` (closed connections take a moment to be noticed)."""
+    deadline = time.monotonic() + settle_s
+    while (fds := _fds(server)) > before and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return fds
 
 
 def _label(i: int, count: int) -> str:
