@@ -23,6 +23,11 @@ Facts of Slurm 22.05 (Debian's packages) that shaped it:
   wakes the scheduler, but a job started so in the second its old credential was revoked is
   killed at launch ("Job credential revoked") and ends FAILED: wait out N instead.
   `scontrol release` changes nothing.
+- A requeued het job, eligible again, still waits: only the backfill scheduler starts het jobs,
+  and it runs a pass only when a job, node or partition record changed since its last one (time
+  passing a begin time changes none). On this idle cluster the next change came 120 s after
+  each requeue; any record change (`scontrol update JobId=ID Comment=...`) starts the job at
+  its first pass once eligible.
 - `ProctrackType=proctrack/cgroup` (cgroup v1 freezer) where the host has it, as real clusters
   do: it also kills what left the job's process tree or group (a `setsid` child that ignores
   SIGTERM). Elsewhere `proctrack/linuxproc`, which misses such orphans.

@@ -50,8 +50,11 @@ def _ended(cluster: SlurmCluster, job_id: str) -> bool:
 
 
 REQUEUES = int(os.environ.get("AGENTGYM_RL_REQUEUES", "1"))
-"""Time-limit warnings in a row (1 in CI; 10 by hand: `AGENTGYM_RL_REQUEUES=10 pytest
-tests/cluster/test_slurm_launch.py -k requeued -s`, which prints each round's figures)."""
+"""Time-limit warnings in a row (1 in CI; 10 by hand: `AGENTGYM_RL_REQUEUES=10
+AGENTGYM_RL_REQUEUE_NUDGE=0 pytest tests/cluster/test_slurm_launch.py -k requeued -s`, which
+prints each round's figures)."""
+NUDGE = os.environ.get("AGENTGYM_RL_REQUEUE_NUDGE", "1") == "1"
+"""Whether the test touches the pending job's record (see `_wait_restarted`)."""
 RESTART_WITHIN_S = 300.0
 STEPS = 4 * REQUEUES + 8  # room for two steps a round and the one or two each stop's drain trains
 
@@ -59,20 +62,27 @@ STEPS = 4 * REQUEUES + 8  # room for two steps a round and the one or two each s
 def _wait_restarted(cluster: SlurmCluster, job_id: str, restarts: int) -> float:
     """Seconds until the requeued job runs again (its restart counted, RUNNING). A requeued job
     passes through REQUEUED and COMPLETING, then waits pending until its old credential expires
-    (`cred_expire` + 1 s) before it can start; nothing nudges it (a job forced to start in the
-    second its credential is revoked is failed by slurmctld: "Job credential revoked")."""
+    (`cred_expire` + 1 s). Only the backfill scheduler starts a het job, and it runs a pass only
+    when a job, node or partition record changed since its last one: time passing the job's
+    begin time changes none, so on an idle cluster the job waits for the next unrelated change
+    (120 s after the requeue, every time, on this one). With `NUDGE` the test changes the job's
+    comment while it is pending, as any activity of a real cluster would; it cannot start the job
+    before its begin time (unlike `StartTime=now`, which started one in the second its old
+    credential was revoked, and slurmctld failed it: "Job credential revoked")."""
     began = time.monotonic()
 
     def running() -> bool:
         record = cluster.job(job_id)
         assert record["JobState"] not in ("FAILED", "CANCELLED"), cluster.describe(job_id)
+        if NUDGE and record["JobState"] == "PENDING":
+            cluster.scontrol("update", f"JobId={job_id}", f"Comment=requeued-{restarts}")
         return record.get("Restarts") == str(restarts) and record["JobState"] == "RUNNING"
 
     wait_until(
         running,
         RESTART_WITHIN_S,
         f"restart {restarts}",
-        poll_s=0.5,
+        poll_s=1.0,
         explain=lambda: cluster.describe(job_id),
     )
     return time.monotonic() - began
