@@ -56,7 +56,7 @@ prints each round's figures)."""
 NUDGE = os.environ.get("AGENTGYM_RL_REQUEUE_NUDGE", "1") == "1"
 """Whether the test touches the pending job's record (see `_wait_restarted`)."""
 RESTART_WITHIN_S = 300.0
-STEPS = 4 * REQUEUES + 8  # room for two steps a round and the one or two each stop's drain trains
+STEPS = 8 * REQUEUES + 4  # a round trains about 7 steps by hand (two, then on until the warning)
 
 
 def _wait_restarted(cluster: SlurmCluster, job_id: str, restarts: int) -> float:
