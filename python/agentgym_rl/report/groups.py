@@ -60,9 +60,14 @@ class Accounting:
         out: dict[str, Any] = {k: getattr(self, k) for k in ("made", "used", "stale", "rejected")}
         out.update(unsent=self.unsent, lost=self.lost, lost_with=dict(self.lost_with))
         out.update(killed=dict(self.killed), trained_twice=list(self.trained_twice))
-        for k in ("dispatched", "filtered", "aborted", "in_flight_killed"):
+        for k in (
+            "dispatched",
+            "filtered",
+            "aborted",
+            "in_flight_killed",
+            "episodes_in_flight_killed",
+        ):
             out[k] = getattr(self, k)
-        out["episodes_in_flight_killed"] = self.episodes_in_flight_killed
         return {**out, "balanced": self.balanced, "line": self.line()}
 
     def line(self) -> str:
