@@ -225,6 +225,14 @@ def test_a_short_soak_of_real_processes_samples_each_and_is_flat(tmp_path: Path)
         before, after = result["at_rest_fds"][server]
         assert 3 < before and after <= before + 4, result["at_rest_fds"]
         assert f"babyai {server}: {before} open fds at rest before, {after} after" in out.stdout
+    # the rollout server's at 40 and at 240, its groups held until no episode was live: the
+    # vLLM engine core's and the env pools' sockets (182 both times here), none more than under load
+    first, last = result["at_rest_fds"][ROLLOUT]
+    assert 50 < first <= max(s["peak_open_fds"] for s in rollout) and last <= first + 4
+    assert (
+        f"babyai {ROLLOUT}: {first} open fds at rest after its first mark, {last} at the end"
+        in out.stdout
+    )
     assert "| babyai | rollout server |" in out.stdout and "flat: every figure" in out.stdout
 
 

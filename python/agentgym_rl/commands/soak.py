@@ -35,8 +35,10 @@ DESCRIPTION = (
     "episodes it samples resident memory and open file descriptors of each process tree, "
     "and the live episodes and asyncio tasks each process reports (with the mean and "
     "highest of readings four times a second between samples); prints the table and fails if a "
-    "figure grew by more than 10% after the first --every episodes (memory, descriptors "
-    "and asyncio tasks: the mean of each stretch). Ctrl-C or SIGTERM stops it and keeps "
+    "figure grew by more than 10% after the first --every episodes (memory and asyncio "
+    "tasks: the mean of each stretch; descriptors: at rest, each env server's before and after "
+    "the rollout server, the rollout server's at the first mark and the last, its groups held "
+    "until no episode is live). Ctrl-C or SIGTERM stops it and keeps "
     "the samples so far."
 )
 
@@ -171,6 +173,8 @@ def _interrupt(signals: list[int], signum: int, _frame: FrameType | None) -> Non
 
 
 def _report(result: SoakResult, *, agent: bool) -> None:
+    from agentgym_rl.experiments.soak_figures import ROLLOUT
+
     rate = result.episodes / max(result.seconds, 1e-9)
     stopped = " (stopped early)" if result.stopped else ""
     # an agent steps its env over HTTP itself: the rollout server counts no env steps then
@@ -180,4 +184,5 @@ def _report(result: SoakResult, *, agent: bool) -> None:
         f"({rate:.1f}/s), {steps}{result.groups_received:,} groups received{stopped}"
     )
     for process, (before, after) in result.at_rest_fds.items():
-        print(f"{result.env} {process}: {before} open fds at rest before, {after} after")
+        when = ("after its first mark", "at the end") if process == ROLLOUT else ("before", "after")
+        print(f"{result.env} {process}: {before} open fds at rest {when[0]}, {after} {when[1]}")

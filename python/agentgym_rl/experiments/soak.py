@@ -11,9 +11,12 @@ resident memory and open file descriptors of its process tree (read from /proc; 
 core, JVMs and browsers included), and its live episodes and asyncio tasks (the rollout
 server's `metrics.jsonl`, each env server's `/health`). Between samples it reads the same figures
 about four times a second; each sample also carries their mean and highest since the sample before.
-After `episodes`, or at Ctrl-C, it stops them all and returns the samples, with each env
-server's descriptors at rest before the rollout server started and after it stopped;
-`soak_figures.flat` judges them. With `agent` (`module:function`), every episode is a run of
+After `episodes`, or at Ctrl-C, it stops them all and returns the samples, with each process's
+descriptors at rest: an env server's before the rollout server started and after it stopped, the
+rollout server's at its first mark after the start and at its last, read once its live episodes
+are none (the drain holds its groups: the buffer fills and admission stops, as under a learner
+that stops taking groups, and resumes after). Under load descriptors follow the live episodes;
+at rest what is left is a leak. `soak_figures.flat` judges them. With `agent` (`module:function`), every episode is a run of
 that agent against the rollout server's OpenAI-compatible endpoint (docs/agents.md), the env
 servers' HTTP addresses given to it: the endpoint soaked under `capacity` concurrent episodes.
 """
@@ -28,6 +31,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -90,18 +94,23 @@ class SoakOptions:
 
 
 class _Drain:
-    """Takes every group the rollout server sends (a learner that keeps nothing)."""
+    """Takes every group the rollout server sends (a learner that keeps nothing), except while
+    held: then the groups wait, a few in its credit window and the rest in the rollout server's
+    buffer, whose admission stops."""
 
     def __init__(self, secret: bytes) -> None:
-        self.receiver = _core.GroupReceiver(window=64, secret=secret)
+        self.receiver = _core.GroupReceiver(window=2, secret=secret)
         self.groups = 0
+        self.held = threading.Event()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            if self.receiver.recv(0.2) is not None:
+            if self.held.is_set():
+                time.sleep(0.1)
+            elif self.receiver.recv(0.2) is not None:
                 self.groups += 1
 
     def close(self) -> None:
@@ -132,7 +141,7 @@ def _rollout_args(
         "buffer.groups_per_step=1",
         "buffer.max_staleness=1000000000",  # no learner moves the version: never stale
         f"buffer.max_in_flight={opts.max_in_flight}",
-        "buffer.max_ready=64",
+        f"buffer.max_ready={opts.max_in_flight}",  # held groups stop admission at once
         "engine.max_model_len=2048",
         "engine.dtype=float32",
         f"engine.max_tokens_per_turn={opts.max_tokens_per_turn}",
@@ -184,7 +193,7 @@ def soak_env(
         at_rest = {_label(i, len(servers)): [_fds(s)] for i, s in enumerate(servers)}
         args = _rollout_args(env, spec, opts, model, servers, drain.receiver.endpoint)
         rollout = Child(cli_spec("rollout", "rollout", *args), logs, base).start()
-        watch = _Watch(env, opts, rollout, servers, progress)
+        watch = _Watch(env, opts, rollout, servers, drain, progress)
         try:
             watch.run()
         except KeyboardInterrupt:  # Ctrl-C, or SIGTERM turned into one by the CLI
@@ -193,7 +202,9 @@ def soak_env(
         rollout.stop(30.0)
         for i, server in enumerate(servers):
             label = _label(i, len(servers))
-            at_rest[label].append(_fds_at_rest(server, at_rest[label][0]))
+            at_rest[label].append(_fds_at_rest(partial(_fds, server), at_rest[label][0]))
+        if len(watch.rollout_at_rest) == 2:  # both read: not stopped before the last mark
+            at_rest[ROLLOUT] = watch.rollout_at_rest
         watch.result.at_rest_fds = at_rest
         return watch.result
     finally:
@@ -206,7 +217,10 @@ def soak_env(
 
 class _Watch:
     """Reads every process about four times a second into its `Stretch`, and samples them at the
-    start and every `opts.every` episodes up to `opts.episodes` (into `result`)."""
+    start and every `opts.every` episodes up to `opts.episodes` (into `result`); at the first
+    mark after the start and at the last it also reads the rollout server at rest."""
+
+    REST_TIMEOUT_S = 120.0
 
     def __init__(
         self,
@@ -214,12 +228,15 @@ class _Watch:
         opts: SoakOptions,
         rollout: Child,
         servers: list[EnvServerProcess],
+        drain: _Drain,
         progress: Callable[[int, int], None] | None,
     ) -> None:
         self.opts, self.rollout, self.servers, self.progress = opts, rollout, servers, progress
+        self.drain = drain
         self.metrics = opts.out / env / "rollout" / "metrics.jsonl"
         self.result = SoakResult(env, 0, 0.0, 0)
         self.stretches: dict[str, Stretch] = {}
+        self.rollout_at_rest: list[int] = []
         self.t0 = time.monotonic()
 
     def run(self) -> None:
@@ -238,7 +255,34 @@ class _Watch:
             self.result.samples += [
                 self.stretches.pop(p, Stretch()).sample(done, p, r) for p, r in readings.items()
             ]
+            if mark > 0 and (
+                not self.rollout_at_rest or mark + self.opts.every > self.opts.episodes
+            ):
+                self.rollout_at_rest.append(self._rollout_at_rest())
+                done = int((_last_record(self.metrics) or {}).get("episodes", done))
             mark = (done // self.opts.every + 1) * self.opts.every  # one even after a long jump
+
+    def _rollout_at_rest(self) -> int:
+        """The rollout server's descriptors with no live episode: the drain holds the groups
+        until its episodes have ended, then its descriptors are read (see `_fds_at_rest`)."""
+        self.drain.held.set()
+        try:
+            deadline = time.monotonic() + self.REST_TIMEOUT_S
+            while True:
+                self._check_alive()
+                record = _last_record(self.metrics) or {}
+                self._note(int(record.get("episodes", 0)), record)
+                if record.get("live_episodes") == 0:
+                    break
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"the rollout server never came to rest: {record}")
+                time.sleep(0.25)
+            before = self.rollout_at_rest[0] if self.rollout_at_rest else 0
+            pid = self.rollout.pid
+            assert pid is not None
+            return _fds_at_rest(lambda: tree_figures(pid)[1], before)
+        finally:
+            self.drain.held.clear()
 
     def _check_alive(self) -> None:
         children = [s.child for s in self.servers if s.child is not None]
@@ -291,13 +335,16 @@ def _fds(server: EnvServerProcess) -> int:
     return tree_figures(server.child.pid)[1]
 
 
-def _fds_at_rest(server: EnvServerProcess, before: int, settle_s: float = 10.0) -> int:
-    """The server's descriptors once its clients are gone: back at `before`, or what is left
-    after `settle_s` (closed connections take a moment to be noticed)."""
+def _fds_at_rest(read: Callable[[], int], before: int, settle_s: float = 10.0) -> int:
+    """A process's fewest descriptors (`read`) once its load is gone: back at `before`, or the
+    fewest read in `settle_s` (closed connections take a moment to be noticed, idle kept-alive
+    ones seconds to expire)."""
     deadline = time.monotonic() + settle_s
-    while (fds := _fds(server)) > before and time.monotonic() < deadline:
+    fewest = read()
+    while fewest > before and time.monotonic() < deadline:
         time.sleep(0.2)
-    return fds
+        fewest = min(fewest, read())
+    return fewest
 
 
 def _label(i: int, count: int) -> str:

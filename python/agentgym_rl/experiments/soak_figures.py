@@ -85,8 +85,9 @@ class SoakResult:
     samples: list[Sample] = field(default_factory=list)
     stopped: bool = False
     at_rest_fds: dict[str, list[int]] = field(default_factory=dict)
-    """Env server -> its open descriptors at rest, [before the rollout server started, after it
-    stopped]: what a leak leaves behind, whatever the load did in between."""
+    """Process -> its open descriptors at rest: an env server's [before the rollout server
+    started, after it stopped], the rollout server's [at its first mark, at its last] with no live
+    episode: what a leak leaves behind, whatever the load did in between."""
 
 
 def tree_figures(pid: int) -> tuple[float, int]:
@@ -132,10 +133,10 @@ def flat(
     ended was closed). The level after warm-up is the mean of the first stretch that starts
     after it (the third sample's; the first is taken at the start) where means were read, else
     the instant of the second sample. A process in `at_rest` (`SoakResult.at_rest_fds`) has its
-    descriptors judged at rest instead: after the soak at most a few more than before it. Under
-    load an env server's descriptors are its clients' connections (an HTTP agent opens one an
-    episode), which come and go with the load: 185-211 per stretch, in no order, for BabyAI's
-    under 256 agent episodes."""
+    descriptors judged at rest instead: at its last reading at most a few more than at its first.
+    Under load descriptors follow the live episodes (an HTTP agent opens a connection an episode
+    to the env server and one to the endpoint), coming and going with the load: 185-211 per
+    stretch, in no order, for BabyAI's env server under 256 agent episodes."""
     grew = []
     rest = at_rest or {}
     for process, (before, after) in rest.items():
