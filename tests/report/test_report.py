@@ -29,7 +29,17 @@ def make_run(run: Path, *, gain: float = 0.5) -> Path:
     restarted once (its counters fall back to zero)."""
     _jsonl(
         run / "learn" / "metrics.jsonl",
-        [{"step": s, "reward_mean": 0.1 * s, "tokens_per_s": 100.0 * s} for s in range(1, 5)],
+        [
+            {
+                "step": s,
+                "reward_mean": 0.1 * s,
+                "tokens_per_s": 100.0 * s,
+                "tokens": 90 * s,
+                "loss_tokens": 30 * s,
+                "computed_tokens": 100 * s,
+            }
+            for s in range(1, 5)
+        ],
     )
     _jsonl(run / "timeline.jsonl", [{"time": 100.0 + 10 * s, "step": s} for s in range(1, 5)])
     for i, episodes in enumerate(([4, 8, 12, 16], [4, 8, 2, 6])):
@@ -87,10 +97,12 @@ def test_report_writes_every_plot_and_the_summary(tmp_path: Path) -> None:
     assert summary["episodes"] == 30 and summary["generated_tokens"] == 3000
     assert summary["rollout_tokens_per_s"] == 25.0
     assert summary["learner_tokens_per_s"] == 250.0
+    assert summary["learner_token_shares"] == pytest.approx([0.9, 0.3])  # of 1,000 computed
     assert summary["outcome"] == "finished"
     md = (run / "summary.md").read_text()
     assert "| held-out success, final (v4) | 0.700 |" in md
     assert "| gain (points) | +40.0 |" in md
+    assert "| learner real / trained tokens of computed | 0.90 / 0.30 |" in md
     assert "![turns](plots/turns.png)" in md
     assert "creating the model" not in md  # this run's model was given
 

@@ -33,12 +33,13 @@ from agentgym_rl.learner.pipeline import from_last_stage, is_last_stage, run_sta
 
 
 class StepCounts(NamedTuple):
-    """A step's sizes summed over data-parallel ranks: the loss's denominators and the real
-    (unpadded) tokens."""
+    """A step's sizes summed over data-parallel ranks: the loss's denominators, the real
+    (unpadded) tokens and the computed ones (every micro-batch's rows x padded length)."""
 
     loss_tokens: float
     seqs: float
     tokens: float
+    computed: float
 
 
 class MicroTotals(NamedTuple):

@@ -185,8 +185,8 @@ class Trainer:
         rows = usable_samples(groups)  # the batch's rows, in order
         batch = self._with_advantages(batch, rows)
         credit = self._record_credit(groups, rows, batch)
-        counts = self._step_counts(batch)
         micro = batch.split(self.config.micro_batch_tokens)
+        counts = self._step_counts(batch, micro)
         refs = self._reference_logprobs(micro)
         self.model.train()
         proximal = self._proximal_logprobs(micro)
@@ -246,9 +246,10 @@ class Trainer:
         reduced = self._dp_sum([*sums, *counts])
         return adv_by_turn(reduced[:_TURN_BINS], reduced[_TURN_BINS:])
 
-    def _step_counts(self, batch: Batch) -> StepCounts:
-        """The step's loss tokens, sequences and real tokens, summed over dp ranks."""
-        sizes = [batch.num_loss_tokens, batch.num_seqs, float(batch.lengths.sum())]
+    def _step_counts(self, batch: Batch, micro: list[Batch]) -> StepCounts:
+        """The step's loss tokens, sequences, real and computed tokens, summed over dp ranks."""
+        computed = sum(mb.input_ids.numel() for mb in micro)
+        sizes = [batch.num_loss_tokens, batch.num_seqs, float(batch.lengths.sum()), computed]
         return StepCounts(*self._dp_sum(sizes))
 
     def _reference_logprobs(self, micro: list[Any]) -> list[Any]:
@@ -300,6 +301,10 @@ class Trainer:
             lr=lr,
             tokens=int(counts.tokens),
             loss_tokens=int(counts.loss_tokens),
+            computed_tokens=int(counts.computed),
+            # what the forward and backward passes spent on real tokens, and on trained ones
+            real_token_share=counts.tokens / max(counts.computed, 1.0),
+            trained_token_share=counts.loss_tokens / max(counts.computed, 1.0),
             tokens_per_s=counts.tokens / elapsed,
             step_s=elapsed,
             micro_batches=micro_batches,
@@ -366,12 +371,15 @@ class Trainer:
             with self._metrics_path.open("a") as f:
                 f.write(json.dumps(metrics) + "\n")
             log.info(
-                "step %d loss %.4f clip %.3f mismatch_kl %.2e tok/s %.0f",
+                "step %d loss %.4f clip %.3f mismatch_kl %.2e tok/s %.0f real/computed %.2f "
+                "trained/computed %.2f",
                 metrics["step"],
                 metrics["loss"],
                 metrics.get("clip_frac", 0.0),
                 metrics.get("mismatch_kl", 0.0),
                 metrics["tokens_per_s"],
+                metrics["real_token_share"],
+                metrics["trained_token_share"],
             )
 
     def _save(self) -> Path:

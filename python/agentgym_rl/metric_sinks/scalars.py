@@ -43,6 +43,8 @@ LEARNER_TAGS = {
     "tis_weight_mean": "actor/tis_weight_mean",
     "tokens_per_s": "perf/tokens_per_s",
     "step_s": "perf/step_s",
+    "real_token_share": "perf/real_token_share",
+    "trained_token_share": "perf/trained_token_share",
     "groups_used": "buffer/groups_used",
     "groups_dropped": "buffer/groups_dropped",
     "groups_rejected": "buffer/groups_rejected",

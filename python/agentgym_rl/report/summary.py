@@ -35,6 +35,10 @@ def summarize(run: RunRecords) -> dict[str, Any]:
     running = None if wall is None else wall - creating
     tokens = run.counter_total("generated_tokens")
     learner_rates = [v for r in run.learn if (v := number(r, "tokens_per_s")) is not None]
+    real, trained, computed = (
+        sum(number(r, key) or 0.0 for r in run.learn)
+        for key in ("tokens", "loss_tokens", "computed_tokens")
+    )
     last_success = [
         v
         for records in run.rollout.values()
@@ -58,6 +62,8 @@ def summarize(run: RunRecords) -> dict[str, Any]:
         "learner_tokens_per_s": (
             sum(learner_rates) / len(learner_rates) if learner_rates else None
         ),
+        # what the learner's passes spent on real and on trained tokens (the rest: padding)
+        "learner_token_shares": [real / computed, trained / computed] if computed else None,
         "groups": acc.as_dict() if acc.made else None,
         "eval_by_env": {env: _base_final(run.eval_by_version(env)) for env in run.eval_envs()},
         "yardsticks": _standing(run),
@@ -97,6 +103,10 @@ def _base_final(evals: list[tuple[int, float]]) -> dict[str, Any]:
     return {"base": [v0, s0], "final": [v1, s1], "gain_points": 100 * (s1 - s0)}
 
 
+def _shares(shares: list[float] | None) -> str:
+    return "n/a" if shares is None else f"{shares[0]:.2f} / {shares[1]:.2f}"
+
+
 def _fmt(value: Any, spec: str = ".3f") -> str:
     return "n/a" if value is None else format(value, spec)
 
@@ -114,6 +124,7 @@ def _markdown(s: dict[str, Any], plots: list[Path], run_dir: Path, by_turn: str 
         ("episodes", _fmt(s["episodes"], ".0f")),
         ("rollout generated tokens/s", _fmt(s["rollout_tokens_per_s"], ".1f")),
         ("learner tokens/s", _fmt(s["learner_tokens_per_s"], ".1f")),
+        ("learner real / trained tokens of computed", _shares(s.get("learner_token_shares"))),
         ("groups", "n/a" if s["groups"] is None else s["groups"]["line"]),
     ]
     rows[6:6] = [
