@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
+import itertools
 
 import numpy as np
+import pytest
 import torch
 
 from agentgym_rl.config.learn import Aggregation, LossConfig
@@ -119,6 +121,49 @@ def test_split_by_token_budget() -> None:
     assert mbs[1].labels.tolist() == [[2, 3, 0], [2, 0, 0]]
     # a row longer than the budget gets a micro-batch of its own
     assert [mb.row_ids.tolist() for mb in b.split(4)] == [[0], [3], [1], [2]]
+
+
+def test_split_weighs_padding_against_a_micro_batch_s_overhead() -> None:
+    b = lengths_batch([3, 10, 3, 9])  # longest first: 10, 9, 3, 3
+    # the fewest micro-batches: one of 4 x 10 = 40 tokens computed for 25 real
+    assert [mb.row_ids.tolist() for mb in b.split(40)] == [[1, 3, 0, 2]]
+    # a micro-batch worth 10 tokens: [10, 9] and [3, 3] compute 26 + 2 x 10 < 40 + 10
+    assert [mb.row_ids.tolist() for mb in b.split(40, 10)] == [[1, 3], [0, 2]]
+    # worth 20: 26 + 2 x 20 > 40 + 20, one again
+    assert len(b.split(40, 20)) == 1
+    # worth nothing: no padding at all, whatever the count
+    assert [mb.row_ids.tolist() for mb in b.split(40, 0)] == [[1], [3], [0, 2]]
+
+
+@pytest.mark.parametrize("overhead", [None, 0, 3, 17])
+def test_split_cuts_where_an_exhaustive_search_finds_the_least_cost(overhead: int | None) -> None:
+    """Every way to cut the sorted rows into contiguous micro-batches within the budget, priced
+    as the split prices them: the split's cut is one of the cheapest."""
+    rng = np.random.default_rng(7)
+    for _ in range(40):
+        lengths = [int(x) for x in rng.integers(1, 12, size=int(rng.integers(1, 8)))]
+        budget, multiple = int(rng.integers(8, 40)), int(rng.choice([1, 2, 4]))
+        b = lengths_batch(lengths, pad_multiple=multiple)
+        widths = sorted((-(-n // multiple) * multiple for n in lengths), reverse=True)
+
+        def price(runs: list[list[int]]) -> tuple[int, int]:
+            computed = sum(len(r) * r[0] for r in runs)
+            if overhead is None:
+                return (len(runs), computed)
+            return (computed + overhead * len(runs), len(runs))
+
+        options = []
+        for mask in range(2 ** (len(widths) - 1)):
+            cuts = [0, *(i + 1 for i in range(len(widths) - 1) if mask >> i & 1), len(widths)]
+            runs = [widths[a:z] for a, z in itertools.pairwise(cuts)]
+            if all(len(r) * r[0] <= budget or len(r) == 1 for r in runs):
+                options.append(price(runs))
+        mbs = b.split(budget, overhead)
+        got = [[int(b.lengths[i]) for i in mb.row_ids] for mb in mbs]
+        got_widths = [[-(-n // multiple) * multiple for n in r] for r in got]
+        assert [n for r in got for n in r] == sorted(lengths, reverse=True)
+        assert all(mb.input_ids.numel() <= budget or len(mb) == 1 for mb in mbs)
+        assert price(got_widths) == min(options), (lengths, budget, multiple)
 
 
 def test_split_pads_to_multiple_and_carries_advantages() -> None:

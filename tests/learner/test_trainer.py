@@ -87,9 +87,10 @@ def test_loss_decreases_on_a_fixed_batch(model_dir: Path, tmp_path: Path, make_t
 def test_a_step_reports_the_share_of_its_computed_tokens_that_were_real_and_trained(
     model_dir: Path, tmp_path: Path, make_trainer
 ) -> None:
-    """Four rows of 18 tokens and four cut to 11 (prompt and first turn), micro-batches of at
-    most 64 padded tokens, longest first: [18, 18, 18] at width 18, [18, 11, 11] at 18, [11, 11]
-    at 11: 130 tokens computed for 116 real ones, 56 of them trained (9 and 5 a row)."""
+    """Four rows of 18 tokens, two cut to 14 and two to 11 (prompt and first turn, then part of
+    the observation), micro-batches of at most 64 padded tokens: the fewest is 3, and the
+    cheapest three are [18, 18, 18], [18], [14, 14, 11, 11] at width 14: 128 tokens computed for
+    122 real ones, 56 of them trained (9, 5 and 5 a row)."""
     t = make_trainer(learn_config(model_dir, tmp_path))
     vocab = _vocab(model_dir)
     long, short = make_group(0, vocab=vocab), make_group(1, vocab=vocab)
@@ -97,21 +98,21 @@ def test_a_step_reports_the_share_of_its_computed_tokens_that_were_real_and_trai
         replace(
             s,
             tokens=WireTokens(
-                input_ids=s.tokens.input_ids[:11],
-                loss_mask=s.tokens.loss_mask[:11],
-                logprobs=s.tokens.logprobs[:11],
-                versions=s.tokens.versions[:11],
+                input_ids=s.tokens.input_ids[:n],
+                loss_mask=s.tokens.loss_mask[:n],
+                logprobs=s.tokens.logprobs[:n],
+                versions=s.tokens.versions[:n],
                 turn_spans=s.tokens.turn_spans[:1],
             ),
             turns=1,
         )
-        for s in short.samples
+        for s, n in zip(short.samples, [14, 14, 11, 11], strict=True)
     ]
     m = t.train_step([long, replace(short, samples=cut)])
-    assert (m["tokens"], m["loss_tokens"], m["computed_tokens"]) == (116, 56, 130)
+    assert (m["tokens"], m["loss_tokens"], m["computed_tokens"]) == (122, 56, 128)
     assert m["micro_batches"] == 3
-    assert m["real_token_share"] == pytest.approx(116 / 130)
-    assert m["trained_token_share"] == pytest.approx(56 / 130)
+    assert m["real_token_share"] == pytest.approx(122 / 128)
+    assert m["trained_token_share"] == pytest.approx(56 / 128)
 
 
 def test_step_credit_lands_on_the_turns_that_shared_a_state(

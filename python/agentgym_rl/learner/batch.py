@@ -37,6 +37,7 @@ a real token see it, and its labels are masked);
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -112,24 +113,42 @@ class Batch:
             advantages=adv,
         )
 
-    def split(self, token_budget: int) -> list[Batch]:
-        """Micro-batches of at most ``token_budget`` padded tokens (longest rows first)."""
+    def split(self, token_budget: int, overhead_tokens: int | None = None) -> list[Batch]:
+        """Micro-batches of at most ``token_budget`` padded tokens: the rows longest first, cut
+        where the padded tokens computed plus ``overhead_tokens`` per micro-batch (its fixed
+        cost, in tokens) are fewest; None: the fewest micro-batches, then the least padding."""
         if token_budget <= 0:
             raise ValueError("token_budget must be > 0")
         order = sorted(range(len(self)), key=lambda i: -int(self.lengths[i]))
-        groups: list[list[int]] = []
-        current: list[int] = []
-        for i in order:
-            # rows are visited longest first, so the first row fixes the padded length
-            first = current[0] if current else i
-            width = _round_up(max(int(self.lengths[first]), 1), self.pad_multiple)
-            if current and (len(current) + 1) * width > token_budget:
-                groups.append(current)
-                current = []
-            current.append(i)
-        if current:
-            groups.append(current)
-        return [self.select(g) for g in groups]
+        widths = [_round_up(max(int(self.lengths[i]), 1), self.pad_multiple) for i in order]
+        cuts = _cheapest_cuts(widths, token_budget, overhead_tokens)
+        return [self.select(order[a:b]) for a, b in itertools.pairwise(cuts)]
+
+
+def _cheapest_cuts(widths: list[int], budget: int, overhead: int | None) -> list[int]:
+    """Where to cut rows of non-increasing padded `widths` into runs (a run computes its count
+    times its first width, at most `budget` unless it is one row): [0, ..., len] with the least
+    computed plus `overhead` per run (then the fewest runs), or with None the fewest runs, then
+    the least computed. Dynamic programming over the last run ending at each row."""
+
+    def price(runs: int, computed: int) -> tuple[int, int]:
+        return (runs, computed) if overhead is None else (computed + overhead * runs, runs)
+
+    n = len(widths)
+    best = [(0, 0)] * (n + 1)  # (runs, computed) of the cheapest cuts of rows[:j]
+    start = [0] * (n + 1)  # where that cut's last run starts
+    for j in range(1, n + 1):
+        options = []
+        for i in range(j - 1, -1, -1):  # the last run rows[i:j]; earlier i: wider and longer
+            size = (j - i) * widths[i]
+            if size > budget and i < j - 1:
+                break
+            options.append(((best[i][0] + 1, best[i][1] + size), i))
+        best[j], start[j] = min(options, key=lambda o: price(*o[0]))
+    cuts = [n]
+    while cuts[-1] > 0:
+        cuts.append(start[cuts[-1]])
+    return cuts[::-1]
 
 
 def _round_up(n: int, multiple: int) -> int:

@@ -185,7 +185,7 @@ class Trainer:
         rows = usable_samples(groups)  # the batch's rows, in order
         batch = self._with_advantages(batch, rows)
         credit = self._record_credit(groups, rows, batch)
-        micro = batch.split(self.config.micro_batch_tokens)
+        micro = batch.split(self.config.micro_batch_tokens, self.config.micro_batch_overhead_tokens)
         counts = self._step_counts(batch, micro)
         refs = self._reference_logprobs(micro)
         self.model.train()
