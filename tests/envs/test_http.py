@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import http.client
+import json
+import time
+
 from tests.envs.conftest import ServerProc
 
 
@@ -95,3 +100,26 @@ def test_health_and_info(babyai: ServerProc, textcraft: ServerProc) -> None:
     eid = textcraft.post("/create")["id"]
     assert "out of range" in textcraft.post("/reset", {"id": eid, "data_idx": 551})["error"]
     textcraft.post("/close", {"id": eid})
+
+
+def test_an_idle_connection_outlives_a_client_s_keep_alive(babyai: ServerProc) -> None:
+    """httpx drops a connection idle for 5 s; a server that closed its side at 5 s raced it, and
+    agents whose turn took about that long lost calls (ReadError) mid-episode. The server keeps
+    an idle connection longer than any client's pool does."""
+    conn = http.client.HTTPConnection("127.0.0.1", babyai.http_port, timeout=10)
+    try:
+        conn.request("POST", "/create", body=b"{}", headers={"Content-Type": "application/json"})
+        babyai.post("/close", {"id": json.loads(conn.getresponse().read())["id"]})
+        sock = conn.sock
+        assert sock is not None
+        time.sleep(6.0)  # past httpx's 5 s expiry: the server must not have closed it
+        sock.setblocking(False)
+        with contextlib.suppress(BlockingIOError):  # nothing to read: open
+            assert sock.recv(1) != b"", "the server closed an idle connection"
+        sock.setblocking(True)
+        conn.request("POST", "/create", body=b"{}", headers={"Content-Type": "application/json"})
+        again = json.loads(conn.getresponse().read())
+        assert conn.sock is sock  # the same connection answered
+        babyai.post("/close", {"id": again["id"]})
+    finally:
+        conn.close()

@@ -115,7 +115,10 @@ async def _main(opts: ServeOptions) -> int:
         lifespan="off",
         access_log=False,
         log_level=opts.log_level,
-        timeout_keep_alive=5,
+        # longer than any client keeps an idle connection (httpx: 5 s), so a client never sends
+        # on a connection the server is closing: at 5 s, agents whose turn took ~5 s lost calls
+        # (ReadError) and then their episodes in the agent soak
+        timeout_keep_alive=65,
     )
     server = _Server(config)
     tasks = [asyncio.create_task(server.serve(), name="http")]

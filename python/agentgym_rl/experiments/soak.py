@@ -99,7 +99,7 @@ class _Drain:
     buffer, whose admission stops."""
 
     def __init__(self, secret: bytes) -> None:
-        self.receiver = _core.GroupReceiver(window=2, secret=secret)
+        self.receiver = _core.GroupReceiver(window=8, secret=secret)
         self.groups = 0
         self.held = threading.Event()
         self._stop = threading.Event()

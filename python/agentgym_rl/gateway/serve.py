@@ -60,7 +60,13 @@ class GatewayServer:
 
         port = port or free_port(host=host)
         config = uvicorn.Config(
-            gateway, host=host, port=port, lifespan="off", log_level="warning", access_log=False
+            gateway,
+            host=host,
+            port=port,
+            lifespan="off",
+            log_level="warning",
+            access_log=False,
+            timeout_keep_alive=65,  # past the clients' idle expiry (see the env server's)
         )
         server: Any = Quiet(config)
         task = asyncio.create_task(server.serve())

@@ -1,0 +1,129 @@
+"""Padding in the learner's micro-batches: where the rows are cut, on the learner's own step.
+
+The learner's `Trainer.train_step` (Megatron-core, the fused path) on one step of 48 samples
+(6 groups of 8) whose lengths are drawn uniformly from the main run's range (118-638 tokens;
+its first 60 steps replayed through the old greedy cut computed 0.80 real tokens per computed
+one), micro-batches of at most 8,192 padded tokens, a model of the main run's size (hidden 192,
+4 layers). Side by side, interleaved rounds, median step time: the fewest micro-batches (`null`,
+the greedy cut's count, then least padding) against cuts that weigh padding against a
+micro-batch's fixed cost (`micro_batch_overhead_tokens`). Per cut: micro-batches, computed
+tokens, the real share of them, real tokens/s and the ratio to the fewest. Then a least-squares
+fit of step time = base + a x computed tokens + c x micro-batches over the cuts: c / a is what one
+micro-batch costs here, in padded tokens (the option's measured value on this machine).
+
+    python benches/bench_padding.py [--quick] [--rounds N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "learner"))
+
+ROWS_RANGE = (118, 638)
+OVERHEADS: list[int | None] = [None, 4096, 1024, 256, 0]
+
+
+def groups(rng: np.random.Generator, n_groups: int, group_size: int, vocab: int) -> list:
+    from agentgym_rl.wire import Status, WireGroup, WireSample, WireTokens
+
+    out = []
+    for g in range(n_groups):
+        samples = []
+        for e in range(group_size):
+            n = int(rng.integers(ROWS_RANGE[0], ROWS_RANGE[1] + 1))
+            mask = np.zeros(n, np.uint8)
+            mask[int(n * 0.8) :] = 1  # the last fifth generated, as a few short turns are
+            samples.append(
+                WireSample(
+                    tokens=WireTokens(
+                        input_ids=rng.integers(3, vocab, size=n).astype(np.uint32),
+                        loss_mask=mask,
+                        logprobs=np.where(mask > 0, -2.0, 0.0).astype(np.float32),
+                        versions=np.zeros(n, np.uint32),
+                        turn_spans=np.array([[int(n * 0.8), n]], np.uint32),
+                    ),
+                    reward=float(e % 2),
+                    status=Status.DONE,
+                    drift=False,
+                    turns=1,
+                    turn_cap=5,
+                    stage=0,
+                    dispatch_version=0,
+                    request_id=f"g{g}-e{e}",
+                )
+            )
+        out.append(WireGroup(group_id=g, task_id=f"t{g}", env="babyai", samples=samples))
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="2 groups, 2 rounds (smoke run)")
+    parser.add_argument("--rounds", type=int, default=None, help="timed rounds (default 5)")
+    args = parser.parse_args()
+    from trainer_fixtures import learn_config
+    from vllm_fixtures import tiny_corpus
+
+    from agentgym_rl.learner.trainer import Trainer
+    from agentgym_rl.policy_creation import create_tiny_model
+
+    n_groups, rounds = (2, 2) if args.quick else (6, args.rounds or 5)
+    with tempfile.TemporaryDirectory() as tmp:
+        model = create_tiny_model(
+            Path(tmp) / "model", corpus=tiny_corpus(), vocab_size=800, hidden=192, layers=4,
+            heads=3, kv_heads=3, intermediate=576,
+        )  # fmt: skip
+        vocab = int(__import__("json").loads((model / "config.json").read_text())["vocab_size"])
+        config = learn_config(model, Path(tmp), micro_batch_tokens=8192, groups_per_step=n_groups)
+        trainer = Trainer(config)
+        step = groups(np.random.default_rng(0), n_groups, 8, vocab)
+        times: dict[int | None, list[float]] = {o: [] for o in OVERHEADS}
+        shape: dict[int | None, tuple[int, int, int]] = {}
+        for r in range(rounds + 1):  # the first round warms up (and compiles the SwiGLU)
+            for overhead in OVERHEADS:
+                trainer.config = config.model_copy(update={"micro_batch_overhead_tokens": overhead})
+                t0 = time.perf_counter()
+                m = trainer.train_step(step)
+                if r:
+                    times[overhead].append(time.perf_counter() - t0)
+                shape[overhead] = (m["micro_batches"], m["computed_tokens"], m["tokens"])
+        trainer.close()
+    report(times, shape, rounds)
+
+
+def report(
+    times: dict[int | None, list[float]], shape: dict[int | None, tuple[int, int, int]], rounds: int
+) -> None:
+    median = {o: statistics.median(t) for o, t in times.items()}
+    real = shape[None][2]
+    print(f"one step: {real} real tokens, micro-batches of at most 8192 padded tokens; median of")
+    print(f"{rounds} interleaved rounds, CPU")
+    print("| cut | micro-batches | computed tokens | real / computed | real tokens/s | vs fewest |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for o in OVERHEADS:
+        micro, computed, _ = shape[o]
+        name = "fewest micro-batches" if o is None else f"overhead {o} tokens"
+        rate = real / median[o]
+        ratio = median[None] / median[o]
+        print(f"| {name} | {micro} | {computed} | {real / computed:.3f} | {rate:.0f} | {ratio:.2f}x |")
+    x = np.array([[1.0, shape[o][1], shape[o][0]] for o in OVERHEADS])
+    y = np.array([median[o] for o in OVERHEADS])
+    (_, per_token, per_micro), *_ = np.linalg.lstsq(x, y, rcond=None)
+    if per_token > 0:
+        print(
+            f"fit: a micro-batch costs {per_micro * 1e3:.1f} ms, as much as "
+            f"{per_micro / per_token:.0f} padded tokens (micro_batch_overhead_tokens)"
+        )
+
+
+if __name__ == "__main__":
+    main()
