@@ -67,6 +67,20 @@ def test_descriptors_given_at_rest_are_judged_there_not_under_load() -> None:
     ]
 
 
+def test_a_rollout_server_s_tasks_given_at_rest_are_judged_there_not_under_load() -> None:
+    # agent episodes through the endpoint: several tasks each (their connections'), so the
+    # tasks beside the live episodes swing with the load (301-350 per stretch in the soak)
+    swinging = series(ROLLOUT, [4000] * 4, [183] * 4, [256, 210, 230, 220], [773, 510, 580, 570])
+    grew = flat(swinging, capacity=256, at_rest={ROLLOUT: [183, 183]})
+    assert grew == [f"{ROLLOUT} asyncio tasks besides episodes: 300 at 1000 -> 350 at 3000"]
+    at_rest = {ROLLOUT: [183, 183]}
+    assert flat(swinging, capacity=256, at_rest=at_rest, tasks_at_rest={ROLLOUT: [30, 31]}) == []
+    # a task left behind by every episode shows at rest
+    assert flat(swinging, capacity=256, at_rest=at_rest, tasks_at_rest={ROLLOUT: [30, 290]}) == [
+        f"{ROLLOUT} asyncio tasks at rest: 30 before -> 290 after"
+    ]
+
+
 def test_flat_judges_the_means_of_the_readings_where_they_were_read() -> None:
     # an env server whose memory follows its open pages: the instants swing with the load, and
     # so do the peaks (the stretch's worst moment), the mean of a stretch's readings does not;
@@ -233,6 +247,9 @@ def test_a_short_soak_of_real_processes_samples_each_and_is_flat(tmp_path: Path)
         f"babyai {ROLLOUT}: {first} open fds at rest after its first mark, {last} at the end"
         in out.stdout
     )
+    first, last = result["at_rest_tasks"][ROLLOUT]  # no episode, so no episode's task
+    assert 1 <= first < min(s["asyncio_tasks"] for s in rollout[:1]) and last <= first + 2
+    assert f"babyai {ROLLOUT}: {first} asyncio tasks at rest after its first mark" in out.stdout
     assert "| babyai | rollout server |" in out.stdout and "flat: every figure" in out.stdout
 
 

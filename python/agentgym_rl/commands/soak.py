@@ -147,7 +147,7 @@ def run(args: argparse.Namespace) -> int:
     grew = [
         f"{r.env} {x}"
         for r in results
-        for x in flat(r.samples, opts.capacity, args.max_growth, r.at_rest_fds)
+        for x in flat(r.samples, opts.capacity, args.max_growth, r.at_rest_fds, r.at_rest_tasks)
     ]
     for line in grew:
         print(f"grew: {line}")
@@ -186,3 +186,7 @@ def _report(result: SoakResult, *, agent: bool) -> None:
     for process, (before, after) in result.at_rest_fds.items():
         when = ("after its first mark", "at the end") if process == ROLLOUT else ("before", "after")
         print(f"{result.env} {process}: {before} open fds at rest {when[0]}, {after} {when[1]}")
+    for process, (before, after) in result.at_rest_tasks.items():
+        print(
+            f"{result.env} {process}: {before} asyncio tasks at rest after its first mark, {after} at the end"
+        )

@@ -202,9 +202,10 @@ def soak_env(
         rollout.stop(30.0)
         for i, server in enumerate(servers):
             label = _label(i, len(servers))
-            at_rest[label].append(_fds_at_rest(partial(_fds, server), at_rest[label][0]))
+            at_rest[label].append(_fewest_at_rest(partial(_fds, server), at_rest[label][0]))
         if len(watch.rollout_at_rest) == 2:  # both read: not stopped before the last mark
-            at_rest[ROLLOUT] = watch.rollout_at_rest
+            at_rest[ROLLOUT] = [fds for fds, _ in watch.rollout_at_rest]
+            watch.result.at_rest_tasks = {ROLLOUT: [tasks for _, tasks in watch.rollout_at_rest]}
         watch.result.at_rest_fds = at_rest
         return watch.result
     finally:
@@ -236,7 +237,7 @@ class _Watch:
         self.metrics = opts.out / env / "rollout" / "metrics.jsonl"
         self.result = SoakResult(env, 0, 0.0, 0)
         self.stretches: dict[str, Stretch] = {}
-        self.rollout_at_rest: list[int] = []
+        self.rollout_at_rest: list[tuple[int, int]] = []  # (descriptors, asyncio tasks)
         self.t0 = time.monotonic()
 
     def run(self) -> None:
@@ -262,9 +263,10 @@ class _Watch:
                 done = int((_last_record(self.metrics) or {}).get("episodes", done))
             mark = (done // self.opts.every + 1) * self.opts.every  # one even after a long jump
 
-    def _rollout_at_rest(self) -> int:
-        """The rollout server's descriptors with no live episode: the drain holds the groups
-        until its episodes have ended, then its descriptors are read (see `_fds_at_rest`)."""
+    def _rollout_at_rest(self) -> tuple[int, int]:
+        """The rollout server's descriptors and asyncio tasks with no live episode: the drain
+        holds the groups until its episodes have ended, then both are read (`_fewest_at_rest`;
+        the tasks from its metrics records)."""
         self.drain.held.set()
         try:
             deadline = time.monotonic() + self.REST_TIMEOUT_S
@@ -277,12 +279,17 @@ class _Watch:
                 if time.monotonic() > deadline:
                     raise RuntimeError(f"the rollout server never came to rest: {record}")
                 time.sleep(0.25)
-            before = self.rollout_at_rest[0] if self.rollout_at_rest else 0
+            before = self.rollout_at_rest[0] if self.rollout_at_rest else (0, 0)
             pid = self.rollout.pid
             assert pid is not None
-            return _fds_at_rest(lambda: tree_figures(pid)[1], before)
+            fds = _fewest_at_rest(lambda: tree_figures(pid)[1], before[0])
+            return fds, _fewest_at_rest(self._tasks, before[1])
         finally:
             self.drain.held.clear()
+
+    def _tasks(self) -> int:
+        """The rollout server's asyncio tasks in its last metrics record."""
+        return int((_last_record(self.metrics) or {}).get("asyncio_tasks") or 0)
 
     def _check_alive(self) -> None:
         children = [s.child for s in self.servers if s.child is not None]
@@ -335,10 +342,10 @@ def _fds(server: EnvServerProcess) -> int:
     return tree_figures(server.child.pid)[1]
 
 
-def _fds_at_rest(read: Callable[[], int], before: int, settle_s: float = 10.0) -> int:
-    """A process's fewest descriptors (`read`) once its load is gone: back at `before`, or the
-    fewest read in `settle_s` (closed connections take a moment to be noticed, idle kept-alive
-    ones seconds to expire)."""
+def _fewest_at_rest(read: Callable[[], int], before: int, settle_s: float = 10.0) -> int:
+    """A process's fewest descriptors or tasks (`read`) once its load is gone: back at `before`,
+    or the fewest read in `settle_s` (closed connections take a moment to be noticed, idle
+    kept-alive ones seconds to expire, and their tasks with them)."""
     deadline = time.monotonic() + settle_s
     fewest = read()
     while fewest > before and time.monotonic() < deadline:

@@ -88,6 +88,9 @@ class SoakResult:
     """Process -> its open descriptors at rest: an env server's [before the rollout server
     started, after it stopped], the rollout server's [at its first mark, at its last] with no live
     episode: what a leak leaves behind, whatever the load did in between."""
+    at_rest_tasks: dict[str, list[int]] = field(default_factory=dict)
+    """The rollout server's asyncio tasks at the same rest readings: under load an agent
+    episode runs several (its connections'), so tasks follow the load there too."""
 
 
 def tree_figures(pid: int) -> tuple[float, int]:
@@ -125,6 +128,7 @@ def flat(
     capacity: int,
     growth: float = GROWTH,
     at_rest: dict[str, list[int]] | None = None,
+    tasks_at_rest: dict[str, list[int]] | None = None,
 ) -> list[str]:
     """What did not stay flat, in words (empty: everything did). Per process, from its level
     after warm-up to its last: resident memory and open descriptors grew by at most `growth`
@@ -133,15 +137,19 @@ def flat(
     ended was closed). The level after warm-up is the mean of the first stretch that starts
     after it (the third sample's; the first is taken at the start) where means were read, else
     the instant of the second sample. A process in `at_rest` (`SoakResult.at_rest_fds`) has its
-    descriptors judged at rest instead: at its last reading at most a few more than at its first.
+    descriptors judged at rest instead: at its last reading at most a few more than at its first;
+    one in `tasks_at_rest` (`SoakResult.at_rest_tasks`) its asyncio tasks (at most two more).
     Under load descriptors follow the live episodes (an HTTP agent opens a connection an episode
     to the env server and one to the endpoint), coming and going with the load: 185-211 per
     stretch, in no order, for BabyAI's env server under 256 agent episodes."""
     grew = []
-    rest = at_rest or {}
+    rest, tasks_rest = at_rest or {}, tasks_at_rest or {}
     for process, (before, after) in rest.items():
         if after > before + 4:
             grew.append(f"{process} open fds at rest: {before} before -> {after} after")
+    for process, (before, after) in tasks_rest.items():
+        if after > before + 2:
+            grew.append(f"{process} asyncio tasks at rest: {before} before -> {after} after")
     for process in dict.fromkeys(s.process for s in samples):
         mine = [s for s in samples if s.process == process][1:]
         most = max((s.high_live_episodes for s in mine), default=0)
@@ -157,7 +165,9 @@ def flat(
             ("open fds", first.level_open_fds, last.level_open_fds, 4),
             ("asyncio tasks besides episodes", first.level_tasks, last.level_tasks, 2),
         ]
-        if process in rest:  # judged at rest above
+        if process in tasks_rest:  # judged at rest above
+            del figures[2]
+        if process in rest:
             del figures[1]
         for what, a, b, slack in figures:
             if b > a * (1 + growth) + slack:
