@@ -229,10 +229,12 @@ class LearnSettings(ConfigModel):
     first use (on CPU this needs a C++ compiler); false keeps the unfused chunk-silu-multiply."""
     micro_batch_tokens: int = Field(default=8192, ge=1)
     """Padded tokens per micro-batch (gradient accumulation over micro-batches)."""
-    micro_batch_overhead_tokens: int | None = Field(default=1024, ge=0)
+    micro_batch_overhead_tokens: int | None = Field(default=None, ge=0)
     """What one more micro-batch costs, in padded tokens (its fixed cost per pass): a step's
     rows, longest first, are cut into micro-batches where the padded tokens computed plus this
-    per micro-batch are fewest. null: the fewest micro-batches (more padding)."""
+    per micro-batch are fewest. null: the fewest micro-batches, and among those the least
+    padding (right where a pass's fixed cost is large, as on a GPU). `benches/bench_padding.py`
+    measures it: ~100 on 2 CPU cores for a 2M model."""
     recompute_proximal: bool = False
     """Recompute proximal log-probs in a separate no-grad pass before the update (the same
     numbers as the detached training forward with one optimizer step per batch; kept for
