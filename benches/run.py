@@ -3,7 +3,8 @@ their figures side by side with the baselines they replace: builder vs Python re
 GB/s, transport vs raw pyzmq, env pool vs an AgentGym-style client, async rollouts vs --sync on
 vLLM, Megatron learner step vs transformers, SciWorld, retrieval, the web env, weight updates
 relayed in a tree vs the learner's star, Wordle's and Maze's steps/s vs the bare loop, step-wise
-context (the last k turns) vs the whole history on long episodes. CI runs
+context (the last k turns) vs the whole history on long episodes, micro-batch cuts that weigh
+padding against a pass's fixed cost vs the fewest micro-batches. CI runs
 each one's --quick form.
 
     python benches/run.py [--only NAME ...] [--quick]
@@ -34,6 +35,7 @@ BENCHES = {
     "gateway": "bench_gateway.py",
     "weights": "bench_weights.py",
     "context": "bench_context.py",
+    "padding": "bench_padding.py",
 }
 HERE = Path(__file__).resolve().parent
 

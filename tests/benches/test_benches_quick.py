@@ -3,7 +3,7 @@ and prints its figures with the ratio against its baseline. A bench that drifts 
 measures (a renamed argument, a changed signature) fails here, not the next time someone runs it.
 
 Quick forms measured on 2 cores: builder ~10 s, codec ~4 s, transport ~1 s, envpool ~13 s,
-learner ~15 s, weights ~22 s, games ~2 s, tools ~6 s, gateway ~4 s, rollout ~70 s and context ~60 s
+learner ~15 s, weights ~22 s, games ~2 s, tools ~6 s, gateway ~4 s, padding ~20 s, rollout ~70 s and context ~60 s
 (each its own vLLM engine: the bench is a separate process, so the test session's shared engine
 cannot serve it).
 """
@@ -98,6 +98,11 @@ FIGURES = {
         rf"^maze\s+full\s+{NUMBER}\s+{NUMBER}\s+\d+\s+{NUMBER}\s+{NUMBER}",
         rf"^maze k=4: longest sample {NUMBER}x below full history, engine prompt "
         rf"tokens/episode {NUMBER}x below",
+    ],
+    "padding": [
+        rf"^\| fewest micro-batches \| \d+ \| \d+ \| {NUMBER} \| {NUMBER} \| 1\.00x \|$",
+        rf"^\| overhead 256 tokens \| \d+ \| \d+ \| {NUMBER} \| {NUMBER} \| {NUMBER}x \|$",
+        r"^fit: ",
     ],
 }
 TIMEOUT_S = {"rollout": 600, "context": 600}
