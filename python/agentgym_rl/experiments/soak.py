@@ -13,11 +13,11 @@ server's `metrics.jsonl`, each env server's `/health`). Between samples it reads
 about four times a second; each sample also carries their mean and highest since the sample before.
 After `episodes`, or at Ctrl-C, it stops them all and returns the samples, with each process's
 descriptors at rest: an env server's before the rollout server started and after it stopped, the
-rollout server's at its first mark after the start and at its last, read once its live episodes
-are none (the drain holds its groups: the buffer fills and admission stops, as under a learner
-that stops taking groups, and resumes after). Under load descriptors follow the live episodes;
-at rest what is left is a leak. `soak_figures.flat` judges them. With `agent` (`module:function`), every episode is a run of
-that agent against the rollout server's OpenAI-compatible endpoint (docs/agents.md), the env
+rollout server's (and its asyncio tasks) at its first mark after the start and at its last, read
+once none of its episodes is live (the drain holds its groups: the buffer fills and admission
+stops, as under a learner that stops taking groups, and resumes after). Under load they follow
+the live episodes; at rest what is left is a leak. `soak_figures.flat` judges them. With
+`agent` (`module:function`), every episode is a run of that agent against the rollout server's OpenAI-compatible endpoint (docs/agents.md), the env
 servers' HTTP addresses given to it: the endpoint soaked under `capacity` concurrent episodes.
 """
 
@@ -25,8 +25,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -38,12 +36,8 @@ from typing import Any
 from agentgym_rl import _core
 from agentgym_rl.auth import ENV_VAR, new_secret
 from agentgym_rl.experiments.soak_figures import ROLLOUT, Reading, SoakResult, Stretch, tree_figures
-from agentgym_rl.processes.child import (
-    Child,
-    cli_argv,
-    cli_spec,
-    die_with_parent,
-)
+from agentgym_rl.experiments.soak_policy import make_policy
+from agentgym_rl.processes.child import Child, cli_spec
 from agentgym_rl.processes.env_servers import EnvServerProcess
 from agentgym_rl.processes.ports import PortBook
 
@@ -180,7 +174,7 @@ def soak_env(
     Ctrl-C (KeyboardInterrupt) after the rollout server started ends it early: the processes
     are stopped and the result holds the samples so far (`stopped`)."""
     spec = soak_spec(env)
-    model = opts.model or make_policy(env, opts.out)
+    model = opts.model or make_policy(env, opts.out, spec.server_args)
     secret = new_secret()
     logs = opts.out / env / "logs"
     base = {**os.environ, "PYTHONUNBUFFERED": "1", ENV_VAR: secret}
@@ -368,48 +362,3 @@ def _start_env_servers(
         server = EnvServerProcess(env, logs, name=name, environ=base, ports=ports)
         servers.append(server.spawn(*spec.server_args))
     return servers
-
-
-POLICY_FLAGS = (
-    "--transcripts",
-    "48",
-    "--turn-cap",
-    "3",
-    "--vocab-size",
-    "800",
-    "--hidden",
-    "64",
-    "--layers",
-    "2",
-    "--heads",
-    "2",
-    "--kv-heads",
-    "2",
-    "--intermediate",
-    "128",
-    "--warmup-steps",
-    "100",
-    "--warmup-batch",
-    "4",
-    "--warmup-lr",
-    "5e-3",
-    "--threads",
-    "2",
-)
-"""A policy as small as the `configs/train/*_tiny.yaml` runs make: it answers in the env's
-action format often enough that episodes step the env (a random model never does)."""
-
-
-def make_policy(env: str, out: Path) -> Path:
-    """`init-model` for `env` into `out/<env>/model` (on 2 cores seconds, a web env's about
-    1.5 min: its transcripts are played in the browser); returns the folder."""
-    folder = out / env / "model"
-    options = list(soak_spec(env).server_args)  # the same --env-option flags as its server
-    argv = [*cli_argv("init-model", "--out", str(folder), "--env", env), *POLICY_FLAGS, *options]
-    linux = sys.platform == "linux"  # a soak killed meanwhile takes init-model with it
-    done = subprocess.run(
-        argv, capture_output=True, text=True, preexec_fn=die_with_parent if linux else None
-    )
-    if done.returncode != 0:
-        raise RuntimeError(f"init-model for {env} failed:\n{done.stderr[-2000:]}")
-    return folder
