@@ -196,7 +196,8 @@ def soak_env(
         rollout.stop(30.0)
         for i, server in enumerate(servers):
             label = _label(i, len(servers))
-            at_rest[label].append(_fewest_at_rest(partial(_fds, server), at_rest[label][0]))
+            (fds,) = _fewest_at_rest(partial(_fds_of, server), (at_rest[label][0],))
+            at_rest[label].append(fds)
         if len(watch.rollout_at_rest) == 2:  # both read: not stopped before the last mark
             at_rest[ROLLOUT] = [fds for fds, _ in watch.rollout_at_rest]
             watch.result.at_rest_tasks = {ROLLOUT: [tasks for _, tasks in watch.rollout_at_rest]}
@@ -276,8 +277,8 @@ class _Watch:
             before = self.rollout_at_rest[0] if self.rollout_at_rest else (0, 0)
             pid = self.rollout.pid
             assert pid is not None
-            fds = _fewest_at_rest(lambda: tree_figures(pid)[1], before[0])
-            return fds, _fewest_at_rest(self._tasks, before[1])
+            fds, tasks = _fewest_at_rest(lambda: (tree_figures(pid)[1], self._tasks()), before)
+            return fds, tasks
         finally:
             self.drain.held.clear()
 
@@ -331,20 +332,35 @@ class _Watch:
         return Reading(rss, fds, live, tasks)
 
 
+def _fds_of(server: EnvServerProcess) -> tuple[int]:
+    return (_fds(server),)
+
+
 def _fds(server: EnvServerProcess) -> int:
     assert server.child is not None and server.child.pid is not None
     return tree_figures(server.child.pid)[1]
 
 
-def _fewest_at_rest(read: Callable[[], int], before: int, settle_s: float = 10.0) -> int:
-    """A process's fewest descriptors or tasks (`read`) once its load is gone: back at `before`,
-    or the fewest read in `settle_s` (closed connections take a moment to be noticed, idle
-    kept-alive ones seconds to expire, and their tasks with them)."""
-    deadline = time.monotonic() + settle_s
-    fewest = read()
-    while fewest > before and time.monotonic() < deadline:
+def _fewest_at_rest(
+    read: Callable[[], tuple[int, ...]],
+    before: tuple[int, ...],
+    settle_s: float = 10.0,
+    steady_s: float = 6.0,
+) -> tuple[int, ...]:
+    """A process's fewest descriptors (and tasks) once its load is gone (`read`, figure by
+    figure): each back at `before`, or none lower for `steady_s` (past the 5 s after which
+    clients drop idle kept-alive connections, and their tasks go with them), or at `settle_s`."""
+    start = time.monotonic()
+    fewest, lowered = read(), start
+    while any(f > b for f, b in zip(fewest, before, strict=True)):
+        now = time.monotonic()
+        if now - start > settle_s or now - lowered > steady_s:
+            break
         time.sleep(0.2)
-        fewest = min(fewest, read())
+        figures = read()
+        if any(f < g for f, g in zip(figures, fewest, strict=True)):
+            lowered = time.monotonic()
+        fewest = tuple(min(f, g) for f, g in zip(figures, fewest, strict=True))
     return fewest
 
 
