@@ -62,6 +62,7 @@ from typing import Any
 
 from agentgym_rl.processes.env_servers import EnvServerProcess
 from agentgym_rl.processes.ports import free_port
+from figures import figure
 
 ROOT = Path(__file__).resolve().parents[1]
 TRAIN_CONFIG = ROOT / "configs" / "train" / "babyai_goto.yaml"
@@ -334,6 +335,16 @@ async def run_latency(
             flush=True,
         )
     a, s = results
+    want = {40.0: ">= 4x sync", 500.0: ">= 8x sync"}.get(latency_ms, ">= 2.5x sync")
+    figure(
+        "rollout", f"episodes at {latency_ms:g} ms env latency", a["episodes_per_s"], "episodes/s",
+        baseline=s["episodes_per_s"], baseline_name="synchronous loop", target=want,
+    )  # fmt: skip
+    figure(
+        "rollout", f"engine idle at {latency_ms:g} ms env latency", 100 * a["idle"], "%",
+        baseline=100 * s["idle"], baseline_name="synchronous loop", lower_is_better=True,
+        target="< 20% at 500 ms" if latency_ms >= 500 else "< 10%",
+    )  # fmt: skip
     print(
         f"async/sync: {a['episodes_per_s'] / s['episodes_per_s']:.2f}x episodes/s, "
         f"{a['tokens_per_s'] / s['tokens_per_s']:.2f}x tokens/s "

@@ -13,11 +13,13 @@ from types import ModuleType
 from agentgym_rl.config.loader import load_config
 from agentgym_rl.config.train import TrainConfig
 
+BENCHES = Path(__file__).resolve().parents[2] / "benches"
+
 
 def bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location(
-        "bench_rollout", Path(__file__).resolve().parents[2] / "benches" / "bench_rollout.py"
-    )
+    if str(BENCHES) not in sys.path:  # as when it runs: its `figures` beside it
+        sys.path.insert(0, str(BENCHES))
+    spec = importlib.util.spec_from_file_location("bench_rollout", BENCHES / "bench_rollout.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # its dataclass looks its module up
