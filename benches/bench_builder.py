@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from agentgym_rl.trajectory import ChatTokenizer, TrajectoryBuilder
+from figures import figure
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -141,6 +142,10 @@ def main() -> int:
             f"{turns:5d} {tokens:8d} {tokens / t_rust:12,.0f} {tokens / t_python:14,.0f}"
             f" {ratio:9.1f}x\n"
         )
+        figure(
+            "builder", f"trajectory build, {turns} turns", tokens / t_rust, "tokens/s",
+            baseline=tokens / t_python, baseline_name="Python re-render", target=">= 20x",
+        )  # fmt: skip
     out.write("(python = re-render + re-encode the whole conversation per step; target >= 20x)\n")
     return 0
 

@@ -17,6 +17,7 @@ import numpy as np
 
 from agentgym_rl import _core
 from agentgym_rl.wire import Status, WireGroup, WireSample, WireTokens, decode_group, encode_group
+from figures import figure
 
 
 def make_group(n_samples: int, n_tokens: int) -> WireGroup:
@@ -82,6 +83,7 @@ def main() -> None:
             print(f"{case:<14} {name:<28} {e:>12.2f} {d:>12.2f}")
         print(f"{case:<14} message size {size / 1e6:.2f} MB")
     print(f"rust codec, realistic size, slower direction: {worst:.2f} GB/s (target >= 1.0)")
+    figure("codec", "encode/decode, slower direction", worst, "GB/s", target=">= 1 GB/s")
 
 
 if __name__ == "__main__":

@@ -39,6 +39,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from figures import figure
+
 ROOT = Path(__file__).resolve().parents[1]
 WINDOWS: list[int | None] = [2, 4, None]  # None: the whole history
 REGEX = {
@@ -267,6 +269,11 @@ def report(rows: list[Row]) -> None:
                     f"history, engine prompt tokens/episode {full.prompt_tokens / r.prompt_tokens:.2f}x"
                     f" below (full played {full.turns:.1f} turns, {r.name} {r.turns:.1f})"
                 )
+                figure(
+                    "context", f"{env} {r.name}: engine prompt tokens/episode", r.prompt_tokens,
+                    "tokens", baseline=full.prompt_tokens, baseline_name="whole history",
+                    lower_is_better=True, target=">= 3x below at k=4" if r.window == 4 else "",
+                )  # fmt: skip
 
 
 def main() -> int:

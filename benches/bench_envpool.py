@@ -27,6 +27,7 @@ import requests
 
 from agentgym_rl import _core as core
 from agentgym_rl.processes.env_servers import EnvServerProcess
+from figures import figure
 
 ACTIONS = ["turn left", "turn right", "move forward"]
 
@@ -141,6 +142,10 @@ def main() -> int:
     )
     for name, rate in rows:
         print(f"  {name:<40} {rate:>10,.0f} steps/s  ({rate / ref_rate:5.1f}x c)")
+    figure(
+        "envpool", "BabyAI steps, Rust pool over ZeroMQ", zmq_rate, "steps/s", baseline=ref_rate,
+        baseline_name="AgentGym-style client", target=">= 5x",
+    )  # fmt: skip
     per_zmq, per_http = 1e6 / noop_zmq, 1e6 / noop_http
     print(f"noop env, {n} concurrent episodes: wall time per step (pool + server)")
     print(f"  {'ZeroMQ':<40} {per_zmq:>10.1f} us/step")

@@ -22,6 +22,7 @@ from agentgym_envs.maze.env import MazeEnvironment
 from agentgym_envs.noop import NoopEnvironment
 from agentgym_envs.server.base import Environment
 from agentgym_envs.wordle.env import WordleEnvironment
+from figures import figure
 
 
 @dataclass
@@ -95,6 +96,10 @@ def main() -> None:
             f"{name}: {f.steps_per_s:,.0f} steps/s in process, {f.us_per_step:.2f} us/step "
             f"({f.us_per_step / base:.1f}x the noop loop's time per step)"
         )
+        figure(
+            "games", f"{name} step", f.us_per_step, "us", ceiling=base,
+            ceiling_name="the noop env's loop", lower_is_better=True,
+        )  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -27,6 +27,7 @@ from agentgym_rl.episode.types import Generation
 from agentgym_rl.gateway.app import Gateway
 from agentgym_rl.gateway.serve import GatewayServer
 from agentgym_rl.trajectory import ChatTokenizer, TrajectoryBuilder
+from figures import figure
 
 ROOT = Path(__file__).resolve().parents[1]
 CHAT = ROOT / "tests" / "fixtures" / "templates" / "chatml"
@@ -118,6 +119,10 @@ def main() -> None:
         f"gateway: {1000 * b / calls:.2f} ms/call over the engine's {args.engine_ms:g} ms "
         f"({b / a:.2f}x the direct loop's time per call)"
     )
+    figure(
+        "gateway", "a call through the endpoint", 1000 * b / calls, "ms", ceiling=1000 * a / calls,
+        ceiling_name="the direct loop", lower_is_better=True,
+    )  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -33,6 +33,7 @@ from agentgym_rl.learner import convert
 from agentgym_rl.learner import model as lm
 from agentgym_rl.learner.attention import AttentionKind
 from agentgym_rl.learner.losses import policy_loss
+from figures import figure
 
 LOCAL = "megatron-core, local attn + CE"
 UNFUSED = "megatron-core, unfused SwiGLU"
@@ -167,6 +168,10 @@ def main() -> None:
         print(f"{name:<31}: {tokens / t:10.0f} tokens/s ({t * 1e3:.0f} ms/step)")
     t_hf = seconds["transformers Qwen2"]
     print(f"ratio megatron / transformers: {t_hf / seconds['megatron-core GPTModel']:.2f}x")
+    figure(
+        "learner", "train step", tokens / seconds["megatron-core GPTModel"], "tokens/s",
+        baseline=tokens / t_hf, baseline_name="transformers", target=">= 1x",
+    )  # fmt: skip
     if args.ablation:
         print(f"ratio unfused SwiGLU / transformers: {t_hf / seconds[UNFUSED]:.2f}x")
         print(f"ratio local path / transformers: {t_hf / seconds[LOCAL]:.2f}x")

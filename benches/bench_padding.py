@@ -26,6 +26,8 @@ from pathlib import Path
 
 import numpy as np
 
+from figures import figure
+
 ROWS_RANGE = (118, 638)
 OVERHEADS: list[int | None] = [None, 4096, 1024, 256, 0]
 QUICK_OVERHEADS: list[int | None] = [None, 256, 0]
@@ -136,6 +138,15 @@ def report(
         print(
             f"| {name} | {micro} | {computed} | {real / computed:.3f} | {rate:.0f} | {ratio:.2f}x |"
         )
+    best = min(median, key=lambda o: median[o])
+    figure(
+        "padding", f"learner step, fastest cut (overhead {best})", real / median[best], "tokens/s",
+        baseline=real / median[None], baseline_name="fewest micro-batches",
+    )  # fmt: skip
+    figure(
+        "padding", "real of computed tokens, fewest micro-batches", real / shape[None][1], "",
+        ceiling=1.0, ceiling_name="no padding", target=">= 0.85",
+    )  # fmt: skip
     x = np.array([[1.0, shape[o][1], shape[o][0]] for o in times])
     y = np.array([median[o] for o in times])
     (_, per_token, per_micro), *_ = np.linalg.lstsq(x, y, rcond=None)

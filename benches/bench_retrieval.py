@@ -20,6 +20,7 @@ from pathlib import Path
 from agentgym_envs.searchqa.datafiles import load_corpus
 from agentgym_envs.searchqa.env import DATA
 from agentgym_envs.searchqa.retrieval import _load_encoder, build_retriever
+from figures import figure
 
 
 def queries_per_s(retriever, queries: list[str], batch: int, k: int = 3) -> float:
@@ -60,6 +61,7 @@ def main() -> None:
             f"{kind:<10}{len(corpus):>10}{cold.build_s:>14.2f}{warm.build_s:>9.3f}"
             f"{one:>10,.0f}{many:>10,.0f}"
         )
+        figure("retrieval", f"{kind} queries, batches of 32", many, "queries/s")
 
 
 if __name__ == "__main__":

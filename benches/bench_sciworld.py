@@ -26,6 +26,7 @@ import time
 import httpx
 
 from agentgym_rl.processes.env_servers import EnvServerProcess
+from figures import figure
 
 ACTIONS = [
     "look around",
@@ -156,6 +157,10 @@ def main() -> int:
     print(
         f"ratio (a)/(b): create+reset {ref[0] / ours[0]:.1f}x faster, steps/s {ours[1] / ref[1]:.1f}x"
     )
+    figure(
+        "sciworld", "steps, one JVM per server", ours[1], "steps/s", baseline=ref[1],
+        baseline_name="a JVM per episode (AgentGym)",
+    )  # fmt: skip
     mib = {k: v / 2**20 for k, v in memory.items()}
     print(
         f"memory (server + its JVMs) over {episodes} episodes: "

@@ -25,6 +25,7 @@ from agentgym_rl.env_discovery import env_traits, load_env
 from agentgym_rl.episode.actions import env_format, parse_action, render_action
 from agentgym_rl.episode.tools import ToolFamily, ToolReader, ToolSet, write_call
 from agentgym_rl.trajectory import ChatTokenizer
+from figures import figure
 
 ROOT = Path(__file__).resolve().parents[1]
 TOKENIZER = ROOT / "tests" / "fixtures" / "templates" / "qwen25_tools"
@@ -81,6 +82,10 @@ def bench(env: str, chat: ChatTokenizer, episodes: int, repeat: int) -> str:
         f"{text_us:.1f} us/parse; tools {call_tokens:.1f} tok/turn, {call_us:.1f} us/call; "
         f"{len(tools.tools)} tool schemas +{schemas} tok in the system turn"
     )
+    figure(
+        "tools", f"{env} turn as a tool call", call_tokens, "tokens", baseline=text_tokens,
+        baseline_name=f"{fmt.value} text", lower_is_better=True,
+    )  # fmt: skip
     return (
         f"{env}: tools {call_tokens:.1f} tok/turn vs {fmt.value} {text_tokens:.1f} tok/turn "
         f"({call_tokens / text_tokens:.2f}x); parse {call_us:.1f} us vs {text_us:.1f} us "

@@ -21,6 +21,7 @@ import zmq
 from agentgym_rl._core import GroupReceiver, GroupSender, encode_group
 from agentgym_rl.processes.ports import free_port
 from bench_codec import make_group  # type: ignore[import-not-found]
+from figures import figure
 
 SECRET = b"bench-secret-0123456789abcdef0123"
 STEP_S = 14.4
@@ -102,6 +103,10 @@ def main() -> None:
     for name, secs in rows:
         print(f"{name:<30} {n / secs:>10.1f} {n * mb / secs:>10.1f}")
     print(f"ratio rust/raw pyzmq: {best_raw / best_rust:.2f} (target >= 0.70)")
+    figure(
+        "transport", "group stream", n * mb / best_rust, "MB/s", ceiling=n * mb / best_raw,
+        ceiling_name="raw pyzmq", target=">= 0.70 of raw pyzmq",
+    )  # fmt: skip
     print(f"ratio signed/unsigned: {best_rust / best_signed:.2f}")
     # Per group: the sender's sign and the receiver's verify, each one pass over the payload.
     per_group_ms = max(best_signed - best_rust, 0.0) / n * 1e3

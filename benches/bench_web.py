@@ -28,6 +28,7 @@ import time
 import httpx
 
 from agentgym_rl.processes.env_servers import EnvServerProcess
+from figures import figure
 
 ACTIONS = ["scroll [down]", "scroll [up]"]
 STEPS_PER_RESET = 8
@@ -159,6 +160,8 @@ def main() -> int:
             f"{r['rss_mb_per_episode']:.1f} MB/episode rss, {r['pss_mb_per_episode']:.1f} "
             "MB/episode pss"
         )
+    for r in rows:
+        figure("web", f"steps, {r['episodes']} episodes at once", r["steps_per_s"], "steps/s")
     print(json.dumps(rows))
     return 0
 

@@ -38,6 +38,7 @@ from agentgym_rl.auth import ENV_VAR
 from agentgym_rl.processes.child import die_with_parent
 from agentgym_rl.weights import schema
 from agentgym_rl.weights.publisher import PublishResult, WeightPublisher
+from figures import figure
 
 # the stand-in rollout server the weight-stream tests use too
 STANDIN = Path(__file__).resolve().parents[1] / "tests" / "weights" / "standin.py"
@@ -191,6 +192,10 @@ def main() -> None:
             f"tree/star ({model}, {n} receivers): {tree.bytes_sent / star.bytes_sent:.2f}x "
             f"learner bytes, {tree.seconds / star.seconds:.2f}x update time"
         )
+        figure(
+            "weights", f"update, {model} to {n} receivers in a tree", tree.seconds, "s",
+            baseline=star.seconds, baseline_name="star", lower_is_better=True,
+        )  # fmt: skip
         print(
             f"signed/unsigned tree ({model}, {n} receivers): "
             f"{signed_tree.seconds / tree.seconds:.2f}x update time"

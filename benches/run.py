@@ -41,13 +41,26 @@ HERE = Path(__file__).resolve().parent
 
 
 def run_benches(only: list[str] | None, quick: bool) -> int:
-    failed = []
+    """Each bench in turn, its output passed through; then every headline figure in one table."""
+    from figures import parse, table  # beside this script (on the path when it runs)
+
+    failed, figures = [], []
     for name in only or list(BENCHES):
         script = HERE / BENCHES[name]
         print(f"\n=== {name}: {script.name} ===", flush=True)
         cmd = [sys.executable, str(script)] + (["--quick"] if quick else [])
-        if subprocess.run(cmd, check=False).returncode != 0:
+        with subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, bufsize=1) as bench:
+            assert bench.stdout is not None
+            for line in bench.stdout:
+                found = parse(line.rstrip("\n"))
+                if found is None:
+                    print(line, end="", flush=True)
+                else:
+                    figures.append(found)
+        if bench.returncode != 0:
             failed.append(name)
+    print(f"\n=== every figure{' (quick forms)' if quick else ''} ===")
+    print(table(figures))
     if failed:
         print(f"\nfailed: {', '.join(failed)}")
         return 1

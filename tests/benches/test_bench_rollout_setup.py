@@ -6,18 +6,23 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import json
 import sys
 from pathlib import Path
 from types import ModuleType
 
+import pytest
+
 from agentgym_rl.config.loader import load_config
 from agentgym_rl.config.train import TrainConfig
 
+BENCHES = Path(__file__).resolve().parents[2] / "benches"
+
 
 def bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location(
-        "bench_rollout", Path(__file__).resolve().parents[2] / "benches" / "bench_rollout.py"
-    )
+    if str(BENCHES) not in sys.path:  # as when it runs: its `figures` beside it
+        sys.path.insert(0, str(BENCHES))
+    spec = importlib.util.spec_from_file_location("bench_rollout", BENCHES / "bench_rollout.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # its dataclass looks its module up
@@ -79,3 +84,24 @@ def test_full_form_prefers_the_trained_checkpoint(tmp_path: Path) -> None:
     (tmp_path / "base" / "config.json").write_text("{}")
     empty = train.model_copy(update={"run_dir": tmp_path / "none"})
     assert b.choose_policy(empty, args()) == tmp_path / "base"
+
+
+def test_engine_idle_is_split_into_the_steady_state_and_the_drain(tmp_path: Path) -> None:
+    """Before the first token the engine is starting, after the last group's dispatch the run
+    drains (nothing new to start): the steady state is in between."""
+    records = [
+        {"uptime_s": 1, "engine_idle_ratio": 1.0, "generated_tokens": 0, "buffer": {"admitted": 4}},
+        {"uptime_s": 2, "engine_idle_ratio": 0.1, "generated_tokens": 5, "buffer": {"admitted": 6}},
+        {"uptime_s": 3, "engine_idle_ratio": 0.3, "generated_tokens": 9, "buffer": {"admitted": 8}},
+        {
+            "uptime_s": 5,
+            "engine_idle_ratio": 0.9,
+            "generated_tokens": 12,
+            "buffer": {"admitted": 8},
+        },
+    ]
+    path = tmp_path / "metrics.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    whole, steady = bench().idle_ratio(path, groups=8)
+    assert whole == pytest.approx((1.0 + 0.1 + 0.3 + 2 * 0.9) / 5)
+    assert steady == pytest.approx((0.1 + 0.3) / 2)

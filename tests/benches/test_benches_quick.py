@@ -133,3 +133,6 @@ def test_bench_quick_form_runs_and_prints_its_figures(name: str) -> None:
     assert f"=== {name}: {BENCHES[name]} ===" in proc.stdout
     for pattern in FIGURES[name]:
         assert re.search(pattern, proc.stdout, re.MULTILINE), f"{pattern!r} missing:\n{tail}"
+    # its headline figures, in the runner's closing table
+    assert "=== every figure (quick forms) ===" in proc.stdout
+    assert re.search(rf"^\| {name} \| .+ \| {NUMBER} ", proc.stdout, re.MULTILINE), tail

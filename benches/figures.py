@@ -1,0 +1,75 @@
+"""Headline figures of the benches, for `benches/run.py`'s closing table.
+
+Contract: a bench calls `figure(...)` once per headline figure; it prints one line,
+`figure: {json}`, which `run.py` collects from the bench's output (`parse`) and sets in one table
+(`table`): the figure, its baseline and its ceiling where it has them, the ratio to each (how far
+above the baseline, how close to the ceiling) and its target. A ratio reads the same way for every
+figure: above 1 is better than the baseline, 1 is the ceiling (`lower_is_better` flips a time).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from typing import Any
+
+PREFIX = "figure: "
+
+
+@dataclass(frozen=True)
+class Figure:
+    bench: str
+    name: str
+    value: float
+    unit: str
+    baseline: float | None = None
+    baseline_name: str = ""
+    ceiling: float | None = None
+    ceiling_name: str = ""
+    target: str = ""
+    lower_is_better: bool = False
+
+    def ratio(self, other: float | None) -> float | None:
+        """How this figure stands against `other` (baseline or ceiling): > 1 is better."""
+        if other is None or other == 0 or self.value == 0:
+            return None
+        return other / self.value if self.lower_is_better else self.value / other
+
+
+def figure(bench: str, name: str, value: float, unit: str, **reference: Any) -> None:
+    """Print one headline figure (see `Figure` for the reference fields)."""
+    print(PREFIX + json.dumps(asdict(Figure(bench, name, float(value), unit, **reference))))
+
+
+def parse(line: str) -> Figure | None:
+    """The figure a bench's output line carries, or None."""
+    if not line.startswith(PREFIX):
+        return None
+    try:
+        return Figure(**json.loads(line[len(PREFIX) :]))
+    except (ValueError, TypeError):
+        return None
+
+
+def _num(x: float | None) -> str:
+    if x is None:
+        return ""
+    return f"{x:,.0f}" if abs(x) >= 100 else f"{x:.3g}"
+
+
+def _ratio(x: float | None) -> str:
+    return "" if x is None else f"{x:.2f}x"
+
+
+def table(figures: list[Figure]) -> str:
+    """Every figure in one markdown table, in the order given."""
+    head = "| bench | figure | value | baseline | vs baseline | ceiling | of ceiling | target |"
+    lines = [head, "|---|---|---:|---|---:|---|---:|---|"]
+    for f in figures:
+        base = f"{_num(f.baseline)} ({f.baseline_name})" if f.baseline is not None else ""
+        ceil = f"{_num(f.ceiling)} ({f.ceiling_name})" if f.ceiling is not None else ""
+        lines.append(
+            f"| {f.bench} | {f.name} | {_num(f.value)} {f.unit} | {base} | "
+            f"{_ratio(f.ratio(f.baseline))} | {ceil} | {_ratio(f.ratio(f.ceiling))} | {f.target} |"
+        )
+    return "\n".join(lines)
