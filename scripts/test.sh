@@ -4,7 +4,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
-step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+# each step's wall time is printed when the next begins (and the last one's at exit): where CI's
+# time goes, read from its log
+CURRENT=""
+STARTED=$SECONDS
+took() { [[ -n $CURRENT ]] && printf '\033[1m== %s: %d s\033[0m\n' "$CURRENT" $((SECONDS - STARTED)); true; }
+step() { took; CURRENT=$*; STARTED=$SECONDS; printf '\n\033[1m== %s\033[0m\n' "$*"; }
+trap 'took; printf "\033[1m== all steps: %d s\033[0m\n" $SECONDS' EXIT
 
 step "install"
 scripts/install.sh --dev

@@ -11,10 +11,12 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 import agentgym_rl
 from agentgym_rl.policy_creation import create_tiny_model
+from processes_seen import processes_mentioning
 from tiny_run import SPLIT, tiny_train_config
 from vllm_fixtures import tiny_corpus
 
 ROOT = Path(__file__).resolve().parents[2]
+GOTO_TEST = "envs/agentgym_envs/babyai/data/goto_test.json"
 
 
 def test_the_public_names_load_and_are_listed() -> None:
@@ -71,15 +73,39 @@ def test_runs_open_reads_what_a_run_wrote(tmp_path: Path) -> None:
 @pytest.mark.engine
 @pytest.mark.slow
 def test_train_in_the_background_then_read_the_run(tmp_path: Path) -> None:
+    """The tiny run through `train(background=True)`, which runs `agentgym-rl train --config`
+    as a user would (so this is also the CLI's end-to-end run): every child logs, plots, summary
+    and yardsticks are written, nothing outlives the run; then its records read from Python."""
     model = create_tiny_model(tmp_path / "model", corpus=tiny_corpus(), vocab_size=320, seed=0)
     run_dir = tmp_path / "run"
-    config = agentgym_rl.TrainConfig.model_validate(tiny_train_config(str(run_dir), str(model)))
+    data = tiny_train_config(str(run_dir), str(model))
+    # held-out tasks at v0 and v2, with the yardsticks measured on the env servers' options
+    data["env_servers"][0]["args"] = ["--env-option", "observation=compact"]
+    data["rollout"]["eval"] = {"split": GOTO_TEST, "every_versions": 2, "limit": 3}
+    config = agentgym_rl.TrainConfig.model_validate(data)
     handle = agentgym_rl.train(config, background=True)
     assert handle.status()["running"]
     result = handle.wait(timeout_s=900)
     log = (run_dir / "logs" / "train.log").read_text()
     assert result.ok and result.outcome == "finished", log[-4000:]
     assert handle.status() == {"running": False, "step": 2, "exit_code": 0}
+    assert f"summary in {run_dir / 'summary.md'}" in log
+    assert sorted(p.name for p in (run_dir / "logs").iterdir()) == [
+        "env-babyai-0.log",
+        "learn.log",
+        "rollout-0.log",
+        "train.log",
+    ]
+    plots = {p.name for p in (run_dir / "plots").iterdir()}
+    assert {"success_reward.png", "throughput.png", "turns.png", "staleness.png"} <= plots
+    assert "eval_by_category.png" in plots
+    [sticks] = json.loads((run_dir / "rollout-0" / "yardsticks.json").read_text()).items()
+    assert "observation=compact" in sticks[0] and "cap=3" in sticks[0]
+    assert 0.0 <= sticks[1]["chance"]["all"] <= sticks[1]["rule"]["all"]
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["steps"] == 2 and summary["outcome"] == "finished"
+    assert summary["yardsticks"]["babyai"]["rule"] == sticks[1]["rule"]["all"]
+    assert processes_mentioning(str(run_dir)) == []  # no child outlived the run
 
     run = agentgym_rl.runs.open(run_dir)
     assert [r["step"] for r in run.metrics] == [1, 2] == [r["step"] for r in handle.metrics()]

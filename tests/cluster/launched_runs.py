@@ -4,7 +4,6 @@ waiting on a launched run's records, and the processes it may have left."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from collections.abc import Callable
@@ -13,10 +12,12 @@ from typing import Any
 
 import yaml
 
+from processes_seen import processes_mentioning
 from tiny_run import tiny_train_config
 from waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
+__all__ = ["processes_mentioning"]  # the launch tests import it from here, with the rest
 
 
 def cluster_config(
@@ -84,18 +85,3 @@ def wait_for(
     """Poll `ready` until it holds; past `timeout_s`, fail with the run's logs and `explain()`
     (what else the caller knows of the stall: the scheduler's view of the job)."""
     wait_until(ready, timeout_s, what, poll_s=2.0, explain=lambda: f"{explain()}\n{logs(run_dir)}")
-
-
-def processes_mentioning(text: str) -> list[str]:
-    """Command lines of this machine's processes that mention `text` (the run folder)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit() and int(entry.name) != os.getpid():
-            try:
-                cmdline = (entry / "cmdline").read_bytes()
-            except OSError:
-                continue
-            if text.encode() in cmdline:
-                line = cmdline.replace(b"\0", b" ").decode(errors="replace")
-                found.append(f"{entry.name}: {line[:200]}")
-    return found

@@ -1,6 +1,7 @@
 """`launch --ray` on a real local Ray cluster (`ray_cluster`: 2 CPUs, 2 declared GPUs, an
 `env_host` resource): the tiny run placed as one actor per process reaches its max steps with
-the group accounting balanced although its rollout server's process was killed mid-run, Ray's
+the group accounting balanced although its rollout server's process was killed mid-run (its last
+step trained on the restarted server's groups), Ray's
 state API lists the actors by role, and `ray job stop` leaves no process behind."""
 
 from __future__ import annotations
@@ -12,12 +13,12 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 from .launched_runs import (
     children,
     cluster_config,
     launch,
-    learner_step,
     logs,
     processes_mentioning,
     wait_for,
@@ -39,9 +40,16 @@ def test_ray_run_recovers_a_killed_rollout_server_and_finishes(
     from ray.util.state import list_actors
 
     config = cluster_config(tmp_path, tiny_policy, max_steps=4)
+    # two groups at a time, and the kill once the first is sent: the learner (8 groups to train)
+    # must get most of them from the restarted server. Killed at step 1 instead, the first
+    # server had often made all 8 while the learner started, and the restart was never needed.
+    data = yaml.safe_load(config.read_text())
+    data["rollout"]["buffer"] = {"max_in_flight": 2, "max_ready": 2}
+    config.write_text(yaml.safe_dump(data))
     job = launch(["--ray", ray_cluster.dashboard_url, str(config)], ray_cluster.env)
     run: Path = job["run_dir"]
-    wait_for("at step 1", lambda: learner_step(run) >= 1, run, 600)
+    books = run / "rollout-0" / "groups.jsonl"
+    wait_for("a group sent", lambda: books.is_file() and '"sent"' in books.read_text(), run, 600)
 
     actors = list_actors(address=ray_cluster.dashboard_url, filters=[("state", "=", "ALIVE")])
     names = {a.name for a in actors if (a.name or "").startswith(f"agentgym-rl:{run.name}:")}
@@ -58,6 +66,13 @@ def test_ray_run_recovers_a_killed_rollout_server_and_finishes(
     assert _status(ray_cluster, job["job_id"]) == "SUCCEEDED", logs(run)
     events = [(c["child"], c["event"]) for c in children(run)]
     assert events.count(("rollout-0", "start")) == 2 and ("rollout-0", "exit") in events
+    # the restarted rollout server sent groups, and the last step trained after it started
+    restarted = [c["time"] for c in children(run) if c["child"] == "rollout-0"][-1]
+    lines = books.read_text().splitlines()
+    second = [i for i, line in enumerate(lines) if '"event": "start"' in line][1]
+    assert any('"sent"' in line for line in lines[second:]), lines[second:]
+    ledger = (run / "learn" / "metrics.jsonl").read_text().splitlines()
+    assert json.loads(ledger[-1])["time"] > restarted
     summary = json.loads((run / "summary.json").read_text())
     assert summary["outcome"] == "finished" and summary["steps"] == 4
     assert summary["groups"]["balanced"] is True, summary["groups"]
