@@ -1,7 +1,8 @@
 """Runs the benchmarks of benches/ one after another, each in its own interpreter, and prints
 their figures side by side with the baselines they replace: builder vs Python re-render, codec
 GB/s, transport vs raw pyzmq, env pool vs an AgentGym-style client, async rollouts vs --sync on
-vLLM, Megatron learner step vs transformers, SciWorld, retrieval, the web env, weight updates
+vLLM, the rollout loop vs vLLM's offline generate over the same turns (the engine's ceiling),
+Megatron learner step vs transformers, SciWorld, retrieval, the web env, weight updates
 relayed in a tree vs the learner's star, Wordle's and Maze's steps/s vs the bare loop, step-wise
 context (the last k turns) vs the whole history on long episodes, micro-batch cuts that weigh
 padding against a pass's fixed cost vs the fewest micro-batches. CI runs
@@ -26,6 +27,7 @@ BENCHES = {
     "transport": "bench_transport.py",
     "envpool": "bench_envpool.py",
     "rollout": "bench_rollout.py",
+    "ceiling": "bench_ceiling.py",
     "learner": "bench_learner.py",
     "sciworld": "bench_sciworld.py",
     "retrieval": "bench_retrieval.py",

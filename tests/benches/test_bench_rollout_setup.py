@@ -105,3 +105,18 @@ def test_engine_idle_is_split_into_the_steady_state_and_the_drain(tmp_path: Path
     whole, steady = bench().idle_ratio(path, groups=8)
     assert whole == pytest.approx((1.0 + 0.1 + 0.3 + 2 * 0.9) / 5)
     assert steady == pytest.approx((0.1 + 0.3) / 2)
+
+
+def test_the_steady_rate_counts_episodes_from_the_first_token_to_the_last_dispatch(
+    tmp_path: Path,
+) -> None:
+    records = [
+        {"uptime_s": 1, "episodes": 0, "generated_tokens": 0, "buffer": {"admitted": 4}},
+        {"uptime_s": 2, "episodes": 3, "generated_tokens": 5, "buffer": {"admitted": 6}},
+        {"uptime_s": 4, "episodes": 9, "generated_tokens": 9, "buffer": {"admitted": 8}},
+        {"uptime_s": 9, "episodes": 12, "generated_tokens": 12, "buffer": {"admitted": 8}},
+    ]
+    path = tmp_path / "metrics.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    assert bench().steady_episodes_per_s(path, groups=8) == pytest.approx(9 / 3)
+    assert bench().steady_episodes_per_s(path, groups=99) == pytest.approx(12 / 8)

@@ -3,7 +3,8 @@ and prints its figures with the ratio against its baseline. A bench that drifts 
 measures (a renamed argument, a changed signature) fails here, not the next time someone runs it.
 
 Quick forms measured on 2 cores: builder ~10 s, codec ~4 s, transport ~1 s, envpool ~13 s,
-learner ~15 s, weights ~22 s, games ~2 s, tools ~6 s, gateway ~4 s, padding ~20 s, rollout ~70 s and context ~60 s
+learner ~15 s, weights ~22 s, games ~2 s, tools ~6 s, gateway ~4 s, padding ~20 s, rollout ~70 s,
+context ~60 s and ceiling ~40 s
 (each its own vLLM engine: the bench is a separate process, so the test session's shared engine
 cannot serve it).
 """
@@ -55,12 +56,17 @@ FIGURES = {
     ],
     "learner": [rf"^ratio megatron / transformers: {NUMBER}x$"],
     "rollout": [
-        rf"^async: 8 groups \(8 received\), 32 episodes in {NUMBER}s: .* tokens/s, .* "
+        rf"^async, 16 in flight: 8 groups \(8 received\), 32 episodes in {NUMBER}s: .* tokens/s, .* "
         rf"success {NUMBER}, engine idle {NUMBER}%",
         rf"^ sync: 8 groups \(8 received\), 32 episodes in {NUMBER}s: .* tokens/s, .* "
         rf"success {NUMBER}, engine idle {NUMBER}%",
         rf"^async/sync: {NUMBER}x episodes/s, {NUMBER}x tokens/s",
         rf"^\| 40 ms \| {NUMBER} / {NUMBER} \(\*\*{NUMBER}x\*\*\)",
+    ],
+    "ceiling": [
+        rf"^\| same engine, every turn at once \| \d+ \| {NUMBER} \| {NUMBER} \| 1\.00 \| all \|$",
+        rf"^\| rollout server, 8 groups in flight \| \d+ \| {NUMBER} \| {NUMBER} \| {NUMBER} \| "
+        rf"{NUMBER} on average \|$",
     ],
     "sciworld": [
         rf"^ratio \(a\)/\(b\): create\+reset {NUMBER}x faster, steps/s {NUMBER}x$",
@@ -105,7 +111,7 @@ FIGURES = {
         r"^fit: ",
     ],
 }
-TIMEOUT_S = {"rollout": 600, "context": 600}
+TIMEOUT_S = {"rollout": 600, "context": 600, "ceiling": 600}
 
 
 def test_every_bench_is_registered_and_checked() -> None:

@@ -85,6 +85,20 @@ impl TrajectoryBuffer {
         &self.counters
     }
 
+    /// Change the in-flight cap while running (the rollout server sizes it from measured
+    /// generation and env times). Groups already running above a lowered cap finish; none
+    /// start until the running count is below it. The staleness budget is not touched.
+    pub fn set_max_in_flight(&mut self, max_in_flight: usize) -> Result<()> {
+        if max_in_flight == 0 {
+            return Err(BufferError::InvalidConfig {
+                field: "max_in_flight",
+                reason: "must be at least 1".into(),
+            });
+        }
+        self.config.max_in_flight = max_in_flight;
+        Ok(())
+    }
+
     /// How many groups may be admitted right now.
     pub fn capacity(&self) -> usize {
         let versions_here = self.version - self.start_version;

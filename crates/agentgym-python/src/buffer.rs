@@ -94,6 +94,14 @@ impl PyTrajectoryBuffer {
     fn groups_per_step(&self) -> usize {
         self.0.config().groups_per_step
     }
+    #[getter]
+    fn max_in_flight(&self) -> usize {
+        self.0.config().max_in_flight
+    }
+    #[setter]
+    fn set_max_in_flight(&mut self, max_in_flight: usize) -> PyResult<()> {
+        self.0.set_max_in_flight(max_in_flight).map_err(to_py)
+    }
     fn capacity(&self) -> usize {
         self.0.capacity()
     }

@@ -3,7 +3,8 @@
 Contract: `RolloutMetrics` is updated from one event loop (no locks). `snapshot()` returns one
 flat dict: totals since start plus rates over the interval since the previous snapshot
 (generated tokens/s, env steps/s, episodes/s), the engine idle ratio (fraction of the interval's
-wall time with no `generate` call in flight), turns per episode (mean, max), the staleness
+wall time with no `generate` call in flight), the time integrals of requests in the engine and of
+live episodes (`request_seconds`, `episode_seconds`: in-flight sizing reads them), turns per episode (mean, max), the staleness
 histogram of sent groups (learner version minus the group's oldest token version), env
 failures, drift, statuses and the buffer's counters; once episodes of more than one env ended,
 `by_env` holds each env's episodes, successes and windowed success rate and reward. `by_turn`
@@ -66,6 +67,9 @@ class RolloutMetrics:
         self._in_flight = 0
         self._busy = 0.0
         self._busy_since = 0.0
+        # time integrals of requests in the engine and of live episodes (in-flight sizing)
+        self._requests = _Integral(clock)
+        self._episodes = _Integral(clock)
         self._last: dict[str, float] = {"t": self.started, "busy": 0.0}
         self._last_totals = {"generated_tokens": 0, "env_steps": 0, "episodes": 0}
 
@@ -75,17 +79,36 @@ class RolloutMetrics:
         if self._in_flight == 0:
             self._busy_since = self._clock()
         self._in_flight += 1
+        self._requests.add(1)
         self.generate_calls += 1
         try:
             yield
         finally:
             self._in_flight -= 1
+            self._requests.add(-1)
             if self._in_flight == 0:
                 self._busy += self._clock() - self._busy_since
+
+    @contextmanager
+    def living(self) -> Iterator[None]:
+        """Wrap one episode's life, from its dispatch to its end."""
+        self._episodes.add(1)
+        try:
+            yield
+        finally:
+            self._episodes.add(-1)
 
     def busy_seconds(self) -> float:
         live = self._clock() - self._busy_since if self._in_flight else 0.0
         return self._busy + live
+
+    def request_seconds(self) -> float:
+        """Requests in the engine, integrated over time since the start."""
+        return self._requests.total()
+
+    def episode_seconds(self) -> float:
+        """Live episodes, integrated over time since the start."""
+        return self._episodes.total()
 
     def record_episode(self, sample: _core.Sample, env: str, *, drift: bool | None = None) -> None:
         """One finished episode, by its last sample (which carries its reward, status and
@@ -143,6 +166,10 @@ class RolloutMetrics:
             **totals,
             **rates,
             "engine_idle_ratio": idle,
+            # time integrals since start: their differences over a window, divided by its
+            # length, are the mean requests in the engine and the mean live episodes
+            "request_seconds": self.request_seconds(),
+            "episode_seconds": self.episode_seconds(),
             "generate_calls": self.generate_calls,
             "prompt_tokens": self.prompt_tokens,
             "invalid_actions": self.invalid_actions,
@@ -194,3 +221,22 @@ def _rates(window: list[tuple[str, float, bool]]) -> dict[str, float | None]:
         "success_rate": sum(ok for _, _, ok in window) / n if n else None,
         "reward_mean": sum(r for _, r, _ in window) / n if n else None,
     }
+
+
+class _Integral:
+    """The time integral of a count that steps up and down."""
+
+    def __init__(self, clock: Any) -> None:
+        self._clock = clock
+        self._count = 0
+        self._area = 0.0
+        self._since = clock()
+
+    def add(self, step: int) -> None:
+        now = self._clock()
+        self._area += self._count * (now - self._since)
+        self._count += step
+        self._since = now
+
+    def total(self) -> float:
+        return self._area + self._count * (self._clock() - self._since)

@@ -322,6 +322,10 @@ class VllmEngine:
                 await self._llm.resume_generation()
             return time.perf_counter() - t0
 
+    async def drop_prefix_cache(self) -> None:
+        """Forget the cached prompt prefixes (benches measure prefill from a cold cache)."""
+        await self._llm.reset_prefix_cache()
+
     def shutdown(self) -> None:
         """Stop the engine-core process and release its sockets (idempotent).
 

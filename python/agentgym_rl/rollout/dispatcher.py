@@ -15,6 +15,8 @@ Contract:
   `run()` returns a `DispatchSummary`.
 - With a finite `TaskSource` (or `max_groups`), `run()` also returns once everything admitted
   has been sent.
+- With an `InFlightSizer` (`buffer.in_flight: auto`), the buffer's in-flight cap is set every
+  `resize_every_s` from the window's time in the engine over the episodes' time alive.
 - With a `GroupLedger`, every group is recorded as dispatched, then ready, filtered or aborted;
   a ready one then as sent, dropped as stale or (at exit) unsent (`wire/ledger.py`): the run's
   group accounting, which counts the groups a killed server had in flight.
@@ -37,6 +39,7 @@ from agentgym_rl.episode.dataset import Task, TaskMix, TaskSource
 from agentgym_rl.episode.log import EpisodeLog
 from agentgym_rl.episode.metrics import RolloutMetrics
 from agentgym_rl.episode.types import Engine, EpisodePlan
+from agentgym_rl.rollout.in_flight import InFlightSizer
 from agentgym_rl.rollout.schedule import TurnSchedule
 from agentgym_rl.rollout.sink import LearnerStream
 from agentgym_rl.rollout.status import StatusSink
@@ -88,6 +91,8 @@ class Dispatcher:
         max_groups: int | None = None,
         episode_log: EpisodeLog | None = None,
         ledger: GroupLedger | None = None,
+        sizer: InFlightSizer | None = None,
+        resize_every_s: float = 1.0,
     ) -> None:
         self.agent, self.buffer, self.source = agent, buffer, source
         self.schedule, self.stream = schedule, stream
@@ -98,6 +103,10 @@ class Dispatcher:
         self.flush_timeout_s, self.max_groups = flush_timeout_s, max_groups
         self.episode_log = episode_log  # finished episodes, for `agentgym-rl show`
         self.ledger = ledger
+        self.sizer, self.resize_every_s = sizer, resize_every_s
+        self._sized = (0.0, 0.0)  # the integrals at the last resize
+        if sizer is not None:
+            buffer.max_in_flight = sizer.first
         self._queued: deque[tuple[int, str]] = deque()  # the buffer's ready queue, as keys
         self._keys: dict[int, str] = {}  # ledger keys of the groups in flight
         self.groups: dict[int, list[asyncio.Task[None]]] = {}
@@ -160,7 +169,8 @@ class Dispatcher:
 
     async def _episode(self, group_id: int, plan: EpisodePlan) -> None:
         try:
-            played = await self.agent.play(plan)
+            with self.metrics.living():
+                played = await self.agent.play(plan)
         except asyncio.CancelledError:
             raise
         except Exception:
@@ -235,10 +245,21 @@ class Dispatcher:
         if self.status is not None:
             counters = self.buffer.counters()
             record = self.metrics.snapshot(counters, version=int(self.version_source()))
+            record["max_in_flight"] = self.buffer.max_in_flight
             # what must stay flat over a long run (`agentgym-rl soak` reads these)
             record["live_episodes"] = sum(not t.done() for g in self.groups.values() for t in g)
             record["asyncio_tasks"] = len(asyncio.all_tasks())
             self.status.write(record)
+
+    def _resize(self) -> None:
+        """Set the in-flight cap from the last window (see `rollout/in_flight.py`)."""
+        if self.sizer is None:
+            return
+        now = (self.metrics.request_seconds(), self.metrics.episode_seconds())
+        cap = self.sizer.size(now[0] - self._sized[0], now[1] - self._sized[1])
+        self._sized = now
+        if cap is not None:
+            self.buffer.max_in_flight = cap
 
     def _idle(self) -> bool:
         c = self.buffer.counters()
@@ -247,9 +268,13 @@ class Dispatcher:
     async def run(self) -> DispatchSummary:
         sender = asyncio.create_task(self._sender())
         next_report = time.monotonic() + self.status_interval_s
+        next_resize = time.monotonic() + self.resize_every_s
         try:
             while not self._stopping and not self._idle() and not sender.done():
                 self.sync_version()
+                if time.monotonic() >= next_resize:
+                    self._resize()
+                    next_resize = time.monotonic() + self.resize_every_s
                 self.admit()
                 self._more.set()
                 self._wake.clear()

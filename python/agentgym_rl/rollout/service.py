@@ -47,6 +47,7 @@ from agentgym_rl.gateway.serve import GatewayServer, bearer_token
 from agentgym_rl.processes.orphans import die_if_orphaned
 from agentgym_rl.rollout.dispatcher import Dispatcher, DispatchSummary, Player
 from agentgym_rl.rollout.held_out import EvalPlayer, HeldOutEval
+from agentgym_rl.rollout.in_flight import InFlightSizer
 from agentgym_rl.rollout.schedule import TurnSchedule
 from agentgym_rl.rollout.sink import LearnerStream
 from agentgym_rl.rollout.status import StatusSink
@@ -350,6 +351,22 @@ def dispatcher(
         max_groups=max_groups,
         ledger=ledger,
         episode_log=episode_log(config),
+        sizer=in_flight_sizer(config, engine),
+    )
+
+
+def in_flight_sizer(config: RolloutConfig, engine: Engine) -> InFlightSizer | None:
+    """With `buffer.in_flight: auto`: enough groups to fill the engine's batch (its
+    `max_num_seqs`; 128, vLLM's, for an engine that names none), at least one learner step's."""
+    b = config.buffer
+    if b.in_flight != "auto":
+        return None
+    options = getattr(engine, "options", None)
+    return InFlightSizer(
+        group_size=config.dataset.group_size,
+        floor=min(b.groups_per_step, b.max_in_flight),
+        ceiling=b.max_in_flight,
+        target=int(getattr(options, "max_num_seqs", 128)),
     )
 
 

@@ -128,6 +128,34 @@ fn in_flight_cap_limits_admission() {
 }
 
 #[test]
+fn a_changed_in_flight_cap_holds_from_the_next_admission() {
+    let mut cfg = config(1, 100, 4);
+    cfg.max_in_flight = 2;
+    let mut buf = TrajectoryBuffer::new(cfg).unwrap();
+    let t: Vec<_> = std::iter::from_fn(|| buf.try_admit("t_1", "t"))
+        .take(10)
+        .collect();
+    assert_eq!(t.len(), 2);
+    buf.set_max_in_flight(5).unwrap();
+    assert_eq!(buf.capacity(), 3);
+    // lowered below the running count: they finish, none starts until below the new cap
+    buf.set_max_in_flight(1).unwrap();
+    assert_eq!(buf.capacity(), 0);
+    complete(&mut buf, t[0], &[1.0]);
+    assert_eq!(buf.capacity(), 0);
+    complete(&mut buf, t[1], &[1.0]);
+    assert_eq!(buf.capacity(), 1);
+    assert!(matches!(
+        buf.set_max_in_flight(0),
+        Err(BufferError::InvalidConfig {
+            field: "max_in_flight",
+            ..
+        })
+    ));
+    assert_eq!(buf.config().max_in_flight, 1);
+}
+
+#[test]
 fn groups_release_only_when_complete() {
     let mut buf = TrajectoryBuffer::new(config(3, 1, 4)).unwrap();
     let t = buf.try_admit("babyai_7", "babyai").unwrap();
