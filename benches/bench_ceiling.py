@@ -154,17 +154,9 @@ def offline(model: Path, options: Any, turns: list[Turn]) -> Row:
     from vllm import LLM, SamplingParams
     from vllm.inputs import TokensPrompt
 
-    llm = LLM(
-        model=str(model),
-        max_model_len=options.max_model_len,
-        seed=options.seed,
-        enforce_eager=options.enforce_eager,
-        dtype=options.dtype,
-        max_num_seqs=options.max_num_seqs,
-        kv_cache_memory_bytes=options.kv_cache_memory_bytes,
-        enable_prefix_caching=True,
-        disable_log_stats=True,
-    )
+    from agentgym_rl.inference.engine import engine_args
+
+    llm = LLM(**engine_args(model, options))  # the served engine's very settings
     try:
         params = [
             SamplingParams(

@@ -153,29 +153,13 @@ class VllmEngine:
 
         tokenizer = AutoTokenizer.from_pretrained(str(path))
         stop_ids = sorted({int(tokenizer.eos_token_id), *_generation_eos_ids(path)})
-        kwargs: dict[str, Any] = dict(
-            model=str(path),
-            tokenizer=str(path),
-            max_model_len=opts.max_model_len,
-            seed=opts.seed,
-            enforce_eager=opts.enforce_eager,
-            dtype=opts.dtype,
-            max_num_seqs=opts.max_num_seqs,
-            gpu_memory_utilization=opts.gpu_memory_utilization,
-            logprobs_mode="processed_logprobs",
-            worker_extension_cls=WORKER_EXTENSION,
-            disable_log_stats=True,
-            enable_prefix_caching=True,
-        )
-        if opts.kv_cache_memory_bytes is not None:
-            kwargs["kv_cache_memory_bytes"] = opts.kv_cache_memory_bytes
-        kwargs.update(opts.extra_engine_args)
         # No local holds the AsyncLLM: a traceback that vLLM keeps from a lazy import made
         # during start-up pins this frame, and a frame pinning the AsyncLLM would keep it alive
         # until interpreter exit (see `shutdown`).
         engine = cls(
             AsyncLLM.from_engine_args(
-                AsyncEngineArgs(**kwargs), usage_context=UsageContext.ENGINE_CONTEXT
+                AsyncEngineArgs(**engine_args(path, opts)),
+                usage_context=UsageContext.ENGINE_CONTEXT,
             ),
             path,
             opts,
@@ -338,6 +322,28 @@ class VllmEngine:
         llm.shutdown()
         del llm
         gc.collect()
+
+
+def engine_args(path: Path, opts: EngineOptions) -> dict[str, Any]:
+    """vLLM's engine arguments for `opts` on the model at `path` (`VllmEngine` builds its
+    `AsyncLLM` from them; a bench builds vLLM's offline `LLM` from the same)."""
+    kwargs: dict[str, Any] = dict(
+        model=str(path),
+        tokenizer=str(path),
+        max_model_len=opts.max_model_len,
+        seed=opts.seed,
+        enforce_eager=opts.enforce_eager,
+        dtype=opts.dtype,
+        max_num_seqs=opts.max_num_seqs,
+        gpu_memory_utilization=opts.gpu_memory_utilization,
+        logprobs_mode="processed_logprobs",
+        worker_extension_cls=WORKER_EXTENSION,
+        disable_log_stats=True,
+        enable_prefix_caching=True,
+    )
+    if opts.kv_cache_memory_bytes is not None:
+        kwargs["kv_cache_memory_bytes"] = opts.kv_cache_memory_bytes
+    return {**kwargs, **opts.extra_engine_args}
 
 
 def root_cause(exc: BaseException) -> str:
