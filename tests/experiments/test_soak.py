@@ -270,7 +270,7 @@ def test_a_soak_stopped_by_sigterm_keeps_its_samples_and_leaves_nothing_running(
 ) -> None:
     argv = [sys.executable, "-m", "agentgym_rl.cli", "soak", "--env", "babyai"]
     soak = subprocess.Popen(
-        [*argv, "--episodes", "100000", "--every", "60", "--out", str(tmp_path)],
+        [*argv, "--episodes", "100000", "--every", "20", "--out", str(tmp_path)],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -280,10 +280,10 @@ def test_a_soak_stopped_by_sigterm_keeps_its_samples_and_leaves_nothing_running(
     metrics = tmp_path / "babyai" / "rollout" / "metrics.jsonl"
     try:
         deadline = time.monotonic() + 300
-        while _episodes(metrics) < 75 and soak.poll() is None and time.monotonic() < deadline:
+        while _episodes(metrics) < 25 and soak.poll() is None and time.monotonic() < deadline:
             time.sleep(0.5)
-        assert soak.poll() is None and _episodes(metrics) >= 75, "the soak never got going"
-        time.sleep(1.0)  # the sample at 60 is taken within half a second of the count
+        assert soak.poll() is None and _episodes(metrics) >= 25, "the soak never got going"
+        time.sleep(1.0)  # the sample at 20 is taken within half a second of the count
         family = descendants(soak.pid)
         assert len(family) >= 3  # env server, rollout server, vLLM's engine core
         soak.send_signal(signal.SIGTERM)
@@ -294,9 +294,9 @@ def test_a_soak_stopped_by_sigterm_keeps_its_samples_and_leaves_nothing_running(
     assert soak.returncode == 143, out[-3000:]
     assert "(stopped early)" in out and "| babyai | rollout server |" in out
     result = json.loads((tmp_path / "babyai" / "soak.json").read_text())
-    assert result["stopped"] is True and result["episodes"] >= 75
+    assert result["stopped"] is True and result["episodes"] >= 25
     assert [s["episodes"] for s in result["samples"] if s["process"] == ROLLOUT][:1] == [0]
-    assert len(result["samples"]) >= 2 * 2  # the start and 60 episodes, both processes
+    assert len(result["samples"]) >= 2 * 2  # the start and 20 episodes, both processes
     deadline = time.monotonic() + 10
     while any(_running(p) for p in family) and time.monotonic() < deadline:
         time.sleep(0.2)
