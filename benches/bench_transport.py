@@ -7,6 +7,13 @@ the ratio signed/unsigned and what signing adds to one learner step (`--groups-p
 groups, signed by the rollout server and verified by the learner) beside a measured step time.
 The Rust stream adds credit, acks and de-duplication; raw PUSH/PULL has none of these.
 
+Where the rest of the gap lies, without Python: `cargo bench -p agentgym-transport --bench
+stream` moves the same group-sized messages through a bare zeromq-rs DEALER -> ROUTER (the
+pure-Rust ZeroMQ under our stream) and through our stream, signed and not. Since zeromq 0.7
+(reads straight into the frame, up to 64 KiB a call, not 8 KiB through a scratch copy) the bare
+library runs at libzmq's rate; the stream's own hand-offs (credit, delivery, acks between the
+caller's threads and the runtime) cost the rest (docs/performance.md).
+
     python benches/bench_transport.py [--quick] [--tokens 8192] [--window 16]
 """
 

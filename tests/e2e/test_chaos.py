@@ -1,7 +1,8 @@
 """Chaos on a real run: an env server, the rollout server and the learner are each SIGKILLed at
 different steps of one `train` run on the tiny model, then `train --resume` finishes it. Every
 fault is recovered from, a rollout server that comes back holds the learner's weights before it
-generates, and every group the rollout servers made is accounted for."""
+generates, and every group the rollout servers made is accounted for. The groups in flight are
+sized automatically (`buffer.in_flight: auto`), so that path meets every fault too."""
 
 from __future__ import annotations
 
@@ -32,6 +33,8 @@ def _config(tmp_path: Path) -> Path:
     config = tiny_train_config(str(tmp_path / "run"), str(model), max_steps=MAX_STEPS)
     config["restart"] = {"max_restarts": 2}
     config["learn"]["checkpoint"] = {"every_steps": 2}
+    # groups in flight sized from measured engine time (Little's law) through every fault
+    config["rollout"]["buffer"]["in_flight"] = "auto"
     test_split = ROOT / "envs/agentgym_envs/babyai/data/goto_test.json"
     config["rollout"]["eval"] = {"limit": 4, "every_versions": 100}
     config["env_servers"].append({"env": "maze", "replicas": 1, "transport": "zmq"})
@@ -82,6 +85,11 @@ def test_kills_of_env_rollout_and_learner_are_recovered_and_accounted(tmp_path: 
     assert acc.killed == {"rollout": 1, "learner": 1}, report
     assert acc.used == 2 * MAX_STEPS, report  # two groups a step, over the surviving steps
     assert acc.lost == sum(acc.lost_with.values()) and acc.lost_with["learner killed"] >= 2
+    # the in-flight cap stayed between one step's groups and max_in_flight, in every server life
+    caps = [
+        json.loads(line)["max_in_flight"] for line in (run / "rollout-0" / "metrics.jsonl").open()
+    ]
+    assert caps and all(2 <= cap <= 4 for cap in caps), caps
     # both envs trained, evaluated each time, and the resumed mix went on drawing
     records = [json.loads(line) for line in (run / "rollout-0" / "eval.jsonl").open()]
     assert all(set(r["by_env"]) == {"babyai", "maze"} for r in records)

@@ -12,7 +12,7 @@ use tokio::runtime::Handle;
 
 use crate::error::{Result, TransportError};
 
-/// Worker threads of the transport runtime. zeromq 0.6 makes a few blocking calls on worker
+/// Worker threads of the transport runtime. zeromq 0.6 made a few blocking calls on worker
 /// threads (synchronous peer-map removal when a connection drops); with two workers a sender
 /// restart occasionally stalled every socket of the process for seconds, with four it did not
 /// in 60 runs of the test suite. Idle workers cost nothing.

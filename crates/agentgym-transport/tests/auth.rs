@@ -40,8 +40,11 @@ fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
     }
 }
 
+/// A runtime for the hand-made peers: multi-threaded, because zeromq's sockets hand reads and
+/// writes to tasks of their own, which must go on running between the test's `block_on` calls.
 fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
         .enable_all()
         .build()
         .unwrap()
@@ -127,7 +130,10 @@ fn forged_data_from_another_peer_is_dropped_and_the_stream_goes_on() {
         ("hs", Value::U(1)),
         ("seq", Value::U(1)),
     ]);
-    runtime().block_on(async {
+    // the rogue and its runtime live until the refusal: zeromq writes queued messages from a
+    // task of the socket's own, after `send` has returned
+    let rt = runtime();
+    let _rogue = rt.block_on(async {
         let mut rogue = DealerSocket::new();
         rogue.connect(rx.endpoint()).await.unwrap();
         let frames = vec![
@@ -139,6 +145,7 @@ fn forged_data_from_another_peer_is_dropped_and_the_stream_goes_on() {
             .send(ZmqMessage::try_from(frames).unwrap())
             .await
             .unwrap();
+        rogue
     });
     wait_until("the refusal", || rx.stats().unauthenticated == 1);
     tx.send(&Bytes::from_static(b"second"), WAIT).unwrap();
