@@ -86,10 +86,12 @@ def test_kills_of_env_rollout_and_learner_are_recovered_and_accounted(tmp_path: 
     assert acc.used == 2 * MAX_STEPS, report  # two groups a step, over the surviving steps
     assert acc.lost == sum(acc.lost_with.values()) and acc.lost_with["learner killed"] >= 2
     # the in-flight cap stayed between one step's groups and max_in_flight, in every server life
-    caps = [
-        json.loads(line)["max_in_flight"] for line in (run / "rollout-0" / "metrics.jsonl").open()
-    ]
+    status = [json.loads(line) for line in (run / "rollout-0" / "metrics.jsonl").open()]
+    caps = [r["max_in_flight"] for r in status]
     assert caps and all(2 <= cap <= 4 for cap in caps), caps
+    # auto measured the engine's share of an episode's life (a fixed cap records none)
+    shares = [r["engine_share"] for r in status if "engine_share" in r]
+    assert shares and all(0.0 <= share <= 1.0 for share in shares), shares
     # both envs trained, evaluated each time, and the resumed mix went on drawing
     records = [json.loads(line) for line in (run / "rollout-0" / "eval.jsonl").open()]
     assert all(set(r["by_env"]) == {"babyai", "maze"} for r in records)

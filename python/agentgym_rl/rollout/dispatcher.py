@@ -246,6 +246,9 @@ class Dispatcher:
             counters = self.buffer.counters()
             record = self.metrics.snapshot(counters, version=int(self.version_source()))
             record["max_in_flight"] = self.buffer.max_in_flight
+            if self.sizer is not None and self.sizer.share is not None:
+                # `in_flight: auto`'s measured share of an episode's life spent in the engine
+                record["engine_share"] = round(self.sizer.share, 4)
             # what must stay flat over a long run (`agentgym-rl soak` reads these)
             record["live_episodes"] = sum(not t.done() for g in self.groups.values() for t in g)
             record["asyncio_tasks"] = len(asyncio.all_tasks())
