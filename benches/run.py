@@ -5,7 +5,8 @@ vLLM, the rollout loop vs vLLM's offline generate over the same turns (the engin
 Megatron learner step vs transformers, SciWorld, retrieval, the web env, weight updates
 relayed in a tree vs the learner's star, Wordle's and Maze's steps/s vs the bare loop, step-wise
 context (the last k turns) vs the whole history on long episodes, micro-batch cuts that weigh
-padding against a pass's fixed cost vs the fewest micro-batches. CI runs
+padding against a pass's fixed cost vs the fewest micro-batches, the run viewer's first pages of
+a million-episode log vs indexing it all. CI runs
 each one's --quick form.
 
     python benches/run.py [--only NAME ...] [--quick]
@@ -38,6 +39,7 @@ BENCHES = {
     "weights": "bench_weights.py",
     "context": "bench_context.py",
     "padding": "bench_padding.py",
+    "viewer": "bench_viewer.py",
 }
 HERE = Path(__file__).resolve().parent
 

@@ -72,8 +72,9 @@ LAYERS: dict[str, set[str]] = {
     "report": {"_core", "config", "wire"},
     # live scalars of a run (TensorBoard, W&B), fed by the supervisor's watcher
     "metric_sinks": {"report"},
-    # `show`: an episode as the model saw it, joined to what the learner trained it with
-    "viewer": {"episode", "learner.credit_log"},
+    # `show` and `view`: episodes as the model saw them, joined to what the learner trained
+    # them with, beside the run's records (the page's overview)
+    "viewer": {"episode", "learner.credit_log", "report", "trajectory"},
     # a resumed run already at its last checkpoint starts nothing (`train --resume`)
     "supervise": {
         "_core",

@@ -110,6 +110,11 @@ FIGURES = {
         rf"^\| overhead 256 tokens \| \d+ \| \d+ \| {NUMBER} \| {NUMBER} \| {NUMBER}x \|$",
         r"^fit: ",
     ],
+    "viewer": [
+        rf"^\| first page, fresh viewer \| {NUMBER} \|$",
+        rf"^\| first page of a 1% filter \(held-out\), fresh viewer \| {NUMBER} \|$",
+        rf"^\| index every line's scalars \(baseline\) \| {NUMBER} \|$",
+    ],
 }
 TIMEOUT_S = {"rollout": 600, "context": 600, "ceiling": 600}
 

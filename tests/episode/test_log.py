@@ -9,12 +9,14 @@ import numpy as np
 import pytest
 
 from agentgym_rl import _core
+from agentgym_rl.episode.agent import Played
 from agentgym_rl.episode.dataset import Task
 from agentgym_rl.episode.log import (
     EpisodeLog,
     EpisodeLogError,
     find_episode_log,
     read_episodes,
+    summary_of,
 )
 from agentgym_rl.episode.types import EpisodePlan, TurnBudget
 
@@ -44,7 +46,7 @@ PLAN = EpisodePlan(Task("babyai_7", "babyai", 7, "GoTo"), 3, TurnBudget(1, 2), "
 def test_every_nth_episode_round_trips(tmp_path: Path) -> None:
     log = EpisodeLog.in_dir(tmp_path / "run", every=3, tokenizer="/models/tiny")
     assert log is not None and EpisodeLog.in_dir(tmp_path, every=0) is None
-    kept = [log.record(sample(float(i % 2)), PLAN, group_id=5) for i in range(7)]
+    kept = [log.record(Played((sample(float(i % 2)),)), PLAN, group_id=5) for i in range(7)]
     log.close()
     assert kept == [True, False, False, True, False, False, True]
     recs = list(read_episodes(tmp_path / "run" / "episodes.jsonl"))
@@ -68,7 +70,7 @@ def test_every_nth_episode_round_trips(tmp_path: Path) -> None:
 def test_malformed_lines_name_file_line_and_key(tmp_path: Path) -> None:
     path = tmp_path / "episodes.jsonl"
     log = EpisodeLog(path)
-    log.record(sample(1.0), PLAN, 0)
+    log.record(Played((sample(1.0),)), PLAN, 0)
     good = path.read_text()
     d = json.loads(good)
     del d["loss_mask"]
@@ -105,10 +107,61 @@ def test_env_failure_reason_is_logged_and_shown(tmp_path: Path) -> None:
 
     log = EpisodeLog.in_dir(tmp_path, every=1)
     assert log is not None
-    log.record(sample(0.0), PLAN, group_id=1, failure="reset: simulator JVMs all busy")
-    log.record(sample(1.0), PLAN, group_id=1)
+    log.record(Played((sample(0.0),), "reset: simulator JVMs all busy"), PLAN, group_id=1)
+    log.record(Played((sample(1.0),)), PLAN, group_id=1)
     log.close()
     failed, fine = read_episodes(tmp_path / "episodes.jsonl")
     assert failed.failure == "reset: simulator JVMs all busy" and fine.failure is None
     assert "env failure: reset: simulator JVMs all busy" in header(failed, "1 of 2")
     assert not any(line.startswith("env failure") for line in header(fine, "2 of 2"))
+
+
+def test_format_3_logs_split_counts_and_turn_rewards_scalars_first(tmp_path: Path) -> None:
+    """A held-out episode is logged whatever `every` says, with its split; invalid turns,
+    forks and per-turn rewards round-trip; a line's scalars parse without its tokens."""
+    log = EpisodeLog(tmp_path / "episodes.jsonl", every=5)
+    s = sample(1.0)
+    with_rewards = _core.Sample(
+        s.input_ids,
+        s.loss_mask,
+        s.logprobs,
+        s.versions,
+        s.turn_spans,
+        reward=1.0,
+        status="done",
+        turns=2,
+        turn_cap=2,
+        turn_rewards=np.array([0.25, 0.75], np.float32),
+    )
+    assert log.record(Played((with_rewards,), invalid=1, forks=2), PLAN, 4)
+    assert not log.record(Played((s,), invalid=0), PLAN, 4)  # not the 5th: not kept
+    log.record_held_out(Played((s,), invalid=0), PLAN)
+    log.close()
+    train, held_out = read_episodes(tmp_path / "episodes.jsonl")
+    assert (train.split, train.invalid_turns, train.forks) == ("train", 1, 2)
+    assert train.turn_rewards == [0.25, 0.75]
+    assert (held_out.split, held_out.group_id, held_out.turn_rewards) == ("held_out", -1, None)
+    lines = (tmp_path / "episodes.jsonl").read_text().splitlines()
+    head = summary_of(lines[0])
+    assert head["v"] == 3 and head["split"] == "train" and head["invalid_turns"] == 1
+    assert not set(head) & {"input_ids", "loss_mask", "turn_rewards"}  # tokens never parsed
+    assert summary_of(lines[1])["split"] == "held_out"
+
+
+def test_version_2_lines_still_read(tmp_path: Path) -> None:
+    """A line of format version 2 (split and counts absent, tokenizer before the arrays)."""
+    log = EpisodeLog(tmp_path / "episodes.jsonl")
+    log.record(Played((sample(1.0),)), PLAN, 0)
+    log.close()
+    d = json.loads((tmp_path / "episodes.jsonl").read_text())
+    for key in ("split", "invalid_turns", "forks"):
+        del d[key]
+    old = {"v": 2, **{k: v for k, v in d.items() if k != "v"}}
+    (tmp_path / "episodes.jsonl").write_text(json.dumps(old) + "\n")
+    (r,) = read_episodes(tmp_path / "episodes.jsonl")
+    assert (r.split, r.invalid_turns, r.forks) == ("train", None, None)
+    assert summary_of(json.dumps(old))["item_id"] == "babyai_7"
+    d["split"] = "test"
+    (tmp_path / "episodes.jsonl").write_text(json.dumps(d) + "\n")
+    with pytest.raises(EpisodeLogError, match="split 'test' is not one of"):
+        list(read_episodes(tmp_path / "episodes.jsonl"))

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from agentgym_rl.cli import main
+from agentgym_rl.episode.agent import Played
 from agentgym_rl.episode.log import EpisodeLog, EpisodeRecord
 from agentgym_rl.learner.credit_log import TrainedLog, TrainedSample
 from agentgym_rl.trajectory import ChatTokenizer
@@ -202,7 +203,7 @@ def test_a_step_wise_episode_is_one_record_of_its_parts_and_shows_each(
     assert not mask_problems(rec)
     run = tmp_path / "run"
     log = EpisodeLog(run / "rollout-0" / "episodes.jsonl", tokenizer=str(CHATML))
-    log.record(samples, ep.plan, 7)
+    log.record(Played(samples), ep.plan, 7)
     log.close()
     (back,) = read_episodes(run / "rollout-0" / "episodes.jsonl")
     assert back.parts == rec.parts and back.turn_spans == rec.turn_spans

@@ -31,6 +31,7 @@ from agentgym_rl.commands import (
     soak,
     status,
     train,
+    view,
 )
 
 
@@ -59,6 +60,7 @@ COMMANDS = _commands(
     plot,
     evaluate,
     show,
+    view,
     init_model,
     secret,
     soak,

@@ -46,6 +46,10 @@ class Played:
     episode with its reward."""
     failure: str | None = None
     """`<call>: <the pool's error message>` (call: create, reset or step)."""
+    invalid: int | None = None
+    """Its turns that did nothing (None: not counted, a user agent's episode)."""
+    forks: int = 0
+    """A user agent's episode: segments forked off (`gateway/episodes.py`)."""
 
     @property
     def sample(self) -> _core.Sample:
@@ -98,7 +102,7 @@ class AgentLoop:
             plan.task.env,
             plan.task.data_idx,
             lambda episode, first: self._turns(plan, spec, episode, first),
-            lambda reason: Played((self._failed_start(plan, spec),), reason),
+            lambda reason: Played((self._failed_start(plan, spec),), reason, 0),
         )
 
     async def _turns(
@@ -126,7 +130,7 @@ class AgentLoop:
                     **self.sampling,
                 )
             await play_turn(ep, gen, step, self.metrics)
-        played = Played(ep.samples(), ep.failure)
+        played = Played(ep.samples(), ep.failure, ep.invalid)
         self.metrics.record_episode(played.sample, plan.task.env, drift=played.drift)
         return played
 

@@ -10,8 +10,15 @@ the tokenizer directory to decode it with, and the token arrays exactly as train
 (`[[start, end], ...]` of generated turns). An episode trained as several samples (step-wise
 context: one per turn; a user agent's segments) is logged as one line: its samples' arrays one
 after the other, `parts` their `[[start, end], ...]` token ranges (format version 2; absent, as in
-version 1, for an episode of one sample), its reward, status and turns from the last. Each line is written with one `write` and flushed,
-so a reader (`agentgym-rl show`) sees whole episodes while the run goes on.
+version 1, for an episode of one sample), its reward, status and turns from the last. Version 3
+adds `split` (`train`, or `held_out` for a held-out evaluation's episode, logged whatever
+`every` says), `invalid_turns`, `forks` (a user agent's segments forked off, else 0) and
+`turn_rewards` (per generated turn, where the env gives them; else absent), and writes the
+episode's scalars before its token arrays, so that `summary_of(line)` reads a line's scalars
+without parsing its tokens (what the run viewer's index does over a million lines); lines of
+versions 1 and 2 read with `split` "train" and the new counts unknown (None).
+Each line is written with one `write` and flushed,
+so a reader (`agentgym-rl show`, `agentgym-rl view`) sees whole episodes while the run goes on.
 `read_episodes(path)` yields `EpisodeRecord`s; a malformed line raises `EpisodeLogError` naming
 the file, line and key. `find_episode_log(run_or_file)` resolves a run folder to its log.
 """
@@ -32,11 +39,19 @@ from agentgym_rl.episode.outcome import is_success
 
 if TYPE_CHECKING:
     from agentgym_rl import _core
+    from agentgym_rl.episode.agent import Played
     from agentgym_rl.episode.types import EpisodePlan
 
 EPISODES_FILE = "episodes.jsonl"
-FORMAT_VERSION = 2
-"""Version 2 added `parts`; version 1 lines read as episodes of one part."""
+FORMAT_VERSION = 3
+"""Version 2 added `parts`, version 3 `split`, `invalid_turns`, `forks`, `turn_rewards` and the
+scalars-first order; version 1 lines read as episodes of one part."""
+SPLITS = ("train", "held_out")
+ARRAY_KEYS: tuple[str, ...] = ("input_ids", "loss_mask", "logprobs", "versions", "turn_spans")
+ARRAY_KEYS += ("parts", "turn_rewards")
+"""Written last, in this order: a line's scalars end where `"input_ids"` starts."""
+_ARRAYS_START = ',"input_ids":'
+
 LOGPROB_DECIMALS = 4
 
 
@@ -72,6 +87,14 @@ class EpisodeRecord:
     """Why the episode ended as an env failure (`episode.turn.env_failure`); None otherwise."""
     parts: list[tuple[int, int]] | None = None
     """Token ranges of the episode's samples when it trained as several, else None."""
+    split: str = "train"
+    """`train`, or `held_out`: a held-out evaluation's episode (never trained)."""
+    invalid_turns: int | None = None
+    """Turns that did nothing (`turn.Acted.invalid`); None in logs before version 3."""
+    forks: int | None = None
+    """A user agent's episode: segments forked off (`gateway/episodes.py`); else 0."""
+    turn_rewards: list[float] | None = None
+    """The reward of each generated turn, where the env gives them; else None."""
 
     @property
     def trained_tokens(self) -> int:
@@ -85,13 +108,16 @@ class EpisodeRecord:
     def to_json(self) -> str:
         # the fields as they are, not `asdict`'s deep copy: copying the token lists took over a
         # quarter of the rollout loop's own CPU time when every episode is logged (the default)
-        d = {f.name: getattr(self, f.name) for f in fields(self)}
+        d: dict[str, Any] = {"v": FORMAT_VERSION}
+        d.update((f.name, getattr(self, f.name)) for f in fields(self) if f.name not in ARRAY_KEYS)
+        d.update((key, getattr(self, key)) for key in ARRAY_KEYS)
         d["turn_spans"] = [list(s) for s in self.turn_spans]
-        if self.parts is None:
-            del d["parts"]
-        else:
+        for key in ("parts", "turn_rewards"):
+            if d[key] is None:
+                del d[key]
+        if self.parts is not None:
             d["parts"] = [list(s) for s in self.parts]
-        return json.dumps({"v": FORMAT_VERSION, **d}, separators=(",", ":"))
+        return json.dumps(d, separators=(",", ":"))
 
     @classmethod
     def from_dict(cls, d: dict[str, Any], where: str) -> EpisodeRecord:
@@ -114,6 +140,8 @@ class EpisodeRecord:
             fields["parts"] = [(int(s), int(e)) for s, e in d["parts"]]
         fields.setdefault("category", None)
         fields.setdefault("tokenizer", None)
+        if fields.get("split", "train") not in SPLITS:
+            raise EpisodeLogError(f"{where}: split {fields['split']!r} is not one of {SPLITS}")
         return cls(**fields)
 
 
@@ -124,12 +152,28 @@ _REQUIRED += ("versions", "turn_spans", "turns", "turn_cap", "group_id", "reques
 _REQUIRED += ("success", "stage", "dispatch_version", "drift")
 
 
+def summary_of(line: str | bytes) -> dict[str, Any]:
+    """A line's scalars (every key but the token arrays), parsed without its tokens where the
+    line puts them last (every version does: `input_ids` follows the scalars); raises
+    ValueError on a line that is not a JSON object."""
+    text = line.decode() if isinstance(line, bytes) else line
+    cut = text.find(_ARRAYS_START)
+    d = json.loads(text[:cut] + "}") if cut > 0 else json.loads(text)
+    if not isinstance(d, dict):
+        raise ValueError("not a JSON object")
+    return d
+
+
 def record_of(
     samples: _core.Sample | Sequence[_core.Sample],
     plan: EpisodePlan,
     group_id: int,
     tokenizer: str | None,
     failure: str | None = None,
+    *,
+    split: str = "train",
+    invalid_turns: int | None = None,
+    forks: int = 0,
 ) -> EpisodeRecord:
     """The log record of one finished episode (its one sample, or its samples in order)."""
     parts = [samples] if not isinstance(samples, Sequence) else list(samples)
@@ -146,6 +190,9 @@ def record_of(
         ]
     )
     logprobs = np.round(cat["logprobs"].astype(np.float64), LOGPROB_DECIMALS)
+    rewards = np.concatenate([np.asarray(s.turn_rewards, dtype=np.float64) for s in parts])
+    # per-turn rewards only where every part gave them, one a turn
+    per_turn = len(rewards) == len(spans) and len(rewards) > 0
     return EpisodeRecord(
         item_id=plan.task.item_id,
         env=plan.task.env,
@@ -172,6 +219,10 @@ def record_of(
         parts=[(int(a), int(b)) for a, b in itertools.pairwise(offsets)]
         if len(parts) > 1
         else None,
+        split=split,
+        invalid_turns=invalid_turns,
+        forks=forks,
+        turn_rewards=[round(float(r), 6) for r in rewards] if per_turn else None,
     )
 
 
@@ -197,19 +248,31 @@ class EpisodeLog:
             return None
         return cls(Path(log_dir) / EPISODES_FILE, every=every, tokenizer=tokenizer)
 
-    def record(
-        self,
-        samples: _core.Sample | Sequence[_core.Sample],
-        plan: EpisodePlan,
-        group_id: int,
-        failure: str | None = None,
-    ) -> bool:
-        """Log the episode if it is one of the kept ones; True when it was written."""
+    def record(self, played: Played, plan: EpisodePlan, group_id: int) -> bool:
+        """Log a training episode if it is one of the kept ones; True when it was written."""
         self.seen += 1
         if (self.seen - 1) % self.every:
             return False
-        self.write(record_of(samples, plan, group_id, self.tokenizer, failure))
+        self.write(self.record_of(played, plan, group_id))
         return True
+
+    def record_held_out(self, played: Played, plan: EpisodePlan) -> None:
+        """Log a held-out evaluation's episode (each one: the viewer compares them by version)."""
+        self.write(self.record_of(played, plan, -1, split="held_out"))
+
+    def record_of(
+        self, played: Played, plan: EpisodePlan, group_id: int, split: str = "train"
+    ) -> EpisodeRecord:
+        return record_of(
+            played.samples,
+            plan,
+            group_id,
+            self.tokenizer,
+            played.failure,
+            split=split,
+            invalid_turns=played.invalid,
+            forks=played.forks,
+        )
 
     def write(self, rec: EpisodeRecord) -> None:
         if self._file is None:

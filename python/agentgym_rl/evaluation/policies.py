@@ -73,7 +73,7 @@ class AgentPolicy:
         sample = played.sample
         if self.episode_log is not None:
             group = self._groups.setdefault(task.item_id, len(self._groups))
-            self.episode_log.record(played.samples, plan, group, played.failure)
+            self.episode_log.record(played, plan, group)
         return EpisodeOutcome(
             float(sample.reward), sample.status, int(sample.turns), played.failure
         )

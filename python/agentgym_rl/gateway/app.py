@@ -82,6 +82,8 @@ class Gateway:
         self.finished: dict[str, float] = {}
         """Key -> reward of every ended episode (a second reward is refused, not trained)."""
         self.unclaimed: dict[str, list[_core.Sample]] = {}
+        self.unclaimed_forks: dict[str, int] = {}
+        """Key -> segments its episode forked off, for the episode log (`claim_forks`)."""
         self.dropped = 0
 
     def open(
@@ -121,10 +123,15 @@ class Gateway:
         if self.episodes.pop(key, None) is not None:
             self.dropped += 1
         self.unclaimed.pop(key, None)
+        self.unclaimed_forks.pop(key, None)
 
     def claim(self, key: str) -> list[_core.Sample] | None:
         """The samples of episode `key` once its reward was posted (None: not yet)."""
         return self.unclaimed.pop(key, None)
+
+    def claim_forks(self, key: str) -> int:
+        """How many segments episode `key` forked off (0 when not known), once claimed."""
+        return self.unclaimed_forks.pop(key, 0)
 
     async def complete(self, body: dict[str, Any], key: str) -> dict[str, Any]:
         """One chat completion of episode `key` (the response body, not streamed)."""
@@ -225,6 +232,7 @@ class Gateway:
             self.on_finished(episode, samples)
         else:
             self.unclaimed[key] = samples
+            self.unclaimed_forks[key] = sum(episode.forks.values())
         return {"episode": key, "reward": float(value), "samples": len(samples)}
 
     async def reward_settled(self, key: str, body: dict[str, Any]) -> dict[str, Any]:

@@ -159,7 +159,7 @@ class UserAgents:
         except Exception as e:
             self.gateway.drop(key)
             raise AgentFailure(f"episode {key}: the agent raised {e!r}") from e
-        played = Played(tuple(samples))
+        played = Played(tuple(samples), forks=self.gateway.claim_forks(key))
         # one episode, whatever its segments
         self.metrics.record_episode(played.sample, plan.task.env, drift=played.drift)
         return played

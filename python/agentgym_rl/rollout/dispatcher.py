@@ -180,7 +180,7 @@ class Dispatcher:
         if played.failure is not None:
             log.warning("episode %s: env failure: %s", plan.request_id, played.failure)
         if self.episode_log is not None:
-            self.episode_log.record(played.samples, plan, group_id, played.failure)
+            self.episode_log.record(played, plan, group_id)
         if group_id in self.groups:
             outcome = self.buffer.add_episode(group_id, list(played.samples))
             if outcome != "pending":

@@ -11,7 +11,9 @@ Each evaluation appends one record to `<log_dir>/eval.jsonl`:
 "by_category"}}, "versions": [lowest, highest version that generated a token], "wall_s",
 "time"}` (the top-level figures are over all episodes; with one env they are that env's), and
 one line per episode to `<log_dir>/eval_episodes.jsonl`: `{"version", "item_id", "category",
-"sample", "success", "reward", "turns", "generated_tokens", "status"}`.
+"sample", "success", "reward", "turns", "generated_tokens", "status"}`; with the run's
+`episode_log`, each episode is also logged whole there with split `held_out` (the run viewer's
+episodes and its task-across-versions view).
 With `yardsticks`, chance and the env's rule on the same tasks and caps are measured once, in a
 thread beside the evaluations, into `<log_dir>/yardsticks.json` (`episode/yardsticks.py`).
 An evaluation holds its `hold` lock. With `hold_weights` that is the lock the weight
@@ -31,9 +33,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
-from agentgym_rl import _core
 from agentgym_rl.config.rollout import HeldOutEvalConfig
+from agentgym_rl.episode.agent import Played
 from agentgym_rl.episode.dataset import Task, load_split
+from agentgym_rl.episode.log import EpisodeLog
 from agentgym_rl.episode.outcome import is_success
 from agentgym_rl.episode.scoring import ALL, EvalRecord, EvalReport, summarize
 from agentgym_rl.episode.types import Engine, EpisodePlan, TurnBudget
@@ -50,7 +53,7 @@ class EvalPlayer(Protocol):
     @property
     def engine(self) -> Engine: ...
 
-    async def run(self, plan: EpisodePlan) -> _core.Sample: ...
+    async def play(self, plan: EpisodePlan) -> Played: ...
 
 
 class HeldOutEval:
@@ -68,6 +71,7 @@ class HeldOutEval:
         on_final: Callable[[], None] | None = None,
         poll_s: float = 0.5,
         hold: asyncio.Lock,
+        episode_log: EpisodeLog | None = None,
     ) -> None:
         self.config = config
         self.agent = agent
@@ -85,6 +89,7 @@ class HeldOutEval:
         self.final_started = False
         self.final_done = False
         self.hold = hold
+        self.episode_log = episode_log
 
     @property
     def version(self) -> int:
@@ -153,7 +158,10 @@ class HeldOutEval:
                 f"eval-v{start_version}-{task.item_id}-s{k}",
             )
             async with gate:
-                sample = await self.agent.run(plan)
+                played = await self.agent.play(plan)
+            if self.episode_log is not None:
+                self.episode_log.record_held_out(played, plan)
+            sample = played.sample
             versions = sample.versions[sample.loss_mask.astype(bool)]
             if len(versions):
                 low, high = min(low, int(versions.min())), max(high, int(versions.max()))

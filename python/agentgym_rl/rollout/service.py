@@ -437,6 +437,7 @@ def held_out_eval(
         env_options={e.env: e.env_options for e in config.envs},
         on_final=runner.stop,
         hold=weights_hold if config.eval.hold_weights else asyncio.Lock(),
+        episode_log=runner.episode_log,  # one writer of the file: lines never interleave
     )
 
 

@@ -303,14 +303,14 @@ class SyncLoop:
         for r in rollouts:
             spec = self.envs.get(r.plan.task.env, EnvSpec())
             if r.episode is None:
-                played = Played((failed_start(r.plan, spec, self.chat),), r.failure)
+                played = Played((failed_start(r.plan, spec, self.chat),), r.failure, 0)
             else:
-                played = Played(r.episode.samples(), r.episode.failure)
+                played = Played(r.episode.samples(), r.episode.failure, r.episode.invalid)
             self.metrics.record_episode(played.sample, r.plan.task.env, drift=played.drift)
             if played.failure is not None:
                 log.warning("episode %s: env failure: %s", r.plan.request_id, played.failure)
             if self.episode_log is not None:
-                self.episode_log.record(played.samples, r.plan, r.group_id, played.failure)
+                self.episode_log.record(played, r.plan, r.group_id)
             if self.buffer.add_episode(r.group_id, list(played.samples)) == "ready":
                 self._record("ready", group_key(r.plan.task.item_id, r.group_id))
         ready = []

@@ -163,6 +163,33 @@ def header(rec: EpisodeRecord, position: str, credit: TrainedSample | None = Non
     ]
 
 
+@dataclass(frozen=True, slots=True)
+class Block:
+    """One piece of a transcript in reading order: a `part` or `turn` line, or `text` (a
+    segment's decoded tokens, `trained` or context). `render_plain`, `render_rich` and the run
+    viewer's page (`viewer/page_data.py`) all lay out these, so they never disagree."""
+
+    kind: str
+    """`part` (a line opening an episode's later sample), `turn` (a turn's line) or `text`."""
+    text: str
+    trained: bool = False
+    turn: int | None = None
+    part: int | None = None
+
+
+def blocks(rec: EpisodeRecord, decode: Decode, credit: TrainedSample | None = None) -> list[Block]:
+    out: list[Block] = []
+    part = 0
+    for seg in segments(rec, decode):
+        if seg.part is not None:
+            part = seg.part
+            out.append(Block("part", part_line(rec, seg.part), part=part))
+        if seg.trained and seg.turn is not None:
+            out.append(Block("turn", turn_line(rec, seg.turn, credit), True, seg.turn, part))
+        out.append(Block("text", seg.text, seg.trained, seg.turn, part))
+    return out
+
+
 def _turn_break(previous: str) -> str:
     return "" if not previous or previous.endswith("\n") else "\n"
 
@@ -171,15 +198,11 @@ def render_plain(
     rec: EpisodeRecord, decode: Decode, position: str = "", credit: TrainedSample | None = None
 ) -> str:
     parts = ["\n".join(header(rec, position, credit)), "\n\n"]
-    for seg in segments(rec, decode):
-        if seg.part is not None:
-            parts += [_turn_break(parts[-1]), part_line(rec, seg.part), "\n"]
-        if not seg.trained:
-            parts.append(seg.text)
-            continue
-        if seg.turn is not None:
-            parts += [_turn_break(parts[-1]), turn_line(rec, seg.turn, credit), "\n"]
-        parts.append(f"«{seg.text}»")
+    for b in blocks(rec, decode, credit):
+        if b.kind == "text":
+            parts.append(f"«{b.text}»" if b.trained else b.text)
+        else:
+            parts += [_turn_break(parts[-1]), b.text, "\n"]
     return "".join(parts).rstrip("\n") + "\n"
 
 
@@ -192,13 +215,12 @@ def render_rich(
     head += [Text(x, style="bold red") for x in lines[plain:]]
     body = Text()
     last = ""
-    for seg in segments(rec, decode):
-        if seg.part is not None:
-            body.append(_turn_break(last) + part_line(rec, seg.part) + "\n", style="bold")
+    for b in blocks(rec, decode, credit):
+        if b.kind == "text":
+            body.append(b.text, style=TRAINED_STYLE if b.trained else MASKED_STYLE)
+            last = b.text
+        else:
+            style = "bold" if b.kind == "part" else TURN_STYLE
+            body.append(_turn_break(last) + b.text + "\n", style=style)
             last = "\n"
-        if seg.trained and seg.turn is not None:
-            line = turn_line(rec, seg.turn, credit)
-            body.append(_turn_break(last) + line + "\n", style=TURN_STYLE)
-        body.append(seg.text, style=TRAINED_STYLE if seg.trained else MASKED_STYLE)
-        last = seg.text
     return Group(*head, Text(""), body)

@@ -1,0 +1,248 @@
+"""What each view of the run viewer shows, as JSON-ready dicts (`viewer/app.py` serves them).
+
+Contract: `RunView(run_dir)` finds the run's episode logs (`rollout-*/episodes.jsonl`, or the
+one log under the folder), indexes them (`EpisodeIndex`) and reads its other records anew on
+each call (`report.records.RunRecords`), so the page follows a run being written:
+- `overview()`: held-out success by version per env with chance and rule, training success by
+  version per env (from the indexed episodes), turns, throughput and staleness over time, and
+  `missing`: what the page cannot show yet and why (no learner records, no episode log, ...);
+- `episodes(query)`: a page of the episodes table (`EpisodeFilter.from_query`);
+- `episode(ref)`: one episode as `show` renders it (`transcript.blocks` and `header`), with a
+  row per generated turn (versions, tokens, mean behaviour log-prob, advantage, reward, part);
+- `task(item_id)`: the task's held-out episodes at each evaluated version (the versions of
+  `eval.jsonl`, a version without a logged episode listed empty).
+The tokenizer is loaded once, from the log's `tokenizer` (or `model`); without one, an episode's
+text is its token ids.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from agentgym_rl.episode.log import EPISODES_FILE, EpisodeRecord
+from agentgym_rl.learner.credit_log import TrainedSample, read_trained
+from agentgym_rl.report.records import RunRecords, number
+from agentgym_rl.viewer.episode_index import EpisodeFilter, EpisodeIndex
+from agentgym_rl.viewer.transcript import blocks, episode_credit, header, turn_versions
+
+PAGE_SIZE = 50
+OVERVIEW_INDEX_S = 0.3
+"""Indexing an overview request may do first (the viewer's thread does the rest)."""
+
+
+def episode_logs(run_dir: Path) -> list[Path]:
+    """The run's episode logs: one per rollout server, or the one anywhere under the folder."""
+    found = sorted(run_dir.glob(f"rollout-*/{EPISODES_FILE}"))
+    return found or sorted(run_dir.rglob(EPISODES_FILE))[:1]
+
+
+class RunView:
+    """See the module docstring."""
+
+    def __init__(self, run_dir: Path, model: str | None = None) -> None:
+        self.run_dir = run_dir
+        self.model = model
+        self.logs = episode_logs(run_dir)
+        self.index = EpisodeIndex(self.logs)
+        self._decode: Any = None
+        self._decode_lock = threading.Lock()
+
+    def refresh_logs(self) -> None:
+        """Pick up episode logs that appeared since (a rollout server that started later)."""
+        logs = episode_logs(self.run_dir)
+        if logs != self.logs and len(logs) > len(self.logs):
+            self.logs = logs
+            self.index = EpisodeIndex(logs)
+
+    def overview(self) -> dict[str, Any]:
+        self.index.grow(budget_s=OVERVIEW_INDEX_S)
+        records = RunRecords.load(self.run_dir)
+        envs: list[str | None] = [*records.eval_envs()] or [None]
+        held_out = []
+        for env in envs:
+            chance, rule = records.yardstick(env)
+            name = env or next(iter(records.yardsticks), None) or self._only_env()
+            points = records.eval_by_version(env)
+            held_out.append({"env": name, "points": points, "chance": chance, "rule": rule})
+        train = self.index.counts("env", EpisodeFilter(split="train"))
+        training = [
+            {"env": env, "points": [(v, s / n) for v, (n, s) in sorted(by.items())]}
+            for env, by in sorted(train.items())
+        ]
+        return {
+            "run": records.name,
+            "held_out": held_out,
+            "training": training,
+            "series": _series(records),
+            "episodes": {
+                "indexed": self.index.indexed,
+                "complete": self.index.complete,
+                "skipped": self.index.skipped,
+            },
+            "missing": self._missing(records),
+        }
+
+    def _only_env(self) -> str | None:
+        envs = [e for e in self.index.texts("env") if e]
+        return envs[0] if len(envs) == 1 else None
+
+    def _missing(self, records: RunRecords) -> list[str]:
+        out = []
+        if not self.logs:
+            out.append(
+                f"no {EPISODES_FILE} under this folder yet: episodes appear once a rollout server "
+                "logs them (rollout.episode_log_every > 0)"
+            )
+        if not records.learn:
+            out.append("no learner records (learn/metrics.jsonl) yet")
+        if not records.eval:
+            out.append("no held-out evaluation (rollout-*/eval.jsonl) yet")
+        if records.eval and not records.yardsticks:
+            out.append("no yardsticks (rollout-*/yardsticks.json): chance and rule not shown")
+        if self.index.skipped:
+            out.append(f"{self.index.skipped} lines of the episode logs are not episodes: skipped")
+        return out
+
+    def episodes(self, query: dict[str, str]) -> dict[str, Any]:
+        flt = EpisodeFilter.from_query(query)
+        page = max(0, int(query.get("page") or 0))
+        size = min(500, max(1, int(query.get("size") or PAGE_SIZE)))
+        got = self.index.page(flt, page, size)
+        return {
+            "rows": got.rows,
+            "page": page,
+            "size": size,
+            "matched": got.matched,
+            "indexed": got.indexed,
+            "complete": got.complete,
+            "envs": [e for e in self.index.texts("env") if e],
+        }
+
+    def decode(self, rec: EpisodeRecord) -> Any:
+        with self._decode_lock:
+            if self._decode is None:
+                self._decode = _decoder(self.model or rec.tokenizer)
+            return self._decode
+
+    def episode(self, ref: str) -> dict[str, Any]:
+        rec = self.index.record(ref)
+        credit = self._credit(rec)
+        decode = self.decode(rec)
+        return {
+            "ref": ref,
+            "header": header(rec, ref, credit),
+            "summary": {
+                "item_id": rec.item_id,
+                "env": rec.env,
+                "split": rec.split,
+                "version": rec.dispatch_version,
+                "success": rec.success,
+                "reward": rec.reward,
+            },
+            "blocks": [
+                {
+                    "kind": b.kind,
+                    "text": b.text,
+                    "trained": b.trained,
+                    "turn": b.turn,
+                    "part": b.part,
+                }
+                for b in blocks(rec, decode, credit)
+            ],
+            "turns": turn_rows(rec, credit),
+            "parts": len(rec.part_ranges),
+            "trained_tokens": rec.trained_tokens,
+            "decoded": not isinstance(decode, _IdsDecoder),
+        }
+
+    def _credit(self, rec: EpisodeRecord) -> TrainedSample | None:
+        if rec.split != "train" or not rec.request_id:
+            return None
+        return episode_credit(read_trained(self.run_dir), rec)
+
+    def task(self, item_id: str) -> dict[str, Any]:
+        rows = [
+            r
+            for r in self.index.rows(EpisodeFilter(split="held_out", task=item_id))
+            if r["item_id"] == item_id
+        ]
+        versions = sorted(
+            {
+                int(v)
+                for r in RunRecords.load(self.run_dir).eval
+                if (v := number(r, "version")) is not None
+            }
+            | {r["version"] for r in rows}
+        )
+        return {
+            "item_id": item_id,
+            "versions": [
+                {"version": v, "episodes": [r for r in rows if r["version"] == v]} for v in versions
+            ],
+            "complete": self.index.complete,
+        }
+
+
+def turn_rows(rec: EpisodeRecord, credit: TrainedSample | None) -> list[dict[str, Any]]:
+    """A row per generated turn: what `transcript.turn_line` says, as numbers."""
+    by_version = turn_versions(rec)
+    out = []
+    for k, (s, e) in enumerate(rec.turn_spans):
+        lps = [x for x in rec.logprobs[s:e] if x is not None]
+        adv = credit.turn_advantages[k] if credit and k < len(credit.turn_advantages) else None
+        out.append(
+            {
+                "turn": k + 1,
+                "versions": by_version[k],
+                "tokens": e - s,
+                "logprob": sum(lps) / len(lps) if lps else None,
+                "advantage": adv,
+                "reward": rec.turn_rewards[k] if rec.turn_rewards else None,
+                "part": next((i for i, (a, b) in enumerate(rec.part_ranges) if a <= s < b), 0),
+            }
+        )
+    return out
+
+
+class _IdsDecoder:
+    """Without a tokenizer: the token ids themselves."""
+
+    def __call__(self, ids: Sequence[int]) -> str:
+        return " ".join(map(str, ids)) + " "
+
+
+def _decoder(model: str | None) -> Any:
+    if model is None or not (Path(model) / "tokenizer.json").is_file():
+        return _IdsDecoder()
+    from agentgym_rl.trajectory import ChatTokenizer
+
+    return ChatTokenizer.from_dir(model).decode
+
+
+def _series(records: RunRecords) -> dict[str, list[tuple[float, float]]]:
+    """Over learner steps: turns per episode, generated and trained tokens/s, staleness."""
+    out: dict[str, list[tuple[float, float]]] = {
+        "turns": [],
+        "generated tokens/s": [],
+        "trained tokens/s": [],
+        "staleness": [],
+    }
+    for records_of in records.rollout.values():
+        for r in records_of:
+            step = float(records.step_at(r))
+            if (turns := number(r, "turns_mean")) is not None:
+                out["turns"].append((step, turns))
+            if (rate := number(r, "generated_tokens_per_s")) is not None:
+                out["generated tokens/s"].append((step, rate))
+            hist = r.get("staleness")
+            if isinstance(hist, dict) and hist:
+                total = sum(float(n) for n in hist.values())
+                mean = sum(float(k) * float(n) for k, n in hist.items()) / total if total else 0.0
+                out["staleness"].append((step, mean))
+    for r in records.learn:
+        if (rate := number(r, "tokens_per_s")) is not None and (s := number(r, "step")) is not None:
+            out["trained tokens/s"].append((s, rate))
+    return out
