@@ -238,6 +238,16 @@ def test_the_view_holds_what_is_declared_and_nothing_else(wheels: dict[str, Path
         DependencyView().require([Requirement("pyzmq<1")])
 
 
+def test_the_wheel_carries_the_viewer_page(wheels: dict[str, Path]) -> None:
+    """`agentgym-rl view` serves its page from the installed package (no build step)."""
+    import zipfile
+
+    from agentgym_rl.viewer.app import STATIC
+
+    names = set(zipfile.ZipFile(wheels["agentgym-rl"]).namelist())
+    assert {f"agentgym_rl/viewer/page/{name}" for name in STATIC} <= names
+
+
 @pytest.fixture(scope="module")
 def model(venv: Venv, learner_host: Venv) -> Path:
     """Made where no vLLM is installed, for `train` in the user's install."""

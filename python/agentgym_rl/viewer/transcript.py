@@ -12,6 +12,8 @@ generated turn: its number, policy version(s), token count and mean log-probabil
 learner's record of the episode (`credit`: `episode_credit`, the `credit_log.TrainedSample` of
 each of its parts joined by request id), the header says which step trained it and each turn line
 the advantage its tokens trained with. A part after the first opens with a line of its own.
+`blocks` is that reading order as data (part lines, turn lines, text runs): both renderers and
+the run viewer's page (`page_data.py`) lay it out, so `show` and `view` never disagree.
 """
 
 from __future__ import annotations
