@@ -63,6 +63,7 @@ def test_local_engine_accounting_and_files(
     for rec in logged:
         assert rec.turn_cap == 2 and 1 <= rec.turns <= 2 and rec.trained_tokens > 0
         assert len(rec.turn_spans) == rec.turns
+        assert rec.split == "held_out" and rec.invalid_turns is not None  # evaluated, not trained
     assert main(["show", str(out), "--no-color"]) == 0
     shown = capsys.readouterr().out
     assert "«" in shown and "turns " in shown and "/2 · stage 0" in shown

@@ -170,6 +170,8 @@ def test_overview_and_task_views_from_records(tmp_path: Path) -> None:
     recs = write_log(path, range(60))
     evals = [{"version": v, "success": 0.5, "episodes": 4} for v in (0, 2, 4, 6)]
     (tmp_path / "rollout-0" / "eval.jsonl").write_text("".join(json.dumps(e) + "\n" for e in evals))
+    outcome = {"version": 6, "item_id": "babyai_0", "success": True, "reward": 1.0, "turns": 2}
+    (tmp_path / "rollout-0" / "eval_episodes.jsonl").write_text(json.dumps(outcome) + "\n")
     view = RunView(tmp_path)
     o = view.overview()
     train = {t["env"]: dict(t["points"]) for t in o["training"]}
@@ -189,5 +191,7 @@ def test_overview_and_task_views_from_records(tmp_path: Path) -> None:
     by_version = {v["version"]: [e["ref"] for e in v["episodes"]] for v in task["versions"]}
     assert set(by_version) == {0, 2, 4, 6} | {r.dispatch_version for r in held}
     assert sum(len(x) for x in by_version.values()) == len(held) > 0
-    assert by_version[6] == []  # evaluated, nothing logged at that version
+    assert by_version[6] == []  # evaluated, nothing logged whole at that version: its outcome
+    assert [v["outcomes"] for v in task["versions"] if v["version"] == 6] == [[outcome]]
+    assert all(not v["outcomes"] for v in task["versions"] if v["episodes"])
     assert list(read_episodes(path)) == recs

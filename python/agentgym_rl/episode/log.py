@@ -43,6 +43,8 @@ if TYPE_CHECKING:
     from agentgym_rl.episode.types import EpisodePlan
 
 EPISODES_FILE = "episodes.jsonl"
+EVAL_EPISODES_FILE = "eval_episodes.jsonl"
+"""A held-out evaluation's outcome per episode (`rollout/held_out.py`), no tokens."""
 FORMAT_VERSION = 3
 """Version 2 added `parts`, version 3 `split`, `invalid_turns`, `forks`, `turn_rewards` and the
 scalars-first order; version 1 lines read as episodes of one part."""
@@ -256,9 +258,10 @@ class EpisodeLog:
         self.write(self.record_of(played, plan, group_id))
         return True
 
-    def record_held_out(self, played: Played, plan: EpisodePlan) -> None:
-        """Log a held-out evaluation's episode (each one: the viewer compares them by version)."""
-        self.write(self.record_of(played, plan, -1, split="held_out"))
+    def record_held_out(self, played: Played, plan: EpisodePlan, group_id: int = -1) -> None:
+        """Log an evaluation's episode, never trained (each one: the viewer compares them by
+        version)."""
+        self.write(self.record_of(played, plan, group_id, split="held_out"))
 
     def record_of(
         self, played: Played, plan: EpisodePlan, group_id: int, split: str = "train"

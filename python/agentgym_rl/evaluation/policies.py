@@ -4,7 +4,8 @@ OpenAI-compatible API or any Python function of the messages.
 Contract:
 - `AgentPolicy` runs the training `AgentLoop` unchanged (token-in/token-out, same prompts, action
   parsing, statuses and turn cap), at the engine's current version; with an `EpisodeLog`, every
-  episode is also logged for `agentgym-rl show` (group id = the task's index in first-seen order).
+  episode is also logged for `agentgym-rl show` and `view`, split `held_out` (group id = the
+  task's index in first-seen order).
 - `ChatApiPolicy` plays the same episode in text: the messages of `episode/prompts.py`, one
   `POST {base}/chat/completions` per turn, the reply played by `episode/turn.py`'s `act`, the same
   statuses. A reply refused for its context length ends the episode as "truncated"; 429/5xx and
@@ -73,7 +74,7 @@ class AgentPolicy:
         sample = played.sample
         if self.episode_log is not None:
             group = self._groups.setdefault(task.item_id, len(self._groups))
-            self.episode_log.record(played, plan, group)
+            self.episode_log.record_held_out(played, plan, group)
         return EpisodeOutcome(
             float(sample.reward), sample.status, int(sample.turns), played.failure
         )

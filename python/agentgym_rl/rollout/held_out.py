@@ -36,7 +36,7 @@ from typing import Any, Protocol
 from agentgym_rl.config.rollout import HeldOutEvalConfig
 from agentgym_rl.episode.agent import Played
 from agentgym_rl.episode.dataset import Task, load_split
-from agentgym_rl.episode.log import EpisodeLog
+from agentgym_rl.episode.log import EVAL_EPISODES_FILE, EpisodeLog
 from agentgym_rl.episode.outcome import is_success
 from agentgym_rl.episode.scoring import ALL, EvalRecord, EvalReport, summarize
 from agentgym_rl.episode.types import Engine, EpisodePlan, TurnBudget
@@ -44,7 +44,6 @@ from agentgym_rl.episode.yardsticks import YARDSTICKS_FILE, yardsticks
 
 log = logging.getLogger(__name__)
 EVAL_FILE = "eval.jsonl"
-EVAL_EPISODES_FILE = "eval_episodes.jsonl"
 
 
 class EvalPlayer(Protocol):

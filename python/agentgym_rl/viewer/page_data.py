@@ -10,7 +10,8 @@ each call (`report.records.RunRecords`), so the page follows a run being written
 - `episode(ref)`: one episode as `show` renders it (`transcript.blocks` and `header`), with a
   row per generated turn (versions, tokens, mean behaviour log-prob, advantage, reward, part);
 - `task(item_id)`: the task's held-out episodes at each evaluated version (the versions of
-  `eval.jsonl`, a version without a logged episode listed empty).
+  `eval.jsonl`); where none was logged whole (a run from before they were), the outcomes
+  `eval_episodes.jsonl` holds (`outcomes`: success, reward, turns, status; no transcript).
 The tokenizer is loaded once, from the log's `tokenizer` (or `model`); without one, an episode's
 text is its token ids.
 """
@@ -22,9 +23,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from agentgym_rl.episode.log import EPISODES_FILE, EpisodeRecord
+from agentgym_rl.episode.log import EPISODES_FILE, EVAL_EPISODES_FILE, EpisodeRecord
 from agentgym_rl.learner.credit_log import TrainedSample, read_trained
-from agentgym_rl.report.records import RunRecords, number
+from agentgym_rl.report.records import RunRecords, number, read_jsonl
 from agentgym_rl.viewer.episode_index import EpisodeFilter, EpisodeIndex
 from agentgym_rl.viewer.transcript import blocks, episode_credit, header, turn_versions
 
@@ -169,21 +170,21 @@ class RunView:
             for r in self.index.rows(EpisodeFilter(split="held_out", task=item_id))
             if r["item_id"] == item_id
         ]
-        versions = sorted(
-            {
-                int(v)
-                for r in RunRecords.load(self.run_dir).eval
-                if (v := number(r, "version")) is not None
-            }
-            | {r["version"] for r in rows}
-        )
-        return {
-            "item_id": item_id,
-            "versions": [
-                {"version": v, "episodes": [r for r in rows if r["version"] == v]} for v in versions
-            ],
-            "complete": self.index.complete,
-        }
+        records = RunRecords.load(self.run_dir)
+        versions = {int(v) for r in records.eval if (v := number(r, "version")) is not None}
+        # a run logged before held-out episodes were logged whole has their outcomes alone
+        outcomes = [
+            e
+            for path in sorted(self.run_dir.glob(f"rollout-*/{EVAL_EPISODES_FILE}"))
+            for e in read_jsonl(path)
+            if e.get("item_id") == item_id and number(e, "version") is not None
+        ]
+        by_version = []
+        for v in sorted(versions | {r["version"] for r in rows}):
+            logged = [r for r in rows if r["version"] == v]
+            only = [] if logged else [e for e in outcomes if int(e["version"]) == v]
+            by_version.append({"version": v, "episodes": logged, "outcomes": only})
+        return {"item_id": item_id, "versions": by_version, "complete": self.index.complete}
 
 
 def turn_rows(rec: EpisodeRecord, credit: TrainedSample | None) -> list[dict[str, Any]]:

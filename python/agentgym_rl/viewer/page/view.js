@@ -221,7 +221,10 @@ async function task(item) {
   const t = await api("task/" + encodeURIComponent(item));
   const rows = t.versions.map((v) => el("tr", { "data-version": v.version }, el("td", {}, "v" + v.version),
     el("td", {}, v.episodes.length ? v.episodes.map((e) => el("a", { href: `#/episode/${e.ref}`, class: e.success ? "ok" : "failed" },
-      `${e.success ? "✓" : "✗"} ${fmt(e.reward)} · ${e.turns} turns`)) : el("span", { class: "note" }, "no episode logged"))));
+      `${e.success ? "✓" : "✗"} ${fmt(e.reward)} · ${e.turns} turns`))
+      : v.outcomes.length ? v.outcomes.map((e) => el("span", { class: "outcome " + (e.success ? "ok" : "failed"), title: "outcome only: this run did not log held-out episodes whole" },
+        `${e.success ? "✓" : "✗"} ${fmt(e.reward)} · ${e.turns} turns`))
+      : el("span", { class: "note" }, "no episode logged"))));
   main.replaceChildren(el("h2", {}, `Task ${item}: held-out episodes by version`),
     t.complete ? "" : el("p", { class: "note" }, "indexing the logs: more may appear"),
     el("table", { class: "versions" }, el("thead", {}, el("tr", {}, el("th", {}, "version"), el("th", {}, "episodes"))), el("tbody", {}, rows)));
