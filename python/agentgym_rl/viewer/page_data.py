@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from agentgym_rl.episode.log import EPISODES_FILE, EVAL_EPISODES_FILE, EpisodeRecord
-from agentgym_rl.learner.credit_log import TrainedSample, read_trained
+from agentgym_rl.learner.credit_log import TrainedSample, read_trained, trained_files
 from agentgym_rl.report.records import RunRecords, number, read_jsonl
 from agentgym_rl.viewer.episode_index import EpisodeFilter, EpisodeIndex
 from agentgym_rl.viewer.transcript import blocks, episode_credit, header, turn_versions
@@ -50,6 +50,8 @@ class RunView:
         self.index = EpisodeIndex(self.logs)
         self._decode: Any = None
         self._decode_lock = threading.Lock()
+        self._trained: dict[str, list[TrainedSample]] = {}
+        self._trained_key: tuple[tuple[str, int], ...] | None = None
 
     def refresh_logs(self) -> None:
         """Pick up episode logs that appeared since (a rollout server that started later)."""
@@ -162,7 +164,12 @@ class RunView:
     def _credit(self, rec: EpisodeRecord) -> TrainedSample | None:
         if rec.split != "train" or not rec.request_id:
             return None
-        return episode_credit(read_trained(self.run_dir), rec)
+        files = trained_files(self.run_dir)
+        key = tuple((str(f), f.stat().st_size) for f in files if f.exists())
+        with self._decode_lock:
+            if key != self._trained_key:  # read again only when the learner wrote more
+                self._trained, self._trained_key = read_trained(self.run_dir), key
+            return episode_credit(self._trained, rec)
 
     def task(self, item_id: str) -> dict[str, Any]:
         rows = [
