@@ -39,6 +39,7 @@ import torch
 from megatron.core import parallel_state
 from transformers import PretrainedConfig
 
+from agentgym_rl.learner.lora import is_adapter
 from agentgym_rl.learner.model import head_dim_of, qkv_bias_of
 
 __all__ = [
@@ -357,7 +358,8 @@ def load_hf_weights(
 def _export(
     model: torch.nn.Module, spec: ConvertSpec, pick: Callable[[torch.nn.Parameter], torch.Tensor]
 ) -> Tensors:
-    local = {name: pick(p).detach() for name, p in model.named_parameters()}
+    # adapters have no HF name: an export of full weights reads them folded in (`lora.merged`)
+    local = {n: pick(p).detach() for n, p in model.named_parameters() if not is_adapter(n)}
     return megatron_to_hf(_gather_stages(_gather_shards(local), spec), spec)
 
 

@@ -6,7 +6,8 @@ parameters, `lora_a` [rank, in] and `lora_b` [out, rank], and a forward hook tha
 `alpha / rank * B(A(x))` to the layer's output; A starts as Kaiming-uniform, B at zero, so the
 adapted model starts exactly as the base. Every other parameter is frozen (`requires_grad`
 False: no gradient, no optimizer state). Names stay the base's (`...linear_qkv.weight`), the
-adapters beside them (`...linear_qkv.lora_a`), so weight conversion reads the base as before.
+adapters beside them (`...linear_qkv.lora_a`), so weight conversion reads the base as before,
+and `merged(model)` folds the adapters into the weights for an export of full weights.
 
 Tensor parallelism keeps the base layer's split: a column-parallel layer (its output split
 across ranks) holds A whole and B's rows of this rank, and the gradient reaching A is summed
@@ -35,6 +36,7 @@ from megatron.core.tensor_parallel import (
     reduce_from_tensor_model_parallel_region,
     set_tensor_model_parallel_attributes,
 )
+from megatron.core.transformer.utils import make_sharded_tensors_for_checkpoint
 
 TARGETS = {"attention": ("linear_qkv", "linear_proj"), "mlp": ("linear_fc1", "linear_fc2")}
 ADAPTER_SUFFIXES = (".lora_a", ".lora_b")
@@ -85,6 +87,23 @@ def _adapt(layer: torch.nn.Module, rank: int, alpha: float, split: str) -> None:
     layer.lora_split = split
     layer.lora_enabled = True
     layer.register_forward_hook(_add_low_rank)
+    # checkpoints shard the split half as the weight is sharded (the base layer's own
+    # sharded_state_dict would save every rank's part under one replicated key)
+    axes = {"weight": 0, "bias": 0, "lora_b": 0} if split == "out" else {"weight": 1, "lora_a": 1}
+
+    def sharded_state_dict(
+        prefix: str = "", sharded_offsets: Any = (), metadata: Any = None
+    ) -> Any:
+        return make_sharded_tensors_for_checkpoint(
+            layer.state_dict(prefix="", keep_vars=True),
+            prefix,
+            axes,
+            sharded_offsets,
+            tp_group=layer.tp_group,
+            dp_cp_group=metadata["dp_cp_group"],
+        )
+
+    layer.sharded_state_dict = sharded_state_dict
 
 
 def _add_low_rank(layer: torch.nn.Module, args: tuple[Any, ...], output: Any) -> Any:
@@ -116,6 +135,30 @@ def adapters_disabled(model: torch.nn.Module) -> Iterator[None]:
     finally:
         for m in layers:
             m.lora_enabled = True
+
+
+@contextlib.contextmanager
+def merged(model: torch.nn.Module) -> Iterator[None]:
+    """Inside, each adapted layer's weight holds the base plus its adapter, `scale * B A` (of
+    this rank's shape: B's rows by A, or B by A's columns), and the adapters are off: what an
+    export of full weights reads. The base weights are restored exactly on leaving."""
+    layers = list(adapted_layers(model))
+    saved = [m.weight.detach().clone() for m in layers]
+    with torch.no_grad():
+        for m in layers:
+            m.weight.add_((m.lora_b @ m.lora_a * m.lora_scale).to(m.weight.dtype))
+            m.lora_enabled = False
+    try:
+        yield
+    finally:
+        with torch.no_grad():
+            for m, w in zip(layers, saved, strict=True):
+                m.weight.copy_(w)
+                m.lora_enabled = True
+
+
+def is_adapter(name: str) -> bool:
+    return name.endswith(ADAPTER_SUFFIXES)
 
 
 def adapter_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:

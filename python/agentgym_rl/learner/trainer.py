@@ -56,6 +56,7 @@ from safetensors.torch import load_file
 from transformers import AutoConfig
 
 from agentgym_rl.config.learn import LearnConfig
+from agentgym_rl.learner import lora
 from agentgym_rl.learner import model as lm
 from agentgym_rl.learner.advantages import compute_advantages, scale_per_env
 from agentgym_rl.learner.batch import Batch, collate, usable_samples
@@ -124,7 +125,11 @@ class Trainer:
         self.spec = ConvertSpec.from_hf(self.hf_config, par.tp, self.model.vocab_size)
         initial = load_hf_state_dict(config.model)
         load_hf_weights(self.model, initial, self.spec)
-        self.ref_model = self._build_reference(initial) if config.loss.kl_coef > 0.0 else None
+        if config.lora is not None:
+            lora.add_adapters(self.model, config.lora.rank, config.lora.alpha, config.lora.targets)
+        # with adapters the reference is the base itself, adapters off: no second copy
+        wants_ref = config.loss.kl_coef > 0.0 and config.lora is None
+        self.ref_model = self._build_reference(initial) if wants_ref else None
         del initial
         self.params = [p for p in self.model.parameters() if p.requires_grad]
         self.optimizer = build_optimizer(self.model, config.optimizer)
@@ -254,6 +259,9 @@ class Trainer:
 
     def _reference_logprobs(self, micro: list[Any]) -> list[Any]:
         """The frozen reference's log-probs per micro-batch (None each without `kl_coef`)."""
+        if self.config.loss.kl_coef > 0.0 and self.config.lora is not None:
+            with lora.adapters_disabled(self.model):
+                return self.passes.logprobs(micro, self.model)
         if self.ref_model is None:
             return [None] * len(micro)
         return self.passes.logprobs(micro, self.ref_model)
@@ -330,7 +338,8 @@ class Trainer:
     def publish(self) -> dict[str, Any]:
         """Export HF-named weights (collective) and, on rank 0, publish them (bounded wait)."""
         t0 = time.perf_counter()
-        tensors = export_hf_weights(self.model, self.spec)
+        with lora.merged(self.model):  # no adapters: the weights as they are
+            tensors = export_hf_weights(self.model, self.spec)
         out: dict[str, Any] = {}
         if self.is_rank0 and self.publisher is not None and self.config.weights is not None:
             # copies: the publisher sends views, and the next step updates parameters in place
