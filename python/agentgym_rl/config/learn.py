@@ -208,6 +208,10 @@ class CheckpointConfig(CheckpointSettings):
     """Holds `step_<n>/` directories (complete when they contain `COMPLETE`)."""
 
 
+LoraTarget = Literal["attention", "mlp"]
+LORA_TARGETS: tuple[LoraTarget, ...] = ("attention", "mlp")
+
+
 class LoraConfig(ConfigModel):
     """Low-rank adapters: the base weights frozen, only `rank`-sized adapters on the targeted
     layers trained (`learner/lora.py`)."""
@@ -216,9 +220,7 @@ class LoraConfig(ConfigModel):
     """The adapters' rank r: A is r x in, B is out x r."""
     alpha: float = Field(default=32.0, gt=0.0)
     """The adapters' output is scaled by alpha / rank."""
-    targets: list[Literal["attention", "mlp"]] = Field(
-        default_factory=lambda: ["attention", "mlp"], min_length=1
-    )
+    targets: list[LoraTarget] = Field(default_factory=lambda: [*LORA_TARGETS], min_length=1)
     """Which layers get adapters, by role: `attention` (the fused QKV and output projections),
     `mlp` (the fused gate/up and down projections)."""
 
