@@ -88,7 +88,8 @@ def lora_case(tp: int, rank: int) -> dict[str, Any]:
         for n, p in model.named_parameters()
         if n.endswith(lora.ADAPTER_SUFFIXES)
     }
-    return {"logprobs": logprobs.detach(), "grads": grads}
+    peft = convert.export_hf_adapters(model, spec)
+    return {"logprobs": logprobs.detach(), "grads": grads, "peft": peft}
 
 
 def main() -> None:

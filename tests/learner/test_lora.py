@@ -94,3 +94,31 @@ def test_tensor_parallel_2_equals_one_process(tmp_path: Path, one_process: None)
     assert set(two["grads"]) == set(one["grads"])
     for name, grad in one["grads"].items():
         torch.testing.assert_close(two["grads"][name], grad, atol=1e-5, rtol=1e-3, msg=name)
+    assert set(two["peft"]) == set(one["peft"])  # the PEFT export gathers to the same adapters
+    for name, tensor in one["peft"].items():
+        torch.testing.assert_close(two["peft"][name], tensor, msg=name)
+
+
+def test_peft_adapters_are_what_the_merged_weights_add(one_process: None) -> None:
+    """Each HF projection's PEFT adapter, alpha / r * B A, is exactly what the merged export
+    adds to its base weight (q, k, v from the fused QKV; gate and up from the fused fc1)."""
+    model, _ = policy()
+    hf = tiny_hf_model("qwen2", vocab=VOCAB, heads=4, kv_heads=2, head_dim=32)
+    spec = convert.ConvertSpec.from_hf(hf.config, 1, model.vocab_size)
+    lora.add_adapters(model, 4, 8.0, ["attention", "mlp"])
+    with torch.no_grad():
+        for n, p in model.named_parameters():
+            if lora.is_adapter(n):
+                p.normal_(0, 0.05)
+    peft = convert.export_hf_adapters(model, spec)
+    assert len(peft) == 2 * 7 * 2  # A and B of q, k, v, o, gate, up, down in 2 blocks
+    with lora.merged(model):
+        merged = convert.export_hf_weights(model, spec)
+    base = hf.state_dict()
+    for name, weight in merged.items():
+        module = convert.PEFT_PREFIX + name.removesuffix(".weight")
+        if f"{module}.lora_A.weight" not in peft:
+            torch.testing.assert_close(weight, base[name], msg=name)  # not adapted: the base
+            continue
+        a, b = peft[f"{module}.lora_A.weight"], peft[f"{module}.lora_B.weight"]
+        torch.testing.assert_close(weight, base[name] + 2.0 * b @ a, msg=name)
