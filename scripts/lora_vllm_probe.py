@@ -3,13 +3,14 @@ greedy logprobs with and without the adapter, against HF with the adapter merged
 import json, sys, time
 from pathlib import Path
 import torch
-sys.path.insert(0, "/work/main/tests")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from vllm_fixtures import tiny_corpus
 from agentgym_rl.policy_creation import create_tiny_model
 from safetensors.torch import save_file
 
 def main():
-    out = Path("/tmp/lora_probe")
+    out = Path(sys.argv[1] if len(sys.argv) > 1 else "runs/lora_probe")
+    out.mkdir(parents=True, exist_ok=True)
     model = out / "model"
     if not (model / "config.json").exists():
         create_tiny_model(model, corpus=tiny_corpus(), vocab_size=320, seed=0)
