@@ -37,6 +37,7 @@ from typing import Any
 
 from agentgym_rl.config.rollout import EngineConfig
 from agentgym_rl.episode.types import FinishReason, Generation
+from agentgym_rl.inference.adapters import AdapterError, AdapterStore, is_adapter_update
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +81,11 @@ class EngineOptions:
     clear_cache_on_update: bool = True
     """Drop the prefix/KV cache when weights change (cached keys/values are from old weights)."""
     initial_version: int = 0
+    max_lora_rank: int | None = None
+    """Serve the policy as LoRA adapters of at most this rank (`learn.lora`): updates carry
+    adapters alone, each version generating with its own (`inference/adapters.py`)."""
+    max_loras: int = 4
+    """Adapter versions generating at once (requests of older versions finish with theirs)."""
     extra_engine_args: dict[str, Any] = field(default_factory=dict)
     sampling_args: dict[str, Any] = field(default_factory=dict)
     """Extra `vllm.SamplingParams` fields set on every request, e.g. `{"structured_outputs":
@@ -116,6 +122,10 @@ class VllmEngine:
         self.logprobs_mode = "processed_logprobs"
         self._version = options.initial_version
         self._update_lock = asyncio.Lock()
+        self._adapter: Any = None
+        """The current version's `LoRARequest` (None: the base weights generate)."""
+        self._adapter_version = options.initial_version
+        self.adapters: AdapterStore | None = None
         self.updates_applied = 0
         self.updates_rejected = 0
 
@@ -169,6 +179,11 @@ class VllmEngine:
             engine.options = replace(
                 opts, max_model_len=int(engine._llm.model_config.max_model_len)
             )
+        if opts.max_lora_rank is not None:
+            import tempfile
+
+            root = Path(tempfile.mkdtemp(prefix="agentgym-adapters-"))
+            engine.adapters = AdapterStore(root, str(path), keep=2 * opts.max_loras)
         return engine
 
     @property
@@ -247,15 +262,18 @@ class VllmEngine:
         versions: list[int] = []
         finish = "abort"
         spans: Any = None
+        # with adapters a request generates with the version it started under, to its end
+        adapter, adapter_version = self._adapter, self._adapter_version
         stream = self._llm.generate(
             TokensPrompt(prompt_token_ids=list(prompt_ids)),
             self._sampling_params(budget, seed, ignore_eos, temperature, stop),
             request_id,
+            lora_request=adapter,
         )
         async for out in stream:
             comp = out.outputs[0]
             new = list(comp.token_ids)
-            stamp = self._version
+            stamp = self._version if self.adapters is None else adapter_version
             for i, tok in enumerate(new):
                 ids.append(int(tok))
                 lps.append(_sampled_logprob(comp.logprobs, i, int(tok)))
@@ -265,7 +283,7 @@ class VllmEngine:
             if comp.finish_reason is not None:
                 finish = comp.finish_reason
                 spans = getattr(comp, "weight_versions", None)
-        if spans:
+        if spans and self.adapters is None:
             versions = _versions_from_spans(spans, len(ids), versions)
         return Generation(
             token_ids=ids,
@@ -290,9 +308,12 @@ class VllmEngine:
         """
         from agentgym_rl.inference.worker import to_payload
 
+        tensors = dict(named_tensors)
+        if is_adapter_update(tensors):
+            return self._load_adapters(version, tensors)
         async with self._update_lock:
             self._check_version(version)
-            payload = to_payload(named_tensors)
+            payload = to_payload(tensors)
             t0 = time.perf_counter()
             await self._llm.pause_generation(
                 mode="keep", clear_cache=self.options.clear_cache_on_update
@@ -305,6 +326,21 @@ class VllmEngine:
             finally:
                 await self._llm.resume_generation()
             return time.perf_counter() - t0
+
+    def _load_adapters(self, version: int, tensors: dict[str, Any]) -> float:
+        """A version of adapters: written as a PEFT folder, the next requests generate with it
+        (no pause: a running request finishes with the adapters it started with)."""
+        if self.adapters is None:
+            raise AdapterError(
+                "adapters arrived but this engine serves full weights: start it with "
+                "max_lora_rank (rollout.engine.max_lora_rank, set by train from learn.lora)"
+            )
+        self._check_version(version)
+        t0 = time.perf_counter()
+        self._adapter = self.adapters.write(version, tensors)
+        self._adapter_version = self._version = version
+        self.updates_applied += 1
+        return time.perf_counter() - t0
 
     async def drop_prefix_cache(self) -> None:
         """Forget the cached prompt prefixes (benches measure prefill from a cold cache)."""
@@ -343,7 +379,19 @@ def engine_args(path: Path, opts: EngineOptions) -> dict[str, Any]:
     )
     if opts.kv_cache_memory_bytes is not None:
         kwargs["kv_cache_memory_bytes"] = opts.kv_cache_memory_bytes
+    if opts.max_lora_rank is not None:
+        kwargs.update(
+            enable_lora=True,
+            # vLLM takes ranks from a fixed list: the smallest of them that holds the adapters
+            max_lora_rank=next(r for r in LORA_RANKS if r >= opts.max_lora_rank),
+            max_loras=opts.max_loras,
+            max_cpu_loras=2 * opts.max_loras,
+        )
     return {**kwargs, **opts.extra_engine_args}
+
+
+LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
+"""The `max_lora_rank` values vLLM accepts."""
 
 
 def root_cause(exc: BaseException) -> str:

@@ -395,7 +395,7 @@ def export_hf_adapters(model: torch.nn.Module, spec: ConvertSpec) -> Tensors:
             a_hf, b_hf = _to_hf("row", a, spec), [b[0]]
         else:  # qkv, gate_up: B split as the weight's rows, A shared
             b_hf = _to_hf(rule.layout, b, spec)
-            a_hf = [a[0]] * len(b_hf)
+            a_hf = [a[0].clone() for _ in b_hf]  # one tensor each: files refuse shared memory
         for hf, a_one, b_one in zip(rule.hf, a_hf, b_hf, strict=True):
             module = PEFT_PREFIX + hf.removesuffix(".weight")
             out[f"{module}.lora_A.weight"] = a_one

@@ -60,7 +60,12 @@ from agentgym_rl.learner import lora
 from agentgym_rl.learner import model as lm
 from agentgym_rl.learner.advantages import compute_advantages, scale_per_env
 from agentgym_rl.learner.batch import Batch, collate, usable_samples
-from agentgym_rl.learner.convert import ConvertSpec, export_hf_weights, load_hf_weights
+from agentgym_rl.learner.convert import (
+    ConvertSpec,
+    export_hf_adapters,
+    export_hf_weights,
+    load_hf_weights,
+)
 from agentgym_rl.learner.credit_log import TrainedLog, adv_by_turn, trained_samples, turn_means
 from agentgym_rl.learner.intake import GroupIntake
 from agentgym_rl.learner.links import GroupInbox, Ledger, WeightOutbox
@@ -338,8 +343,7 @@ class Trainer:
     def publish(self) -> dict[str, Any]:
         """Export HF-named weights (collective) and, on rank 0, publish them (bounded wait)."""
         t0 = time.perf_counter()
-        with lora.merged(self.model):  # no adapters: the weights as they are
-            tensors = export_hf_weights(self.model, self.spec)
+        tensors = self._weights_out()
         out: dict[str, Any] = {}
         if self.is_rank0 and self.publisher is not None and self.config.weights is not None:
             # copies: the publisher sends views, and the next step updates parameters in place
@@ -354,6 +358,17 @@ class Trainer:
             }
         out["sync_s"] = time.perf_counter() - t0
         return out
+
+    def _weights_out(self) -> dict[str, torch.Tensor]:
+        """What an update carries: every HF weight, or with `learn.lora` the adapters alone
+        under PEFT's names, B scaled by alpha / rank (the engine's adapter scale is 1)."""
+        if self.config.lora is None:
+            return export_hf_weights(self.model, self.spec)
+        scale = self.config.lora.alpha / self.config.lora.rank
+        return {
+            name: t * scale if name.endswith(".lora_B.weight") else t
+            for name, t in export_hf_adapters(self.model, self.spec).items()
+        }
 
     def _offer_weights(self) -> None:
         """At start: make the weights this run is at available to rollout servers that join.
