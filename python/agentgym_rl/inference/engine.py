@@ -102,6 +102,7 @@ class EngineOptions:
             seed=config.seed,
             dtype=config.dtype,
             gpu_memory_utilization=config.gpu_memory_utilization,
+            max_lora_rank=config.max_lora_rank,
             **engine_knobs,
         )
 
