@@ -18,6 +18,7 @@ from lora_worker import TEMPERATURE, VOCAB, lora_case
 from agentgym_rl.learner import convert, lora
 from agentgym_rl.learner import model as lm
 from agentgym_rl.processes.ports import free_port
+from agentgym_rl.weights.peft import PEFT_PREFIX
 
 pytestmark = pytest.mark.engine
 WORKER = Path(__file__).with_name("lora_worker.py")
@@ -116,7 +117,7 @@ def test_peft_adapters_are_what_the_merged_weights_add(one_process: None) -> Non
         merged = convert.export_hf_weights(model, spec)
     base = hf.state_dict()
     for name, weight in merged.items():
-        module = convert.PEFT_PREFIX + name.removesuffix(".weight")
+        module = PEFT_PREFIX + name.removesuffix(".weight")
         if f"{module}.lora_A.weight" not in peft:
             torch.testing.assert_close(weight, base[name], msg=name)  # not adapted: the base
             continue

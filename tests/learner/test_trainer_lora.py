@@ -117,3 +117,17 @@ def test_hf_export_folds_the_adapters_in(
     with lora.adapters_disabled(t.model):
         base = lm.token_logprobs(t.model, ids, pos, labels, 1.0, vocab_size=v).detach()
     assert not torch.allclose(base, ours, atol=1e-5)  # the adapters moved it
+    # the PEFT folder: the base plus alpha / r * B A per projection is the merged export
+    from safetensors.torch import load_file
+
+    config = json.loads((path / "adapter" / "adapter_config.json").read_text())
+    assert (config["r"], config["lora_alpha"]) == (4, 8.0)
+    assert Path(config["base_model_name_or_path"]) == model_dir.resolve()
+    adapters = load_file(str(path / "adapter" / "adapter_model.safetensors"))
+    merged, base_sd = hf.state_dict(), load_file(str(model_dir / "model.safetensors"))
+    for name, a in adapters.items():
+        if ".lora_A." not in name:
+            continue
+        b = adapters[name.replace(".lora_A.", ".lora_B.")]
+        weight = name.removeprefix("base_model.model.").replace(".lora_A.weight", ".weight")
+        torch.testing.assert_close(merged[weight], base_sd[weight] + 2.0 * b @ a, msg=weight)

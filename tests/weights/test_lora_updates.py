@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 import torch
 
-from agentgym_rl.inference.adapters import AdapterError
 from agentgym_rl.inference.engine import EngineOptions, VllmEngine
 from agentgym_rl.learner import convert, lora
 from agentgym_rl.learner import model as lm
 from agentgym_rl.learner.trainer import load_hf_state_dict
+from agentgym_rl.weights.peft import AdapterError, write_peft_dir
 from vllm_fixtures import tiny_corpus
 
 pytestmark = pytest.mark.engine
@@ -98,6 +98,15 @@ def test_each_version_generates_with_its_adapters(model_dir: Path, engine: Any) 
         torch.testing.assert_close(
             torch.tensor(base.logprobs), ref[0, len(PROMPT) - 1 :].detach(), atol=2e-3, rtol=0
         )
+        # eval --adapter: the same adapters as a PEFT folder (B unscaled, alpha in its config)
+        unscaled = {
+            n: t * RANK / ALPHA if n.endswith(".lora_B.weight") else t for n, t in update.items()
+        }
+        folder = write_peft_dir(model_dir.parent / "peft", unscaled, str(model_dir), alpha=ALPHA)
+        eng.serve_adapter(folder)
+        again = run(loop, eng.generate(PROMPT, max_tokens=12, request_id="peft", seed=5))
+        assert again.token_ids == got.token_ids
+        torch.testing.assert_close(torch.tensor(again.logprobs), torch.tensor(got.logprobs))
         mixed = {**update, "model.norm.weight": torch.ones(8)}
         with pytest.raises(AdapterError, match="mixes adapters"):
             run(loop, eng.update_weights(2, mixed))

@@ -37,7 +37,8 @@ from typing import Any
 
 from agentgym_rl.config.rollout import EngineConfig
 from agentgym_rl.episode.types import FinishReason, Generation
-from agentgym_rl.inference.adapters import AdapterError, AdapterStore, is_adapter_update
+from agentgym_rl.inference.adapters import AdapterStore
+from agentgym_rl.weights.peft import AdapterError, is_adapter_update
 
 log = logging.getLogger(__name__)
 
@@ -343,6 +344,16 @@ class VllmEngine:
         self.updates_applied += 1
         return time.perf_counter() - t0
 
+    def serve_adapter(self, folder: Path) -> None:
+        """Generate with the PEFT adapter in `folder` from now on, at the current version
+        (`eval --adapter`); the engine must have started with `max_lora_rank`."""
+        from vllm.lora.request import LoRARequest
+
+        if self.adapters is None:
+            raise AdapterError("serve_adapter needs an engine started with max_lora_rank")
+        self._adapter = LoRARequest(folder.name or "adapter", self._version + 1, str(folder))
+        self._adapter_version = self._version
+
     async def drop_prefix_cache(self) -> None:
         """Forget the cached prompt prefixes (benches measure prefill from a cold cache)."""
         await self._llm.reset_prefix_cache()
@@ -353,6 +364,8 @@ class VllmEngine:
         The `AsyncLLM` is dropped and collected here, while the interpreter is fully alive:
         left to interpreter exit, its `__del__` runs against torn-down module globals.
         """
+        if self.adapters is not None:
+            self.adapters.close()
         llm, self._llm = self._llm, None
         if llm is None:
             return

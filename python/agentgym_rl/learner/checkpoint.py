@@ -13,8 +13,10 @@ written last, so a directory without `COMPLETE` is an interrupted save and is ig
 * `trainer.pt` (rank 0): step, layout, AdamW's step count and group hyper-parameters,
   scheduler state, python/numpy RNG states, group accounting;
 * `hf/` (rank 0, unless `checkpoint.export_hf` is off): `model.safetensors` (HF names,
-  gathered over tensor parallel) and every non-weight file of the source model directory
-  (config, generation config, tokenizer).
+  gathered over tensor parallel; with `learn.lora`, the adapters folded in) and every non-weight
+  file of the source model directory (config, generation config, tokenizer);
+* `adapter/` (rank 0, with `learn.lora`): the adapters as a PEFT folder on `config.model`
+  (`eval --model BASE --adapter DIR` runs them).
 """
 
 from __future__ import annotations
@@ -36,7 +38,8 @@ from safetensors.torch import save_file
 
 from agentgym_rl.learner import cpu_support, lora
 from agentgym_rl.learner.checkpoint_dirs import latest_checkpoint
-from agentgym_rl.learner.convert import export_hf_weights
+from agentgym_rl.learner.convert import export_hf_adapters, export_hf_weights
+from agentgym_rl.weights.peft import write_peft_dir
 
 if TYPE_CHECKING:
     from agentgym_rl.config.learn import LearnConfig
@@ -90,6 +93,15 @@ def export_hf_dir(state: TrainState, out: Path) -> None:
     for f in Path(state.config.model).iterdir():
         if f.is_file() and not f.name.endswith(_WEIGHT_SUFFIXES):
             shutil.copy2(f, out / f.name)
+
+
+def export_adapter_dir(state: TrainState, out: Path) -> None:
+    """The adapters as a PEFT folder on `config.model`, their base (collective export)."""
+    tensors = export_hf_adapters(state.model, state.spec)
+    lora_config = state.config.lora
+    if state.is_rank0 and lora_config is not None:
+        base = str(Path(state.config.model).resolve())
+        write_peft_dir(out, tensors, base, alpha=lora_config.alpha)
 
 
 def _sharded_state(state: TrainState) -> dict[str, Any]:
@@ -169,6 +181,8 @@ def save_checkpoint(state: TrainState, root: str | Path) -> Path:
         )
     if state.config.checkpoint.export_hf:
         export_hf_dir(state, tmp / "hf")
+    if state.config.lora is not None:
+        export_adapter_dir(state, tmp / "adapter")
     _barrier()
     if state.is_rank0:
         shutil.rmtree(final, ignore_errors=True)

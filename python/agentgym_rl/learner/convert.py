@@ -41,6 +41,7 @@ from transformers import PretrainedConfig
 
 from agentgym_rl.learner.lora import is_adapter
 from agentgym_rl.learner.model import head_dim_of, qkv_bias_of
+from agentgym_rl.weights.peft import PEFT_PREFIX
 
 __all__ = [
     "ConvertSpec",
@@ -371,8 +372,6 @@ def export_hf_weights(model: torch.nn.Module, spec: ConvertSpec) -> Tensors:
     return _export(model, spec, lambda p: p)
 
 
-PEFT_PREFIX = "base_model.model."
-"""Where PEFT (and vLLM's LoRA loader) puts an adapter: `<prefix><HF module>.lora_A.weight`."""
 _ADAPTER_REPLICATED: tuple[str, ...] = ("linear_qkv.lora_a", "linear_fc1.lora_a")
 _ADAPTER_REPLICATED += ("linear_proj.lora_b", "linear_fc2.lora_b")
 
