@@ -275,7 +275,7 @@ class VllmEngine:
         async for out in stream:
             comp = out.outputs[0]
             new = list(comp.token_ids)
-            stamp = self._version if self.adapters is None else adapter_version
+            stamp = self._version if adapter is None else adapter_version
             for i, tok in enumerate(new):
                 ids.append(int(tok))
                 lps.append(_sampled_logprob(comp.logprobs, i, int(tok)))
@@ -285,7 +285,7 @@ class VllmEngine:
             if comp.finish_reason is not None:
                 finish = comp.finish_reason
                 spans = getattr(comp, "weight_versions", None)
-        if spans and self.adapters is None:
+        if spans and adapter is None:
             versions = _versions_from_spans(spans, len(ids), versions)
         return Generation(
             token_ids=ids,
@@ -324,6 +324,7 @@ class VllmEngine:
                 await self._llm.collective_rpc("agentgym_load_weights", args=(payload,))
                 await self._llm.update_weight_version(str(version))
                 self._version = version
+                self._adapter = None  # full weights: no adapter on top of them
                 self.updates_applied += 1
             finally:
                 await self._llm.resume_generation()
