@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 from tests.viewer.test_episode_index import write_log
 
 from agentgym_rl.viewer.app import COOKIE, ViewerApp
@@ -84,3 +85,17 @@ def test_a_run_folder_without_records_says_what_is_missing(tmp_path: Path) -> No
     run_dir(tmp_path)  # the rollout server starts logging: the page picks the log up
     (rows,) = calls(app, ("/api/episodes", {}))
     assert rows.json()["matched"] == 30
+
+
+def test_view_command_refuses_bad_input_with_one_message(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from agentgym_rl.cli import main
+
+    assert main(["view", str(tmp_path / "missing")]) == 2
+    assert "no such run folder" in capsys.readouterr().err
+    loose = tmp_path / "secret"
+    loose.write_text("x" * 40)
+    loose.chmod(0o644)  # others may read it: refused, as every reader of the secret refuses it
+    code = main(["view", str(tmp_path), "--host", "0.0.0.0", "--token-file", str(loose)])
+    assert code == 2 and "view: " in capsys.readouterr().err

@@ -83,31 +83,38 @@ def _by_turn(source: str) -> int:
 def _show(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from agentgym_rl.episode.log import EpisodeLogError, find_episode_log, read_episodes
+    from agentgym_rl.episode.log import EpisodeLogError, find_episode_log
     from agentgym_rl.learner.credit_log import read_trained
     from agentgym_rl.trajectory import ChatTokenizer
+    from agentgym_rl.viewer.episode_index import EpisodeFilter, EpisodeIndex
     from agentgym_rl.viewer.transcript import episode_credit, render_plain, render_rich
 
     if args.by_turn:
         return _by_turn(args.source)
     path = find_episode_log(args.source)
-    records = list(read_episodes(path))
-    if not records:
+    # the viewer's index: a line's scalars only, the chosen episode read whole
+    index = EpisodeIndex([path])
+    index.grow()
+    refs = [row["ref"] for row in index.rows(EpisodeFilter())]
+    if index.skipped:
+        print(f"show: {path}: {index.skipped} lines are not episodes (skipped)", file=sys.stderr)
+    if not refs:
         raise EpisodeLogError(f"{path}: no episodes logged yet")
     if args.item is not None:
-        matches = [i for i, r in enumerate(records) if r.item_id == args.item]
+        rows = index.rows(EpisodeFilter(task=args.item))
+        matches = [r["ref"] for r in rows if r["item_id"] == args.item][-1:]
         if not matches:
-            some = ", ".join(sorted({r.item_id for r in records})[:8])
+            some = ", ".join(sorted(set(index.texts("item_id")))[:8])
             raise EpisodeLogError(f"{path}: no episode of item {args.item!r} (logged: {some}...)")
-        index = matches[-1]
+        position = refs.index(matches[0])
     else:
-        index = -1 if args.episode is None else args.episode
-        if not -len(records) <= index < len(records):
+        position = -1 if args.episode is None else args.episode
+        if not -len(refs) <= position < len(refs):
             raise EpisodeLogError(
-                f"--episode {index}: the log has {len(records)} episodes (0..{len(records) - 1})"
+                f"--episode {position}: the log has {len(refs)} episodes (0..{len(refs) - 1})"
             )
-        index %= len(records)
-    rec = records[index]
+        position %= len(refs)
+    rec = index.record(refs[position])
     model = args.model or rec.tokenizer
     if model is None:
         raise EpisodeLogError(f"{path}: the log names no tokenizer; pass --model DIR")
@@ -116,14 +123,14 @@ def _show(args: argparse.Namespace) -> int:
             f"tokenizer {model}: no tokenizer.json there; pass --model DIR (the run's model)"
         )
     chat = ChatTokenizer.from_dir(model)
-    position = f"{index} of {len(records)}"
+    where = f"{position} of {len(refs)}"
     # the learner's logs sit beside the rollout server's folder in a run
     credit = episode_credit(read_trained(path.parent.parent), rec) if rec.request_id else None
     plain = args.no_color or "NO_COLOR" in os.environ or not sys.stdout.isatty()
     if plain:
-        sys.stdout.write(render_plain(rec, chat.decode, position, credit))
+        sys.stdout.write(render_plain(rec, chat.decode, where, credit))
     else:
         from rich.console import Console
 
-        Console(highlight=False).print(render_rich(rec, chat.decode, position, credit))
+        Console(highlight=False).print(render_rich(rec, chat.decode, where, credit))
     return 0

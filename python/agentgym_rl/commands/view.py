@@ -74,8 +74,9 @@ def _serve(run_dir: object, host: str, port: int, token: str | None, model: str 
     def index_on() -> None:  # totals for the table and the overview, a run's growth followed
         while not stop.is_set():
             view.refresh_logs()
-            view.index.grow(budget_s=1.0)
-            stop.wait(0.2 if not view.index.complete else 2.0)
+            # short turns: a page's request waits for the index's lock at most this long
+            view.index.grow(budget_s=0.1)
+            stop.wait(0.01 if not view.index.complete else 2.0)
 
     threading.Thread(target=index_on, name="view-index", daemon=True).start()
     port = port or free_port(host=host)
