@@ -12,7 +12,8 @@ agent on an `AgentTask`:
 The episode's samples (one per token-consistent segment) become the `Played` the dispatcher puts
 in the group. An agent that raises, exits non-zero, exceeds `timeout_s`, makes no call or gives
 no reward raises `AgentFailure`: the episode is dropped (nothing of it trains) and the dispatcher
-aborts its group, counted like any aborted group.
+aborts its group, counted like any aborted group. The held-out evaluation's player (`held_out`)
+scores such an episode 0 instead (`Played.failure` says why) and goes on.
 """
 
 from __future__ import annotations
@@ -87,6 +88,7 @@ class UserAgents:
         timeout_s: float = 600.0,
         metrics: RolloutMetrics | None = None,
         sampling: Mapping[str, Any] | None = None,
+        held_out: bool = False,
     ) -> None:
         if (agent is None) == (not command):
             raise ValueError("give the agent as a callable or as a command, one of the two")
@@ -96,6 +98,7 @@ class UserAgents:
         self.timeout_s = timeout_s
         self.metrics = metrics if metrics is not None else RolloutMetrics()
         self.sampling = dict(sampling or {})
+        self.held_out = held_out
         self._turn = 0
 
     @property
@@ -103,13 +106,15 @@ class UserAgents:
         return self.gateway.engine
 
     async def run(self, plan: EpisodePlan) -> _core.Sample:
-        """`play`'s sample, for held-out evaluation: a failed agent episode scores 0 (a sample
-        of one untrained token, status aborted) instead of raising."""
+        """`play`'s sample, a failed agent episode scored 0 (see `held_out`)."""
+        return (await self._scored(plan)).sample
+
+    async def _scored(self, plan: EpisodePlan) -> Played:
         try:
-            return (await self.play(plan)).sample
+            return await self._play(plan)
         except AgentFailure as e:
             log.warning("held-out %s", e)
-            return _core.Sample(
+            sample = _core.Sample(
                 np.zeros(1, np.uint32),
                 np.zeros(1, np.uint8),
                 np.zeros(1, np.float32),
@@ -121,6 +126,7 @@ class UserAgents:
                 dispatch_version=plan.dispatch_version,
                 request_id=plan.request_id,
             )
+            return Played((sample,), str(e))
 
     def task(self, plan: EpisodePlan) -> AgentTask:
         urls = self.env_urls.get(plan.task.env)
@@ -135,6 +141,12 @@ class UserAgents:
         )
 
     async def play(self, plan: EpisodePlan) -> Played:
+        """The episode's samples; a failed agent raises `AgentFailure` (its group is aborted),
+        but with `held_out` it scores 0 (a sample of one untrained token, status aborted, the
+        failure said in `Played.failure`): an evaluation counts it and goes on."""
+        return await (self._scored(plan) if self.held_out else self._play(plan))
+
+    async def _play(self, plan: EpisodePlan) -> Played:
         key = plan.request_id
         self.gateway.open(
             key,

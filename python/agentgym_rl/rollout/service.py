@@ -299,6 +299,7 @@ def user_agents(
         timeout_s=a.timeout_s,
         metrics=metrics,
         sampling={} if temperature is None else {"temperature": temperature},
+        held_out=held_out,
     )
 
 
