@@ -68,6 +68,24 @@ def test_adapters_start_as_the_base_and_alone_train(one_process: None) -> None:
     assert torch.equal(logprobs(model, batch).detach(), moved)
 
 
+def test_dropout_acts_in_the_gradient_pass_alone(one_process: None) -> None:
+    model, batch = policy()
+    lora.add_adapters(model, 4, 8.0, ["attention", "mlp"], dropout=0.5)
+    with torch.no_grad():
+        for n, p in model.named_parameters():
+            if n.endswith(".lora_b"):
+                p.normal_(0, 0.05)
+    model.train()
+    with torch.no_grad():  # the proximal policy's log-probs: no dropout, the same each time
+        first, second = logprobs(model, batch), logprobs(model, batch)
+    assert torch.equal(first, second)
+    torch.manual_seed(1)
+    dropped = logprobs(model, batch)  # the gradient pass: adapters' inputs dropped
+    assert dropped.requires_grad and not torch.allclose(dropped.detach(), first, atol=1e-4)
+    model.eval()
+    assert torch.equal(logprobs(model, batch).detach(), first)  # eval mode: none either
+
+
 def test_bad_targets_and_checkpoints_are_refused(one_process: None) -> None:
     model, _ = policy()
     with pytest.raises(lora.LoraError, match=r"lora targets \['embeddings'\]"):

@@ -220,6 +220,9 @@ class LoraConfig(ConfigModel):
     """The adapters' rank r: A is r x in, B is out x r."""
     alpha: float = Field(default=32.0, gt=0.0)
     """The adapters' output is scaled by alpha / rank."""
+    dropout: float = Field(default=0.0, ge=0.0, lt=1.0)
+    """Dropout on the adapters' input, in the gradient pass only (log-probs taken without a
+    gradient, such as the proximal policy's, stay deterministic)."""
     targets: list[LoraTarget] = Field(default_factory=lambda: [*LORA_TARGETS], min_length=1)
     """Which layers get adapters, by role: `attention` (the fused QKV and output projections),
     `mlp` (the fused gate/up and down projections)."""

@@ -1,10 +1,12 @@
 """Low-rank adapters on Megatron-core's parallel linear layers (`learn.lora`).
 
-Contract: `add_adapters(model, rank, alpha, targets)` gives each targeted layer of `model`
+Contract: `add_adapters(model, rank, alpha, targets, dropout)` gives each targeted layer of `model`
 (`attention`: `linear_qkv` and `linear_proj`; `mlp`: `linear_fc1` and `linear_fc2`) two new
 parameters, `lora_a` [rank, in] and `lora_b` [out, rank], and a forward hook that adds
 `alpha / rank * B(A(x))` to the layer's output; A starts as Kaiming-uniform, B at zero, so the
-adapted model starts exactly as the base. Every other parameter is frozen (`requires_grad`
+adapted model starts exactly as the base. `dropout` drops the adapter's input (not the base's)
+in passes that build a gradient only: log-probs taken without one (the proximal policy's, an
+export's) stay deterministic. Every other parameter is frozen (`requires_grad`
 False: no gradient, no optimizer state). Names stay the base's (`...linear_qkv.weight`), the
 adapters beside them (`...linear_qkv.lora_a`), so weight conversion reads the base as before,
 and `merged(model)` folds the adapters into the weights for an export of full weights.
@@ -47,7 +49,11 @@ class LoraError(ValueError):
 
 
 def add_adapters(
-    model: torch.nn.Module, rank: int, alpha: float, targets: Sequence[str]
+    model: torch.nn.Module,
+    rank: int,
+    alpha: float,
+    targets: Sequence[str],
+    dropout: float = 0.0,
 ) -> list[str]:
     """Adapt `model` in place (see the module docstring); the adapter parameters' names."""
     unknown = sorted(set(targets) - set(TARGETS))
@@ -61,9 +67,9 @@ def add_adapters(
         if name.rsplit(".", 1)[-1] not in wanted:
             continue
         if isinstance(module, ColumnParallelLinear):
-            _adapt(module, rank, alpha, split="out")
+            _adapt(module, rank, alpha, dropout, split="out")
         elif isinstance(module, RowParallelLinear):
-            _adapt(module, rank, alpha, split="in")
+            _adapt(module, rank, alpha, dropout, split="in")
         else:
             raise LoraError(f"{name}: a {type(module).__name__}, not a parallel linear layer")
         adapted += [name + s for s in ADAPTER_SUFFIXES]
@@ -72,7 +78,7 @@ def add_adapters(
     return adapted
 
 
-def _adapt(layer: torch.nn.Module, rank: int, alpha: float, split: str) -> None:
+def _adapt(layer: torch.nn.Module, rank: int, alpha: float, dropout: float, split: str) -> None:
     weight = layer.weight  # [out, in] of this rank
     out_features, in_features = weight.shape
     a = torch.empty(rank, in_features, dtype=weight.dtype, device=weight.device)
@@ -84,6 +90,7 @@ def _adapt(layer: torch.nn.Module, rank: int, alpha: float, split: str) -> None:
     sharded, dim = (layer.lora_b, 0) if split == "out" else (layer.lora_a, 1)
     set_tensor_model_parallel_attributes(sharded, True, dim, 1)
     layer.lora_scale = alpha / rank
+    layer.lora_dropout = dropout
     layer.lora_split = split
     layer.lora_enabled = True
     layer.register_forward_hook(_add_low_rank)
@@ -111,6 +118,8 @@ def _add_low_rank(layer: torch.nn.Module, args: tuple[Any, ...], output: Any) ->
         return output
     out, bias = output
     x = args[0]
+    if layer.lora_dropout > 0.0 and layer.training and torch.is_grad_enabled():
+        x = torch.nn.functional.dropout(x, layer.lora_dropout)
     h = torch.nn.functional.linear(x, layer.lora_a)
     if layer.lora_split == "out":
         h = copy_to_tensor_model_parallel_region(h)  # backward: A's gradient summed over ranks

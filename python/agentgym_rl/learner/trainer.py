@@ -131,7 +131,13 @@ class Trainer:
         initial = load_hf_state_dict(config.model)
         load_hf_weights(self.model, initial, self.spec)
         if config.lora is not None:
-            lora.add_adapters(self.model, config.lora.rank, config.lora.alpha, config.lora.targets)
+            lora.add_adapters(
+                self.model,
+                config.lora.rank,
+                config.lora.alpha,
+                config.lora.targets,
+                config.lora.dropout,
+            )
         # with adapters the reference is the base itself, adapters off: no second copy
         wants_ref = config.loss.kl_coef > 0.0 and config.lora is None
         self.ref_model = self._build_reference(initial) if wants_ref else None
