@@ -37,7 +37,7 @@ from typing import Any
 
 from agentgym_rl.config.rollout import EngineConfig
 from agentgym_rl.episode.types import FinishReason, Generation
-from agentgym_rl.inference.adapters import AdapterStore
+from agentgym_rl.inference.adapters import ServedAdapters, lora_engine_args
 from agentgym_rl.weights.peft import AdapterError, is_adapter_update
 
 log = logging.getLogger(__name__)
@@ -124,10 +124,8 @@ class VllmEngine:
         self.logprobs_mode = "processed_logprobs"
         self._version = options.initial_version
         self._update_lock = asyncio.Lock()
-        self._adapter: Any = None
-        """The current version's `LoRARequest` (None: the base weights generate)."""
-        self._adapter_version = options.initial_version
-        self.adapters: AdapterStore | None = None
+        self.adapters: ServedAdapters | None = None
+        """With `max_lora_rank`: the adapters new requests generate with."""
         self.updates_applied = 0
         self.updates_rejected = 0
 
@@ -185,7 +183,8 @@ class VllmEngine:
             import tempfile
 
             root = Path(tempfile.mkdtemp(prefix="agentgym-adapters-"))
-            engine.adapters = AdapterStore(root, str(path), keep=2 * opts.max_loras)
+            engine.adapters = ServedAdapters(root, str(path), keep=2 * opts.max_loras)
+            engine.adapters.version = opts.initial_version
         return engine
 
     @property
@@ -265,7 +264,9 @@ class VllmEngine:
         finish = "abort"
         spans: Any = None
         # with adapters a request generates with the version it started under, to its end
-        adapter, adapter_version = self._adapter, self._adapter_version
+        served = self.adapters
+        adapter = served.current if served is not None else None
+        adapter_version = served.version if served is not None else self._version
         stream = self._llm.generate(
             TokensPrompt(prompt_token_ids=list(prompt_ids)),
             self._sampling_params(budget, seed, ignore_eos, temperature, stop),
@@ -324,7 +325,8 @@ class VllmEngine:
                 await self._llm.collective_rpc("agentgym_load_weights", args=(payload,))
                 await self._llm.update_weight_version(str(version))
                 self._version = version
-                self._adapter = None  # full weights: no adapter on top of them
+                if self.adapters is not None:
+                    self.adapters.drop()  # full weights: no adapter on top of them
                 self.updates_applied += 1
             finally:
                 await self._llm.resume_generation()
@@ -340,20 +342,17 @@ class VllmEngine:
             )
         self._check_version(version)
         t0 = time.perf_counter()
-        self._adapter = self.adapters.write(version, tensors)
-        self._adapter_version = self._version = version
+        self.adapters.load(version, tensors)
+        self._version = version
         self.updates_applied += 1
         return time.perf_counter() - t0
 
     def serve_adapter(self, folder: Path) -> None:
         """Generate with the PEFT adapter in `folder` from now on, at the current version
         (`eval --adapter`); the engine must have started with `max_lora_rank`."""
-        from vllm.lora.request import LoRARequest
-
         if self.adapters is None:
             raise AdapterError("serve_adapter needs an engine started with max_lora_rank")
-        self._adapter = LoRARequest(folder.name or "adapter", self._version + 1, str(folder))
-        self._adapter_version = self._version
+        self.adapters.serve(folder, self._version)
 
     async def drop_prefix_cache(self) -> None:
         """Forget the cached prompt prefixes (benches measure prefill from a cold cache)."""
@@ -395,18 +394,8 @@ def engine_args(path: Path, opts: EngineOptions) -> dict[str, Any]:
     if opts.kv_cache_memory_bytes is not None:
         kwargs["kv_cache_memory_bytes"] = opts.kv_cache_memory_bytes
     if opts.max_lora_rank is not None:
-        kwargs.update(
-            enable_lora=True,
-            # vLLM takes ranks from a fixed list: the smallest of them that holds the adapters
-            max_lora_rank=next(r for r in LORA_RANKS if r >= opts.max_lora_rank),
-            max_loras=opts.max_loras,
-            max_cpu_loras=2 * opts.max_loras,
-        )
+        kwargs.update(lora_engine_args(opts.max_lora_rank, opts.max_loras))
     return {**kwargs, **opts.extra_engine_args}
-
-
-LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
-"""The `max_lora_rank` values vLLM accepts."""
 
 
 def root_cause(exc: BaseException) -> str:
