@@ -1,6 +1,6 @@
 """LoRA against full fine-tuning on the learner, side by side: bytes per weight update, optimizer
-state, learner peak memory and tokens/s, on random Qwen2s (the tiny shape of `gpu_check`, and in
-the full form also the Qwen2.5-0.5B shape), CPU, fp32.
+state, learner peak memory and tokens/s, on random Qwen2s of the main run's policy's shape
+(configs/train/babyai_goto.yaml's 2M model) and, in the full form, of Qwen2.5-0.5B's; CPU, fp32.
 
 Each (shape, mode) runs in its own process (its peak resident memory is its own): the real
 `Trainer` (`checks.gpu_check.make_trainer`, the same synthetic multi-turn groups), one untimed
@@ -26,6 +26,10 @@ from typing import Any
 
 from figures import figure
 
+MAIN_SHAPE = (520, 192, 576, 4, 3, 3)
+"""The main run's policy (babyai_goto.yaml's init_model): vocab, hidden, intermediate, layers,
+heads, key-value heads."""
+
 
 def one(shape_name: str, rank: int, steps: int, out: Path) -> dict[str, Any]:
     """Train `steps` steps of one configuration in this process; its figures."""
@@ -34,7 +38,7 @@ def one(shape_name: str, rank: int, steps: int, out: Path) -> dict[str, Any]:
 
     from agentgym_rl.checks import gpu_check
 
-    shape = {"tiny": gpu_check.TINY, "0.5B": gpu_check.QWEN25_05B}[shape_name]
+    shape = {"main": gpu_check.Shape(*MAIN_SHAPE), "0.5B": gpu_check.QWEN25_05B}[shape_name]
     model_dir = out / shape_name
     if not (model_dir / "config.json").is_file():
         gpu_check.create_model(model_dir, shape, torch.device("cpu"), seed=0)
@@ -74,7 +78,7 @@ def run_one(shape: str, rank: int, steps: int, out: Path) -> dict[str, Any]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="tiny shape, 1 timed step")
+    parser.add_argument("--quick", action="store_true", help="the main shape, 1 timed step")
     parser.add_argument("--steps", type=int, help="timed steps (default 3; quick 1)")
     parser.add_argument("--rank", type=int, default=16, help="adapter rank (default 16)")
     parser.add_argument("--one", nargs=4, help=argparse.SUPPRESS)
@@ -84,7 +88,7 @@ def main() -> None:
         print(json.dumps(one(shape, int(rank), int(steps), Path(out))))
         return
     steps = args.steps or (1 if args.quick else 3)
-    shapes = ["tiny"] if args.quick else ["tiny", "0.5B"]
+    shapes = ["main"] if args.quick else ["main", "0.5B"]
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for shape in shapes:
