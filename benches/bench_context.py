@@ -187,6 +187,10 @@ async def run_setting(
     ]
     t0 = time.perf_counter()
     played = await asyncio.gather(*(agent.play(p) for p in plans))
+    failed = [p.failure for p in played if p.failure is not None]
+    if failed:  # an env failure ends an episode at once: its row would read as a short episode
+        name = "full" if window is None else f"k={window}"
+        print(f"  {env} {name}: {len(failed)} of {len(played)} episodes failed: {failed[0]}")
     return [list(p.samples) for p in played], time.perf_counter() - t0, metrics
 
 

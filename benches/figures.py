@@ -58,7 +58,9 @@ def _num(x: float | None) -> str:
 
 
 def _ratio(x: float | None) -> str:
-    return "" if x is None else f"{x:.2f}x"
+    if x is None:
+        return ""
+    return "> 1000x" if x > 1000 else f"{x:.2f}x"  # an idle share near 0 against the sync one
 
 
 def table(figures: list[Figure]) -> str:
