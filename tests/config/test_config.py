@@ -146,10 +146,10 @@ def _check_study(folder: Path, tmp_path: Path) -> None:
         [rollout] = plan_run(train).rollout_configs
         caps = rollout.turn_caps("babyai").turn_caps
         assert rollout.engine.seed == rollout.dataset.shuffle_seed == train.learn.seed == 7
-        assert rollout.eval is not None and rollout.eval.turn_cap is not None
-        assert max(caps) <= rollout.eval.turn_cap
-        assert rollout.eval.turn_cap <= max(study.test_turn_caps or [rollout.eval.turn_cap])
-        held_out.add((str(rollout.eval.split), rollout.eval.turn_cap, rollout.eval.limit))
+        assert rollout.eval is not None
+        eval_cap = rollout.eval.turn_cap or max(caps)  # unset: the run's own (longest) cap
+        assert max(caps) <= eval_cap <= max(study.test_turn_caps or [eval_cap])
+        held_out.add((str(rollout.eval.split), eval_cap, rollout.eval.limit))
     assert len(held_out) == 1
     if study.decision:  # the decision rung is a category of the held-out split
         [(split, _, _)] = held_out
