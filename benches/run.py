@@ -39,6 +39,7 @@ BENCHES = {
     "weights": "bench_weights.py",
     "context": "bench_context.py",
     "padding": "bench_padding.py",
+    "lora": "bench_lora.py",
     "viewer": "bench_viewer.py",
 }
 HERE = Path(__file__).resolve().parent

@@ -7,6 +7,8 @@
 #   scripts/gpu_check.sh                      # GPU, Qwen2.5-0.5B shape, bf16, 5 timed steps
 #   scripts/gpu_check.sh --steps 10 --peak-tflops 989 --out /tmp/qwen-random
 #   scripts/gpu_check.sh --cpu --tiny --steps 2   # CPU, ~5M params, fp32 (what CI runs)
+#   scripts/gpu_check.sh --lora 16                # LoRA adapters of rank 16: the logp check
+#                                                 # folds them in, publish sends them alone
 #
 # On an offline GPU machine with Python, PyTorch (a CUDA build) and the CUDA toolkit, bring this
 # repository (for this script) and a folder of wheels made where there is network, for that

@@ -38,7 +38,7 @@ LAYERS: dict[str, set[str]] = {
     "wire": {"_core"},
     "weights": {"_core", "auth", "config"},
     "episode": {"_core", "config", "env_discovery", "trajectory", "wire"},
-    "inference": {"config", "episode"},
+    "inference": {"config", "episode", "weights.peft"},  # adapters: PEFT's format
     # the OpenAI-compatible endpoint: the episode layer's engine contract and tool calls
     "gateway": {"_core", "episode", "processes", "trajectory", "wire"},
     "rollout": {

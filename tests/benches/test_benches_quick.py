@@ -110,6 +110,12 @@ FIGURES = {
         rf"^\| overhead 256 tokens \| \d+ \| \d+ \| {NUMBER} \| {NUMBER} \| {NUMBER}x \|$",
         r"^fit: ",
     ],
+    "lora": [
+        rf"^\| main \| full \| {NUMBER}M \| {NUMBER} MB \| {NUMBER} MB \| {NUMBER} GB \| {NUMBER} \|$",
+        rf"^\| main \| LoRA r16 \| {NUMBER}M \| {NUMBER} MB \| {NUMBER} MB \| {NUMBER} GB \| {NUMBER} \|$",
+        rf"^main: LoRA r16 / full: update {NUMBER}%, optimizer state {NUMBER}%, peak RSS "
+        rf"{NUMBER}x, tokens/s {NUMBER}x$",
+    ],
     "viewer": [
         rf"^\| first page, fresh viewer \| {NUMBER} \|$",
         rf"^\| first page of a 1% filter \(held-out\), fresh viewer \| {NUMBER} \|$",

@@ -72,9 +72,9 @@ def test_every_shipped_yaml_parses(
     path: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     if "studies" in path.parts:  # a study's config with each arm's overrides, planned as train
-        if path.name == "study.yaml":
+        if path.name == "arms.yaml":
             monkeypatch.chdir(ROOT)
-            _check_study(path, tmp_path)
+            _check_study(path.parent, tmp_path)
         return
     if path.parts[-2] == "train":  # composed and checked as `train` would, nothing started
         from agentgym_rl.config.loader import load_config
@@ -119,23 +119,25 @@ def test_every_shipped_yaml_parses(
     assert set(config.dataset.envs) <= {e.env for e in config.envs}
 
 
-def _check_study(path: Path, tmp_path: Path) -> None:
-    """Every arm of the study's arms.yaml composes with study.yaml into a plannable run whose
-    held-out evaluation is the same in every arm, at the arm's longest cap or above."""
+def _check_study(folder: Path, tmp_path: Path) -> None:
+    """Every arm of the study's arms.yaml composes with its common config (study.yaml, or the
+    one arms.yaml names) into a plannable run whose held-out evaluation is the same in every
+    arm, at the arm's longest cap or above."""
     import importlib.util
 
     from agentgym_rl.config.loader import load_config
     from agentgym_rl.config.train import TrainConfig
     from agentgym_rl.supervise import plan_run
 
-    name = "scalinginter_study"
+    name = "study"
     spec = importlib.util.spec_from_file_location(name, ROOT / f"scripts/{name}.py")
     assert spec is not None and spec.loader is not None
     script = importlib.util.module_from_spec(spec)
     sys.modules[name] = script  # its dataclasses look their module up
     spec.loader.exec_module(script)
-    study = script.Study.load(path.parent)
-    assert study.arms and study.seeds
+    study = script.Study.load(folder)
+    path = study.config
+    assert study.arms and study.seeds and path.is_file(), path
     held_out = set()
     for arm in study.arms.values():
         seeds = [f"{key}=7" for key in script.SEED_KEYS]
@@ -144,10 +146,10 @@ def _check_study(path: Path, tmp_path: Path) -> None:
         [rollout] = plan_run(train).rollout_configs
         caps = rollout.turn_caps("babyai").turn_caps
         assert rollout.engine.seed == rollout.dataset.shuffle_seed == train.learn.seed == 7
-        assert rollout.eval is not None and rollout.eval.turn_cap is not None
-        assert max(caps) <= rollout.eval.turn_cap
-        assert rollout.eval.turn_cap <= max(study.test_turn_caps or [rollout.eval.turn_cap])
-        held_out.add((str(rollout.eval.split), rollout.eval.turn_cap, rollout.eval.limit))
+        assert rollout.eval is not None
+        eval_cap = rollout.eval.turn_cap or max(caps)  # unset: the run's own (longest) cap
+        assert max(caps) <= eval_cap <= max(study.test_turn_caps or [eval_cap])
+        held_out.add((str(rollout.eval.split), eval_cap, rollout.eval.limit))
     assert len(held_out) == 1
     if study.decision:  # the decision rung is a category of the held-out split
         [(split, _, _)] = held_out

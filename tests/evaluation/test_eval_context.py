@@ -77,6 +77,15 @@ def test_options_default_to_the_models_context(tiny_model: Path) -> None:
         EvalOptions(split=[SPLIT], model=tiny_model, engine=long_turns).check()
 
 
+def test_an_adapter_needs_its_base_and_its_config(tiny_model: Path, tmp_path: Path) -> None:
+    with pytest.raises(EvalError, match=r"--adapter needs --model BASE"):
+        EvalOptions(split=[SPLIT], api_base="http://x/v1", api_model="m", adapter=tmp_path).check()
+    with pytest.raises(EvalError, match=r"no adapter_config.json there"):
+        EvalOptions(split=[SPLIT], model=tiny_model, adapter=tmp_path).check()
+    (tmp_path / "adapter_config.json").write_text('{"r": 4}')
+    EvalOptions(split=[SPLIT], model=tiny_model, adapter=tmp_path).check()
+
+
 def test_engine_flags_are_the_engine_configs(tiny_model: Path) -> None:
     """eval's engine flags are made from `EngineConfig`: its bounds, its choices (float16
     included), a bad value one line naming the flag, exit 2."""

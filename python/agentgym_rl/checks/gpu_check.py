@@ -101,6 +101,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--precision", choices=("fp32", "bf16"), help="default: bf16, fp32 on CPU")
     p.add_argument("--peak-tflops", type=float, default=None, help="dense bf16 peak for MFU")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--lora",
+        type=int,
+        default=0,
+        metavar="RANK",
+        help="train LoRA adapters of this rank (attention and MLP); the publish row then "
+        "measures the adapters alone",
+    )
     args = p.parse_args(argv)
     if args.steps < 1:
         p.error("--steps must be >= 1")
@@ -185,6 +193,7 @@ def make_trainer(model_dir: Path, args: argparse.Namespace, work: Workload) -> A
             "weights": {"endpoint": "tcp://127.0.0.1:0"},
             "checkpoint": {"dir": model_dir / "checkpoints"},
             "log_dir": model_dir / "logs",
+            "lora": {"rank": args.lora, "alpha": 2.0 * args.lora} if args.lora else None,
         }
     )
     publisher = WeightPublisher("tcp://127.0.0.1:0", secret=secrets.token_bytes(32))
@@ -244,11 +253,13 @@ def _hf_logprobs(trainer: Any, mb: Any) -> torch.Tensor:
     """transformers' fp32 log-probs of `mb`'s labels with the learner's exported weights."""
     from transformers import AutoModelForCausalLM
 
+    from agentgym_rl.learner import lora
     from agentgym_rl.learner.convert import export_hf_weights
 
     with torch.device(trainer.device):
         hf = AutoModelForCausalLM.from_config(trainer.hf_config, dtype=torch.float32)
-    weights = export_hf_weights(trainer.model, trainer.spec)
+    with lora.merged(trainer.model):  # with --lora: the adapters folded into the weights
+        weights = export_hf_weights(trainer.model, trainer.spec)
     missing, unexpected = hf.load_state_dict(weights, strict=False)
     if unexpected or set(missing) - {"lm_head.weight"}:  # tied: lm_head is embed_tokens
         raise RuntimeError(f"exported names do not fit transformers: {missing} {unexpected}")
@@ -306,6 +317,7 @@ def report(args: argparse.Namespace, trainer: Any, results: dict[str, Any]) -> b
     n_params = sum(p.numel() for p in trainer.model.parameters()) / 1e6
     device = torch.cuda.get_device_name() if torch.cuda.is_available() else "CPU"
     form = "tiny Qwen2" if args.tiny else "Qwen2.5-0.5B-shaped"
+    form += f", LoRA rank {args.lora}" if args.lora else ""
     print(f"\ngpu_check: {form} ({n_params:.1f}M params), {args.precision}, {device}")
     per_step = f"{tr['tokens_per_step']:.0f} tokens in {tr['step_s']:.3f} s"
     _row("train", "tokens/s", f"{tr['tokens_per_s']:.1f}", f"{args.steps} steps of {per_step}")

@@ -39,6 +39,9 @@ class EvalOptions(ConfigModel):
     with --run)."""
     model: Path | None = None
     """A local HF checkpoint (tokenizer and chat template included), run through vLLM."""
+    adapter: Path | None = None
+    """A LoRA adapter folder (PEFT: adapter_config.json and its weights, as a LoRA run's
+    checkpoints hold in `adapter/`) to run on --model, its base."""
     api_base: str | None = None
     """An OpenAI-compatible base URL, e.g. http://127.0.0.1:8000/v1 (instead of a model)."""
     api_model: str | None = None
@@ -122,6 +125,14 @@ class EvalOptions(ConfigModel):
                 f"--model {self.model}: not a local HF checkpoint (no config.json); "
                 "create one with agentgym-rl init-model or pass a downloaded checkpoint folder"
             )
+        if self.adapter is not None:
+            if self.model is None:
+                raise EvalError("--adapter needs --model BASE (the model it was trained on)")
+            if not (self.adapter / "adapter_config.json").is_file():
+                raise EvalError(
+                    f"--adapter {self.adapter}: no adapter_config.json there (a LoRA run's "
+                    "checkpoints hold one in step_<n>/adapter)"
+                )
         context = self.engine.max_model_len
         if self.model is not None:
             misfit = context_misfit(self.model, context, "--max-model-len")

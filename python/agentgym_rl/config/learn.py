@@ -208,6 +208,26 @@ class CheckpointConfig(CheckpointSettings):
     """Holds `step_<n>/` directories (complete when they contain `COMPLETE`)."""
 
 
+LoraTarget = Literal["attention", "mlp"]
+LORA_TARGETS: tuple[LoraTarget, ...] = ("attention", "mlp")
+
+
+class LoraConfig(ConfigModel):
+    """Low-rank adapters: the base weights frozen, only `rank`-sized adapters on the targeted
+    layers trained (`learner/lora.py`)."""
+
+    rank: int = Field(default=16, ge=1)
+    """The adapters' rank r: A is r x in, B is out x r."""
+    alpha: float = Field(default=32.0, gt=0.0)
+    """The adapters' output is scaled by alpha / rank."""
+    dropout: float = Field(default=0.0, ge=0.0, lt=1.0)
+    """Dropout on the adapters' input, in the gradient pass only (log-probs taken without a
+    gradient, such as the proximal policy's, stay deterministic)."""
+    targets: list[LoraTarget] = Field(default_factory=lambda: [*LORA_TARGETS], min_length=1)
+    """Which layers get adapters, by role: `attention` (the fused QKV and output projections),
+    `mlp` (the fused gate/up and down projections)."""
+
+
 class LearnSettings(ConfigModel):
     """What a `learn` process is told besides its wiring (`LearnConfig` minus the wiring)."""
 
@@ -239,6 +259,10 @@ class LearnSettings(ConfigModel):
     """Recompute proximal log-probs in a separate no-grad pass before the update (the same
     numbers as the detached training forward with one optimizer step per batch; kept for
     checking that)."""
+    lora: LoraConfig | None = None
+    """Train low-rank adapters instead of every weight (None: full fine-tuning). The KL term's
+    reference is then the base model with the adapters off, and checkpoints hold the adapters
+    alone."""
     weights: WeightsConfig | None = WeightsConfig()
     """Weight publishing (None: never publish, e.g. offline training; a train config that leaves
     `endpoint` out gets a free port)."""

@@ -106,6 +106,10 @@ class EngineConfig(ConfigModel):
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
     """Engine weights/activations dtype. It must match the learner's for log-probs to agree:
     "auto" lets vLLM choose (bf16 for an fp32 checkpoint on its CPU build)."""
+    max_lora_rank: int | None = Field(default=None, ge=1, le=512)
+    """Serve the policy as LoRA adapters of at most this rank: the learner trains `learn.lora`
+    and sends adapters alone (`train` sets it from `learn.lora.rank`; a split-cluster
+    serve-rollouts config sets it to the learner's rank). None: full weights."""
 
     @model_validator(mode="after")
     def turn_fits_in_context(self) -> EngineConfig:

@@ -23,6 +23,7 @@ import os
 import time
 import uuid
 from collections.abc import Mapping
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
@@ -244,13 +245,24 @@ async def _api_policy(options: EvalOptions, pool: _core.EnvPool, tasks: list[Tas
     return policy
 
 
+def adapter_rank(folder: Path) -> int:
+    import json
+
+    return int(json.loads((folder / "adapter_config.json").read_text())["r"])
+
+
 async def start_engine(options: EvalOptions) -> Engine:
     """The vLLM engine of `options.model` (one sequence slot per concurrent episode)."""
     from agentgym_rl.inference.engine import EngineOptions, VllmEngine
 
     assert options.model is not None
     opts = EngineOptions.from_config(options.engine, max_num_seqs=max(options.concurrency, 1))
-    return await VllmEngine.start(options.model, opts)
+    if options.adapter is None:
+        return await VllmEngine.start(options.model, opts)
+    rank = adapter_rank(options.adapter)
+    engine = await VllmEngine.start(options.model, replace(opts, max_lora_rank=rank))
+    engine.serve_adapter(options.adapter)
+    return engine
 
 
 def _agent_policy(

@@ -37,6 +37,8 @@ from typing import Any
 
 from agentgym_rl.config.rollout import EngineConfig
 from agentgym_rl.episode.types import FinishReason, Generation
+from agentgym_rl.inference.adapters import ServedAdapters, lora_engine_args
+from agentgym_rl.weights.peft import AdapterError, is_adapter_update
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +82,11 @@ class EngineOptions:
     clear_cache_on_update: bool = True
     """Drop the prefix/KV cache when weights change (cached keys/values are from old weights)."""
     initial_version: int = 0
+    max_lora_rank: int | None = None
+    """Serve the policy as LoRA adapters of at most this rank (`learn.lora`): updates carry
+    adapters alone, each version generating with its own (`inference/adapters.py`)."""
+    max_loras: int = 4
+    """Adapter versions generating at once (requests of older versions finish with theirs)."""
     extra_engine_args: dict[str, Any] = field(default_factory=dict)
     sampling_args: dict[str, Any] = field(default_factory=dict)
     """Extra `vllm.SamplingParams` fields set on every request, e.g. `{"structured_outputs":
@@ -96,6 +103,7 @@ class EngineOptions:
             seed=config.seed,
             dtype=config.dtype,
             gpu_memory_utilization=config.gpu_memory_utilization,
+            max_lora_rank=config.max_lora_rank,
             **engine_knobs,
         )
 
@@ -116,6 +124,8 @@ class VllmEngine:
         self.logprobs_mode = "processed_logprobs"
         self._version = options.initial_version
         self._update_lock = asyncio.Lock()
+        self.adapters: ServedAdapters | None = None
+        """With `max_lora_rank`: the adapters new requests generate with."""
         self.updates_applied = 0
         self.updates_rejected = 0
 
@@ -169,6 +179,12 @@ class VllmEngine:
             engine.options = replace(
                 opts, max_model_len=int(engine._llm.model_config.max_model_len)
             )
+        if opts.max_lora_rank is not None:
+            import tempfile
+
+            root = Path(tempfile.mkdtemp(prefix="agentgym-adapters-"))
+            engine.adapters = ServedAdapters(root, str(path), keep=2 * opts.max_loras)
+            engine.adapters.version = opts.initial_version
         return engine
 
     @property
@@ -247,15 +263,20 @@ class VllmEngine:
         versions: list[int] = []
         finish = "abort"
         spans: Any = None
+        # with adapters a request generates with the version it started under, to its end
+        served = self.adapters
+        adapter = served.current if served is not None else None
+        adapter_version = served.version if served is not None else self._version
         stream = self._llm.generate(
             TokensPrompt(prompt_token_ids=list(prompt_ids)),
             self._sampling_params(budget, seed, ignore_eos, temperature, stop),
             request_id,
+            lora_request=adapter,
         )
         async for out in stream:
             comp = out.outputs[0]
             new = list(comp.token_ids)
-            stamp = self._version
+            stamp = self._version if adapter is None else adapter_version
             for i, tok in enumerate(new):
                 ids.append(int(tok))
                 lps.append(_sampled_logprob(comp.logprobs, i, int(tok)))
@@ -265,7 +286,7 @@ class VllmEngine:
             if comp.finish_reason is not None:
                 finish = comp.finish_reason
                 spans = getattr(comp, "weight_versions", None)
-        if spans:
+        if spans and adapter is None:
             versions = _versions_from_spans(spans, len(ids), versions)
         return Generation(
             token_ids=ids,
@@ -290,9 +311,12 @@ class VllmEngine:
         """
         from agentgym_rl.inference.worker import to_payload
 
+        tensors = dict(named_tensors)
+        if is_adapter_update(tensors):
+            return self._load_adapters(version, tensors)
         async with self._update_lock:
             self._check_version(version)
-            payload = to_payload(named_tensors)
+            payload = to_payload(tensors)
             t0 = time.perf_counter()
             await self._llm.pause_generation(
                 mode="keep", clear_cache=self.options.clear_cache_on_update
@@ -301,10 +325,34 @@ class VllmEngine:
                 await self._llm.collective_rpc("agentgym_load_weights", args=(payload,))
                 await self._llm.update_weight_version(str(version))
                 self._version = version
+                if self.adapters is not None:
+                    self.adapters.drop()  # full weights: no adapter on top of them
                 self.updates_applied += 1
             finally:
                 await self._llm.resume_generation()
             return time.perf_counter() - t0
+
+    def _load_adapters(self, version: int, tensors: dict[str, Any]) -> float:
+        """A version of adapters: written as a PEFT folder, the next requests generate with it
+        (no pause: a running request finishes with the adapters it started with)."""
+        if self.adapters is None:
+            raise AdapterError(
+                "adapters arrived but this engine serves full weights: start it with "
+                "max_lora_rank (rollout.engine.max_lora_rank, set by train from learn.lora)"
+            )
+        self._check_version(version)
+        t0 = time.perf_counter()
+        self.adapters.load(version, tensors)
+        self._version = version
+        self.updates_applied += 1
+        return time.perf_counter() - t0
+
+    def serve_adapter(self, folder: Path) -> None:
+        """Generate with the PEFT adapter in `folder` from now on, at the current version
+        (`eval --adapter`); the engine must have started with `max_lora_rank`."""
+        if self.adapters is None:
+            raise AdapterError("serve_adapter needs an engine started with max_lora_rank")
+        self.adapters.serve(folder, self._version)
 
     async def drop_prefix_cache(self) -> None:
         """Forget the cached prompt prefixes (benches measure prefill from a cold cache)."""
@@ -316,6 +364,8 @@ class VllmEngine:
         The `AsyncLLM` is dropped and collected here, while the interpreter is fully alive:
         left to interpreter exit, its `__del__` runs against torn-down module globals.
         """
+        if self.adapters is not None:
+            self.adapters.close()
         llm, self._llm = self._llm, None
         if llm is None:
             return
@@ -343,6 +393,8 @@ def engine_args(path: Path, opts: EngineOptions) -> dict[str, Any]:
     )
     if opts.kv_cache_memory_bytes is not None:
         kwargs["kv_cache_memory_bytes"] = opts.kv_cache_memory_bytes
+    if opts.max_lora_rank is not None:
+        kwargs.update(lora_engine_args(opts.max_lora_rank, opts.max_loras))
     return {**kwargs, **opts.extra_engine_args}
 
 

@@ -3,7 +3,8 @@
 Layout of `<root>/step_<n>/` (built as `step_<n>.tmp/`, renamed by rank 0, then `COMPLETE`
 written last, so a directory without `COMPLETE` is an interrupted save and is ignored):
 
-* `dist/`: a Megatron distributed checkpoint (`megatron.core.dist_checkpointing`, torch_dist
+* `dist/`: a Megatron distributed checkpoint (with `learn.lora`: of the adapters alone, the base
+  being `config.model`) (`megatron.core.dist_checkpointing`, torch_dist
   format) of the model's sharded state dict and the AdamW moments, each moment sharded like
   its parameter (`optim_state_to_sharding_state`). Shards are keyed by their place in the whole
   model, so a run saved under one tp/pp layout loads under another;
@@ -12,8 +13,10 @@ written last, so a directory without `COMPLETE` is an interrupted save and is ig
 * `trainer.pt` (rank 0): step, layout, AdamW's step count and group hyper-parameters,
   scheduler state, python/numpy RNG states, group accounting;
 * `hf/` (rank 0, unless `checkpoint.export_hf` is off): `model.safetensors` (HF names,
-  gathered over tensor parallel) and every non-weight file of the source model directory
-  (config, generation config, tokenizer).
+  gathered over tensor parallel; with `learn.lora`, the adapters folded in) and every non-weight
+  file of the source model directory (config, generation config, tokenizer);
+* `adapter/` (rank 0, with `learn.lora`): the adapters as a PEFT folder on `config.model`
+  (`eval --model BASE --adapter DIR` runs them).
 """
 
 from __future__ import annotations
@@ -33,9 +36,10 @@ from megatron.core.dist_checkpointing.optimizer import (
 )
 from safetensors.torch import save_file
 
-from agentgym_rl.learner import cpu_support
+from agentgym_rl.learner import cpu_support, lora
 from agentgym_rl.learner.checkpoint_dirs import latest_checkpoint
-from agentgym_rl.learner.convert import export_hf_weights
+from agentgym_rl.learner.convert import export_hf_adapters, export_hf_weights
+from agentgym_rl.weights.peft import write_peft_dir
 
 if TYPE_CHECKING:
     from agentgym_rl.config.learn import LearnConfig
@@ -79,7 +83,8 @@ def _barrier() -> None:
 
 def export_hf_dir(state: TrainState, out: Path) -> None:
     """`model.safetensors` + the source model's config/tokenizer files (collective export)."""
-    tensors = export_hf_weights(state.model, state.spec)
+    with lora.merged(state.model):  # with adapters: the base with them folded in
+        tensors = export_hf_weights(state.model, state.spec)
     if not state.is_rank0:
         return
     out.mkdir(parents=True, exist_ok=True)
@@ -90,9 +95,20 @@ def export_hf_dir(state: TrainState, out: Path) -> None:
             shutil.copy2(f, out / f.name)
 
 
+def export_adapter_dir(state: TrainState, out: Path) -> None:
+    """The adapters as a PEFT folder on `config.model`, their base (collective export)."""
+    tensors = export_hf_adapters(state.model, state.spec)
+    lora_config = state.config.lora
+    if state.is_rank0 and lora_config is not None:
+        base = str(Path(state.config.model).resolve())
+        write_peft_dir(out, tensors, base, alpha=lora_config.alpha)
+
+
 def _sharded_state(state: TrainState) -> dict[str, Any]:
     """The model's sharded state dict and AdamW's moments sharded like their parameters."""
     model_sd = state.model.sharded_state_dict()
+    if state.config.lora is not None:  # the adapters alone: the base is config.model's
+        model_sd = {k: v for k, v in model_sd.items() if lora.is_adapter(k)}
     optim_sd = state.optimizer.state_dict()
     params = [p for group in state.optimizer.param_groups for p in group["params"]]
     id_map = get_param_id_to_sharded_param_map(model_sd, params)
@@ -165,6 +181,8 @@ def save_checkpoint(state: TrainState, root: str | Path) -> Path:
         )
     if state.config.checkpoint.export_hf:
         export_hf_dir(state, tmp / "hf")
+    if state.config.lora is not None:
+        export_adapter_dir(state, tmp / "adapter")
     _barrier()
     if state.is_rank0:
         shutil.rmtree(final, ignore_errors=True)
@@ -187,7 +205,7 @@ def load_checkpoint(state: TrainState, path: str | Path) -> None:
     _init_adam_state(state)
     with cpu_support.host_checkpointing():
         loaded = dist_checkpointing.load(_sharded_state(state), str(path / "dist"))
-    state.model.load_state_dict(loaded["model"])
+    state.model.load_state_dict(loaded["model"], strict=state.config.lora is None)
     optim_sd = state.optimizer.state_dict()
     # the template's parameter ids, the saved hyper-parameters and the loaded moments
     for group, saved in zip(optim_sd["param_groups"], shared["param_groups"], strict=True):

@@ -39,7 +39,9 @@ import torch
 from megatron.core import parallel_state
 from transformers import PretrainedConfig
 
+from agentgym_rl.learner.lora import is_adapter
 from agentgym_rl.learner.model import head_dim_of, qkv_bias_of
+from agentgym_rl.weights.peft import PEFT_PREFIX
 
 __all__ = [
     "ConvertSpec",
@@ -319,7 +321,9 @@ def _gather_stages(shards: list[Tensors], spec: ConvertSpec) -> list[Tensors]:
     ]
 
 
-def _gather_shards(local: Mapping[str, torch.Tensor]) -> list[Tensors]:
+def _gather_shards(
+    local: Mapping[str, torch.Tensor], replicated: Callable[[str], bool] = _is_replicated
+) -> list[Tensors]:
     """All-gather every sharded tensor over the tensor-parallel group: one dict per rank."""
     tp = parallel_state.get_tensor_model_parallel_world_size()
     if tp == 1:
@@ -327,7 +331,7 @@ def _gather_shards(local: Mapping[str, torch.Tensor]) -> list[Tensors]:
     group = parallel_state.get_tensor_model_parallel_group()
     shards: list[Tensors] = [{} for _ in range(tp)]
     for name, tensor in local.items():
-        if _is_replicated(name):
+        if replicated(name):
             for shard in shards:
                 shard[name] = tensor
             continue
@@ -357,7 +361,8 @@ def load_hf_weights(
 def _export(
     model: torch.nn.Module, spec: ConvertSpec, pick: Callable[[torch.nn.Parameter], torch.Tensor]
 ) -> Tensors:
-    local = {name: pick(p).detach() for name, p in model.named_parameters()}
+    # adapters have no HF name: an export of full weights reads them folded in (`lora.merged`)
+    local = {n: pick(p).detach() for n, p in model.named_parameters() if not is_adapter(n)}
     return megatron_to_hf(_gather_stages(_gather_shards(local), spec), spec)
 
 
@@ -365,6 +370,36 @@ def export_hf_weights(model: torch.nn.Module, spec: ConvertSpec) -> Tensors:
     """Full HF-named weights, gathered over tensor and pipeline parallel (collective: every
     rank of the model-parallel group calls)."""
     return _export(model, spec, lambda p: p)
+
+
+_ADAPTER_REPLICATED: tuple[str, ...] = ("linear_qkv.lora_a", "linear_fc1.lora_a")
+_ADAPTER_REPLICATED += ("linear_proj.lora_b", "linear_fc2.lora_b")
+
+
+def export_hf_adapters(model: torch.nn.Module, spec: ConvertSpec) -> Tensors:
+    """The adapters (`lora.add_adapters`) under PEFT's names, gathered over tensor and pipeline
+    parallel (collective). A fused layer's B is split into its projections' rows as its weight
+    is (q, k, v; gate, up), each projection sharing the layer's A; a row-parallel layer's A is
+    gathered by columns as its weight is."""
+    local = {n: p.detach() for n, p in model.named_parameters() if is_adapter(n)}
+    shards = _gather_stages(_gather_shards(local, lambda n: n.endswith(_ADAPTER_REPLICATED)), spec)
+    out: Tensors = {}
+    for rule in name_table(spec):
+        base = rule.megatron.removesuffix("weight")
+        if not rule.megatron.endswith(".weight") or base + "lora_a" not in shards[0]:
+            continue
+        a = [s[base + "lora_a"] for s in shards]
+        b = [s[base + "lora_b"] for s in shards]
+        if rule.layout == "row":
+            a_hf, b_hf = _to_hf("row", a, spec), [b[0]]
+        else:  # qkv, gate_up: B split as the weight's rows, A shared
+            b_hf = _to_hf(rule.layout, b, spec)
+            a_hf = [a[0].clone() for _ in b_hf]  # one tensor each: files refuse shared memory
+        for hf, a_one, b_one in zip(rule.hf, a_hf, b_hf, strict=True):
+            module = PEFT_PREFIX + hf.removesuffix(".weight")
+            out[f"{module}.lora_A.weight"] = a_one
+            out[f"{module}.lora_B.weight"] = b_one
+    return out
 
 
 def _grad_of(p: torch.nn.Parameter) -> torch.Tensor:

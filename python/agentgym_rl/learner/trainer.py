@@ -56,10 +56,16 @@ from safetensors.torch import load_file
 from transformers import AutoConfig
 
 from agentgym_rl.config.learn import LearnConfig
+from agentgym_rl.learner import lora
 from agentgym_rl.learner import model as lm
 from agentgym_rl.learner.advantages import compute_advantages, scale_per_env
 from agentgym_rl.learner.batch import Batch, collate, usable_samples
-from agentgym_rl.learner.convert import ConvertSpec, export_hf_weights, load_hf_weights
+from agentgym_rl.learner.convert import (
+    ConvertSpec,
+    export_hf_adapters,
+    export_hf_weights,
+    load_hf_weights,
+)
 from agentgym_rl.learner.credit_log import TrainedLog, adv_by_turn, trained_samples, turn_means
 from agentgym_rl.learner.intake import GroupIntake
 from agentgym_rl.learner.links import GroupInbox, Ledger, WeightOutbox
@@ -124,7 +130,17 @@ class Trainer:
         self.spec = ConvertSpec.from_hf(self.hf_config, par.tp, self.model.vocab_size)
         initial = load_hf_state_dict(config.model)
         load_hf_weights(self.model, initial, self.spec)
-        self.ref_model = self._build_reference(initial) if config.loss.kl_coef > 0.0 else None
+        if config.lora is not None:
+            lora.add_adapters(
+                self.model,
+                config.lora.rank,
+                config.lora.alpha,
+                config.lora.targets,
+                config.lora.dropout,
+            )
+        # with adapters the reference is the base itself, adapters off: no second copy
+        wants_ref = config.loss.kl_coef > 0.0 and config.lora is None
+        self.ref_model = self._build_reference(initial) if wants_ref else None
         del initial
         self.params = [p for p in self.model.parameters() if p.requires_grad]
         self.optimizer = build_optimizer(self.model, config.optimizer)
@@ -254,6 +270,9 @@ class Trainer:
 
     def _reference_logprobs(self, micro: list[Any]) -> list[Any]:
         """The frozen reference's log-probs per micro-batch (None each without `kl_coef`)."""
+        if self.config.loss.kl_coef > 0.0 and self.config.lora is not None:
+            with lora.adapters_disabled(self.model):
+                return self.passes.logprobs(micro, self.model)
         if self.ref_model is None:
             return [None] * len(micro)
         return self.passes.logprobs(micro, self.ref_model)
@@ -330,7 +349,7 @@ class Trainer:
     def publish(self) -> dict[str, Any]:
         """Export HF-named weights (collective) and, on rank 0, publish them (bounded wait)."""
         t0 = time.perf_counter()
-        tensors = export_hf_weights(self.model, self.spec)
+        tensors = self._weights_out()
         out: dict[str, Any] = {}
         if self.is_rank0 and self.publisher is not None and self.config.weights is not None:
             # copies: the publisher sends views, and the next step updates parameters in place
@@ -345,6 +364,17 @@ class Trainer:
             }
         out["sync_s"] = time.perf_counter() - t0
         return out
+
+    def _weights_out(self) -> dict[str, torch.Tensor]:
+        """What an update carries: every HF weight, or with `learn.lora` the adapters alone
+        under PEFT's names, B scaled by alpha / rank (the engine's adapter scale is 1)."""
+        if self.config.lora is None:
+            return export_hf_weights(self.model, self.spec)
+        scale = self.config.lora.alpha / self.config.lora.rank
+        return {
+            name: t * scale if name.endswith(".lora_B.weight") else t
+            for name, t in export_hf_adapters(self.model, self.spec).items()
+        }
 
     def _offer_weights(self) -> None:
         """At start: make the weights this run is at available to rollout servers that join.

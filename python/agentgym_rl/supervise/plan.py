@@ -200,6 +200,8 @@ def _rollout_data(
     dataset["shuffle_seed"] += index
     dataset["resume"] = dataset["resume"] or resume
     rollout["engine"]["seed"] += index
+    if train.learn.lora is not None:  # the engine serves the adapters the learner sends
+        rollout["engine"]["max_lora_rank"] = train.learn.lora.rank
     rollout["buffer"].update(
         groups_per_step=train.groups_per_step,
         max_staleness=0 if train.mode == "sync" else train.max_staleness,

@@ -1,29 +1,31 @@
-"""A ScalingInter study (docs/results/scalinginter/): every arm of a study folder's arms.yaml
-(default configs/studies/scalinginter) on each of its seeds, each final policy evaluated at the
-test-time turn caps (and sampled, where arms.yaml asks), then the figures, tables and verdict.
+"""A study: every arm of a study folder's arms.yaml (each a set of `train` overrides on one
+common config) on each of its seeds, each final policy evaluated where arms.yaml asks, then the
+figures, tables and verdict (docs/results/scalinginter*, docs/results/lora).
 
-    python scripts/scalinginter_study.py                 # everything (about 3 h on 2 cores)
-    python scripts/scalinginter_study.py --seeds 0       # one seed of each arm
-    python scripts/scalinginter_study.py --report-only   # figures and tables from what ran
-    python scripts/scalinginter_study.py --study configs/studies/scalinginter_ladder
+    python scripts/study.py                          # the default study, everything
+    python scripts/study.py --seeds 0                # one seed of each arm
+    python scripts/study.py --report-only            # figures and tables from what ran
+    python scripts/study.py --study configs/studies/scalinginter_ladder
 
-Resumable: a finished run is kept, an interrupted one is resumed (`train --resume`), an
-evaluated policy is not evaluated again; after an interruption, run the same command. Runs go
-one at a time, seed by seed (a partial study has whole seeds): their wall-clock figures are
-compared, so give them the machine. Runs live under --runs; what is worth keeping (configs,
-metrics, held-out curves, summaries, success per test-time cap; no checkpoints) is copied to
---records (default runs/studies/scalinginter: run output, not committed; the write-up in
-docs/results/scalinginter keeps the figures and `scripts/compact_results.py`'s runs.json), where
-`agentgym-rl plot --group` draws:
-  schedules/  the fixed-cap and ScalingInter arms: held-out success against step and wall-clock
-              minutes (mean and min-max band over seeds), success against test-time turn cap
-  params/     ScalingInter against the larger policy trained on the same wall-clock budget
+The common config is the folder's study.yaml, or the file arms.yaml names as `config:` (the
+LoRA study trains the README's main config as it is). Resumable: a finished run is kept, an
+interrupted one is resumed (`train --resume`), an evaluated policy is not evaluated again; after
+an interruption, run the same command. Runs go one at a time, seed by seed (a partial study has
+whole seeds): their wall-clock figures are compared, so give them the machine. Runs live under
+--runs; what is worth keeping (configs, metrics, held-out curves, summaries, success per
+test-time cap; no checkpoints) is copied to --records (default runs/studies/<study>: run output,
+not committed; a write-up in docs/results keeps the figures and `scripts/compact_results.py`'s
+runs.json), where `agentgym-rl plot --group` draws:
+  schedules/  the arms without a budget: held-out success against step and wall-clock minutes
+              (mean and min-max band over seeds), success against test-time turn cap
+  params/     an arm against the one whose wall-clock budget it is given
 An arm with `budget_of: ARM` is stopped once its minutes of RL (from its first held-out
 evaluation) reach the mean of ARM's runs, and its last checkpoint is evaluated.
-arms.yaml's `sampled: {temperature: T, n: N}` evaluates each final policy N times a task at T
-(in RUN/sampled); its `decision: {rung, candidate, short, long}` names the held-out category and
-the arms of the decision rule (`agentgym_rl.experiments.verdict`), written with each arm's
-training diagnostics to the records' verdict.md / verdict.json.
+arms.yaml's `test_turn_caps: [..]` evaluates each final policy at those caps (in
+RUN/turn-caps); `sampled: {temperature: T, n: N}` evaluates it N times a task at T (in
+RUN/sampled); `decision: {rung, candidate, short, long}` names the held-out category and the
+arms of ScalingInter's decision rule (`agentgym_rl.experiments.verdict`), written with each
+arm's training diagnostics to the records' verdict.md / verdict.json.
 """
 
 from __future__ import annotations
@@ -85,6 +87,8 @@ class Study:
     test_turn_caps: list[int] = field(default_factory=list)
     sampled: dict[str, float] = field(default_factory=dict)
     decision: dict[str, str] = field(default_factory=dict)
+    config: Path = Path()
+    """The common config every arm's overrides apply to."""
 
     @classmethod
     def load(cls, folder: Path, path: Path | None = None) -> Study:
@@ -109,7 +113,9 @@ class Study:
             if decision and decision.get(key) not in arms:
                 raise SystemExit(f"{path}: decision.{key} names no arm")
         caps = list(raw.get("test_turn_caps") or [])
-        return cls(folder, arms, seeds, caps, dict(raw.get("sampled") or {}), decision)
+        config = Path(raw["config"]) if "config" in raw else folder / "study.yaml"
+        sampled = dict(raw.get("sampled") or {})
+        return cls(folder, arms, seeds, caps, sampled, decision, config)
 
 
 def say(message: str) -> None:
@@ -159,7 +165,7 @@ def train(study: Study, arm: Arm, seed: int, run_dir: Path, budget_min: float | 
             "agentgym-rl",
             "train",
             "--config",
-            str(study.folder / "study.yaml"),
+            str(study.config),
             f"run_dir={run_dir}",
             *arm.overrides,
             *seeds,
@@ -316,7 +322,7 @@ def _fmt(x: float | None) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--study", type=Path, default=STUDY, help="study.yaml and arms.yaml")
+    parser.add_argument("--study", type=Path, default=STUDY, help="the folder of arms.yaml")
     parser.add_argument("--arms-file", type=Path, help="default: the study's arms.yaml")
     parser.add_argument("--runs", type=Path, help="default: runs/studies/<study name>")
     parser.add_argument("--records", type=Path, help="default: runs/studies/<study name>")

@@ -1,0 +1,138 @@
+"""LoRA against full fine-tuning on the learner, side by side: bytes per weight update, optimizer
+state, learner peak memory and tokens/s, on random Qwen2s of the main run's policy's shape
+(configs/train/babyai_goto.yaml's 2M model) and, in the full form, of Qwen2.5-0.5B's; CPU, fp32.
+
+Each (shape, mode) runs in its own process (its peak resident memory is its own): the real
+`Trainer` (`checks.gpu_check.make_trainer`, the same synthetic multi-turn groups), one untimed
+step, then `--steps` timed ones; an update is what `Trainer.publish` would send (every HF weight,
+or the PEFT-named adapters alone). Target (issue 63): bytes per update at rank 16 <= 5% of full
+on the 0.5B shape.
+
+    python benches/bench_lora.py [--quick] [--steps N] [--rank R]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from figures import figure
+
+MAIN_SHAPE = (520, 192, 576, 4, 3, 3)
+"""The main run's policy (babyai_goto.yaml's init_model): vocab, hidden, intermediate, layers,
+heads, key-value heads."""
+
+
+def one(shape_name: str, rank: int, steps: int, out: Path) -> dict[str, Any]:
+    """Train `steps` steps of one configuration in this process; its figures."""
+    import numpy as np
+    import torch
+
+    from agentgym_rl.checks import gpu_check
+
+    shape = {"main": gpu_check.Shape(*MAIN_SHAPE), "0.5B": gpu_check.QWEN25_05B}[shape_name]
+    model_dir = out / shape_name
+    if not (model_dir / "config.json").is_file():
+        gpu_check.create_model(model_dir, shape, torch.device("cpu"), seed=0)
+    args = argparse.Namespace(precision="fp32", steps=steps, seed=0, lora=rank)
+    work = gpu_check.CPU_WORK
+    trainer = gpu_check.make_trainer(model_dir, args, work)
+    try:
+        rng = np.random.default_rng(0)
+        batches = [gpu_check.make_groups(rng, shape.vocab_size, work) for _ in range(steps + 1)]
+        trainer.train_step(batches[0])
+        t0 = time.perf_counter()
+        tokens = sum(trainer.train_step(b)["tokens"] for b in batches[1:])
+        seconds = time.perf_counter() - t0
+        update = trainer._weights_out()
+        moments = [t for s in trainer.optimizer.state.values() for t in s.values()]
+        return {
+            "shape": shape_name,
+            "mode": f"LoRA r{rank}" if rank else "full",
+            "trained_params": sum(p.numel() for p in trainer.params),
+            "update_bytes": sum(t.numel() * t.element_size() for t in update.values()),
+            "optimizer_bytes": sum(t.numel() * t.element_size() for t in moments if t.dim()),
+            "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+            "tokens_per_s": tokens / seconds,
+        }
+    finally:
+        trainer.publisher.close()
+        trainer.close()
+
+
+def run_one(shape: str, rank: int, steps: int, out: Path) -> dict[str, Any]:
+    cmd = [sys.executable, __file__, "--one", shape, str(rank), str(steps), str(out)]
+    done = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ}, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"{shape} rank {rank} failed:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="the main shape, 1 timed step")
+    parser.add_argument("--steps", type=int, help="timed steps (default 3; quick 1)")
+    parser.add_argument("--rank", type=int, default=16, help="adapter rank (default 16)")
+    parser.add_argument("--one", nargs=4, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.one:
+        shape, rank, steps, out = args.one
+        print(json.dumps(one(shape, int(rank), int(steps), Path(out))))
+        return
+    steps = args.steps or (1 if args.quick else 3)
+    shapes = ["main"] if args.quick else ["main", "0.5B"]
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for shape in shapes:
+            for rank in (0, args.rank):
+                rows.append(run_one(shape, rank, steps, Path(tmp)))
+    print(f"CPU, fp32, {steps} timed steps after one warm-up; each row its own process")
+    print(
+        "| shape | mode | trained params | bytes / update | optimizer state | peak RSS | tokens/s |"
+    )
+    print("|---|---|---:|---:|---:|---:|---:|")
+    for r in rows:
+        print(
+            f"| {r['shape']} | {r['mode']} | {r['trained_params'] / 1e6:.2f}M | "
+            f"{r['update_bytes'] / 1e6:.2f} MB | {r['optimizer_bytes'] / 1e6:.2f} MB | "
+            f"{r['peak_rss_bytes'] / 1e9:.2f} GB | {r['tokens_per_s']:.1f} |"
+        )
+    for shape in shapes:
+        full, lora = (r for r in rows if r["shape"] == shape)
+        share = lora["update_bytes"] / full["update_bytes"]
+        print(
+            f"{shape}: LoRA r{args.rank} / full: update {share:.2%}, optimizer state "
+            f"{lora['optimizer_bytes'] / full['optimizer_bytes']:.2%}, peak RSS "
+            f"{lora['peak_rss_bytes'] / full['peak_rss_bytes']:.2f}x, tokens/s "
+            f"{lora['tokens_per_s'] / full['tokens_per_s']:.2f}x"
+        )
+        figure(
+            "lora",
+            f"bytes per update, {shape}, rank {args.rank}",
+            lora["update_bytes"] / 1e6,
+            "MB",
+            baseline=full["update_bytes"] / 1e6,
+            baseline_name="full weights",
+            target="<= 5% of full (0.5B shape)",
+            lower_is_better=True,
+        )
+        figure(
+            "lora",
+            f"learner tokens/s, {shape}, rank {args.rank}",
+            lora["tokens_per_s"],
+            "tokens/s",
+            baseline=full["tokens_per_s"],
+            baseline_name="full fine-tuning",
+        )
+
+
+if __name__ == "__main__":
+    main()
