@@ -3,19 +3,21 @@
 `lora_case(tp, rank)` is also what the test runs in one process (tp 1): the same base weights
 and the same full adapters, each rank given its share of them the way the base layer splits its
 weight, so both sides compute one function. Rank 0 saves the log-probs and the adapters'
-gradients gathered back to their full shapes.
+gradients gathered back to their full shapes; every rank writes its adapters' shards to one
+distributed checkpoint (`adapter_checkpoint`), which the test loads under tensor parallel 1.
 """
 
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import Any
 
 import torch
 from learner_fixtures import make_batch, tiny_hf_model
-from megatron.core import parallel_state
+from megatron.core import dist_checkpointing, parallel_state
 
-from agentgym_rl.learner import convert, lora
+from agentgym_rl.learner import convert, cpu_support, lora
 from agentgym_rl.learner import model as lm
 
 VOCAB = 1000
@@ -89,15 +91,25 @@ def lora_case(tp: int, rank: int) -> dict[str, Any]:
         if n.endswith(lora.ADAPTER_SUFFIXES)
     }
     peft = convert.export_hf_adapters(model, spec)
-    return {"logprobs": logprobs.detach(), "grads": grads, "peft": peft}
+    return {"logprobs": logprobs.detach(), "grads": grads, "peft": peft, "model": model}
+
+
+def adapter_checkpoint(model: torch.nn.Module) -> dict[str, Any]:
+    """The adapters' sharded state dict, as the learner's checkpoints hold them."""
+    return {k: v for k, v in model.sharded_state_dict().items() if lora.is_adapter(k)}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", required=True)
+    parser.add_argument("--ckpt", required=True)
     args = parser.parse_args()
     layout = lm.init_parallel(tp=2, seed=0)
     case = lora_case(2, parallel_state.get_tensor_model_parallel_rank())
+    model = case.pop("model")
+    Path(args.ckpt).mkdir(exist_ok=True)
+    with cpu_support.host_checkpointing():
+        dist_checkpointing.save(adapter_checkpoint(model), args.ckpt)
     if layout.rank == 0:
         torch.save(case, args.out)
     lm.shutdown_parallel()

@@ -13,9 +13,10 @@ from pathlib import Path
 import pytest
 import torch
 from learner_fixtures import make_batch, tiny_hf_model
-from lora_worker import TEMPERATURE, VOCAB, lora_case
+from lora_worker import TEMPERATURE, VOCAB, adapter_checkpoint, full_adapters, lora_case
+from megatron.core import dist_checkpointing
 
-from agentgym_rl.learner import convert, lora
+from agentgym_rl.learner import convert, cpu_support, lora
 from agentgym_rl.learner import model as lm
 from agentgym_rl.processes.ports import free_port
 from agentgym_rl.weights.peft import PEFT_PREFIX
@@ -103,12 +104,21 @@ def test_tensor_parallel_2_equals_one_process(tmp_path: Path, one_process: None)
     cmd = [
         sys.executable, "-m", "torch.distributed.run", "--nnodes=1", "--nproc_per_node=2",
         "--master_addr=127.0.0.1", f"--master_port={free_port()}", str(WORKER), "--out", str(out),
+        "--ckpt", str(tmp_path / "ckpt"),
     ]  # fmt: skip
     env = {**os.environ, "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, f"torchrun failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-6000:]}"
     two = torch.load(out)
     one = lora_case(1, 0)
+    # the adapters saved under tp 2 load under tp 1 as the full adapters they were shares of
+    # (a gated fc1's B included: each rank holds its rows of the gate and of the up half)
+    with cpu_support.host_checkpointing():
+        loaded = dist_checkpointing.load(adapter_checkpoint(one["model"]), str(tmp_path / "ckpt"))
+    full = full_adapters(one["model"], 1)
+    assert set(loaded) == set(full)
+    for name, tensor in full.items():
+        torch.testing.assert_close(loaded[name], tensor, atol=0, rtol=0, msg=name)
     torch.testing.assert_close(two["logprobs"], one["logprobs"], atol=1e-4, rtol=1e-4)
     assert set(two["grads"]) == set(one["grads"])
     for name, grad in one["grads"].items():

@@ -93,6 +93,13 @@ def test_resume_from_an_adapter_checkpoint_matches_a_straight_run(
         second.train_step(b)
     for name, tensor in second.model.named_parameters():
         torch.testing.assert_close(tensor, want[name], rtol=1e-5, atol=1e-6, msg=name)
+    # a resume whose adapters would mean something else is refused before anything loads
+    with pytest.raises(ValueError, match=r"holds full weights; this run asks for LoRA adapters"):
+        load_checkpoint(second, whole_path)
+    other = learn_config(model_dir, tmp_path / "o", lora={**LORA, "alpha": 16.0}, max_steps=4)
+    trainers.append(third := Trainer(other))
+    with pytest.raises(ValueError, match=r"'alpha': 8.0.*'alpha': 16.0.*must match"):
+        load_checkpoint(third, path)
 
 
 def test_hf_export_folds_the_adapters_in(

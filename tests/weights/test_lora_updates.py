@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 import torch
 
+from agentgym_rl.inference.adapters import lora_engine_args
 from agentgym_rl.inference.engine import EngineOptions, VllmEngine
 from agentgym_rl.learner import convert, lora
 from agentgym_rl.learner import model as lm
@@ -110,5 +111,15 @@ def test_each_version_generates_with_its_adapters(model_dir: Path, engine: Any) 
         mixed = {**update, "model.norm.weight": torch.ones(8)}
         with pytest.raises(AdapterError, match="mixes adapters"):
             run(loop, eng.update_weights(2, mixed))
+        # adapters wider than the engine serves (rank 4 asked: vLLM's 8) are refused whole
+        wide = {
+            n: torch.zeros(16, t.shape[1]) if ".lora_A." in n else torch.zeros(t.shape[0], 16)
+            for n, t in update.items()
+        }
+        with pytest.raises(AdapterError, match="rank 16 arrived; this engine serves up to 8"):
+            run(loop, eng.update_weights(2, wide))
+        assert eng.version == 1 and eng.adapters is not None and eng.adapters.version == 1
+        with pytest.raises(AdapterError, match="vLLM serves ranks up to 512"):
+            lora_engine_args(600, 4)
     finally:
         lm.shutdown_parallel()

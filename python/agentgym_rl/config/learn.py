@@ -216,13 +216,14 @@ class LoraConfig(ConfigModel):
     """Low-rank adapters: the base weights frozen, only `rank`-sized adapters on the targeted
     layers trained (`learner/lora.py`)."""
 
-    rank: int = Field(default=16, ge=1)
-    """The adapters' rank r: A is r x in, B is out x r."""
+    rank: int = Field(default=16, ge=1, le=512)
+    """The adapters' rank r: A is r x in, B is out x r (vLLM serves up to 512)."""
     alpha: float = Field(default=32.0, gt=0.0)
     """The adapters' output is scaled by alpha / rank."""
     dropout: float = Field(default=0.0, ge=0.0, lt=1.0)
-    """Dropout on the adapters' input, in the gradient pass only (log-probs taken without a
-    gradient, such as the proximal policy's, stay deterministic)."""
+    """Dropout on the adapters' input, in the training forward only: its log-probs (the policy
+    ratio's, and the proximal policy's unless `recompute_proximal`) carry the noise, as in any
+    PPO with dropout; passes without a gradient have none. RL recipes keep it 0."""
     targets: list[LoraTarget] = Field(default_factory=lambda: [*LORA_TARGETS], min_length=1)
     """Which layers get adapters, by role: `attention` (the fused QKV and output projections),
     `mlp` (the fused gate/up and down projections)."""

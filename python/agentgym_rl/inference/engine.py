@@ -37,7 +37,7 @@ from typing import Any
 
 from agentgym_rl.config.rollout import EngineConfig
 from agentgym_rl.episode.types import FinishReason, Generation
-from agentgym_rl.inference.adapters import ServedAdapters, lora_engine_args
+from agentgym_rl.inference.adapters import ServedAdapters, lora_engine_args, served_rank
 from agentgym_rl.weights.peft import AdapterError, is_adapter_update
 
 log = logging.getLogger(__name__)
@@ -183,7 +183,8 @@ class VllmEngine:
             import tempfile
 
             root = Path(tempfile.mkdtemp(prefix="agentgym-adapters-"))
-            engine.adapters = ServedAdapters(root, str(path), keep=2 * opts.max_loras)
+            rank = served_rank(opts.max_lora_rank)
+            engine.adapters = ServedAdapters(root, str(path), rank, keep=2 * opts.max_loras)
             engine.adapters.version = opts.initial_version
         return engine
 
@@ -263,10 +264,10 @@ class VllmEngine:
         versions: list[int] = []
         finish = "abort"
         spans: Any = None
-        # with adapters a request generates with the version it started under, to its end
+        # with adapters a request generates with what served when it started, to its end
         served = self.adapters
         adapter = served.current if served is not None else None
-        adapter_version = served.version if served is not None else self._version
+        started_at = served.version if served is not None else None
         stream = self._llm.generate(
             TokensPrompt(prompt_token_ids=list(prompt_ids)),
             self._sampling_params(budget, seed, ignore_eos, temperature, stop),
@@ -276,7 +277,7 @@ class VllmEngine:
         async for out in stream:
             comp = out.outputs[0]
             new = list(comp.token_ids)
-            stamp = self._version if adapter is None else adapter_version
+            stamp = self._version if started_at is None else started_at
             for i, tok in enumerate(new):
                 ids.append(int(tok))
                 lps.append(_sampled_logprob(comp.logprobs, i, int(tok)))
@@ -313,7 +314,7 @@ class VllmEngine:
 
         tensors = dict(named_tensors)
         if is_adapter_update(tensors):
-            return self._load_adapters(version, tensors)
+            return await self._load_adapters(version, tensors)
         async with self._update_lock:
             self._check_version(version)
             payload = to_payload(tensors)
@@ -326,26 +327,29 @@ class VllmEngine:
                 await self._llm.update_weight_version(str(version))
                 self._version = version
                 if self.adapters is not None:
-                    self.adapters.drop()  # full weights: no adapter on top of them
+                    self.adapters.drop(version)  # full weights: no adapter on top of them
                 self.updates_applied += 1
             finally:
                 await self._llm.resume_generation()
             return time.perf_counter() - t0
 
-    def _load_adapters(self, version: int, tensors: dict[str, Any]) -> float:
-        """A version of adapters: written as a PEFT folder, the next requests generate with it
-        (no pause: a running request finishes with the adapters it started with)."""
-        if self.adapters is None:
+    async def _load_adapters(self, version: int, tensors: dict[str, Any]) -> float:
+        """A version of adapters: written as a PEFT folder (off the event loop: requests keep
+        streaming), the next requests generate with it (no pause: a running request finishes
+        with the adapters it started with)."""
+        served = self.adapters
+        if served is None:
             raise AdapterError(
                 "adapters arrived but this engine serves full weights: start it with "
                 "max_lora_rank (rollout.engine.max_lora_rank, set by train from learn.lora)"
             )
-        self._check_version(version)
-        t0 = time.perf_counter()
-        self.adapters.load(version, tensors)
-        self._version = version
-        self.updates_applied += 1
-        return time.perf_counter() - t0
+        async with self._update_lock:
+            self._check_version(version)
+            t0 = time.perf_counter()
+            await asyncio.to_thread(served.load, version, tensors)
+            self._version = version
+            self.updates_applied += 1
+            return time.perf_counter() - t0
 
     def serve_adapter(self, folder: Path) -> None:
         """Generate with the PEFT adapter in `folder` from now on, at the current version

@@ -140,6 +140,18 @@ def _layout(state: TrainState) -> tuple[int, int, int]:
     return (state.layout.tp_size, state.layout.pp_size, state.layout.dp_size)
 
 
+def _lora_shape(state: TrainState) -> dict[str, Any] | None:
+    """What the adapters' weights mean (rank, alpha, targets; dropout may change on resume)."""
+    lora_config = state.config.lora
+    if lora_config is None:
+        return None
+    return {"rank": lora_config.rank, "alpha": lora_config.alpha, "targets": lora_config.targets}
+
+
+def _describe(lora_shape: dict[str, Any] | None) -> str:
+    return "full weights" if lora_shape is None else f"LoRA adapters {lora_shape}"
+
+
 def save_checkpoint(state: TrainState, root: str | Path) -> Path:
     """Save `state` as `<root>/step_<state.step>/` (collective: every rank calls)."""
     root = Path(root)
@@ -176,6 +188,7 @@ def save_checkpoint(state: TrainState, root: str | Path) -> Path:
                 "python_rng": random.getstate(),
                 "numpy_rng": np.random.get_state(),
                 "accounting": state.intake.counters(),
+                "lora": _lora_shape(state),
             },
             tmp / "trainer.pt",
         )
@@ -202,6 +215,11 @@ def load_checkpoint(state: TrainState, path: str | Path) -> None:
     if not (path / "COMPLETE").is_file():
         raise FileNotFoundError(f"{path} is not a complete checkpoint (no COMPLETE marker)")
     shared: dict[str, Any] = torch.load(path / "trainer.pt", weights_only=False)
+    if "lora" in shared and shared["lora"] != _lora_shape(state):  # older ones did not say
+        raise ValueError(
+            f"{path} holds {_describe(shared['lora'])}; this run asks for "
+            f"{_describe(_lora_shape(state))} (learn.lora must match the run it resumes)"
+        )
     _init_adam_state(state)
     with cpu_support.host_checkpointing():
         loaded = dist_checkpointing.load(_sharded_state(state), str(path / "dist"))

@@ -5,8 +5,9 @@ Contract: `add_adapters(model, rank, alpha, targets, dropout)` gives each target
 parameters, `lora_a` [rank, in] and `lora_b` [out, rank], and a forward hook that adds
 `alpha / rank * B(A(x))` to the layer's output; A starts as Kaiming-uniform, B at zero, so the
 adapted model starts exactly as the base. `dropout` drops the adapter's input (not the base's)
-in passes that build a gradient only: log-probs taken without one (the proximal policy's, an
-export's) stay deterministic. Every other parameter is frozen (`requires_grad`
+in passes that build a gradient only (the training forward, whose log-probs then carry its noise,
+as any PPO with dropout does); passes without one (a recomputed proximal policy, an export) have
+none. Every other parameter is frozen (`requires_grad`
 False: no gradient, no optimizer state). Names stay the base's (`...linear_qkv.weight`), the
 adapters beside them (`...linear_qkv.lora_a`), so weight conversion reads the base as before,
 and `merged(model)` folds the adapters into the weights for an export of full weights.
@@ -19,8 +20,9 @@ B (`reduce_from_tensor_model_parallel_region`). The sharded halves carry Megatro
 tensor-parallel attributes, so gradient clipping counts them once.
 
 `adapters_disabled(model)` runs the base model (the reference policy of the KL term: no second
-copy); `adapter_state(model)` is the adapters alone, by name (what checkpoints and the weight
-stream carry).
+copy); `adapter_state(model)` and `load_adapter_state` read and set this rank's adapters by
+parameter name (checkpoints go through the layers' sharded state dict, the weight stream through
+`convert.export_hf_adapters`).
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from megatron.core.tensor_parallel import (
     reduce_from_tensor_model_parallel_region,
     set_tensor_model_parallel_attributes,
 )
+from megatron.core.transformer.mlp import apply_swiglu_sharded_factory
 from megatron.core.transformer.utils import make_sharded_tensors_for_checkpoint
 
 TARGETS = {"attention": ("linear_qkv", "linear_proj"), "mlp": ("linear_fc1", "linear_fc2")}
@@ -67,7 +70,9 @@ def add_adapters(
         if name.rsplit(".", 1)[-1] not in wanted:
             continue
         if isinstance(module, ColumnParallelLinear):
-            _adapt(module, rank, alpha, dropout, split="out")
+            # a gated MLP's fc1 holds [gate; up] rows of this rank: so does B
+            gated = name.endswith("linear_fc1") and module.config.gated_linear_unit
+            _adapt(module, rank, alpha, dropout, split="out", gated=gated)
         elif isinstance(module, RowParallelLinear):
             _adapt(module, rank, alpha, dropout, split="in")
         else:
@@ -78,7 +83,9 @@ def add_adapters(
     return adapted
 
 
-def _adapt(layer: torch.nn.Module, rank: int, alpha: float, dropout: float, split: str) -> None:
+def _adapt(
+    layer: torch.nn.Module, rank: int, alpha: float, dropout: float, split: str, gated: bool = False
+) -> None:
     weight = layer.weight  # [out, in] of this rank
     out_features, in_features = weight.shape
     a = torch.empty(rank, in_features, dtype=weight.dtype, device=weight.device)
@@ -101,7 +108,7 @@ def _adapt(layer: torch.nn.Module, rank: int, alpha: float, dropout: float, spli
     def sharded_state_dict(
         prefix: str = "", sharded_offsets: Any = (), metadata: Any = None
     ) -> Any:
-        return make_sharded_tensors_for_checkpoint(
+        state = make_sharded_tensors_for_checkpoint(
             layer.state_dict(prefix="", keep_vars=True),
             prefix,
             axes,
@@ -109,6 +116,12 @@ def _adapt(layer: torch.nn.Module, rank: int, alpha: float, dropout: float, spli
             tp_group=layer.tp_group,
             dp_cp_group=metadata["dp_cp_group"],
         )
+        if gated:  # saved as the MLP saves fc1's weight: gate and up halves apart, so that
+            # another tensor-parallel size loads each rank's [gate; up] rows in their order
+            key = f"{prefix}lora_b"
+            singleton = metadata.get("singleton_local_shards", False)
+            state[key] = apply_swiglu_sharded_factory(state[key], sharded_offsets, singleton)
+        return state
 
     layer.sharded_state_dict = sharded_state_dict
 
@@ -178,7 +191,7 @@ def adapter_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
 
 
 def load_adapter_state(model: torch.nn.Module, state: dict[str, torch.Tensor]) -> None:
-    """Set the adapters from `adapter_state`'s dict (a resumed run); a missing or extra name
+    """Set the adapters from `adapter_state`'s dict; a missing or extra name
     raises `LoraError` naming it."""
     own = dict(model.named_parameters())
     mine = {n for n in own if n.endswith(ADAPTER_SUFFIXES)}
