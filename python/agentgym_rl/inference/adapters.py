@@ -1,6 +1,6 @@
 """LoRA adapters as policy versions of a vLLM engine (`learn.lora`: only adapters stream).
 
-Contract: `ServedAdapters(root, base_model, max_rank, keep)` is what an engine started with
+Contract: `ServedAdapters(root, base_model, max_rank, version, keep)` is what an engine started with
 `max_lora_rank` generates with. `load(version, tensors)` writes a version's adapters as a PEFT
 folder (`root/v<version>/`, `weights/peft.py`; B comes scaled, so `lora_alpha` is the rank) and
 makes it `current`: the `vllm.lora.request.LoRARequest` the next requests generate with (id
@@ -46,7 +46,9 @@ def served_rank(rank: int) -> int:
 class ServedAdapters:
     """See the module docstring."""
 
-    def __init__(self, root: Path, base_model: str, max_rank: int, keep: int = 8) -> None:
+    def __init__(
+        self, root: Path, base_model: str, max_rank: int, version: int = 0, keep: int = 8
+    ) -> None:
         self.root = root
         self.base_model = base_model
         self.max_rank = max_rank
@@ -54,7 +56,7 @@ class ServedAdapters:
         self.versions: list[int] = []
         self.current: Any = None
         """The `LoRARequest` new requests generate with (None: the bare weights)."""
-        self.version = 0
+        self.version = version
         """The policy version `current` stamps on the tokens it generates."""
 
     def load(self, version: int, tensors: Mapping[str, Any]) -> None:

@@ -184,8 +184,9 @@ class VllmEngine:
 
             root = Path(tempfile.mkdtemp(prefix="agentgym-adapters-"))
             rank = served_rank(opts.max_lora_rank)
-            engine.adapters = ServedAdapters(root, str(path), rank, keep=2 * opts.max_loras)
-            engine.adapters.version = opts.initial_version
+            engine.adapters = ServedAdapters(
+                root, str(path), rank, opts.initial_version, keep=2 * opts.max_loras
+            )
         return engine
 
     @property

@@ -143,9 +143,7 @@ def _layout(state: TrainState) -> tuple[int, int, int]:
 def _lora_shape(state: TrainState) -> dict[str, Any] | None:
     """What the adapters' weights mean (rank, alpha, targets; dropout may change on resume)."""
     lora_config = state.config.lora
-    if lora_config is None:
-        return None
-    return {"rank": lora_config.rank, "alpha": lora_config.alpha, "targets": lora_config.targets}
+    return None if lora_config is None else lora_config.model_dump(exclude={"dropout"})
 
 
 def _describe(lora_shape: dict[str, Any] | None) -> str:
