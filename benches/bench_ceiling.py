@@ -3,7 +3,9 @@ turns, same sampling.
 
 1. Our rollout server (`run_service`, the loop `serve-rollouts` runs, with a `GroupReceiver`
    thread as the learner) plays BabyAI episodes on real env servers with no injected latency
-   (over ZeroMQ), logging every episode, once per `--max-in-flight` (groups at once).
+   (over ZeroMQ), logging every episode, once per `--max-in-flight` (groups at once, or `auto`:
+   sized by the server from what it measures, as `buffer.in_flight: auto`). The engine's KV
+   cache is the one `serve-rollouts` sizes for the largest setting (`inference/kv_cache.py`).
 2. The turns it played, each turn's exact prompt ids and its generated length (`turn_spans` in
    the episode log), generated again all at once (`ignore_eos`, so the same token counts):
    - by the same engine (one `AsyncLLM` behind `VllmEngine`), every request submitted together,
@@ -12,16 +14,18 @@ turns, same sampling.
      the ceiling. In the quick form the same engine's all-at-once row stands in for it.
 
 Prints, per setting, generated tokens, wall seconds and generated tokens/s, and the rollout
-server's share of the ceiling (target >= 0.9). The gap has two parts the rows separate: the
-engine client (offline engine vs the same `AsyncLLM` all at once) and our loop (all at once vs
-episodes whose turns wait for their previous turn, the env and the loop's own work).
+server's share of the ceiling (target >= 0.9), its mean requests in the engine and episodes alive
+(the rest of its slots are finished episodes waiting on their group). The gap has two parts the
+rows separate: the engine client (offline engine vs the same `AsyncLLM` all at once) and our loop
+(all at once vs episodes whose turns wait for their previous turn, the env and the loop's own
+work).
 
 Full form: the policy bench_rollout.py picks (the README run's final export, else its base
-policy, else a created one), its train config's settings, 64 groups of 4 per setting, in flight
-16 (the shipped configs) and 64. Quick form (`--quick`, CI): the tiny random model, 8 groups of 4,
-turn cap 4, 32 tokens a turn, in flight 8.
+policy, else a created one), its train config's settings, 256 groups of 4 per setting, in flight
+16 (the shipped configs) and auto (up to 64). Quick form (`--quick`, CI): the tiny random model,
+8 groups of 4, turn cap 4, 32 tokens a turn, in flight 8.
 
-    python benches/bench_ceiling.py [--quick] [--model PATH] [--groups 64] [--max-in-flight 16 64]
+    python benches/bench_ceiling.py [--quick] [--model PATH] [--groups 256] [--max-in-flight 16 auto]
 """
 
 from __future__ import annotations
@@ -59,6 +63,8 @@ class Row:
     wall_s: float
     in_engine: float | None = None
     """The rollout server's mean requests in the engine (its metrics' time integral / wall)."""
+    alive: float | None = None
+    """The rollout server's mean episodes alive (playing, not yet waiting on their group)."""
     cpu: dict[str, float] | None = None
     """CPU seconds over the row's wall time, by who: the engine's processes, this one (our loop
     and vLLM's client), the env servers."""
@@ -103,9 +109,10 @@ def played_turns(episodes: Path) -> list[Turn]:
 
 
 async def serve(
-    engine: Any, setup: Setup, args: argparse.Namespace, in_flight: int, log: Path
+    engine: Any, setup: Setup, args: argparse.Namespace, in_flight: str, log: Path
 ) -> Row:
-    """Our rollout loop, `args.groups` groups at `in_flight` groups at once, every episode logged."""
+    """Our rollout loop, `args.groups` groups at `in_flight` groups at once ("auto": sized by
+    the server up to `args.auto_cap`), every episode logged."""
     from agentgym_rl.rollout.service import run_service
 
     servers = [EnvServerProcess("babyai", python=sys.executable) for _ in range(args.servers)]
@@ -130,7 +137,11 @@ async def serve(
     tokens = sum(t.generated for t in played_turns(log / "episodes.jsonl"))
     last = json.loads((log / "metrics.jsonl").read_text().splitlines()[-1])
     in_engine = last["request_seconds"] / last["uptime_s"]
-    return Row(f"rollout server, {in_flight} groups in flight", tokens, wall, in_engine, cpu)
+    alive = last["episode_seconds"] / last["uptime_s"]
+    name = f"rollout server, {in_flight} groups in flight"
+    if in_flight == "auto":
+        name = f"rollout server, in flight auto (up to {args.auto_cap} groups)"
+    return Row(name, tokens, wall, in_engine, alive, cpu)
 
 
 async def all_at_once(engine: Any, turns: list[Turn]) -> Row:
@@ -185,6 +196,7 @@ def offline(model: Path, options: Any, turns: list[Turn]) -> Row:
 
 async def main_async(args: argparse.Namespace) -> int:
     from agentgym_rl.inference.engine import EngineOptions, VllmEngine
+    from agentgym_rl.inference.kv_cache import engine_kv_cache
 
     t_start = time.perf_counter()
     print(f"load average at start: {os.getloadavg()[0]:.2f} (1 min)", flush=True)
@@ -193,7 +205,17 @@ async def main_async(args: argparse.Namespace) -> int:
         setup = quick_setup(tmp, args) if args.quick else policy_setup(tmp, args)
         setup.sampling_args.clear()  # no output constraint: the replay must sample as served
         config = mode_config(setup, ["tcp://127.0.0.1:1"], args, tmp, "tcp://127.0.0.1:1")
-        options = EngineOptions.from_config(config.engine, max_num_seqs=256)
+        # the KV cache `serve-rollouts` would size for the largest setting's episodes
+        caps = [args.auto_cap if s == "auto" else int(s) for s in args.settings]
+        episodes = max(caps) * args.group_size
+        kv = engine_kv_cache(config.engine, setup.model, episodes)
+        if args.kv_mb is not None:
+            kv = args.kv_mb << 20
+        knobs: dict[str, Any] = {"max_num_seqs": 256}
+        if kv is not None:
+            knobs["kv_cache_memory_bytes"] = kv
+            print(f"engine KV cache: {kv >> 20} MiB ({episodes} episodes at once)", flush=True)
+        options = EngineOptions.from_config(config.engine, **knobs)
         engine = await VllmEngine.start(setup.model, options)
         served: list[tuple[Row, list[Turn], Row]] = []
         try:
@@ -212,15 +234,19 @@ async def main_async(args: argparse.Namespace) -> int:
             offline(setup.model, engine.options, turns) if not args.quick else together
             for _, turns, together in served
         ]
-    print("\n| setting | generated tokens | wall s | tokens/s | of the ceiling | in the engine |")
-    print("|---|---|---|---|---|---|")
+    print(
+        "\n| setting | generated tokens | wall s | tokens/s | of the ceiling | in the engine "
+        "| episodes alive |"
+    )
+    print("|---|---|---|---|---|---|---|")
     for (row, _, together), ceiling in zip(served, ceilings, strict=True):
         shown = [ceiling] if ceiling is together else [ceiling, together]
         for r in [*shown, row]:
             print(
                 f"| {r.name} | {r.tokens} | {r.wall_s:.1f} | {r.rate:.0f} | "
                 f"{r.rate / ceiling.rate:.2f} | "
-                f"{'all' if r.in_engine is None else f'{r.in_engine:.0f} on average'} |"
+                f"{'all' if r.in_engine is None else f'{r.in_engine:.0f} on average'} | "
+                f"{'' if r.alive is None else f'{r.alive:.0f} on average'} |"
             )
         for r in (together, row):
             assert r.cpu is not None
@@ -246,18 +272,22 @@ def main() -> int:
     p.add_argument("--quick", action="store_true", help="CI smoke: tiny random model, 8 groups")
     p.add_argument("--model", type=Path, default=None, help="HF checkpoint (full form)")
     p.add_argument("--warmup-steps", type=int, default=200, help="of a policy the bench creates")
-    p.add_argument("--groups", type=int, default=None, help="groups per setting (64; quick 8)")
+    p.add_argument("--groups", type=int, default=None, help="groups per setting (256; quick 8)")
     p.add_argument("--group-size", type=int, default=4)
     p.add_argument(
-        "--max-in-flight", type=int, nargs="+", default=None, help="groups at once (16 64)"
+        "--max-in-flight", nargs="+", default=None, help="groups at once, or auto (16 auto)"
     )
+    p.add_argument("--auto-cap", type=int, default=64, help="most groups in flight when auto")
     p.add_argument("--turns", type=int, default=None, help="turn cap (quick 4, full: config's)")
     p.add_argument("--max-tokens", type=int, default=None, help="per turn (quick 32)")
     p.add_argument("--servers", type=int, default=2)
+    p.add_argument(
+        "--kv-mb", type=int, default=None, help="engine KV cache, MiB (default: as serve-rollouts)"
+    )
     args = p.parse_args()
-    args.groups = args.groups or (8 if args.quick else 64)
-    args.settings = args.max_in_flight or ([8] if args.quick else [16, 64])
-    args.max_in_flight = args.settings[0]  # the engine options' placeholder config reads it
+    args.groups = args.groups or (8 if args.quick else 256)
+    args.settings = args.max_in_flight or (["8"] if args.quick else ["16", "auto"])
+    args.max_in_flight = 16  # the engine options' placeholder config reads it
     if args.quick:
         args.turns, args.max_tokens = args.turns or 4, args.max_tokens or 32
     args.groups_per_step = 4  # read by mode_config; the sync batch, unused here

@@ -150,13 +150,25 @@ def _group(pgid: int) -> list[int]:
 @pytest.mark.slow
 def test_sigterm_while_vllm_starts_stops_its_engine_processes_too(tmp_path: Path) -> None:
     """The default SIGTERM action would kill the command alone, leaving vLLM's engine core and
-    worker running with nobody to stop them."""
+    worker running with nobody to stop them. Before the signal, the engine has taken the KV
+    cache sized for the episodes in flight (`inference/kv_cache.py`): 64 groups of 4 at 2,048
+    tokens of 1 KiB (the tiny model: 2 layers, 1 KV head of 64, fp32), 512 MiB, twice the
+    floor an unsized engine would get."""
+    from agentgym_rl.inference.kv_cache import bytes_per_token
     from agentgym_rl.policy_creation import create_tiny_model
     from vllm_fixtures import tiny_corpus
 
     model = create_tiny_model(tmp_path / "model", corpus=tiny_corpus(), vocab_size=320, seed=0)
+    assert bytes_per_token(model, "float32") == 1024
     log = tmp_path / "serve.log"
-    argv = ["serve-rollouts", "--config", str(TINY), f"model={model}", f"log_dir={tmp_path}"]
+    argv = [
+        "serve-rollouts",
+        "--config",
+        str(TINY),
+        f"model={model}",
+        f"log_dir={tmp_path}",
+        "buffer.max_in_flight=64",
+    ]
     with log.open("w") as out:
         proc = subprocess.Popen(
             [sys.executable, "-m", "agentgym_rl.cli", *argv],
@@ -165,11 +177,13 @@ def test_sigterm_while_vllm_starts_stops_its_engine_processes_too(tmp_path: Path
             start_new_session=True,
         )
     try:
-        deadline, core = time.monotonic() + 240, None
-        while core is None and proc.poll() is None and time.monotonic() < deadline:
+        deadline, kv = time.monotonic() + 240, None
+        while kv is None and proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.2)
-            core = re.search(r"EngineCore pid=(\d+)", log.read_text(errors="replace"))
-        assert core is not None, log.read_text(errors="replace")[-2000:]
+            kv = re.search(r"KV cache size: ([\d,]+) tokens", log.read_text(errors="replace"))
+        assert kv is not None, log.read_text(errors="replace")[-2000:]
+        assert int(kv.group(1).replace(",", "")) == 64 * 4 * 2048  # 512 MiB of 1 KiB tokens
+        assert "engine KV cache: 512 MiB for 256 episodes at once" in log.read_text()
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=120) == 128 + signal.SIGTERM
         deadline = time.monotonic() + 30

@@ -106,6 +106,10 @@ class EngineConfig(ConfigModel):
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
     """Engine weights/activations dtype. It must match the learner's for log-probs to agree:
     "auto" lets vLLM choose (bf16 for an fp32 checkpoint on its CPU build)."""
+    kv_cache_mb: int | None = Field(default=None, ge=16)
+    """The engine's KV cache on a CPU, in MiB. None: sized for the run, every episode the
+    server may hold at once at `max_model_len`, within a quarter of the memory available at
+    start (`inference/kv_cache.py`); on a GPU vLLM sizes it from `gpu_memory_utilization`."""
     max_lora_rank: int | None = Field(default=None, ge=1, le=512)
     """Serve the policy as LoRA adapters of at most this rank: the learner trains `learn.lora`
     and sends adapters alone (`train` sets it from `learn.lora.rank`; a split-cluster
