@@ -8,6 +8,11 @@ step, then `--steps` timed ones; an update is what `Trainer.publish` would send 
 or the PEFT-named adapters alone). Target (issue 63): bytes per update at rank 16 <= 5% of full
 on the 0.5B shape.
 
+Then (full form only) the rollout side on the main shape: a vLLM engine of full weights, one serving random rank-R
+adapters as LoRA (`lora_serving: adapters`) and one merging them into its weights (`merged`), each
+given one update and then 64 requests of 64 tokens at once (distinct 200-token prompts,
+`ignore_eos`): generated tokens/s and the update's seconds, side by side.
+
     python benches/bench_lora.py [--quick] [--steps N] [--rank R]
 """
 
@@ -66,6 +71,92 @@ def one(shape_name: str, rank: int, steps: int, out: Path) -> dict[str, Any]:
     finally:
         trainer.publisher.close()
         trainer.close()
+
+
+def random_adapters(model: Path, rank: int) -> dict[str, Any]:
+    """PEFT-named rank-`rank` adapters (B scaled, as on the wire) on every attention and MLP
+    projection of the Qwen2 at `model`."""
+    import torch
+    from safetensors.torch import load_file
+
+    gen = torch.Generator().manual_seed(0)
+    out = {}
+    for name, w in load_file(str(model / "model.safetensors")).items():
+        if w.ndim != 2 or not name.endswith("proj.weight"):
+            continue
+        module = f"base_model.model.{name.removesuffix('.weight')}"
+        out[f"{module}.lora_A.weight"] = torch.randn(rank, w.shape[1], generator=gen) * 0.05
+        out[f"{module}.lora_B.weight"] = torch.randn(w.shape[0], rank, generator=gen) * 0.05
+    return out
+
+
+async def generation(model: Path, rank: int, requests: int = 64, tokens: int = 64) -> list[dict]:
+    """Generated tokens/s of full weights, served adapters and merged adapters."""
+    import asyncio
+    import random
+
+    from agentgym_rl.inference.engine import EngineOptions, VllmEngine
+
+    update = random_adapters(model, rank)
+    rng = random.Random(0)
+    vocab = json.loads((model / "config.json").read_text())["vocab_size"]
+    prompts = [[rng.randrange(3, vocab) for _ in range(200)] for _ in range(requests)]
+    rows = []
+    for mode in ("full weights", "adapters", "merged"):
+        opts = EngineOptions(
+            max_model_len=1024, max_num_seqs=requests, dtype="float32",
+            max_lora_rank=None if mode == "full weights" else rank,
+            lora_serving="adapters" if mode == "adapters" else "merged",
+        )  # fmt: skip
+        engine = await VllmEngine.start(model, opts)
+        try:
+            update_s = 0.0 if mode == "full weights" else await engine.update_weights(1, update)
+            await engine.generate(prompts[0][:8], max_tokens=8, request_id="warm")
+            t0 = time.perf_counter()
+            made = await asyncio.gather(
+                *(
+                    engine.generate(p, max_tokens=tokens, request_id=f"r{i}", ignore_eos=True)
+                    for i, p in enumerate(prompts)
+                )
+            )
+            wall = time.perf_counter() - t0
+        finally:
+            engine.shutdown()
+        n = sum(len(g.token_ids) for g in made)
+        rows.append({"mode": mode, "tokens_per_s": n / wall, "update_s": update_s})
+    return rows
+
+
+def print_generation(rows: list[dict], rank: int) -> None:
+    print(f"\nvLLM generation, main shape, rank {rank}: 64 requests x 64 tokens at once")
+    print("| engine | tokens/s | of full weights | update s |")
+    print("|---|---:|---:|---:|")
+    full = rows[0]["tokens_per_s"]
+    for r in rows:
+        print(
+            f"| {r['mode']} | {r['tokens_per_s']:.0f} | {r['tokens_per_s'] / full:.2f} | "
+            f"{r['update_s']:.3f} |"
+        )
+    for r in rows[1:]:
+        figure(
+            "lora",
+            f"generation tokens/s, main, rank {rank}, {r['mode']}",
+            r["tokens_per_s"],
+            "tokens/s",
+            baseline=full,
+            baseline_name="full weights",
+        )
+
+
+def main_shape_model(out: Path) -> Path:
+    from agentgym_rl.policy_creation import create_tiny_model
+    from bench_rollout import corpus
+
+    vocab, hidden, inter, layers, heads, kv_heads = MAIN_SHAPE
+    return create_tiny_model(
+        out, corpus=corpus(), vocab_size=vocab, hidden=hidden, intermediate=inter,
+        layers=layers, heads=heads, kv_heads=kv_heads, head_dim=hidden // heads,
+    )  # fmt: skip
 
 
 def run_one(shape: str, rank: int, steps: int, out: Path) -> dict[str, Any]:
@@ -132,6 +223,14 @@ def main() -> None:
             baseline=full["tokens_per_s"],
             baseline_name="full fine-tuning",
         )
+    if args.quick:  # three vLLM starts: the full form only
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        import asyncio
+
+        os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
+        model = main_shape_model(Path(tmp) / "main")
+        print_generation(asyncio.run(generation(model, args.rank)), args.rank)
 
 
 if __name__ == "__main__":

@@ -1,12 +1,15 @@
 """LoRA on the wire: the learner's adapters (PEFT names, B scaled) go to a vLLM engine started
 with `max_lora_rank`; each version generates with its own adapters, every token stamped with
-it, and the engine's log-probs equal the adapted learner's on the same tokens."""
+it, and the engine's log-probs equal the adapted learner's on the same tokens, whether vLLM
+serves the adapters (`lora_serving: adapters`) or the engine merges them into its weights
+(`merged`)."""
 
 from __future__ import annotations
 
 import asyncio
 import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -41,12 +44,22 @@ def engine(model_dir: Path) -> Iterator[tuple[VllmEngine, asyncio.AbstractEventL
     threading.Thread(target=loop.run_forever, daemon=True).start()
     opts = EngineOptions(
         max_model_len=512, max_num_seqs=8, dtype="float32", temperature=TEMPERATURE,
-        max_lora_rank=RANK,
+        max_lora_rank=RANK, lora_serving="adapters",
     )  # fmt: skip
     eng = asyncio.run_coroutine_threadsafe(VllmEngine.start(model_dir, opts), loop).result(300)
     yield eng, loop
     eng.shutdown()
     loop.call_soon_threadsafe(loop.stop)
+
+
+def learner_logprobs(
+    model: torch.nn.Module, prompt: list[int], tokens: list[int], vocab: int
+) -> torch.Tensor:
+    ids = torch.tensor([prompt + tokens[:-1]])
+    labels = torch.tensor([prompt[1:] + tokens])
+    pos = torch.arange(ids.shape[1])[None]
+    out = lm.token_logprobs(model, ids, pos, labels, TEMPERATURE, vocab_size=vocab)
+    return out[0, len(prompt) - 1 :].detach()
 
 
 def run(loop: asyncio.AbstractEventLoop, coro: Any) -> Any:
@@ -123,3 +136,60 @@ def test_each_version_generates_with_its_adapters(model_dir: Path, engine: Any) 
             lora_engine_args(600, 4)
     finally:
         lm.shutdown_parallel()
+
+
+@contextmanager
+def scaled_b(model: torch.nn.Module, scale: float) -> Iterator[None]:
+    """The learner's adapters with every B times `scale`, for the block."""
+    bs = [p for n, p in model.named_parameters() if n.endswith(".lora_b")]
+    kept = [b.detach().clone() for b in bs]
+    with torch.no_grad():
+        for b in bs:
+            b.mul_(scale)
+    try:
+        yield
+    finally:
+        with torch.no_grad():
+            for b, k in zip(bs, kept, strict=True):
+                b.copy_(k)
+
+
+def test_merged_adapters_generate_as_the_adapted_learner(model_dir: Path, engine: Any) -> None:
+    """`lora_serving: merged`: the engine starts without vLLM's LoRA, merges each version into
+    the base weights it read from the model folder, and loads them as a full update."""
+    eng_adapters, _ = engine  # the module's other engine stays up: one loop each
+    loop = asyncio.new_event_loop()
+    threading.Thread(target=loop.run_forever, daemon=True).start()
+    opts = EngineOptions(
+        max_model_len=512, max_num_seqs=8, dtype="float32", temperature=TEMPERATURE,
+        max_lora_rank=RANK, lora_serving="merged",
+    )  # fmt: skip
+    eng = run(loop, VllmEngine.start(model_dir, opts))
+    lm.init_parallel(tp=1, seed=0)
+    try:
+        assert eng.adapters is None and eng.merging is not None
+        model, update, vocab = adapted_learner(model_dir)
+        base = run(loop, eng.generate(PROMPT, max_tokens=12, request_id="base", seed=5))
+        with lora.adapters_disabled(model):
+            ref = learner_logprobs(model, PROMPT, base.token_ids, vocab)
+        torch.testing.assert_close(torch.tensor(base.logprobs), ref, atol=2e-3, rtol=0)
+        for version, scale in ((1, 1.0), (2, -0.5)):  # each merge starts from the base
+            scaled = {n: t * scale if ".lora_B." in n else t for n, t in update.items()}
+            assert run(loop, eng.update_weights(version, scaled)) > 0
+            got = run(loop, eng.generate(PROMPT, max_tokens=12, request_id=f"m{version}", seed=5))
+            assert set(got.versions) == {version} and got.token_ids
+            with scaled_b(model, scale):
+                ours = learner_logprobs(model, PROMPT, got.token_ids, vocab)
+            torch.testing.assert_close(torch.tensor(got.logprobs), ours, atol=2e-3, rtol=0)
+        wide = {
+            n: torch.zeros(16, t.shape[1]) if ".lora_A." in n else torch.zeros(t.shape[0], 16)
+            for n, t in update.items()
+        }
+        with pytest.raises(AdapterError, match="rank 16 arrived; this engine merges up to 4"):
+            run(loop, eng.update_weights(3, wide))
+        assert eng.version == 2
+        assert eng_adapters.merging is None
+    finally:
+        lm.shutdown_parallel()
+        eng.shutdown()
+        loop.call_soon_threadsafe(loop.stop)

@@ -114,6 +114,12 @@ class EngineConfig(ConfigModel):
     """Serve the policy as LoRA adapters of at most this rank: the learner trains `learn.lora`
     and sends adapters alone (`train` sets it from `learn.lora.rank`; a split-cluster
     serve-rollouts config sets it to the learner's rank). None: full weights."""
+    lora_serving: Literal["merged", "adapters"] = "merged"
+    """How an engine with `max_lora_rank` generates with the adapters it receives (they stream
+    alone either way). `merged`: each version is merged into the base weights in the engine's
+    process and generates at the full weights' speed (vLLM's CPU build generates about 5x slower
+    with a served adapter). `adapters`: vLLM serves each version as a LoRA adapter (no reload;
+    on GPUs its LoRA kernels make that cheap)."""
 
     @model_validator(mode="after")
     def turn_fits_in_context(self) -> EngineConfig:

@@ -264,7 +264,9 @@ async def start_engine(options: EvalOptions) -> Engine:
     if options.adapter is None:
         return await VllmEngine.start(options.model, opts)
     rank = adapter_rank(options.adapter)
-    engine = await VllmEngine.start(options.model, replace(opts, max_lora_rank=rank))
+    # a PEFT folder as it is (B unscaled, alpha in its config): vLLM serves it
+    adapter_opts = replace(opts, max_lora_rank=rank, lora_serving="adapters")
+    engine = await VllmEngine.start(options.model, adapter_opts)
     engine.serve_adapter(options.adapter)
     return engine
 

@@ -37,7 +37,12 @@ from typing import Any
 
 from agentgym_rl.config.rollout import EngineConfig
 from agentgym_rl.episode.types import FinishReason, Generation
-from agentgym_rl.inference.adapters import ServedAdapters, lora_engine_args, served_rank
+from agentgym_rl.inference.adapters import (
+    MergedAdapters,
+    ServedAdapters,
+    lora_engine_args,
+    served_rank,
+)
 from agentgym_rl.weights.peft import AdapterError, is_adapter_update
 
 log = logging.getLogger(__name__)
@@ -83,8 +88,11 @@ class EngineOptions:
     """Drop the prefix/KV cache when weights change (cached keys/values are from old weights)."""
     initial_version: int = 0
     max_lora_rank: int | None = None
-    """Serve the policy as LoRA adapters of at most this rank (`learn.lora`): updates carry
+    """Take the policy as LoRA adapters of at most this rank (`learn.lora`): updates carry
     adapters alone, each version generating with its own (`inference/adapters.py`)."""
+    lora_serving: str = _SETTINGS.lora_serving
+    """`merged` (each version merged into the base weights here) or `adapters` (vLLM serves
+    them as LoRA adapters)."""
     max_loras: int = 4
     """Adapter versions generating at once (requests of older versions finish with theirs)."""
     extra_engine_args: dict[str, Any] = field(default_factory=dict)
@@ -104,6 +112,7 @@ class EngineOptions:
             dtype=config.dtype,
             gpu_memory_utilization=config.gpu_memory_utilization,
             max_lora_rank=config.max_lora_rank,
+            lora_serving=config.lora_serving,
             **engine_knobs,
         )
 
@@ -125,7 +134,10 @@ class VllmEngine:
         self._version = options.initial_version
         self._update_lock = asyncio.Lock()
         self.adapters: ServedAdapters | None = None
-        """With `max_lora_rank`: the adapters new requests generate with."""
+        """With `max_lora_rank` and `lora_serving: adapters`: the adapters new requests generate
+        with."""
+        self.merging: MergedAdapters | None = None
+        """With `max_lora_rank` and `lora_serving: merged`: what merges each version."""
         self.updates_applied = 0
         self.updates_rejected = 0
 
@@ -179,7 +191,9 @@ class VllmEngine:
             engine.options = replace(
                 opts, max_model_len=int(engine._llm.model_config.max_model_len)
             )
-        if opts.max_lora_rank is not None:
+        if opts.max_lora_rank is not None and opts.lora_serving == "merged":
+            engine.merging = MergedAdapters(path, opts.max_lora_rank)
+        elif opts.max_lora_rank is not None:
             import tempfile
 
             root = Path(tempfile.mkdtemp(prefix="agentgym-adapters-"))
@@ -306,6 +320,7 @@ class VllmEngine:
 
     async def update_weights(self, version: int, named_tensors: Any) -> float:
         """Load HF-named tensors as policy `version` (must be newer); returns seconds taken.
+        LoRA adapters (PEFT names) are served as adapters or merged first (`lora_serving`).
 
         In-flight requests are frozen (`pause_generation(mode="keep")`), not aborted: tokens
         sampled after this returns carry `version`. An older or equal version raises
@@ -314,12 +329,16 @@ class VllmEngine:
         from agentgym_rl.inference.worker import to_payload
 
         tensors = dict(named_tensors)
-        if is_adapter_update(tensors):
+        adapters = is_adapter_update(tensors)
+        if adapters and self.merging is None:
             return await self._load_adapters(version, tensors)
         async with self._update_lock:
             self._check_version(version)
-            payload = to_payload(tensors)
             t0 = time.perf_counter()
+            if adapters:  # merged here, off the event loop: requests keep streaming
+                assert self.merging is not None
+                tensors = await asyncio.to_thread(self.merging.merged, tensors)
+            payload = to_payload(tensors)
             await self._llm.pause_generation(
                 mode="keep", clear_cache=self.options.clear_cache_on_update
             )
@@ -398,7 +417,7 @@ def engine_args(path: Path, opts: EngineOptions) -> dict[str, Any]:
     )
     if opts.kv_cache_memory_bytes is not None:
         kwargs["kv_cache_memory_bytes"] = opts.kv_cache_memory_bytes
-    if opts.max_lora_rank is not None:
+    if opts.max_lora_rank is not None and opts.lora_serving == "adapters":
         kwargs.update(lora_engine_args(opts.max_lora_rank, opts.max_loras))
     return {**kwargs, **opts.extra_engine_args}
 
