@@ -64,9 +64,9 @@ FIGURES = {
         rf"^\| 40 ms \| {NUMBER} / {NUMBER} \(\*\*{NUMBER}x\*\*\)",
     ],
     "ceiling": [
-        rf"^\| same engine, every turn at once \| \d+ \| {NUMBER} \| {NUMBER} \| 1\.00 \| all \|$",
+        rf"^\| same engine, every turn at once \| \d+ \| {NUMBER} \| {NUMBER} \| 1\.00 \| all \|  \|$",
         rf"^\| rollout server, 8 groups in flight \| \d+ \| {NUMBER} \| {NUMBER} \| {NUMBER} \| "
-        rf"{NUMBER} on average \|$",
+        rf"{NUMBER} on average \| {NUMBER} on average \|$",
     ],
     "sciworld": [
         rf"^ratio \(a\)/\(b\): create\+reset {NUMBER}x faster, steps/s {NUMBER}x$",

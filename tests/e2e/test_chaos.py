@@ -5,8 +5,9 @@ generates, and every group the rollout servers made is accounted for. The groups
 sized automatically (`buffer.in_flight: auto`), so that path meets every fault too.
 
 The learner trains low-rank adapters (`learn.lora`), so this is also LoRA's run end to end: the
-weight stream carries the adapters alone, the rollout server generates with each version's,
-a restarted server gets them before it generates, the resume reads them from an adapter
+weight stream carries the adapters alone, the rollout server merges each version into its
+weights (`lora_serving: merged`, the default) and generates with it, a restarted server gets
+them before it generates, the resume reads them from an adapter
 checkpoint, and checkpoints hold them beside an HF export of the merged weights. (LoRA had its
 own run here; it cost 1.5 CI minutes for nothing this one leaves untested.)"""
 
@@ -115,7 +116,8 @@ def test_kills_of_env_rollout_and_learner_are_recovered_and_accounted(tmp_path: 
     sent = [r["sent"].split("#")[0].rsplit("_", 1)[0] for r in ledger if "sent" in r]
     assert set(sent) == {"babyai", "maze"}
 
-    # LoRA: adapters alone on the stream, each turn generated whole by one version's adapters
+    # LoRA: adapters alone on the stream; merged into the engine's weights, a turn's tokens
+    # carry the versions they were sampled under (as with full weights), never going back
     model = tmp_path / "model"
     weights_mb = sum(p.stat().st_size for p in model.glob("*.safetensors")) / 1e6
     published = [r["publish_mb"] for r in steps if r.get("publish_acked")]
@@ -124,7 +126,9 @@ def test_kills_of_env_rollout_and_learner_are_recovered_and_accounted(tmp_path: 
     late = [e for e in episodes if e["dispatch_version"] >= 1]
     assert late, "no episode generated after the first adapters arrived"
     for e in late:
-        assert all(len(set(e["versions"][s:t])) == 1 for s, t in e["turn_spans"]), e["versions"]
+        turns = [e["versions"][s:t] for s, t in e["turn_spans"]]
+        assert all(v == sorted(v) for v in turns), e["versions"]
+    assert any(v >= 1 for e in late for v in e["versions"]), "no token of merged adapters"
     last = run / "checkpoints" / f"step_{MAX_STEPS}"
     assert (last / "COMPLETE").is_file() and (last / "hf" / "model.safetensors").is_file()
     assert (last / "adapter" / "adapter_config.json").is_file()
