@@ -38,18 +38,29 @@ def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return create_tiny_model(out, corpus=tiny_corpus(), vocab_size=320, seed=0)
 
 
-@pytest.fixture(scope="module")
-def engine(model_dir: Path) -> Iterator[tuple[VllmEngine, asyncio.AbstractEventLoop]]:
+@contextmanager
+def started(
+    model_dir: Path, serving: str
+) -> Iterator[tuple[VllmEngine, asyncio.AbstractEventLoop]]:
+    """An engine taking rank-`RANK` adapters as `serving` says, on a loop of its own."""
     loop = asyncio.new_event_loop()
     threading.Thread(target=loop.run_forever, daemon=True).start()
     opts = EngineOptions(
         max_model_len=512, max_num_seqs=8, dtype="float32", temperature=TEMPERATURE,
-        max_lora_rank=RANK, lora_serving="adapters",
+        max_lora_rank=RANK, lora_serving=serving,
     )  # fmt: skip
     eng = asyncio.run_coroutine_threadsafe(VllmEngine.start(model_dir, opts), loop).result(300)
-    yield eng, loop
-    eng.shutdown()
-    loop.call_soon_threadsafe(loop.stop)
+    try:
+        yield eng, loop
+    finally:
+        eng.shutdown()
+        loop.call_soon_threadsafe(loop.stop)
+
+
+@pytest.fixture(scope="module")
+def engine(model_dir: Path) -> Iterator[tuple[VllmEngine, asyncio.AbstractEventLoop]]:
+    with started(model_dir, "adapters") as served:
+        yield served
 
 
 def learner_logprobs(
@@ -158,13 +169,13 @@ def test_merged_adapters_generate_as_the_adapted_learner(model_dir: Path, engine
     """`lora_serving: merged`: the engine starts without vLLM's LoRA, merges each version into
     the base weights it read from the model folder, and loads them as a full update."""
     eng_adapters, _ = engine  # the module's other engine stays up: one loop each
-    loop = asyncio.new_event_loop()
-    threading.Thread(target=loop.run_forever, daemon=True).start()
-    opts = EngineOptions(
-        max_model_len=512, max_num_seqs=8, dtype="float32", temperature=TEMPERATURE,
-        max_lora_rank=RANK, lora_serving="merged",
-    )  # fmt: skip
-    eng = run(loop, VllmEngine.start(model_dir, opts))
+    with started(model_dir, "merged") as (eng, loop):
+        check_merged(model_dir, eng, loop)
+    assert eng_adapters.merging is None
+
+
+def check_merged(model_dir: Path, eng: VllmEngine, loop: asyncio.AbstractEventLoop) -> None:
+    """The base, then two versions each merged from it, against the learner; a wider rank."""
     lm.init_parallel(tp=1, seed=0)
     try:
         assert eng.adapters is None and eng.merging is not None
@@ -188,8 +199,5 @@ def test_merged_adapters_generate_as_the_adapted_learner(model_dir: Path, engine
         with pytest.raises(AdapterError, match="rank 16 arrived; this engine merges up to 4"):
             run(loop, eng.update_weights(3, wide))
         assert eng.version == 2
-        assert eng_adapters.merging is None
     finally:
         lm.shutdown_parallel()
-        eng.shutdown()
-        loop.call_soon_threadsafe(loop.stop)
