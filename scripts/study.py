@@ -54,6 +54,7 @@ KEPT = (
     "learn/metrics.jsonl",
     "rollout-0/metrics.jsonl",
     "rollout-0/eval.jsonl",
+    "rollout-0/yardsticks.json",
     "timeline.jsonl",
     "run.jsonl",
     "summary.json",

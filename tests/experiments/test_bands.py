@@ -99,3 +99,27 @@ def test_plot_group_writes_the_figure_and_table(tmp_path: Path) -> None:
         timeout=120,
     )
     assert bad.returncode == 2 and "LABEL=GLOB" in bad.stderr
+
+
+def test_the_figure_draws_chance_and_the_rule_of_the_held_out_tasks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Both panels get the yardsticks of the first run that measured them; none are drawn
+    where no run did."""
+    from agentgym_rl.experiments import bands
+
+    drawn: list[tuple[float | None, float | None]] = []
+
+    def spy(ax: object, run: RunRecords, env: str | None, **kw: object) -> None:
+        drawn.append(run.yardstick(env))
+
+    monkeypatch.setattr(bands, "yardstick_lines", spy)
+    plain = _seeds(tmp_path, "plain", [0.6])
+    write_bands({"plain": plain}, tmp_path / "none")
+    assert drawn == []
+    measured = _seeds(tmp_path, "measured", [0.7, 0.8])
+    sticks = {"babyai|x": {"env": "babyai", "chance": {"all": 0.43}, "rule": {"all": 0.98}}}
+    (measured[1] / "rollout-0").mkdir(exist_ok=True)
+    (measured[1] / "rollout-0" / "yardsticks.json").write_text(json.dumps(sticks))
+    write_bands({"plain": plain, "measured": measured}, tmp_path / "out")
+    assert drawn == [(0.43, 0.98), (0.43, 0.98)]

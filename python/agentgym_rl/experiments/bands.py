@@ -4,7 +4,8 @@ drawn as its mean and the band its seeds span.
 Contract: `write_bands(groups, out_dir)` takes `{label: [run_dir, ...]}` and writes
 `bands.png` (held-out success against learner step, left, and against wall-clock minutes since
 the run's first evaluation, right: per group the mean line over its runs, the min-max band
-shaded, each run faint; a collapse marked) and `bands.md` / `bands.json` (per group: runs, final
+shaded, each run faint; a collapse marked; chance and the env's rule on the same held-out tasks
+as lines, from the first run that measured them) and `bands.md` / `bands.json` (per group: runs, final
 held-out success as mean, standard deviation and each run's, the best version's mean, tokens and
 turns per episode, generated tokens per run, wall minutes of the whole run and of its RL (first
 evaluation to last learner step), the collapse if any). A collapse is the paper's Figure 7
@@ -29,6 +30,7 @@ from matplotlib.figure import Figure
 
 from agentgym_rl.experiments.cap_curves import write_cap_curves
 from agentgym_rl.experiments.regimes import RegimeRun
+from agentgym_rl.report.plots import yardstick_lines
 from agentgym_rl.report.records import RunRecords
 
 COLLAPSE = 0.15
@@ -149,6 +151,10 @@ def _draw(groups: list[Group], out: Path) -> Path | None:
         drawn += 1
     if not drawn:
         return None
+    measured = [r for g in groups for r in g.runs if r.yardstick(None) != (None, None)]
+    if measured:  # every arm plays the same held-out tasks: one run's yardsticks serve all
+        for ax in (by_step, by_time):
+            yardstick_lines(ax, measured[0], None, label="" if ax is by_step else None)
     by_step.set(xlabel="learner step", ylabel="held-out success", ylim=(-0.02, 1.02))
     by_time.set(xlabel="wall-clock minutes since the first evaluation")
     for ax in (by_step, by_time):

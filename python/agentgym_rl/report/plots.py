@@ -174,12 +174,12 @@ def plot_eval(runs: list[RunRecords], out: Path) -> Path | None:
         drawn = _lines(ax, runs, _eval_series)
     if len(runs) == 1:
         for env in envs or [None]:
-            _yardstick_lines(ax, runs[0], env, label=f"{env} " if env else "")
+            yardstick_lines(ax, runs[0], env, label=f"{env} " if env else "")
     ax.set(xlabel="policy version", ylabel="held-out success", ylim=(-0.02, 1.02))
     return _save(fig, out / "eval_success.png", drawn)
 
 
-def _yardstick_lines(
+def yardstick_lines(
     ax: Axes, run: RunRecords, env: str | None, category: str = "all", **kw: Any
 ) -> None:
     """Chance (dashed) and the env's rule (dotted) as horizontal lines; each labelled with
@@ -207,7 +207,7 @@ def plot_eval_categories(runs: list[RunRecords], out: Path) -> Path | None:
         for category, points in run.eval_by_category(env).items():
             xs, ys = zip(*points, strict=True)
             [line] = ax.plot(xs, ys, marker=".", label=category)
-            _yardstick_lines(ax, run, env, category, label=None, color=line.get_color(), alpha=0.8)
+            yardstick_lines(ax, run, env, category, label=None, color=line.get_color(), alpha=0.8)
             drawn += 1
         ax.set(
             xlabel="policy version",
