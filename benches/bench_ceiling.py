@@ -195,8 +195,8 @@ def offline(model: Path, options: Any, turns: list[Turn]) -> Row:
 
 
 async def main_async(args: argparse.Namespace) -> int:
-    from agentgym_rl.inference.engine import EngineOptions, VllmEngine
-    from agentgym_rl.inference.kv_cache import engine_kv_cache
+    from agentgym_rl.inference.engine import VllmEngine
+    from agentgym_rl.inference.kv_cache import sized_options
 
     t_start = time.perf_counter()
     print(f"load average at start: {os.getloadavg()[0]:.2f} (1 min)", flush=True)
@@ -208,14 +208,11 @@ async def main_async(args: argparse.Namespace) -> int:
         # the KV cache `serve-rollouts` would size for the largest setting's episodes
         caps = [args.auto_cap if s == "auto" else int(s) for s in args.settings]
         episodes = max(caps) * args.group_size
-        kv = engine_kv_cache(config.engine, setup.model, episodes)
-        if args.kv_mb is not None:
-            kv = args.kv_mb << 20
-        knobs: dict[str, Any] = {"max_num_seqs": 256}
-        if kv is not None:
-            knobs["kv_cache_memory_bytes"] = kv
-            print(f"engine KV cache: {kv >> 20} MiB ({episodes} episodes at once)", flush=True)
-        options = EngineOptions.from_config(config.engine, **knobs)
+        engine_config = config.engine.model_copy(update={"kv_cache_mb": args.kv_mb})
+        options = sized_options(engine_config, setup.model, episodes, max_num_seqs=256)
+        if options.kv_cache_memory_bytes is not None:
+            mib = options.kv_cache_memory_bytes >> 20
+            print(f"engine KV cache: {mib} MiB ({episodes} episodes at once)", flush=True)
         engine = await VllmEngine.start(setup.model, options)
         served: list[tuple[Row, list[Turn], Row]] = []
         try:

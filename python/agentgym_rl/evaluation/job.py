@@ -253,14 +253,12 @@ def adapter_rank(folder: Path) -> int:
 
 async def start_engine(options: EvalOptions) -> Engine:
     """The vLLM engine of `options.model` (one sequence slot per concurrent episode)."""
-    from agentgym_rl.inference.engine import EngineOptions, VllmEngine
-    from agentgym_rl.inference.kv_cache import engine_kv_cache
+    from agentgym_rl.inference.engine import VllmEngine
+    from agentgym_rl.inference.kv_cache import sized_options
 
     assert options.model is not None
     slots = max(options.concurrency, 1)
-    kv = engine_kv_cache(options.engine, options.model, slots)
-    knobs = {} if kv is None else {"kv_cache_memory_bytes": kv}
-    opts = EngineOptions.from_config(options.engine, max_num_seqs=slots, **knobs)
+    opts = sized_options(options.engine, options.model, slots, max_num_seqs=slots)
     if options.adapter is None:
         return await VllmEngine.start(options.model, opts)
     rank = adapter_rank(options.adapter)

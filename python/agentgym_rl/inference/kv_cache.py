@@ -12,9 +12,16 @@ once at the full context length, within a share of the memory available when the
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from agentgym_rl.config.rollout import EngineConfig
+
+if TYPE_CHECKING:
+    from agentgym_rl.inference.engine import EngineOptions
+
+log = logging.getLogger(__name__)
 
 FLOOR_BYTES = 256 << 20
 """Never less (the size every engine had before sizing; a few full-length sequences)."""
@@ -23,6 +30,20 @@ MEMORY_SHARE = 0.25
 share the machine)."""
 
 _DTYPE_BYTES = {"float32": 4, "float": 4, "bfloat16": 2, "float16": 2, "half": 2}
+
+
+def sized_options(
+    config: EngineConfig, model: Path | str, sequences: int, **knobs: Any
+) -> EngineOptions:
+    """`EngineOptions.from_config(config, **knobs)` with the KV cache `engine_kv_cache` gives
+    (logged), for an engine on `model` holding `sequences` sequences at once."""
+    from agentgym_rl.inference.engine import EngineOptions
+
+    kv = engine_kv_cache(config, model, sequences)
+    if kv is not None:
+        knobs["kv_cache_memory_bytes"] = kv
+        log.info("engine KV cache: %d MiB for %d episodes at once", kv >> 20, sequences)
+    return EngineOptions.from_config(config, **knobs)
 
 
 def engine_kv_cache(config: EngineConfig, model: Path | str, sequences: int) -> int | None:

@@ -513,17 +513,15 @@ async def serve(config: RolloutConfig, *, sync: bool = False) -> DispatchSummary
     """Start vLLM on `config.model`, then `run_service` with `engine.max_model_len` as the
     engine runs it (None in the config: the model's own length); the engine is shut down at
     the end."""
-    from agentgym_rl.inference.engine import EngineOptions, VllmEngine
-    from agentgym_rl.inference.kv_cache import engine_kv_cache
+    from agentgym_rl.inference.engine import VllmEngine
+    from agentgym_rl.inference.kv_cache import sized_options
 
     # every episode it may hold at once: the in-flight groups' and an evaluation's
     episodes = config.buffer.max_in_flight * config.dataset.group_size
     episodes += config.eval.concurrency if config.eval is not None else 0
-    kv = engine_kv_cache(config.engine, config.model, episodes)
-    knobs = {} if kv is None else {"kv_cache_memory_bytes": kv}
-    if kv is not None:
-        log.info("engine KV cache: %d MiB for %d episodes at once", kv >> 20, episodes)
-    engine = await VllmEngine.start(config.model, EngineOptions.from_config(config.engine, **knobs))
+    engine = await VllmEngine.start(
+        config.model, sized_options(config.engine, config.model, episodes)
+    )
     try:
         context = config.engine.model_copy(update={"max_model_len": engine.max_model_len})
         return await run_service(config.model_copy(update={"engine": context}), engine, sync=sync)
