@@ -52,14 +52,14 @@ fi
 
 # 3. The rest of the runtime stack (pinned in pyproject.toml) and the build tools.
 if ! have_versions megatron-core==0.16.1 \
-    || ! "$PY" -c "import zmq, msgpack, uvloop, pydantic, yaml, rich, maturin, matplotlib, tensorboard" \
+    || ! "$PY" -c "import zmq, msgpack, uvloop, pydantic, yaml, rich, maturin, matplotlib, tensorboard, gguf, accelerate" \
       2>/dev/null \
     || ! "$PY" -c "import setuptools, sys; sys.exit(int(setuptools.__version__.split('.')[0]) < 77)" \
       2>/dev/null; then
-  say "megatron-core, pyzmq, msgpack, uvloop, pydantic, pyyaml, rich, matplotlib, tensorboard, maturin, setuptools"
+  say "megatron-core, pyzmq, msgpack, uvloop, pydantic, pyyaml, rich, matplotlib, tensorboard, gguf, accelerate, maturin, setuptools"
   pip_q megatron-core==0.16.1 "pyzmq>=26,<28" "msgpack>=1.1,<2" "uvloop>=0.21,<1" \
     "pydantic>=2.12,<3" "pyyaml>=6,<7" "rich>=13,<16" "matplotlib>=3.8,<4" \
-    "tensorboard>=2.15,<3" "maturin>=1.9,<2" "setuptools>=77"
+    "tensorboard>=2.15,<3" "gguf>=0.17,<1" "accelerate>=1.4,<2" "maturin>=1.9,<2" "setuptools>=77"
 fi
 if [[ $DEV == 1 ]]; then
   if ! "$PY" -c "import pytest, mypy, wandb, pandas" 2>/dev/null || ! command -v ruff >/dev/null; then

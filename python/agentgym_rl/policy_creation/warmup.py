@@ -7,8 +7,9 @@ are context, never targets) and saves it back in place. The transcripts hold uni
 valid actions, so the model learns to write a well-formed action that names something it was
 shown, not which action is good: the base policy's success stays near random play, which the
 RL run has to beat.
-Tokenisation is the agent loop's: each message is rendered by the model's chat template alone,
-and ChatML's special tokens keep message boundaries, so the concatenation equals a full render.
+Tokenisation is the agent loop's: each message is what it adds to the chat template's render of
+the turns before it, and ChatML's special tokens keep message boundaries, so the concatenation
+equals a full render.
 """
 
 from __future__ import annotations
@@ -44,11 +45,18 @@ def encode(
     system turn is rendered with `tools` (a tool transcript's schemas)."""
     ids: list[int] = []
     weights: list[float] = []
-    for m in messages:
-        with_tools = {"tools": list(tools)} if tools and m["role"] == "system" else {}
-        rendered = tokenizer.apply_chat_template(
-            [m], tokenize=False, add_generation_prompt=False, **with_tools
+    with_tools = {"tools": list(tools)} if tools else {}
+    before = ""
+    for i, m in enumerate(messages):
+        # each message is the render's growth (a template may add a default system turn to
+        # a conversation without one, as SmolLM2's does: rendered alone, every message would
+        # carry it)
+        whole = tokenizer.apply_chat_template(
+            list(messages[: i + 1]), tokenize=False, add_generation_prompt=False, **with_tools
         )
+        if not whole.startswith(before):
+            raise ValueError("the chat template renders earlier turns differently as turns grow")
+        rendered, before = whole[len(before) :], whole
         enc = tokenizer(rendered, add_special_tokens=False, return_offsets_mapping=True)
         ids.extend(enc["input_ids"])
         weight = {"assistant": 1.0, "user": observation_weight, "tool": observation_weight}

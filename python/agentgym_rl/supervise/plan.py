@@ -272,7 +272,9 @@ def plan_run(
         problem = missing_model(train.model)
         if problem:
             problems.append(f"model: {problem} Or give `init_model:` options to create it.")
-    elif (wanted := train.rollout.engine.max_model_len or 0) > CREATED_CONTEXT:
+    elif train.init_model.base is None and (
+        (wanted := train.rollout.engine.max_model_len or 0) > CREATED_CONTEXT
+    ):
         # found now, not after the minutes init-model takes (the engine would refuse it then)
         problems.append(
             f"rollout.engine.max_model_len: {wanted} is larger than the context of the model "

@@ -1,0 +1,100 @@
+"""SmolLM2-135M-Instruct through the stack: its chat template rendered by the Rust trajectory
+builder token for token as transformers renders it, across turns and with its default system
+turn; vLLM generating from those tokens with the log-probs the Megatron learner (Llama path,
+tied embeddings, 9/3 GQA) computes for them."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+import torch
+
+from agentgym_rl.inference.engine import EngineOptions, VllmEngine
+from agentgym_rl.learner import convert
+from agentgym_rl.learner import model as lm
+from agentgym_rl.learner.trainer import load_hf_state_dict
+from agentgym_rl.trajectory import ChatTokenizer, TrajectoryBuilder
+
+pytestmark = pytest.mark.engine
+TEMPERATURE = 0.8
+SYSTEM = {"role": "system", "content": "You are in a BabyAI grid world. Reply with an action."}
+FIRST = {
+    "role": "user",
+    "content": "Goal: go to the red ball\nActions: turn left, go to red ball 1",
+}
+REPLY = {"role": "assistant", "content": "Thought: go to the red ball\nAction: go to red ball 1"}
+SECOND = {"role": "user", "content": "You see a wall.\nActions: turn left, turn right"}
+
+
+def conversations() -> list[list[dict[str, str]]]:
+    return [
+        [SYSTEM, FIRST],
+        [SYSTEM, FIRST, REPLY, SECOND],
+        [FIRST, REPLY, SECOND],  # no system turn: the template writes its own default one
+    ]
+
+
+def test_template_renders_token_exact_across_turns(smollm2: Path) -> None:
+    from transformers import AutoTokenizer
+
+    hf = AutoTokenizer.from_pretrained(str(smollm2))
+    chat = ChatTokenizer.from_dir(smollm2)
+    for messages in conversations():
+        for prompt in (False, True):
+            want = hf.apply_chat_template(messages, tokenize=False, add_generation_prompt=prompt)
+            assert chat.render(messages, add_generation_prompt=prompt) == want
+            ids = hf(want, add_special_tokens=False)["input_ids"]
+            assert chat.apply_chat_template(messages, add_generation_prompt=prompt).tolist() == ids
+    # an episode built turn by turn (the reply's ids as an engine returns them) is the full render
+    for prefix in ([SYSTEM, FIRST], [FIRST]):
+        builder = TrajectoryBuilder(chat, prefix, stop_ids=[hf.convert_tokens_to_ids("<|im_end|>")])
+        reply = hf(REPLY["content"] + "<|im_end|>", add_special_tokens=False)["input_ids"]
+        assert builder.add_generated(reply, [0.0] * len(reply), 0)
+        assert builder.add_observation(SECOND)
+        # the observation's tokens end with the next turn's generation prompt
+        full = hf.apply_chat_template(
+            [*prefix, REPLY, SECOND], tokenize=False, add_generation_prompt=True
+        )
+        whole = hf(full, add_special_tokens=False)["input_ids"]
+        trajectory = builder.finish()
+        assert trajectory.input_ids.tolist() == whole and not trajectory.drift
+        assert int(trajectory.loss_mask.sum()) == len(reply)
+
+
+def test_engine_logprobs_are_the_learners(smollm2: Path) -> None:
+    from transformers import AutoConfig
+
+    chat = ChatTokenizer.from_dir(smollm2)
+    prompt = chat.apply_chat_template([SYSTEM, FIRST], add_generation_prompt=True).tolist()
+    opts = EngineOptions(
+        max_model_len=512, max_num_seqs=4, dtype="float32", temperature=TEMPERATURE
+    )
+
+    async def sample() -> tuple[list[int], list[float]]:
+        engine = await VllmEngine.start(smollm2, opts)
+        try:
+            got = await engine.generate(prompt, max_tokens=24, request_id="smol", seed=3)
+            return got.token_ids, got.logprobs
+        finally:
+            engine.shutdown()
+
+    tokens, logprobs = asyncio.run(sample())
+    assert len(tokens) >= 4
+    lm.init_parallel(tp=1, seed=0)
+    try:
+        hf = AutoConfig.from_pretrained(str(smollm2))
+        model = lm.build_gpt_model(hf, fused_swiglu=False)
+        spec = convert.ConvertSpec.from_hf(hf, 1, model.vocab_size)
+        assert spec.tied and spec.num_heads == 9 and spec.num_kv_heads == 3
+        convert.load_hf_weights(model, load_hf_state_dict(smollm2), spec)
+        ids = torch.tensor([prompt + tokens[:-1]])
+        labels = torch.tensor([prompt[1:] + tokens])
+        pos = torch.arange(ids.shape[1])[None]
+        with torch.no_grad():
+            ours = lm.token_logprobs(model, ids, pos, labels, TEMPERATURE, vocab_size=hf.vocab_size)
+        learner = ours[0, len(prompt) - 1 :]
+        torch.testing.assert_close(torch.tensor(logprobs), learner, atol=2e-3, rtol=0)
+    finally:
+        lm.shutdown_parallel()
