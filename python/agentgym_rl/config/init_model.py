@@ -124,6 +124,9 @@ class InitModelSettings(ConfigModel):
     """Train on the observation turns too, each token weighing this against an action token (a
     dense copy task: the listed actions spell the labels the observation names); 0: only the
     actions."""
+    warmup_precision: Literal["fp32", "bf16"] = "fp32"
+    """The warm-up's forward precision: bf16 autocast (weights and optimizer fp32) trains a
+    pretrained base ~2x faster on a CPU with bf16 instructions; created models stay fp32."""
     action_format: ActionFormat | None = None
     """How the transcripts write actions (default: each env's own format); `tools`: as the
     Qwen-style tool calls the created template reads (`<tool_call>` JSON), results as tool

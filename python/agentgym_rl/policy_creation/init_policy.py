@@ -140,6 +140,7 @@ def init_policy(
             seed=options.seed,
             threads=options.threads,
             observation_weight=options.warmup_observation_weight,
+            precision=options.warmup_precision,
             on_step=on_step,
         )
     record: dict[str, object] = {
