@@ -253,6 +253,37 @@ def test_fused_logprobs_match_vocab_parallel_path(parallel: lm.ParallelLayout, f
     assert torch.equal(alone, lp_f)
 
 
+@pytest.mark.parametrize("fused", [True, False])
+def test_head_on_selected_positions_matches_full_head(
+    parallel: lm.ParallelLayout, fused: bool
+) -> None:
+    """`positions` projects only the loss's tokens onto the vocabulary: the same log-probs and
+    entropies there, 0 elsewhere, and the same gradients for a loss masked to those positions."""
+    hf = tiny_hf_model("llama")
+    model, spec = _megatron(hf, vocab_multiple=128)
+    ids, pos, labels = make_batch(1000)
+    positions = torch.zeros_like(ids, dtype=torch.bool)
+    positions[0, 3:7], positions[1, 10:15] = True, True
+    results = []
+    for chosen in (None, positions):
+        model.zero_grad(set_to_none=True)
+        lp, h = lm.token_logprobs_and_entropy(
+            model, ids, pos, labels, 0.7, fused=fused, positions=chosen
+        )
+        ((lp + 0.1 * h) * positions).sum().backward()
+        results.append((lp.detach(), h.detach(), convert.export_hf_grads(model, spec)))
+    (lp_all, h_all, g_all), (lp_sel, h_sel, g_sel) = results
+    torch.testing.assert_close(lp_sel[positions], lp_all[positions], atol=1e-6, rtol=0)
+    torch.testing.assert_close(h_sel[positions], h_all[positions], atol=1e-5, rtol=0)
+    assert not lp_sel[~positions].any() and not h_sel[~positions].any()
+    assert lp_all[~positions].ne(0).all()
+    for name, grad in g_all.items():
+        torch.testing.assert_close(g_sel[name], grad, atol=1e-7, rtol=1e-4, msg=name)
+    with torch.no_grad():
+        alone = lm.token_logprobs(model, ids, pos, labels, 0.7, fused=fused, positions=positions)
+    assert torch.equal(alone, lp_sel)
+
+
 def test_right_padded_rows_match_unpadded(parallel: lm.ParallelLayout) -> None:
     """Rows of different lengths in one collated batch: the padded row's real-token log-probs
     equal those of the same sequence alone (RoPE by column, padding after the real tokens)."""

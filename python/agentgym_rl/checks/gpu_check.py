@@ -13,7 +13,7 @@ the learner's own code paths, reports:
     not counted) over the dense bf16 peak (`PEAK_BF16_TFLOPS` by device name, `--peak-tflops`).
 (b) log-probs: the learner's per-token log-probs (`Passes.logprobs`) of one micro-batch of a
     fresh batch against transformers' fp32 ones with the learner's weights as
-    `export_hf_weights` gives them: max and mean |diff| over real tokens, for the learner's
+    `export_hf_weights` gives them: max and mean |diff| over the loss tokens, for the learner's
     forward in fp32 and, when training in bf16, under its bf16 autocast. PASS when max <=
     `TOLERANCE`: fp32 1e-4, the bound of the learner's transformers tests (only summation
     order differs: measured max 1e-6 tiny, 3e-6 on the 0.5B shape). bf16 0.15: bf16 keeps 8
@@ -269,13 +269,13 @@ def _hf_logprobs(trainer: Any, mb: Any) -> torch.Tensor:
 
 
 def check_logprobs(trainer: Any, groups: list[Any], work: Workload) -> dict[str, Diff]:
-    """|learner - transformers fp32| log-probs on the first micro-batch's real tokens, for
-    the learner's forward without autocast and, when it trains in bf16, with it."""
+    """|learner - transformers fp32| log-probs on the first micro-batch's loss tokens (the only
+    ones the learner projects onto the vocabulary), for the learner's forward without autocast
+    and, when it trains in bf16, with it."""
     from agentgym_rl.learner.batch import collate
 
     mb = collate(groups, pad_multiple=trainer.config.parallel.tp).split(work.check_tokens)[0]
-    real = torch.arange(mb.input_ids.size(1)) < (mb.lengths - 1)[:, None]  # labels of tokens
-    real = real.to(trainer.device)
+    real = (mb.loss_mask > 0).to(trainer.device)
     passes = {"fp32": replace(trainer.passes, autocast=None)}
     if trainer.passes.autocast is not None:
         passes["bf16"] = trainer.passes

@@ -312,6 +312,17 @@ class PolicyGPTModel(GPTModel):
     """
 
     token_head: TokenHead | None = None
+    head_rows: torch.Tensor | None = None
+    """``[s, b]`` bool: the positions whose logits the head needs (None: all of them)."""
+
+    def _postprocess(self, hidden_states: torch.Tensor, **kwargs: Any) -> Any:
+        rows, labels = self.head_rows, kwargs.get("labels")
+        if rows is None or labels is None or not self.post_process:
+            return super()._postprocess(hidden_states=hidden_states, **kwargs)
+        # the vocabulary projection is the widest matrix of a small model: only the selected
+        # positions reach it, as one sequence of n ([n, 1, h]; labels [1, n])
+        kwargs["labels"] = labels.transpose(0, 1)[rows].unsqueeze(0)
+        return super()._postprocess(hidden_states=hidden_states[rows].unsqueeze(1), **kwargs)
 
     def compute_language_model_loss(self, labels: torch.Tensor, logits: torch.Tensor) -> Any:
         if self.token_head is None:
@@ -341,22 +352,40 @@ def _run_head(
     labels: torch.Tensor,
     head: TokenHead,
     autocast: torch.dtype | None,
+    positions: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, ...]:
     """One forward with `head` applied to its logits; results ``[B, S]``. With `autocast`
-    only the model's layers run under autocast; the head is always fp32."""
+    only the model's layers run under autocast; the head is always fp32. With `positions`
+    (``[B, S]`` bool) a `PolicyGPTModel` projects only those positions onto the vocabulary;
+    the results are 0 elsewhere."""
     mask, ctx = _forward_setup(input_ids, position_ids, autocast)
-    if isinstance(model, PolicyGPTModel):
-        model.token_head = head
-        try:
-            with ctx:
-                out = model(input_ids, position_ids, mask, labels=labels)
-        finally:
-            model.token_head = None
-    else:  # a plain GPTModel: its [b, s, v] logits, seen as [s, b, v]
+    if not isinstance(model, PolicyGPTModel):  # a plain GPTModel: [b, s, v] seen as [s, b, v]
         with ctx:
             logits = model(input_ids, position_ids, mask)
         out = head(logits.transpose(0, 1), labels.transpose(0, 1).contiguous())
-    return tuple(t.transpose(0, 1).contiguous() for t in out)
+        return tuple(_outside(t.transpose(0, 1), positions) for t in out)
+    rows = None if positions is None else positions.transpose(0, 1)
+    model.token_head, model.head_rows = head, rows
+    try:
+        with ctx:
+            out = model(input_ids, position_ids, mask, labels=labels)
+    finally:
+        model.token_head, model.head_rows = None, None
+    if rows is None:
+        return tuple(t.transpose(0, 1).contiguous() for t in out)
+    return tuple(_scatter_rows(t[:, 0], rows) for t in out)
+
+
+def _scatter_rows(values: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+    """``[n]`` values of the selected ``[s, b]`` rows back into a ``[b, s]`` grid, 0 elsewhere."""
+    full = values.new_zeros(rows.shape).masked_scatter(rows, values)
+    return full.transpose(0, 1).contiguous()
+
+
+def _outside(t: torch.Tensor, positions: torch.Tensor | None) -> torch.Tensor:
+    """`t` ``[B, S]`` with 0 outside `positions` (the selected path's convention)."""
+    t = t.contiguous()
+    return t if positions is None else torch.where(positions, t, torch.zeros_like(t))
 
 
 def _sampling_logits(
@@ -444,6 +473,7 @@ def token_logprobs(
     vocab_size: int | None = None,
     fused: bool = True,
     autocast: torch.dtype | None = None,
+    positions: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """log softmax(logits / temperature)[label] per token, [B, S] fp32, differentiable.
 
@@ -454,10 +484,12 @@ def token_logprobs(
     With tensor parallelism (or `fused=False`) the softmax runs through Megatron's
     vocab-parallel cross-entropy, so each rank only touches its own vocabulary shard; every
     tensor-parallel rank returns the same values. `autocast` (e.g. ``torch.bfloat16``) runs the
-    model's forward under autocast; the log-softmax stays fp32.
+    model's forward under autocast; the log-softmax stays fp32. `positions` (``[B, S]`` bool,
+    e.g. the loss mask) limits the vocabulary projection to those positions: the result is 0
+    elsewhere, and a step whose loss covers a tenth of its tokens skips most of the head.
     """
     head = _logprob_head(model, temperature, vocab_size, fused=_use_fused(fused), entropy=False)
-    (logprobs,) = _run_head(model, input_ids, position_ids, labels, head, autocast)
+    (logprobs,) = _run_head(model, input_ids, position_ids, labels, head, autocast, positions)
     return logprobs
 
 
@@ -471,6 +503,7 @@ def token_logprobs_and_entropy(
     vocab_size: int | None = None,
     fused: bool = True,
     autocast: torch.dtype | None = None,
+    positions: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """`token_logprobs` and the per-token entropy of softmax(logits / temperature), one forward.
 
@@ -478,7 +511,9 @@ def token_logprobs_and_entropy(
     entropy excludes padded vocabulary columns (see `vocab_parallel_entropy`).
     """
     head = _logprob_head(model, temperature, vocab_size, fused=_use_fused(fused), entropy=True)
-    logprobs, entropy = _run_head(model, input_ids, position_ids, labels, head, autocast)
+    logprobs, entropy = _run_head(
+        model, input_ids, position_ids, labels, head, autocast, positions
+    )
     return logprobs, entropy
 
 

@@ -7,7 +7,8 @@ forward with pp = 1), every forward at the rollout engine's sampling `temperatur
 elsewhere):
 
 * `logprobs(micro, model)`: per-token log-probs of each micro-batch without grad (the
-  reference policy's, and the proximal ones with `recompute_proximal`);
+  reference policy's, and the proximal ones with `recompute_proximal`), computed at the loss
+  mask's positions only (0 elsewhere: only those reach the vocabulary head);
 * `loss_and_backward(micro, refs, proximal, model, loss, counts)`: the policy forward with
   grad (plus per-token entropies with an entropy bonus or `loss.track_entropy`),
   `losses.policy_loss` with the denominators of the whole step (`StepCounts`, summed over
@@ -130,7 +131,13 @@ class Passes:
         )
 
     def _logprobs(self, mb: Any, model: torch.nn.Module) -> torch.Tensor:
-        return lm.token_logprobs(model, *self._inputs(mb), self.temperature, autocast=self.autocast)
+        return lm.token_logprobs(
+            model,
+            *self._inputs(mb),
+            self.temperature,
+            autocast=self.autocast,
+            positions=self._loss_positions(mb),
+        )
 
     def _logprobs_and_entropy(
         self, mb: Any, model: torch.nn.Module, entropy: bool
@@ -139,8 +146,17 @@ class Passes:
         if not entropy:
             return self._logprobs(mb, model), None
         return lm.token_logprobs_and_entropy(
-            model, *self._inputs(mb), self.temperature, autocast=self.autocast
+            model,
+            *self._inputs(mb),
+            self.temperature,
+            autocast=self.autocast,
+            positions=self._loss_positions(mb),
         )
+
+    def _loss_positions(self, mb: Any) -> torch.Tensor:
+        """Where the loss reads log-probs: the only positions projected onto the vocabulary
+        (elsewhere the log-probs are 0, and every use of them is masked)."""
+        return mb.loss_mask.to(self.device) > 0
 
     def _inputs(self, mb: Any) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """A micro-batch's ids, positions and labels on this rank's device."""
