@@ -12,11 +12,37 @@ import pytest
 from agentgym_rl.processes import ports
 from agentgym_rl.processes.env_servers import EnvServerProcess
 from agentgym_rl.trajectory import ChatTokenizer
+from leftovers import Leftover, collect, start_session
 from scripted_engine import CHATML
 from tiers import forbid_processes, tier_of
 
 if TYPE_CHECKING:
     from vllm_fixtures import EngineHandle
+
+
+LEFT_BEHIND: list[Leftover] = []
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    start_session()  # every process the tests start carries this session's mark
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _no_leftovers(request: pytest.FixtureRequest) -> Iterator[None]:
+    """After each module, what its tests left running outside pytest's tree is killed and
+    reported at the end (`leftovers.py`): a leak costs a line, not the suite's cores."""
+    yield
+    LEFT_BEHIND.extend(collect(request.module.__name__))
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if not LEFT_BEHIND:
+        return
+    terminalreporter.section("processes left behind (killed after their module)")
+    for left in LEFT_BEHIND:
+        terminalreporter.line(
+            f"{left.pid} after {left.found_after}, started in {left.started_by}: {left.command}"
+        )
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

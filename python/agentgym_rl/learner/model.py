@@ -511,9 +511,7 @@ def token_logprobs_and_entropy(
     entropy excludes padded vocabulary columns (see `vocab_parallel_entropy`).
     """
     head = _logprob_head(model, temperature, vocab_size, fused=_use_fused(fused), entropy=True)
-    logprobs, entropy = _run_head(
-        model, input_ids, position_ids, labels, head, autocast, positions
-    )
+    logprobs, entropy = _run_head(model, input_ids, position_ids, labels, head, autocast, positions)
     return logprobs, entropy
 
 

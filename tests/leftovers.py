@@ -1,0 +1,60 @@
+"""Processes a test left behind: found after each test module, named, stopped, reported.
+
+Every process a test session starts carries `SESSION_ENV` in its environment (set before the
+first test; children inherit it). After each module, a process that carries this session's
+value but no longer descends from pytest (its parent died and it was reparented) is a leftover:
+it is killed, so it cannot eat the cores the rest of the suite runs on, and recorded with the
+test that was running when it started (its inherited ``PYTEST_CURRENT_TEST``). The terminal
+summary lists them; a CI log then says which test leaks instead of only running slow.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from dataclasses import dataclass
+
+import psutil
+
+SESSION_ENV = "AGENTGYM_RL_TEST_SESSION"
+
+
+@dataclass(frozen=True)
+class Leftover:
+    pid: int
+    command: str
+    started_by: str  # the test running when it was started
+    found_after: str  # the module after which it was found
+
+
+def start_session() -> None:
+    """Mark this session's processes (children inherit the variable)."""
+    os.environ.setdefault(SESSION_ENV, uuid.uuid4().hex)
+
+
+def _descendants_of_pytest() -> set[int]:
+    me = psutil.Process()
+    return {me.pid} | {p.pid for p in me.children(recursive=True)}
+
+
+def collect(module: str) -> list[Leftover]:
+    """Kill and return this session's processes that no longer descend from pytest."""
+    mark = os.environ.get(SESSION_ENV)
+    if mark is None:
+        return []
+    ours = _descendants_of_pytest()
+    found = []
+    for proc in psutil.process_iter():
+        if proc.pid in ours:
+            continue
+        try:
+            env = proc.environ()
+            if env.get(SESSION_ENV) != mark:
+                continue
+            command = " ".join(proc.cmdline())[:160]
+            proc.kill()
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            continue
+        test = env.get("PYTEST_CURRENT_TEST", "?")
+        found.append(Leftover(proc.pid, command, test, module))
+    return found
