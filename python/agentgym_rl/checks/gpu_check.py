@@ -2,8 +2,9 @@
 
 Contract. `main(argv)` (`scripts/gpu_check.sh`, or `python -m agentgym_rl.checks.gpu_check`)
 writes a random-weight HF Qwen2 checkpoint (config.json, model.safetensors; no tokenizer: the
-learner reads none) to `--out` (default: a temporary folder, removed at the end) and, through
-the learner's own code paths, reports:
+learner reads none), or takes a real model (`--model`), and with its files under `--out`
+(default: a temporary folder, removed at the end), through the learner's own code paths,
+reports:
 
 (a) train: one untimed warm-up step, then `--steps` timed `Trainer.train_step`s (collate, GRPO
     advantages, token-budgeted micro-batches of right-padded rows (`Batch.split`, the learner's
@@ -23,6 +24,10 @@ the learner's own code paths, reports:
 (c) export: one `export_hf_weights` (HF-named full fp32 weights, on the learner's device) and
     one `Trainer.publish` into a real `WeightPublisher` with no subscribers (export, owned copy,
     device -> host, chunks with crc32 and blake2b digest, signed): bytes, seconds, GB/s.
+
+`--model` checks a real model instead of a random one: a pretrained base `init-model --base`
+knows (`smollm2-135m-instruct`: its registry wheel's GGUF converted on the spot, no hub) or an
+HF folder of a Llama/Qwen2 model; the workload and the checks stay the same.
 
 Forms: by default a Qwen2.5-0.5B-shaped model trained with bf16 autocast on CUDA on GPU-sized
 batches (`GPU_WORK`, ~100k tokens a step), sized to end well inside 5 minutes on one H100.
@@ -96,8 +101,20 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="gpu_check", description=__doc__.split("\n\n")[0])
     p.add_argument("--cpu", action="store_true", help="run on CPU (fp32, small batches)")
     p.add_argument("--tiny", action="store_true", help="a ~5M-parameter model, not 0.5B")
+    p.add_argument(
+        "--model",
+        default=None,
+        metavar="BASE_OR_DIR",
+        help="a real model instead of a random one: a base init-model --base knows "
+        "(smollm2-135m-instruct) or an HF folder (Llama/Qwen2)",
+    )
     p.add_argument("--steps", type=int, default=5, help="timed steps after one warm-up")
-    p.add_argument("--out", type=Path, default=None, help="where the random model is written")
+    p.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="where the model (random or converted) and the check's files go",
+    )
     p.add_argument("--precision", choices=("fp32", "bf16"), help="default: bf16, fp32 on CPU")
     p.add_argument("--peak-tflops", type=float, default=None, help="dense bf16 peak for MFU")
     p.add_argument("--seed", type=int, default=0)
@@ -112,8 +129,22 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args = p.parse_args(argv)
     if args.steps < 1:
         p.error("--steps must be >= 1")
+    if args.model and args.tiny:
+        p.error("--model and --tiny both choose the model: pass one")
     args.precision = args.precision or ("fp32" if args.cpu else "bf16")
     return args
+
+
+def real_model(base: str, out: Path) -> Path:
+    """`base` as the learner reads it: an HF folder as it is, else `prepare_base`'s folder of
+    it under `out` (a registry-shipped model is converted there)."""
+    from agentgym_rl.policy_creation.pretrained import prepare_base
+
+    folder = Path(base)
+    if (folder / "config.json").is_file():
+        return folder
+    prepare_base(base, out / "model", say=lambda line: print(f"gpu_check: {line}"))
+    return out / "model"
 
 
 def create_model(out: Path, shape: Shape, device: torch.device, seed: int) -> Path:
@@ -176,8 +207,9 @@ def make_groups(rng: np.random.Generator, vocab: int, work: Workload) -> list[An
     return [group(g) for g in range(work.groups)]
 
 
-def make_trainer(model_dir: Path, args: argparse.Namespace, work: Workload) -> Any:
-    """The real `Trainer` on `model_dir`, publishing into a `WeightPublisher` nobody joins."""
+def make_trainer(model_dir: Path, out: Path, args: argparse.Namespace, work: Workload) -> Any:
+    """The real `Trainer` on `model_dir` (checkpoints and logs under `out`), publishing into a
+    `WeightPublisher` nobody joins."""
     from agentgym_rl.config.learn import LearnConfig
     from agentgym_rl.learner.trainer import Trainer
     from agentgym_rl.weights.publisher import WeightPublisher
@@ -191,8 +223,8 @@ def make_trainer(model_dir: Path, args: argparse.Namespace, work: Workload) -> A
             "max_steps": args.steps + 1,
             "seed": args.seed,
             "weights": {"endpoint": "tcp://127.0.0.1:0"},
-            "checkpoint": {"dir": model_dir / "checkpoints"},
-            "log_dir": model_dir / "logs",
+            "checkpoint": {"dir": out / "checkpoints"},
+            "log_dir": out / "logs",
             "lora": {"rank": args.lora, "alpha": 2.0 * args.lora} if args.lora else None,
         }
     )
@@ -211,13 +243,17 @@ def model_flops(trainer: Any, steps: list[list[Any]]) -> float:
 
     params = dict(trainer.model.named_parameters())
     matmul = sum(p.numel() for p in params.values() if p.dim() == 2)
-    if "output_layer.weight" in params:  # untied: the input embedding is a lookup
-        matmul -= params["embedding.word_embeddings.weight"].numel()
+    # the input embedding is a lookup; the vocabulary head (tied or not) runs on loss tokens only
+    head = params["embedding.word_embeddings.weight"].numel()
+    matmul -= head if "output_layer.weight" not in params else 2 * head
     hf = trainer.hf_config
-    lengths = np.array([len(s.tokens) for gs in steps for g in gs for s in g.samples], float)
+    samples = [s for gs in steps for g in gs for s in g.samples]
+    lengths = np.array([len(s.tokens) for s in samples], float)
+    # a sample's loss tokens are its generated ones after the first (labels are shifted)
+    loss_tokens = float(sum(int(s.tokens.loss_mask[1:].sum()) for s in samples))
     q_width = hf.num_attention_heads * head_dim_of(hf)
     attention = 6.0 * hf.num_hidden_layers * q_width * float((lengths**2).sum())
-    return 6.0 * matmul * float(lengths.sum()) + attention
+    return 6.0 * matmul * float(lengths.sum()) + 6.0 * head * loss_tokens + attention
 
 
 def peak_tflops(args: argparse.Namespace) -> float | None:
@@ -317,6 +353,8 @@ def report(args: argparse.Namespace, trainer: Any, results: dict[str, Any]) -> b
     n_params = sum(p.numel() for p in trainer.model.parameters()) / 1e6
     device = torch.cuda.get_device_name() if torch.cuda.is_available() else "CPU"
     form = "tiny Qwen2" if args.tiny else "Qwen2.5-0.5B-shaped"
+    if args.model:
+        form = f"{Path(args.model).name} ({trainer.hf_config.model_type})"
     form += f", LoRA rank {args.lora}" if args.lora else ""
     print(f"\ngpu_check: {form} ({n_params:.1f}M params), {args.precision}, {device}")
     per_step = f"{tr['tokens_per_step']:.0f} tokens in {tr['step_s']:.3f} s"
@@ -346,8 +384,11 @@ def run_checks(args: argparse.Namespace, out: Path) -> bool:
     t0 = time.perf_counter()
     work = CPU_WORK if args.cpu else GPU_WORK
     device = torch.device("cpu" if args.cpu else "cuda")
-    model_dir = create_model(out, TINY if args.tiny else QWEN25_05B, device, args.seed)
-    trainer = make_trainer(model_dir, args, work)
+    if args.model:
+        model_dir = real_model(args.model, out)
+    else:
+        model_dir = create_model(out, TINY if args.tiny else QWEN25_05B, device, args.seed)
+    trainer = make_trainer(model_dir, out, args, work)
     try:
         vocab = trainer.hf_config.vocab_size
         rng = np.random.default_rng(args.seed)
