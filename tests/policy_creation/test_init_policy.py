@@ -147,6 +147,9 @@ def test_init_model_writes_a_loadable_warmed_up_policy(small_policy: Path) -> No
 
     info = json.loads((small_policy / INFO_FILE).read_text())
     assert info["options"]["transcripts"] == 24 and 0.0 <= info["random_action_success"] <= 1.0
+    assert info["options"]["hidden"] > 0  # a created model records its size
+    phases = info["phases_s"]
+    assert phases["warmup"] > 0 and sum(phases.values()) <= info["wall_s"] + 1e-6
     assert info["warmup_loss_last"] < 0.7 * info["warmup_loss_first"]  # it learned the format
     assert info["copy_loss_last"] < info["copy_loss_first"]  # read-and-copy came first
     assert info["split"] == "envs/agentgym_envs/babyai/data/goto_train.json"  # no machine path

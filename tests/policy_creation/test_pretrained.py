@@ -38,6 +38,9 @@ def test_converted_folder_computes_what_the_gguf_file_does(smollm2: Path) -> Non
     record = json.loads((smollm2 / "init_model.json").read_text())
     assert record["base"]["parameters"] == pytest.approx(134.5e6, rel=0.01)
     assert record["warmup_loss_first"] is None  # --warmup-steps 0: the base as it is
+    assert "hidden" not in record["options"] and "vocab_size" not in record["options"]
+    assert set(record["phases_s"]) == {"play", "prepare", "warmup"}
+    assert record["phases_s"]["prepare"] >= record["base"]["wall_s"] > 0
     tokenizer = AutoTokenizer.from_pretrained(str(smollm2))
     end_of_turn = tokenizer.convert_tokens_to_ids("<|im_end|>")
     generation = json.loads((smollm2 / "generation_config.json").read_text())

