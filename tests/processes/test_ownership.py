@@ -1,0 +1,90 @@
+"""A command that owns its descendants (`processes/ownership.py`): whatever ends it, SIGKILL
+included, nothing it started outlives it, even a process in a session of its own that ignores
+SIGTERM (as an orphaned vLLM engine core did). Real processes."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from agentgym_rl.processes.orphans import alive
+
+pytestmark = pytest.mark.process
+
+# The command: owns its descendants, then starts a stubborn grandchild outside its own process
+# group (SIGTERM ignored) and a plain one, writes their pids, and waits to be stopped.
+COMMAND = textwrap.dedent(
+    """
+    import os, subprocess, sys, time
+    from agentgym_rl.processes.ownership import own_descendants
+
+    owner = own_descendants(grace_s=1.0)
+    stubborn = subprocess.Popen(
+        [sys.executable, "-c", "import signal, time; signal.signal(signal.SIGTERM, "
+         "signal.SIG_IGN); time.sleep(1000)"],
+        start_new_session=True,
+    )
+    plain = subprocess.Popen(["sleep", "1000"])
+    open(sys.argv[1], "w").write(f"{stubborn.pid} {plain.pid} {owner.watchdog.pid}")
+    if sys.argv[2] == "exit":
+        sys.exit(0)
+    time.sleep(1000)
+    """
+)
+
+
+def _start(tmp_path: Path, how: str) -> tuple[subprocess.Popen[bytes], list[int]]:
+    pids_file = tmp_path / "pids"
+    proc = subprocess.Popen([sys.executable, "-c", COMMAND, str(pids_file), how])
+    deadline = time.monotonic() + 60
+    while not (pids_file.is_file() and pids_file.read_text().count(" ") == 2):
+        assert time.monotonic() < deadline, "the command did not start its children"
+        time.sleep(0.05)
+    return proc, [int(p) for p in pids_file.read_text().split()]
+
+
+def _gone_within(pids: list[int], seconds: float) -> list[int]:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        left = [p for p in pids if alive(p)]
+        if not left:
+            return []
+        time.sleep(0.1)
+    return [p for p in pids if alive(p)]
+
+
+@pytest.mark.parametrize("how", ["SIGKILL", "SIGTERM", "exit"])
+def test_nothing_the_command_started_outlives_it(tmp_path: Path, how: str) -> None:
+    proc, (stubborn, plain, watchdog) = _start(tmp_path, how)
+    try:
+        if how != "exit":
+            os.kill(proc.pid, getattr(signal, how))
+        proc.wait(timeout=30)
+        # the watchdog's grace (1 s) for SIGTERM, then SIGKILL for the stubborn one
+        left = _gone_within([stubborn, plain, watchdog], 15)
+        assert not left, f"left behind after {how}: {left}"
+    finally:
+        for pid in (stubborn, plain):
+            if alive(pid):
+                os.kill(pid, signal.SIGKILL)
+
+
+def test_a_process_started_before_ownership_is_not_touched(tmp_path: Path) -> None:
+    """Only what carries the mark is stopped: a sibling the test started lives on."""
+    sibling = subprocess.Popen(["sleep", "1000"])
+    try:
+        proc, pids = _start(tmp_path, "SIGKILL")
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+        assert not _gone_within(pids, 15)
+        assert sibling.poll() is None
+    finally:
+        sibling.kill()
+        sibling.wait()
