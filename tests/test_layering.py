@@ -90,8 +90,9 @@ LAYERS: dict[str, set[str]] = {
     # soak, chaos and compare, and the analyses across runs (seed bands, turn caps, regimes)
     "experiments": {"_core", "auth", "config", "processes", "report"},
     "runs": {"episode", "report"},
-    # checks a user runs from the installed wheel: the learner on one GPU
-    "checks": {"config", "learner", "weights", "wire"},
+    # checks a user runs from the installed wheel: the learner on one GPU (on a random model, or
+    # a pretrained base prepared as init-model prepares it)
+    "checks": {"config", "learner", "policy_creation", "weights", "wire"},
     # a run on a cluster's scheduler: the supervisor over srun steps or Ray actors
     "cluster": {"auth", "config", "processes", "report", "supervise"},
 }
