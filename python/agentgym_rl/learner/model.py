@@ -19,7 +19,9 @@ Contract:
   vocabulary shard); with tp == 1 through one fused `log_softmax` + gather over the unpadded
   columns (`fused=False` forces the vocab-parallel path there too, for tests). Either way the
   log-probs are read from the output layer's ``[s, b, v]`` logits inside the forward
-  (`PolicyGPTModel.token_head`), skipping Megatron's transposed copy of the logits.
+  (`PolicyGPTModel.token_head`), skipping Megatron's transposed copy of the logits. With
+  `positions` (the loss mask) only those positions reach the output layer
+  (`PolicyGPTModel.head_rows`); the log-probs elsewhere are 0.
 - `token_logprobs_and_entropy` also returns the per-token entropy of that same distribution
   (tp > 1: `vocab_parallel_entropy`, max, sum-exp and sum(p * logit) reduced over the
   tensor-parallel group, padded columns excluded; tp == 1: from the same log-softmax),
