@@ -49,7 +49,7 @@ def one(shape_name: str, rank: int, steps: int, out: Path) -> dict[str, Any]:
         gpu_check.create_model(model_dir, shape, torch.device("cpu"), seed=0)
     args = argparse.Namespace(precision="fp32", steps=steps, seed=0, lora=rank)
     work = gpu_check.CPU_WORK
-    trainer = gpu_check.make_trainer(model_dir, args, work)
+    trainer = gpu_check.make_trainer(model_dir, out / f"{shape_name}-r{rank}", args, work)
     try:
         rng = np.random.default_rng(0)
         batches = [gpu_check.make_groups(rng, shape.vocab_size, work) for _ in range(steps + 1)]
