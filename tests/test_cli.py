@@ -39,8 +39,20 @@ def test_every_command_module_is_registered_and_complete() -> None:
     assert modules == registered
     for command in COMMANDS:
         assert command.HELP and command.DESCRIPTION and callable(command.run)
+        assert isinstance(command.CHILDREN, str)
     (sub,) = [a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)]
     assert list(sub.choices) == [c.NAME for c in COMMANDS]
+
+
+def test_the_stopping_table_names_every_command_that_starts_processes() -> None:
+    """docs/architecture.md says what each command starts and how it ends; a command whose
+    `CHILDREN` is not empty (it runs owned) has its row there."""
+    text = (Path(__file__).resolve().parents[1] / "docs/architecture.md").read_text()
+    table = text.split("## Stopping:", 1)[1].split("\n## ", 1)[0]
+    rows = [line.split("|")[1] for line in table.splitlines() if line.startswith("| `")]
+    for command in COMMANDS:
+        if command.CHILDREN:
+            assert any(f"`{command.NAME}`" in row for row in rows), command.NAME
 
 
 def _learn(*args: str) -> subprocess.CompletedProcess[str]:

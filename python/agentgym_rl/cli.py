@@ -24,9 +24,14 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from agentgym_rl.processes.ownership import owning
+
     given = list(sys.argv[1:] if argv is None else argv)
     args = build_parser(given).parse_args(given)
-    return int(args.func(args))
+    if not args.children:
+        return int(args.func(args))
+    with owning():  # nothing the command starts outlives it, however it ends
+        return int(args.func(args))
 
 
 if __name__ == "__main__":

@@ -93,6 +93,7 @@ def test_turn_cap_flag_repeats_and_bad_caps_are_refused(tmp_path: Path) -> None:
         asyncio.run(sweep_turn_caps(EvalOptions(split=[SPLIT], model=tmp_path), [0, 3]))
 
 
+@pytest.mark.process  # the command runs owned: its watchdog is a process
 def test_eval_without_out_prints_its_table_and_writes_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -15,24 +15,36 @@ from pathlib import Path
 import pytest
 
 from agentgym_rl.processes.orphans import alive
+from agentgym_rl.processes.watchdog import carries
 
 pytestmark = pytest.mark.process
 
-# The command: owns its descendants, then starts a stubborn grandchild outside its own process
-# group (SIGTERM ignored) and a plain one, writes their pids, and waits to be stopped.
+# The command: owns what it starts in a block, there a stubborn grandchild outside its own process
+# group (SIGTERM ignored, renamed as vLLM's engine core renames itself) and a plain one, then one
+# more after the block; writes their pids and waits to be stopped.
 COMMAND = textwrap.dedent(
     """
     import os, subprocess, sys, time
-    from agentgym_rl.processes.ownership import own_descendants
+    from agentgym_rl.processes.ownership import owning
 
-    owner = own_descendants(grace_s=1.0)
-    stubborn = subprocess.Popen(
-        [sys.executable, "-c", "import signal, time; signal.signal(signal.SIGTERM, "
-         "signal.SIG_IGN); time.sleep(1000)"],
-        start_new_session=True,
-    )
-    plain = subprocess.Popen(["sleep", "1000"])
-    open(sys.argv[1], "w").write(f"{stubborn.pid} {plain.pid} {owner.watchdog.pid}")
+    with owning(grace_s=1.0) as owner:
+        # as vLLM's engine core: renames itself, which overwrites the environment /proc shows
+        stubborn = subprocess.Popen(
+            [sys.executable, "-c", "import signal, sys, time, setproctitle; "
+             "signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+             "setproctitle.setproctitle('renamed ' * 40); "
+             "open(sys.argv[1], 'w').write('renamed'); time.sleep(1000)",
+             sys.argv[1] + ".renamed"],
+            start_new_session=True,
+        )
+        plain = subprocess.Popen(["sleep", "1000"])
+        while not os.path.exists(sys.argv[1] + ".renamed"):
+            time.sleep(0.01)
+        import tempfile
+        tempfile.mkstemp()  # in the owner's folder, which the watchdog removes
+        open(sys.argv[1] + ".tmp", "w").write(os.environ["TMPDIR"] + " " + owner.mark)
+    after = subprocess.Popen(["sleep", "1000"])  # started outside the block: not owned
+    open(sys.argv[1], "w").write(f"{stubborn.pid} {plain.pid} {owner.watchdog.pid} {after.pid}")
     if sys.argv[2] == "exit":
         sys.exit(0)
     time.sleep(1000)
@@ -44,7 +56,7 @@ def _start(tmp_path: Path, how: str) -> tuple[subprocess.Popen[bytes], list[int]
     pids_file = tmp_path / "pids"
     proc = subprocess.Popen([sys.executable, "-c", COMMAND, str(pids_file), how])
     deadline = time.monotonic() + 60
-    while not (pids_file.is_file() and pids_file.read_text().count(" ") == 2):
+    while not (pids_file.is_file() and pids_file.read_text().count(" ") == 3):
         assert time.monotonic() < deadline, "the command did not start its children"
         time.sleep(0.05)
     return proc, [int(p) for p in pids_file.read_text().split()]
@@ -62,7 +74,9 @@ def _gone_within(pids: list[int], seconds: float) -> list[int]:
 
 @pytest.mark.parametrize("how", ["SIGKILL", "SIGTERM", "exit"])
 def test_nothing_the_command_started_outlives_it(tmp_path: Path, how: str) -> None:
-    proc, (stubborn, plain, watchdog) = _start(tmp_path, how)
+    proc, (stubborn, plain, watchdog, after) = _start(tmp_path, how)
+    tmp_name, mark = (tmp_path / "pids.tmp").read_text().split()
+    assert not carries(stubborn, mark)  # its environment is unreadable: the tree finds it
     try:
         if how != "exit":
             os.kill(proc.pid, getattr(signal, how))
@@ -70,8 +84,11 @@ def test_nothing_the_command_started_outlives_it(tmp_path: Path, how: str) -> No
         # the watchdog's grace (1 s) for SIGTERM, then SIGKILL for the stubborn one
         left = _gone_within([stubborn, plain, watchdog], 15)
         assert not left, f"left behind after {how}: {left}"
+        assert alive(after), "a process started after the block was stopped"
+        tmp = Path(tmp_name)
+        assert tmp.name.startswith("agrl-") and not tmp.exists()
     finally:
-        for pid in (stubborn, plain):
+        for pid in (stubborn, plain, after):
             if alive(pid):
                 os.kill(pid, signal.SIGKILL)
 
@@ -83,7 +100,8 @@ def test_a_process_started_before_ownership_is_not_touched(tmp_path: Path) -> No
         proc, pids = _start(tmp_path, "SIGKILL")
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=30)
-        assert not _gone_within(pids, 15)
+        assert not _gone_within(pids[:3], 15)
+        os.kill(pids[3], signal.SIGKILL)
         assert sibling.poll() is None
     finally:
         sibling.kill()

@@ -34,6 +34,7 @@ def test_help_documents_every_option(capsys: pytest.CaptureFixture[str]) -> None
         assert option in out
 
 
+@pytest.mark.process  # the command runs owned: its watchdog is a process
 def test_bad_config_exits_2_with_the_key_path(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["serve-rollouts", "--config", str(TINY), "buffer.max_ready=0"]) == 2
     assert "buffer.max_ready" in capsys.readouterr().err

@@ -28,6 +28,7 @@ from agentgym_rl.cluster.slurm_script import SubmitError, batch_script, submit
 from agentgym_rl.config.cluster import ClusterConfig
 from agentgym_rl.config.train import TrainConfig
 from agentgym_rl.processes.child import cli_argv
+from agentgym_rl.processes.ownership import unowned_env
 from agentgym_rl.processes.ports import JobPorts
 from agentgym_rl.supervise.placement import Placement
 from agentgym_rl.supervise.plan import PlanError, plan_run
@@ -140,7 +141,9 @@ def launch_ray(train: TrainConfig, address: str, *, dry_run: bool = False) -> La
     script.write_text("#!/bin/sh\n" + shlex.join(argv) + "\n")
     if not dry_run:
         try:
-            done = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+            done = subprocess.run(
+                argv, capture_output=True, text=True, timeout=300, env=unowned_env()
+            )
         except FileNotFoundError as e:
             raise SubmitError("ray not found: pip install 'agentgym-rl[ray]'") from e
         if done.returncode != 0:

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from agentgym_rl.config.cluster import ClusterConfig, RoleNodes, SlurmSettings
 from agentgym_rl.config.train import TrainConfig
+from agentgym_rl.processes.ownership import unowned_env
 
 ROLES = ("learner", "rollout", "env")
 """The roles in component order: the learner's component runs the batch shell."""
@@ -106,13 +107,15 @@ def batch_script(train: TrainConfig, python: str = sys.executable) -> str:
 
 
 def submit(script: Path, env: dict[str, str] | None = None) -> int:
-    """Submit `script` with sbatch; the job id. Raises `SubmitError` with sbatch's reason."""
+    """Submit `script` with sbatch; the job id. Raises `SubmitError` with sbatch's reason. The
+    job gets `env` (default: this process's) without the owners' marks: sbatch exports the
+    submitter's environment, and the job must outlive the command that submitted it."""
     try:
         done = subprocess.run(
             ["sbatch", "--parsable", str(script)],
             capture_output=True,
             text=True,
-            env=env,
+            env=unowned_env(env),
             timeout=120,
         )
     except FileNotFoundError as e:

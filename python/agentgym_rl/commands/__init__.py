@@ -1,7 +1,9 @@
 """The `agentgym-rl` subcommands: one module each, registered from `COMMANDS`.
 
 Contract: a command module has `NAME` (the subcommand), `HELP` (its line in `agentgym-rl
---help`), `DESCRIPTION` (its own `--help`), `add_arguments(parser)` and `run(args) -> exit code`.
+--help`), `CHILDREN` (the processes it starts, "" for none: the CLI runs a command that starts any
+inside `processes.ownership.owning()`, so none outlives it; docs/architecture.md lists them),
+`DESCRIPTION` (its own `--help`), `add_arguments(parser)` and `run(args) -> exit code`.
 Only argparse runs at parse time: a module imports its stack inside `run`, and only the chosen
 command's arguments are built (some are made from the typed configs, which load pydantic), so
 `agentgym-rl --help` and a command's parsing stay fast and a command needs only its own
@@ -38,6 +40,7 @@ from agentgym_rl.commands import (
 class Command(Protocol):
     NAME: str
     HELP: str
+    CHILDREN: str
     DESCRIPTION: str
 
     def add_arguments(self, parser: argparse.ArgumentParser) -> None: ...
@@ -83,4 +86,4 @@ def add_commands(
         )
         if only is None or only == command.NAME:
             command.add_arguments(parser)
-        parser.set_defaults(func=command.run)
+        parser.set_defaults(func=command.run, children=command.CHILDREN)

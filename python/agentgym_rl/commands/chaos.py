@@ -8,6 +8,7 @@ from pathlib import Path
 
 NAME = "chaos"
 HELP = "a train run with env servers, rollout servers, the learner or train killed on purpose"
+CHILDREN = "the `train` run it breaks on purpose (env servers, serve-rollouts, learn)"
 DESCRIPTION = (
     "Runs `train --config FILE`, SIGKILLs the chosen children when the learner reaches the "
     "chosen steps (env and rollout servers are restarted by the supervisor, a killed "

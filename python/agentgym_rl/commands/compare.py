@@ -15,6 +15,7 @@ HELP = (
     "the async design against the reference's synchronous regime: train both on one config "
     "at an injected env latency, plot held-out success against wall-clock minutes"
 )
+CHILDREN = "the `train` runs it compares"
 DESCRIPTION = (
     "Runs `train` on --config in both modes (async, sync), --runs times each, with the env "
     "servers' injected step latency, then writes REPORT/compare.png (held-out success "

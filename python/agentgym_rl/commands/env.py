@@ -82,6 +82,7 @@ def _missing(_: argparse.Namespace) -> int:
 
 NAME = "env"
 HELP = "list or serve environments (AgentGym HTTP + ZeroMQ)"
+CHILDREN = "an env's own processes under `env serve` (ScienceWorld's JVMs, web envs' Chromium)"
 DESCRIPTION = (
     "The environments of the installed agentgym-envs package and of any installed env plugin "
     "(entry points of the group agentgym_rl.envs): `list`, `list -v NAME`, `serve NAME`."

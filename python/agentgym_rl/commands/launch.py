@@ -12,6 +12,7 @@ from pathlib import Path
 
 NAME = "launch"
 HELP = "submit a train config to a cluster: a SLURM batch job or a Ray job"
+CHILDREN = ""  # what it submits must outlive it (ownership.unowned_env)
 DESCRIPTION = (
     "Takes the run `train` would run on one machine to a cluster, as the config's `cluster:` "
     "section places it (nodes and GPUs per role). --slurm writes RUN_DIR/launch/job.sbatch (a "

@@ -13,6 +13,7 @@ import sys
 
 NAME = "learn"
 HELP = "train the policy on streamed groups and publish new weights"
+CHILDREN = ""  # torchrun or `train` starts it
 DESCRIPTION = (
     "Receives GRPO groups from rollout servers, drops stale and malformed ones (counted), "
     "takes one AdamW step per groups_per_step groups on a Megatron-core model, publishes "
@@ -65,6 +66,9 @@ def run(args: argparse.Namespace) -> int:
 
     from agentgym_rl.learner.service import run_learner
     from agentgym_rl.learner.trainer import IdleTimeout
+    from agentgym_rl.processes.orphans import end_with_torchrun
+
+    end_with_torchrun()  # its own session: a killed torchrun's group signal would miss it
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     try:

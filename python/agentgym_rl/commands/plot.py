@@ -11,6 +11,7 @@ from pathlib import Path
 
 NAME = "plot"
 HELP = "regenerate a run's plots and summary, or overlay several runs"
+CHILDREN = ""
 DESCRIPTION = (
     "RUN_DIR: writes RUN_DIR/plots/*.png and RUN_DIR/summary.md; several runs with --out "
     "DIR: their curves overlaid in DIR. --group LABEL=GLOB (repeated) --out DIR: the runs of "

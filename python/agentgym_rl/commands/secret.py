@@ -8,6 +8,7 @@ from pathlib import Path
 
 NAME = "secret"
 HELP = "write a new secret that signs a split cluster's group and weight messages"
+CHILDREN = ""
 DESCRIPTION = (
     "Writes 256 random bits as hex to PATH, readable by its owner only (0600). Every learn "
     "and serve-rollouts process of the run names the file in its config (auth.secret_file) "

@@ -15,6 +15,7 @@ import argparse
 
 NAME = "serve-rollouts"
 HELP = "generate rollouts continuously and stream finished groups to learners"
+CHILDREN = "vLLM's engine core, the agent commands of `agents:`"
 DESCRIPTION = (
     "Starts the vLLM engine and the env pool, runs episodes under staleness admission with "
     "ScalingInter turn caps, and streams finished GRPO groups to the learner endpoints. "

@@ -12,6 +12,7 @@ import sys
 
 NAME = "show"
 HELP = "print a logged episode as a transcript with its loss mask visible"
+CHILDREN = ""
 DESCRIPTION = (
     "Decodes one episode of a run's episodes.jsonl with the run's tokenizer: trained "
     "(generated) tokens highlighted, masked tokens dim, with reward, turn cap, status and "

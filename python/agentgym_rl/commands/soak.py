@@ -29,6 +29,7 @@ DEFAULT_ENVS = (
 
 NAME = "soak"
 HELP = "run many episodes per env and check that memory, descriptors and tasks stay flat"
+CHILDREN = "the env servers it soaks"
 DESCRIPTION = (
     "For each env: its env servers (--env-servers) and one serve-rollouts process (real "
     "vLLM, a small model) whose groups are taken and dropped (no learner). Every --every "

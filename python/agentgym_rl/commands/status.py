@@ -13,6 +13,7 @@ from pathlib import Path
 
 NAME = "status"
 HELP = "show a run's progress line from its folder (train runs and launched jobs)"
+CHILDREN = ""
 DESCRIPTION = (
     "Prints the scheduler's job (for a launched run), the learner's step out of max_steps and "
     "the progress line `train` shows (success, reward, tokens/s, staleness, the latest eval), "

@@ -13,6 +13,7 @@ from pathlib import Path
 
 NAME = "train"
 HELP = "run env servers, rollout servers and the learner together, supervised"
+CHILDREN = "env servers, serve-rollouts, learn (torchrun when learner_procs > 1)"
 DESCRIPTION = (
     "Starts the env servers, serve-rollouts and learn (torchrun when learner_procs > 1) as "
     "child processes on 127.0.0.1 wired over ZeroMQ, shows progress, stops everything in "

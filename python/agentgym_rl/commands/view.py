@@ -11,6 +11,7 @@ import sys
 
 NAME = "view"
 HELP = "browse a run's episodes, trained tokens and credit in a web page"
+CHILDREN = ""  # it serves in-process
 DESCRIPTION = (
     "Serves a page over a run folder (finished or still being written): an overview (held-out "
     "and training success per env beside chance and the rule, turns, throughput, staleness), "

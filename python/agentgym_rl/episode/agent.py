@@ -48,6 +48,8 @@ class Played:
     """`<call>: <the pool's error message>` (call: create, reset or step)."""
     invalid: int | None = None
     """Its turns that did nothing (None: not counted, a user agent's episode)."""
+    runaway: int = 0
+    """Of those, the turns that ran to the token cap (`EpisodeState.runaway`)."""
     forks: int = 0
     """A user agent's episode: segments forked off (`gateway/episodes.py`)."""
 
@@ -130,7 +132,7 @@ class AgentLoop:
                     **self.sampling,
                 )
             await play_turn(ep, gen, step, self.metrics)
-        played = Played(ep.samples(), ep.failure, ep.invalid)
+        played = Played(ep.samples(), ep.failure, ep.invalid, runaway=ep.runaway)
         self.metrics.record_episode(played.sample, plan.task.env, drift=played.drift)
         return played
 

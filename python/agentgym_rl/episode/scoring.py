@@ -48,6 +48,9 @@ class EvalRecord:
     """How the episode ended (`done`, `turn_cap`, ...), when known."""
     failure: str | None = None
     """Why it ended as an env failure (`create: no server of environment ... is up: ...`)."""
+    turns: int | None = None
+    runaway_turns: int | None = None
+    """Turns that ran to the token cap without a parsable action (the token-level agent)."""
 
 
 @dataclass(frozen=True, slots=True)

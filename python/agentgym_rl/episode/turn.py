@@ -251,6 +251,8 @@ class EpisodeState:
     turns: int = 0
     invalid: int = 0
     """Turns that did nothing (see `Acted.invalid`)."""
+    runaway: int = 0
+    """Invalid turns that ran to the token cap: a model that does not stop (eval warns)."""
     status: Status | None = None
     failure: str | None = None
     """Why it ended as an env failure (see `env_failure`)."""
@@ -376,6 +378,7 @@ async def play_turn(
     metrics.record_turn(ep.turns, acted.action, acted.invalid, repeated=repeated)
     ep.last_action = action
     ep.invalid += acted.invalid
+    ep.runaway += acted.invalid and gen.finish_reason == "length"
     ep.score = acted.score
     if acted.ended is not None:
         ep.status, ep.failure = acted.ended, acted.failure

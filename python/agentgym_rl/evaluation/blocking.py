@@ -14,6 +14,7 @@ from agentgym_rl.config.rollout import EngineConfig
 from agentgym_rl.episode.scoring import EvalReport
 from agentgym_rl.evaluation.from_run import options_for_run
 from agentgym_rl.evaluation.job import run_evaluation
+from agentgym_rl.processes.ownership import owning
 
 T = TypeVar("T")
 
@@ -57,7 +58,8 @@ def evaluate(
             raise EvalError("give splits (a split file, or several)")
         path = Path(model) if model is not None else None
         chosen = EvalOptions(model=path, api_base=endpoint, api_model=api_model, **given)
-    return run_blocking(run_evaluation(chosen))
+    with owning():  # vLLM's engine core and the env servers end with this process
+        return run_blocking(run_evaluation(chosen))
 
 
 def run_blocking(work: Coroutine[Any, Any, T]) -> T:

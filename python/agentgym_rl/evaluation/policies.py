@@ -76,7 +76,11 @@ class AgentPolicy:
             group = self._groups.setdefault(task.item_id, len(self._groups))
             self.episode_log.record_held_out(played, plan, group)
         return EpisodeOutcome(
-            float(sample.reward), sample.status, int(sample.turns), played.failure
+            float(sample.reward),
+            sample.status,
+            int(sample.turns),
+            played.failure,
+            runaway_turns=played.runaway,
         )
 
     async def aclose(self) -> None:

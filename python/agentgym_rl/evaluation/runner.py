@@ -40,6 +40,8 @@ class EpisodeOutcome:
     messages: tuple[dict[str, Any], ...] = ()
     """The chat messages of the episode (text policies; the token-level agent logs its own);
     in tool mode with `tool_calls` and `role: tool` messages."""
+    runaway_turns: int | None = None
+    """Turns that ran to the token cap without a parsable action (the token-level agent)."""
 
 
 class Policy(Protocol):
@@ -85,9 +87,11 @@ async def run_episodes(
         async with gate:
             rid = f"{run_id}-{task.item_id}-s{k}"
             failure: str | None = None
+            turns = runaway = None
             try:
                 out = await policy.episode(task, turn_cap=settings.turn_cap, request_id=rid)
                 reward, status, failure = out.reward, out.status, out.failure
+                turns, runaway = out.turns, out.runaway_turns
             except (asyncio.CancelledError, EvalError):
                 raise
             except Exception:
@@ -105,6 +109,8 @@ async def run_episodes(
             reward=reward,
             status=status,
             failure=failure,
+            turns=turns,
+            runaway_turns=runaway,
         )
         if on_episode is not None:
             on_episode(rec)

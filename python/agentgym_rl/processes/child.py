@@ -23,7 +23,6 @@ started through `srun` or by a Ray actor on another node (`agentgym_rl.cluster`)
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 import shlex
 import signal
@@ -37,9 +36,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, Protocol
 
-from agentgym_rl.processes.orphans import PARENT_ENV
+from agentgym_rl.processes.orphans import PARENT_ENV, parent_death_signal
 
-_PR_SET_PDEATHSIG = 1
 POLL_S = 0.1
 """How often readiness is polled."""
 
@@ -95,8 +93,7 @@ class NotReady(TimeoutError):
 def die_with_parent() -> None:
     """Runs in the child before exec (`preexec_fn`): ask the kernel for SIGTERM when the
     supervisor exits."""
-    with contextlib.suppress(Exception):
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+    parent_death_signal(signal.SIGTERM)
 
 
 def health_ok(port: int, host: str = "127.0.0.1") -> bool:

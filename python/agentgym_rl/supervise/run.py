@@ -5,8 +5,9 @@ Contract: `train(config)` plans the run (`plan.py`; a bad config or a busy port 
 supervised children to the end in this process (`Supervisor`, which needs the main thread for
 its signal handlers) and writes the report; it returns a `RunResult`. With `background=True`
 the same run is an `agentgym-rl train` child process instead and a `RunHandle` comes back at
-once: `.status()`, `.metrics()`, `.stop()`, `.wait()`. `resume(run_dir)` continues a stopped run
-from its own `configs/train.yaml`, as `train --resume` does.
+once: `.status()`, `.metrics()`, `.stop()`, `.wait()`. Either way the run's processes end with
+this process (`processes.ownership.owning`). `resume(run_dir)` continues a stopped run from its
+own `configs/train.yaml`, as `train --resume` does.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import Any, Literal, overload
 from agentgym_rl.config.train import TrainConfig
 from agentgym_rl.learner.checkpoint_dirs import complete_checkpoints
 from agentgym_rl.processes.child import cli_argv
+from agentgym_rl.processes.ownership import owning
 from agentgym_rl.report import write_report
 from agentgym_rl.report.records import read_jsonl
 from agentgym_rl.supervise.children import RunPlan, write_plan
@@ -155,9 +157,10 @@ def _start(
     config: TrainConfig, *, resume: bool, background: bool, say: Callable[[str], None]
 ) -> RunResult | RunHandle:
     plan = plan_run(config, resume=resume)  # raises PlanError before anything starts
-    if background:
-        return _spawn(config, resume)
-    return RunResult(config.run_dir, run_plan(plan, resume=resume, say=say))
+    with owning():  # the run ends with this process, in the background too
+        if background:
+            return _spawn(config, resume)
+        return RunResult(config.run_dir, run_plan(plan, resume=resume, say=say))
 
 
 def run_plan(
