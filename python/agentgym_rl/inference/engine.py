@@ -167,6 +167,9 @@ class VllmEngine:
             log.debug("vLLM start-up failed on %s", path, exc_info=True)
             raise EngineStartError(f"could not start vLLM on {path}: {root_cause(e)}") from e
         await engine._llm.update_weight_version(str(engine._version))
+        note = dtype_note(path, opts.dtype, str(engine._llm.model_config.dtype))
+        if note:
+            log.warning("%s", note)
         return engine
 
     @classmethod
@@ -400,6 +403,27 @@ class VllmEngine:
         llm.shutdown()
         del llm
         gc.collect()
+
+
+def dtype_note(path: Path, asked: str, running: str) -> str | None:
+    """One line when the engine runs another dtype than the checkpoint's, saying which and why;
+    None when they agree (or the checkpoint says none)."""
+    import json
+
+    try:
+        config = json.loads((path / "config.json").read_text())
+    except (OSError, ValueError):
+        return None
+    stored = config.get("dtype") or config.get("torch_dtype")
+    running = running.removeprefix("torch.")
+    if not isinstance(stored, str) or stored == running:
+        return None
+    why = (
+        "dtype auto: vLLM's choice on this platform; --dtype float32 (engine.dtype) keeps it"
+        if asked == "auto"
+        else f"dtype {asked} asked"
+    )
+    return f"vLLM runs {path.name} in {running}, its checkpoint is {stored} ({why})"
 
 
 def in_process_worker_on_cpu() -> None:

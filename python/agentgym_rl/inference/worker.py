@@ -15,10 +15,15 @@ copy or a oneDNN handle, then the original `weight` is replaced by an empty tens
 restores each layer to checkpoint format, loads, and re-runs `process_weights_after_loading`,
 so the kernels are rebuilt from the new weights. It is the same lifecycle vLLM's NCCL
 weight-transfer engine uses on GPUs.
+
+Imported in a worker, it also folds vLLM's warning per tensor whose dtype differs from the
+engine's (a float32 checkpoint served in bfloat16: hundreds of lines at every load) into one
+line per pair of dtypes (`OneDtypeLine`).
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import torch
@@ -42,6 +47,29 @@ def to_payload(named_tensors: Any) -> WeightPayload:
     if not payload:
         raise ValueError("an update needs at least one tensor")
     return payload
+
+
+class OneDtypeLine(logging.Filter):
+    """Of vLLM's "Attempted to load weight W with dtype A into parameter with dtype B" warnings,
+    says the first of each (A, B) pair once for every tensor, and drops the rest."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.said: set[tuple[str, str]] = set()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not str(record.msg).startswith("Attempted to load weight %s with dtype"):
+            return True
+        args = record.args if isinstance(record.args, tuple) and len(record.args) == 3 else None
+        pair = (str(args[1]), str(args[2])) if args else ("?", "?")
+        if pair in self.said:
+            return False
+        self.said.add(pair)
+        record.msg, record.args = "loading %s weights into %s parameters (the engine's dtype)", pair
+        return True
+
+
+logging.getLogger("vllm.model_executor.models.utils").addFilter(OneDtypeLine())
 
 
 class WeightLoaderExtension:
