@@ -277,8 +277,8 @@ def test_head_on_selected_positions_matches_full_head(
     torch.testing.assert_close(h_sel[positions], h_all[positions], atol=1e-5, rtol=0)
     assert not lp_sel[~positions].any() and not h_sel[~positions].any()
     assert lp_all[~positions].ne(0).all()
-    for name, grad in g_all.items():
-        torch.testing.assert_close(g_sel[name], grad, atol=1e-7, rtol=1e-4, msg=name)
+    for name, grad in g_all.items():  # sums in another order: ~2e-6 apart on values up to ~5
+        torch.testing.assert_close(g_sel[name], grad, atol=1e-5, rtol=1e-4, msg=name)
     with torch.no_grad():
         alone = lm.token_logprobs(model, ids, pos, labels, 0.7, fused=fused, positions=positions)
     assert torch.equal(alone, lp_sel)
