@@ -33,4 +33,4 @@ step "stubtest (agentgym_rl._core against its .pyi)"
 "$PY" -m mypy.stubtest agentgym_rl._core --ignore-disjoint-bases --allowlist scripts/stubtest-allowlist.txt
 
 step "pytest"
-"$PY" -m pytest -m "not gpu and not stop_matrix" --durations=30 "$@"
+"$PY" -m pytest -m "not gpu and not extended" --durations=30 "$@"

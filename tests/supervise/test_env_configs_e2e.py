@@ -23,8 +23,13 @@ pytestmark = pytest.mark.engine
 # calls, and those commands on the same web env server are the webarena run's: its own run here
 # would add ~90 s of CI for no path the two others leave untested (it loads with every shipped
 # config in tests/config)
+# webarena's run (~90 s) is left to `pytest -m extended`: its env server is miniwob's (run below
+# with tools), and the pool's WebArena HTTP dialect is driven end to end by
+# tests/evaluation/test_eval_web_http.py
 @pytest.mark.slow
-@pytest.mark.parametrize("env", ["sciworld", "searchqa", "webarena"])
+@pytest.mark.parametrize(
+    "env", ["sciworld", "searchqa", pytest.param("webarena", marks=pytest.mark.extended)]
+)
 def test_tiny_env_config_trains_end_to_end(env: str, tmp_path: Path) -> None:
     run = tmp_path / "run"
     done = subprocess.run(
