@@ -114,15 +114,14 @@ def owning(grace_s: float = GRACE_S) -> Iterator[Owner | None]:
 
 
 def _tell(owner: Owner | None, message: bytes) -> None:
-    """Tell the watchdog this process enters or leaves a block (it notes descendants within);
-    leaving waits for its answer, so what starts next is not noted."""
+    """Tell the watchdog this process enters or leaves a block and wait for its answer: what
+    started before the block, or starts after it, is not the block's."""
     if owner is None or owner.watchdog.stdin is None or owner.watchdog.stdout is None:
         return
     try:
         owner.watchdog.stdin.write(message)
         owner.watchdog.stdin.flush()
-        if message == b"-":
-            owner.watchdog.stdout.read(1)  # b"" if the watchdog is gone
+        owner.watchdog.stdout.read(1)  # b"" if the watchdog is gone
     except OSError:  # the watchdog is gone: nothing to tell
         pass
 

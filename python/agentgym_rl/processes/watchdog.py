@@ -2,9 +2,10 @@
 
     python watchdog.py PID MARK GRACE_S TMP
 
-While process PID is inside an `owning()` block (it writes `+` on its stdin entering one, `-`
-leaving it and waits for the `.` answered on stdout), the watchdog notes PID's descendants once a
-second and on leaving (pid and start time). When PID ends (a pidfd: however it ends, SIGKILL included), it stops every process that
+While process PID is inside an `owning()` block (it writes `+` on its stdin entering one and `-`
+leaving it, and waits each time for the `.` answered on stdout), the watchdog notes PID's
+descendants that were not there when the block began, once a second and on leaving (pid and
+start time). When PID ends (a pidfd: however it ends, SIGKILL included), it stops every process that
 is still one of those noted, descends from one, or carries MARK in `OWNER_ENV` of its
 environment: SIGTERM, up to GRACE_S seconds for them to go, then SIGKILL, sweeping again until
 none is left (a process stopping may start another); then it removes the owner's temporary
@@ -103,10 +104,9 @@ def owned(mark: str, noted: set[Process]) -> list[int]:
 
 def watch(pid: int, blocks: int, answers: int) -> set[Process]:
     """Wait for `pid` to end, noting its descendants while it is inside a block (`blocks`: the
-    read end of its `+`/`-` messages; each `-` is answered by `.` on `answers` once noted);
-    those noted."""
+    read end of its `+`/`-` messages, each answered by `.` on `answers`); those noted."""
     noted: set[Process] = set()
-    depth = 0
+    before: list[set[Process]] = []  # per open block: what was already there, outermost first
     try:
         fd: int | None = os.pidfd_open(pid)
     except OSError:  # gone already, or an old kernel: look at its state each turn instead
@@ -115,19 +115,21 @@ def watch(pid: int, blocks: int, answers: int) -> set[Process]:
     try:
         while True:
             ready = select.select(waiting, [], [], NOTE_EVERY_S)[0]
-            if depth > 0:
-                noted |= descendants(pid, _table())
+            if before:
+                noted |= descendants(pid, _table()) - before[0]
             if fd in ready or (fd is None and _ended(pid)):
                 return noted
-            if blocks in ready:
-                told = os.read(blocks, 4096)
-                if not told:  # the owner closed its end: it is ending
-                    waiting.remove(blocks)
-                for message in told:
-                    if message == ord("-"):  # what the block started, before it goes on
-                        noted |= descendants(pid, _table())
-                        _answer(answers)
-                    depth += {ord("+"): 1, ord("-"): -1}.get(message, 0)
+            if blocks not in ready:
+                continue
+            told = os.read(blocks, 4096)
+            if not told:  # the owner closed its end: it is ending
+                waiting.remove(blocks)
+            for message in told:
+                if message == ord("+"):
+                    before.append(descendants(pid, _table()))
+                elif message == ord("-") and before:  # what the block started
+                    noted |= descendants(pid, _table()) - before.pop()
+                _answer(answers)  # the owner goes on once the snapshot is taken
     finally:
         if fd is not None:
             os.close(fd)
