@@ -21,6 +21,7 @@ import psutil
 SESSION_ENV = "AGENTGYM_RL_TEST_SESSION"
 GRACE_S = 3.0
 """How long a stray may take to end on its own before it counts as left behind."""
+WATCHDOG = "agentgym_rl/processes/watchdog.py"
 KEEP_ENV = "AGENTGYM_RL_TEST_KEEP_LEFTOVERS"
 """Set to 1: leftovers are reported, not killed (to look at them)."""
 
@@ -51,7 +52,11 @@ def _strays(mark: str) -> list[psutil.Process]:
         try:
             if proc.pid in ours or proc.status() == psutil.STATUS_ZOMBIE:
                 continue
-            if proc.environ().get(SESSION_ENV) == mark:
+            if proc.environ().get(SESSION_ENV) != mark:
+                continue
+            # a command's watchdog outlives it on purpose: it stops what the command left and
+            # ends (tests/processes/test_ownership.py holds it to that)
+            if not any(part.endswith(WATCHDOG) for part in proc.cmdline()):
                 strays.append(proc)
         except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
             continue
