@@ -79,7 +79,7 @@ def _owner(grace_s: float) -> Owner | None:
     watchdog = subprocess.Popen(
         [sys.executable, "-I", str(script), str(pid), mark, str(grace_s), str(tmp or "")],
         stdin=subprocess.PIPE,  # `+` entering a block, `-` leaving it
-        stdout=subprocess.PIPE,  # `.`: what the block started is noted
+        stdout=subprocess.PIPE,  # `.` answers each, once the descendants are looked at
         stderr=subprocess.DEVNULL,
         start_new_session=True,  # a group kill of the command does not reach it
         env=unowned_env(),
