@@ -35,6 +35,7 @@ from agentgym_rl.processes.watchdog import OWNER_ENV, marked
 
 GRACE_S = 5.0
 """How long the watchdog lets SIGTERMed leftovers stop before SIGKILL."""
+INDUCTOR_CACHE_ENV = "TORCHINDUCTOR_CACHE_DIR"
 TMPDIR_MAX = 64
 """The longest owner's folder used as `TMPDIR`: vLLM names its sockets `TMPDIR/<uuid4>`, and a
 Unix socket's path holds at most 107 bytes."""
@@ -92,13 +93,16 @@ def _owner(grace_s: float) -> Owner | None:
 def owning(grace_s: float = GRACE_S) -> Iterator[Owner | None]:
     """Mark what this process starts inside the block (module docstring)."""
     owner = _owner(grace_s)
-    before = {key: os.environ.get(key) for key in (OWNER_ENV, "TMPDIR")}
+    before = {key: os.environ.get(key) for key in (OWNER_ENV, "TMPDIR", INDUCTOR_CACHE_ENV)}
     tempdir = tempfile.tempdir
     if owner is not None:
         marks = [m for m in (before[OWNER_ENV] or "").split(",") if m]
         if owner.mark not in marks:
             os.environ[OWNER_ENV] = ",".join([*marks, owner.mark])
         if owner.tmp is not None:
+            # torch's compile cache stays where it was (under the old TMPDIR, by default), so
+            # each command does not compile afresh
+            os.environ.setdefault(INDUCTOR_CACHE_ENV, _inductor_cache_dir())
             os.environ["TMPDIR"] = tempfile.tempdir = str(owner.tmp)
     _tell(owner, b"+")
     try:
@@ -111,6 +115,20 @@ def owning(grace_s: float = GRACE_S) -> Iterator[Owner | None]:
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
+
+
+def _inductor_cache_dir() -> str:
+    """torch inductor's default cache folder: `torchinductor_<user>` in the temporary folder."""
+    import getpass
+    import re
+
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = f"uid_{os.getuid()}"
+    return os.path.join(
+        tempfile.gettempdir(), "torchinductor_" + re.sub(r'[\\/:*?"<>|]', "_", user)
+    )
 
 
 def _tell(owner: Owner | None, message: bytes) -> None:
