@@ -31,7 +31,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from agentgym_rl.processes.watchdog import OWNER_ENV, marked
+from agentgym_rl.processes.watchdog import OWNER_ENV, marked, start_time
 
 GRACE_S = 5.0
 """How long the watchdog lets SIGTERMed leftovers stop before SIGKILL."""
@@ -59,19 +59,13 @@ class Owner:
 _OWNER: Owner | None = None
 
 
-def _start_time(pid: int) -> str:
-    """The kernel's start time of `pid` (clock ticks since boot): with the pid, unique."""
-    stat = Path(f"/proc/{pid}/stat").read_text()
-    return stat.rsplit(")", 1)[1].split()[19]
-
-
 def _owner(grace_s: float) -> Owner | None:
     """This process's owner, its watchdog started on the first call (Linux only)."""
     global _OWNER
     if _OWNER is not None or not sys.platform.startswith("linux"):
         return _OWNER
     pid = os.getpid()
-    mark = f"{pid}.{_start_time(pid)}"
+    mark = f"{pid}.{start_time(pid)}"
     made = Path(tempfile.mkdtemp(prefix="agrl-"))
     tmp = made if len(str(made)) <= TMPDIR_MAX else None
     if tmp is None:

@@ -165,7 +165,7 @@ def sweep(mark: str, grace_s: float, noted: set[Process]) -> int:
             return len(seen)
         fresh = [pid for pid in left if pid not in seen]
         seen.update(left)
-        noted = noted | {(p, s) for p, s in ((p, _start(p)) for p in left) if s is not None}
+        noted = noted | {(p, s) for p, s in ((p, start_time(p)) for p in left) if s is not None}
         _signal(fresh, signal.SIGTERM)
         deadline = time.monotonic() + grace_s
         while time.monotonic() < deadline and any(p in seen for p in owned(mark, noted)):
@@ -174,7 +174,8 @@ def sweep(mark: str, grace_s: float, noted: set[Process]) -> int:
         time.sleep(0.1)
 
 
-def _start(pid: int) -> str | None:
+def start_time(pid: int) -> str | None:
+    """`pid`'s start time (clock ticks since boot), None when it is gone."""
     fields = _stat(pid)
     return fields[19] if fields is not None else None
 
