@@ -13,8 +13,8 @@ server's `metrics.jsonl`, each env server's `/health`). Between samples it reads
 about four times a second; each sample also carries their mean and highest since the sample before.
 After `episodes`, or at Ctrl-C, it stops them all and returns the samples, with each process's
 descriptors at rest: an env server's before the rollout server started and after it stopped, the
-rollout server's (and its asyncio tasks) at its first mark after the start and at its last, read
-once none of its episodes is live (the drain holds its groups: the buffer fills and admission
+rollout server's (and its asyncio tasks) at its first mark after the start and after its last
+sample, read once none of its episodes is live (the drain holds its groups: the buffer fills and admission
 stops, as under a learner that stops taking groups, and resumes after). Under load they follow
 the live episodes; at rest what is left is a leak. `soak_figures.flat` judges them. With
 `agent` (`module:function`), every episode is a run of that agent against the rollout server's OpenAI-compatible endpoint (docs/agents.md), the env
@@ -214,7 +214,7 @@ def soak_env(
 class _Watch:
     """Reads every process about four times a second into its `Stretch`, and samples them at the
     start and every `opts.every` episodes up to `opts.episodes` (into `result`); at the first
-    mark after the start and at the last it also reads the rollout server at rest."""
+    mark after the start and after the last sample it also reads the rollout server at rest."""
 
     REST_TIMEOUT_S = 120.0
 
@@ -251,12 +251,13 @@ class _Watch:
             self.result.samples += [
                 self.stretches.pop(p, Stretch()).sample(done, p, r) for p, r in readings.items()
             ]
-            if mark > 0 and (
-                not self.rollout_at_rest or mark + self.opts.every > self.opts.episodes
-            ):
+            if mark > 0 and not self.rollout_at_rest:
                 self.rollout_at_rest.append(self._rollout_at_rest())
                 done = int((_last_record(self.metrics) or {}).get("episodes", done))
             mark = (done // self.opts.every + 1) * self.opts.every  # one even after a long jump
+        # after the last sample, not at it: episodes run on while the first reading waits for
+        # rest, so the count can pass the last mark there (a run then had one reading, not two)
+        self.rollout_at_rest.append(self._rollout_at_rest())
 
     def _rollout_at_rest(self) -> tuple[int, int]:
         """The rollout server's descriptors and asyncio tasks with no live episode: the drain
