@@ -241,6 +241,29 @@ def test_stop_aborts_hung_episodes_and_counts_them(noop_server, chat, free_port)
     assert summary.buffer["running"] == 0 and summary.groups_sent == 0
 
 
+def test_stop_waits_for_no_learner_that_is_gone(noop_server, chat, free_port) -> None:
+    """A finished run's learner exits before its rollout servers stop: the groups ready by then
+    are counted unsent at once, not sent into the void until `flush_timeout_s` (every train
+    run's end once took those 10 s)."""
+    endpoint = f"tcp://127.0.0.1:{free_port}"
+    engine = ScriptedEngine(chat, NOOP)
+
+    async def main() -> tuple[DispatchSummary, float]:
+        with _core.GroupReceiver(endpoint, window=1) as receiver:
+            d, pool, stream = build(
+                [noop_server.zmq], engine, chat, endpoint, max_groups=50, flush_timeout_s=60.0
+            )
+            task = asyncio.create_task(d.run())
+            await asyncio.to_thread(receive_groups, receiver, 1)
+        await until(lambda: d.buffer.counters()["ready"] > 0 and not stream.linked())
+        started = time.monotonic()
+        d.stop()
+        return await finish(task, pool, stream), time.monotonic() - started
+
+    summary, took_s = asyncio.run(main())
+    assert summary.unsent_groups > 0 and took_s < 20.0, (summary, took_s)
+
+
 def test_engine_error_aborts_only_its_group(noop_server, chat, free_port, tmp_path) -> None:
     endpoint = f"tcp://127.0.0.1:{free_port}"
     ledger = GroupLedger(tmp_path / "rollout-0")

@@ -26,9 +26,17 @@ pytestmark = pytest.mark.engine
 # webarena's run (~90 s) is left to `pytest -m extended`: its env server is miniwob's (run below
 # with tools), and the pool's WebArena HTTP dialect is driven end to end by
 # tests/evaluation/test_eval_web_http.py
+# searchqa's run (~70 s) is left to `pytest -m extended` too: its env server, its BM25 and
+# init-model on its text train end to end in searchqa's tools run below, and its text commands
+# step its real server in tests/rollout/test_sync_loop.py
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    "env", ["sciworld", "searchqa", pytest.param("webarena", marks=pytest.mark.extended)]
+    "env",
+    [
+        "sciworld",
+        pytest.param("searchqa", marks=pytest.mark.extended),
+        pytest.param("webarena", marks=pytest.mark.extended),
+    ],
 )
 def test_tiny_env_config_trains_end_to_end(env: str, tmp_path: Path) -> None:
     run = tmp_path / "run"

@@ -400,8 +400,7 @@ class VllmEngine:
         llm, self._llm = self._llm, None
         if llm is None:
             return
-        logging.getLogger("vllm.v1.utils").addFilter(_FORCE_KILL_FILTER)  # once: it is one object
-        llm.shutdown(timeout=ENGINE_EXIT_GRACE_S)
+        llm.shutdown()
         del llm
         gc.collect()
 
@@ -443,22 +442,6 @@ def in_process_worker_on_cpu() -> None:
     if current_platform.is_cpu() and "VLLM_ENABLE_V1_MULTIPROCESSING" not in os.environ:
         os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
         logging.getLogger("vllm.engine.arg_utils").addFilter(_SeedWarningFilter())
-
-
-ENGINE_EXIT_GRACE_S = 1.0
-"""How long the engine core may take to exit once it has stopped serving. Past its busy loop
-it only frees memory (two full garbage collections over a heap of torch and vLLM) and tears its
-interpreter down: 4-6 s on 2 cores, past vLLM's own 5 s under load, for what the process's end
-frees anyway. After this it is killed, as vLLM does past its timeout; that is expected here, so
-vLLM's warning of it is muted. Every stopped command and train run ends ~4 s sooner."""
-
-
-class _ForceKillFilter(logging.Filter):
-    def filter(self, record: logging.LogRecord) -> bool:
-        return "force killing remaining process" not in record.getMessage()
-
-
-_FORCE_KILL_FILTER = _ForceKillFilter()
 
 
 class _SeedWarningFilter(logging.Filter):

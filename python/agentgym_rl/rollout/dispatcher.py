@@ -317,9 +317,13 @@ class Dispatcher:
             await asyncio.gather(*cancelled, return_exceptions=True)
 
     async def _flush(self) -> None:
-        """Send what is ready and wait for acknowledgements, for at most `flush_timeout_s`."""
+        """Send what is ready and wait for acknowledgements, for at most `flush_timeout_s`;
+        ready groups wait for no learner that is gone (a finished run's: sends to it only time
+        out, which kept every such exit the whole `flush_timeout_s`)."""
         deadline = time.monotonic() + self.flush_timeout_s
-        while self.buffer.counters()["ready"] and time.monotonic() < deadline:
+        while (
+            self.buffer.counters()["ready"] and time.monotonic() < deadline and self.stream.linked()
+        ):
             await self._send_ready(deadline)
         remaining = max(0.1, deadline - time.monotonic())
         try:

@@ -72,6 +72,10 @@ class LearnerStream:
         if late:
             raise _core.TransportTimeout(f"{late} sent groups not acknowledged")
 
+    def linked(self) -> bool:
+        """Whether a link to some learner is in force (lost 3 s after a learner's last word)."""
+        return any(s.stats()["connected"] for s in self.senders)
+
     def stats(self) -> list[dict[str, int | bool]]:
         return [s.stats() for s in self.senders]
 
