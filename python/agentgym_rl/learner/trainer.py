@@ -124,6 +124,7 @@ class Trainer:
                 f"config says parallel.dp={par.dp}"
             )
         self.device = torch.device("cpu" if not torch.cuda.is_available() else "cuda")
+        self._host_heap = self.device.type == "cpu" and host_heap.bound_heap()
         self.hf_config = AutoConfig.from_pretrained(str(config.model))
         torch.manual_seed(config.seed)
         self.model = lm.build_gpt_model(self.hf_config, fused_swiglu=config.fused_swiglu)
@@ -212,6 +213,8 @@ class Trainer:
         )
         totals = micro_totals(results)
         grad_norm, lr = self._optimizer_step()
+        if self._host_heap:
+            host_heap.release_free_memory()
         elapsed = time.perf_counter() - t0
         metrics = self._step_metrics(batch, counts, totals, grad_norm, lr, len(micro), elapsed)
         metrics["adv_by_turn"] = credit
