@@ -56,7 +56,7 @@ from safetensors.torch import load_file
 from transformers import AutoConfig
 
 from agentgym_rl.config.learn import LearnConfig
-from agentgym_rl.learner import lora
+from agentgym_rl.learner import host_heap, lora
 from agentgym_rl.learner import model as lm
 from agentgym_rl.learner.advantages import compute_advantages, scale_per_env
 from agentgym_rl.learner.batch import Batch, collate, usable_samples
