@@ -5,8 +5,8 @@ Exit codes: 0 done, 1 vLLM did not start (one line naming the model and the caus
 is logged at debug level), 2 bad config (including a context longer than the model's, turns
 of `engine.max_tokens_per_turn` that leave no room in it, or no secret where one is required),
 3 authentication with the learner failed (the two hold different secrets, or one has none),
-143 SIGTERM before the loop ran (vLLM's engine processes are stopped first; once the loop runs,
-SIGTERM drains it and the exit is 0).
+143 SIGTERM and 130 SIGINT before the loop ran (vLLM's engine processes are stopped first; once
+the loop runs, either drains it and the exit is 0).
 """
 
 from __future__ import annotations
@@ -95,6 +95,9 @@ def run(args: argparse.Namespace) -> int:
     except (AuthenticationError, Unauthenticated) as e:
         print(f"serve-rollouts: authentication failed: {e}", file=sys.stderr)
         return 3
+    except KeyboardInterrupt:  # Ctrl-C before the loop's own handlers took over (they drain)
+        print("serve-rollouts: stopped by SIGINT before its loop ran", file=sys.stderr)
+        return 130
     return 0
 
 

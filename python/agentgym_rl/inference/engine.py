@@ -166,7 +166,11 @@ class VllmEngine:
         except Exception as e:
             log.debug("vLLM start-up failed on %s", path, exc_info=True)
             raise EngineStartError(f"could not start vLLM on {path}: {root_cause(e)}") from e
-        await engine._llm.update_weight_version(str(engine._version))
+        try:
+            await engine._llm.update_weight_version(str(engine._version))
+        except BaseException:  # Ctrl-C while it starts: the engine core stops with us
+            engine.shutdown()
+            raise
         note = dtype_note(path, opts.dtype, str(engine._llm.model_config.dtype))
         if note:
             log.warning("%s", note)
