@@ -14,8 +14,8 @@ about four times a second; each sample also carries their mean and highest since
 After `episodes`, or at Ctrl-C, it stops them all and returns the samples, with each process's
 descriptors at rest: an env server's before the rollout server started and after it stopped, the
 rollout server's (and its asyncio tasks) at its first mark after the start and after its last
-sample, read once none of its episodes is live (the drain holds its groups: the buffer fills and admission
-stops, as under a learner that stops taking groups, and resumes after). Under load they follow
+sample, read once none of its episodes is live (the drain holds its groups: the buffer fills and
+admission stops, as under a learner that stops taking groups, and resumes after). Under load they follow
 the live episodes; at rest what is left is a leak. `soak_figures.flat` judges them. With
 `agent` (`module:function`), every episode is a run of that agent against the rollout server's OpenAI-compatible endpoint (docs/agents.md), the env
 servers' HTTP addresses given to it: the endpoint soaked under `capacity` concurrent episodes.

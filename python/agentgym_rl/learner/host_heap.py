@@ -10,7 +10,9 @@ and more now come from the kernel each time and go back to it when freed (the th
 3.3 to 4.1 GB over the same 6 steps, peak 4.2 to 5.9 GB, at ~28% more time a step, 50 s not
 39: fresh pages for each large block), and what the heap holds free is handed back after each
 step (that alone: 3.2 to 3.7 GB at rest, but a peak still 5.3 to 7.7 GB, at no cost in time).
-Measured on 2 cores with `gpu_check`'s workload of two groups of eight 300-700-token episodes.
+Measured on 2 cores with `gpu_check`'s workload of two groups of eight 300-700-token episodes;
+in a real run (docs/results/smollm2-goto, seed 1) both together kept the learner's peak at
+5.4-6.2 GB over 10 steps, at the unbounded pilots' tokens a second.
 A GPU learner's tensors are not on this heap: nothing is changed there, nor off glibc.
 """
 
