@@ -18,6 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import psutil
+import pytest
+
+SIGNALS = ("SIGINT", "SIGTERM", "SIGKILL")
 
 BOUND_S = 30.0
 """From the signal to the last process of the tree gone: a command's own unwinding (at most
@@ -145,3 +148,10 @@ def port_bound(port: int) -> bool:
 
 def exit_code(sig: str) -> int:
     return 128 + int(getattr(signal, sig))
+
+
+def by_signal() -> list[object]:
+    """Each signal as a case; CI's slice is SIGTERM, the others are `extended`."""
+    return [
+        pytest.param(s, marks=[] if s == "SIGTERM" else [pytest.mark.extended]) for s in SIGNALS
+    ]

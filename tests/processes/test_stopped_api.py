@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from stopping import lines, start
+from stopping import SIGNALS, by_signal, lines, start
 
 from agentgym_rl.episode.log import EPISODES_FILE
 
@@ -23,7 +23,6 @@ pytestmark = pytest.mark.engine
 
 ROOT = Path(__file__).resolve().parents[2]
 SPLIT = ROOT / "envs/agentgym_envs/babyai/data/goto_test.json"
-SIGNALS = ("SIGINT", "SIGTERM", "SIGKILL")
 
 EVALUATE = """
 import sys
@@ -46,7 +45,7 @@ time.sleep(3600)
 
 @pytest.mark.parametrize(
     "sig",
-    [pytest.param(s, marks=[] if s == "SIGTERM" else [pytest.mark.extended]) for s in SIGNALS],
+    by_signal(),
 )
 def test_evaluate_stopped_leaves_nothing_and_keeps_its_episodes(
     tiny_model: Path, sig: str, tmp_path: Path

@@ -19,7 +19,16 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from stopping import Watched, engine_core_started, exit_code, port_bound, start, start_cli
+from stopping import (
+    SIGNALS,
+    Watched,
+    by_signal,
+    engine_core_started,
+    exit_code,
+    port_bound,
+    start,
+    start_cli,
+)
 
 from agentgym_rl.config.rollout import http_dialect
 from agentgym_rl.processes.env_servers import EnvServerProcess
@@ -29,7 +38,6 @@ from agentgym_rl.rollout.sync_loop import HttpEnvClient
 pytestmark = pytest.mark.process
 
 ROOT = Path(__file__).resolve().parents[2]
-SIGNALS = ("SIGINT", "SIGTERM", "SIGKILL")
 
 
 def _matrix(phases: tuple[str, ...]) -> list[object]:
@@ -145,7 +153,7 @@ def _episodes(logs: Path) -> int:
 # --- view: in-process, its port -----------------------------------------------------------------
 @pytest.mark.parametrize(
     "sig",
-    [pytest.param(s, marks=[] if s == "SIGTERM" else [pytest.mark.extended]) for s in SIGNALS],
+    by_signal(),
 )
 def test_view_stopped_frees_its_port(sig: str, tmp_path: Path) -> None:
     run = tmp_path / "run"
@@ -164,7 +172,7 @@ def test_view_stopped_frees_its_port(sig: str, tmp_path: Path) -> None:
 @pytest.mark.engine
 @pytest.mark.parametrize(
     "sig",
-    [pytest.param(s, marks=[] if s == "SIGTERM" else [pytest.mark.extended]) for s in SIGNALS],
+    by_signal(),
 )
 def test_learn_ranks_end_with_their_torchrun(tiny_model: Path, sig: str, tmp_path: Path) -> None:
     """Two ranks wait for groups (no rollout server); torchrun is stopped. Each rank runs in a
