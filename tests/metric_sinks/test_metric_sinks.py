@@ -122,6 +122,11 @@ def test_records_reach_an_offline_wandb_run(
     run = WandbRun(tmp_path, project="agentgym-rl-test", mode="offline", config={"seed": 0})
     RunWatcher(tmp_path, max_steps=2, sinks=[run], eval_env="babyai").poll()
     run.close()
+    # finish() can return before W&B's service process has written the last records (CI once
+    # read an empty history); its teardown waits for that process, as a program's exit does
+    import wandb
+
+    wandb.teardown()
     rows = wandb_history(tmp_path)
     learner = [(r["train/step"], r["actor/loss"]) for r in rows if "actor/loss" in r]
     assert learner == [(1, 0.5), (2, 0.25)]

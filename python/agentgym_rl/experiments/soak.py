@@ -15,7 +15,8 @@ After `episodes`, or at Ctrl-C, it stops them all and returns the samples, with 
 descriptors at rest: an env server's before the rollout server started and after it stopped, the
 rollout server's (and its asyncio tasks) at its first mark after the start and after its last
 sample, read once none of its episodes is live (the drain holds its groups: the buffer fills and
-admission stops, as under a learner that stops taking groups, and resumes after). Under load they follow
+admission stops, as under a learner that stops taking groups, and resumes after; episodes that
+finish during the first reading move the later marks on). Under load they follow
 the live episodes; at rest what is left is a leak. `soak_figures.flat` judges them. With
 `agent` (`module:function`), every episode is a run of that agent against the rollout server's OpenAI-compatible endpoint (docs/agents.md), the env
 servers' HTTP addresses given to it: the endpoint soaked under `capacity` concurrent episodes.
@@ -214,7 +215,8 @@ def soak_env(
 class _Watch:
     """Reads every process about four times a second into its `Stretch`, and samples them at the
     start and every `opts.every` episodes up to `opts.episodes` (into `result`); at the first
-    mark after the start and after the last sample it also reads the rollout server at rest."""
+    mark after the start and after the last sample it also reads the rollout server at rest
+    (the episodes that finish during the first of those readings are not counted in the marks)."""
 
     REST_TIMEOUT_S = 120.0
 
@@ -237,7 +239,11 @@ class _Watch:
 
     def run(self) -> None:
         mark = 0  # the next sample's episode count
-        while mark <= self.opts.episodes:
+        # episodes that finish while the first at-rest reading holds the drain do not count
+        # toward `episodes` or the marks: that reading once took 90 -> 300 of a 240-episode
+        # soak, which then had no sample under load after it
+        paused = 0
+        while mark <= self.opts.episodes + paused:
             self._check_alive()
             record = _last_record(self.metrics)
             done = -1 if record is None else int(record.get("episodes", 0))
@@ -253,8 +259,10 @@ class _Watch:
             ]
             if mark > 0 and not self.rollout_at_rest:
                 self.rollout_at_rest.append(self._rollout_at_rest())
-                done = int((_last_record(self.metrics) or {}).get("episodes", done))
-            mark = (done // self.opts.every + 1) * self.opts.every  # one even after a long jump
+                after = int((_last_record(self.metrics) or {}).get("episodes", done))
+                done, paused = after, after - done
+            every = self.opts.every  # the next mark, one even after a long jump
+            mark = ((done - paused) // every + 1) * every + paused
         # after the last sample, not at it: episodes run on while the first reading waits for
         # rest, so the count can pass the last mark there (a run then had one reading, not two)
         self.rollout_at_rest.append(self._rollout_at_rest())
