@@ -11,7 +11,9 @@ with transformers, twice:
   differs): does the action follow the swapped goal? A policy that reads its goal follows it; one
   that learned where goals usually are does not.
 Only tasks whose first observation lists at least two objects the `go to` verb reaches are
-probed. `GoalProbe` holds the shares, overall and per category; `main()` is the command line:
+probed. `probe_policy(first_turn, tasks)` runs the same probes on any policy (a function from
+the first observation to a reply). `GoalProbe` holds the shares, overall and per category;
+`main()` is the command line:
 
     python -m agentgym_rl.evaluation.goal_probe --model runs/models/babyai-goto-2m \
         --split envs/agentgym_envs/babyai/data/goto_test.json --system-prompt "..."
@@ -23,7 +25,7 @@ import argparse
 import json
 import random
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -162,8 +164,20 @@ def probe_goals(
     seed: int = 0,
     examples: int = 5,
 ) -> GoalProbe:
-    """Run both probes on every task of `tasks` whose first view lists two or more goals."""
+    """Run both probes with an HF checkpoint's greedy first turns (`probe_policy`)."""
     policy = _Policy(model_dir, system_prompt, max_new_tokens)
+    return probe_policy(policy.first_turn, tasks, seed=seed, examples=examples)
+
+
+def probe_policy(
+    first_turn: Callable[[str], str],
+    tasks: Sequence[Task],
+    *,
+    seed: int = 0,
+    examples: int = 5,
+) -> GoalProbe:
+    """Run both probes on every task of `tasks` whose first view lists two or more goals;
+    `first_turn` is the policy: a first observation in, its reply out."""
     rng = random.Random(seed)
     env = load_env("babyai", observation="compact")
     episode = env.new_episode()
@@ -175,7 +189,7 @@ def probe_goals(
             if goal is None or len(listed) < 2:
                 continue
             counts = (result.overall, result.by_category[task.category or "-"])
-            reply = policy.first_turn(observation)
+            reply = first_turn(observation)
             action = parse_action(reply, ActionFormat.REACT).action or ""
             listed_goal = any(fits_mission(f"{g} 1", goal) for g in listed)
             for c in counts:
@@ -191,7 +205,7 @@ def probe_goals(
             if not others:
                 continue
             other = rng.choice(others)
-            swapped = policy.first_turn(swap_goal(observation, other))
+            swapped = first_turn(swap_goal(observation, other))
             moved = parse_action(swapped, ActionFormat.REACT).action or ""
             for c in counts:
                 c.swapped += 1
@@ -235,4 +249,4 @@ if __name__ == "__main__":
     main()
 
 
-__all__ = ["GoalProbe", "goal_of", "listed_goals", "probe_goals", "swap_goal"]
+__all__ = ["GoalProbe", "goal_of", "listed_goals", "probe_goals", "probe_policy", "swap_goal"]
