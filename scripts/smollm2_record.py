@@ -1,0 +1,96 @@
+"""One seed's record of the SmolLM2 GoTo study (docs/results/smollm2-goto/seedN.json), read from
+its run folder and the evaluations `eval --run RUN --step N --out RUN/eval-vN` wrote there.
+
+    python scripts/smollm2_record.py RUN OUT.json --command "agentgym-rl train ..." [--note TEXT]
+
+The record keeps what the write-up quotes: the command, each invocation's outcome and wall time
+(`run.jsonl`), the learner's figures per step (`learn/metrics.jsonl`), and each evaluated
+checkpoint's success by category beside chance and the rule on the same tasks (`eval.json` and
+its yardsticks). Floats keep 4 significant digits.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+STEP_KEYS = ("step_s", "tokens", "tokens_per_s", "reward_mean", "mismatch_kl", "sync_s", "loss")
+"""The learner's figures of a step a record keeps."""
+
+
+def _round(x: Any) -> Any:
+    return float(f"{x:.4g}") if isinstance(x, float) else x
+
+
+def _jsonl(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def steps(run: Path) -> list[dict[str, Any]]:
+    """The learner's figures of each step (the last record of a step a resume repeated)."""
+    by_step: dict[int, dict[str, Any]] = {}
+    for r in _jsonl(run / "learn" / "metrics.jsonl"):
+        if isinstance(r.get("step"), int):
+            by_step[r["step"]] = r
+    return [
+        {"step": s, **{k: _round(r[k]) for k in STEP_KEYS if k in r}}
+        for s, r in sorted(by_step.items())
+    ]
+
+
+def evaluation(folder: Path) -> dict[str, dict[str, Any]]:
+    """Success by category (and `all`) beside chance and the rule, from one `eval --out`."""
+    report = json.loads((folder / "eval.json").read_text())
+    sticks: dict[str, Any] = next(iter(report.get("yardsticks", {}).values()), {})
+    chance, rule = sticks.get("chance") or {}, sticks.get("rule") or {}
+    out = {}
+    for row in report["rows"]:
+        cat = row["category"]
+        out[cat] = {
+            "tasks": row["tasks"],
+            "success": _round(row["avg"]),
+            "chance": _round(chance.get(cat)),
+            "rule": _round(rule.get(cat)),
+        }
+    return out
+
+
+def record(run: Path, command: str, note: str) -> dict[str, Any]:
+    invocations = _jsonl(run / "run.jsonl")
+    evals = {}
+    for folder in sorted(run.glob("eval-v*"), key=lambda p: int(re.sub(r"\D", "", p.name))):
+        if (folder / "eval.json").is_file():
+            evals[folder.name.removeprefix("eval-")] = evaluation(folder)
+    return {
+        "run": command,
+        "note": note,
+        "machine": "2 CPU cores, 24 GB",
+        "invocations": [
+            {k: _round(i.get(k)) for k in ("outcome", "exit_code", "resume", "start", "end")}
+            for i in invocations
+        ],
+        "wall_s": _round(sum(float(i["end"]) - float(i["start"]) for i in invocations)),
+        "steps": steps(run),
+        "evaluation": "eval --run RUN --step N --split goto_test.json --temperature 0 (the run's "
+        "settings: bfloat16, cap 5, 24 tokens a turn, compact observation); chance and rule "
+        "on the same tasks",
+        "goto_test_greedy_cap5": evals,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("run", type=Path)
+    parser.add_argument("out", type=Path)
+    parser.add_argument("--command", required=True, help="the command that made the run")
+    parser.add_argument("--note", default="")
+    args = parser.parse_args()
+    args.out.write_text(json.dumps(record(args.run, args.command, args.note), indent=1) + "\n")
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
