@@ -9,9 +9,15 @@ figure: above 1 is better than the baseline, 1 is the ceiling (`lower_is_better`
 
 from __future__ import annotations
 
+import atexit
 import json
+import os
+import sys
+import time
 from dataclasses import asdict, dataclass
 from typing import Any
+
+from records import RUN_ENV, default_folder, main_argv, new_record, write
 
 PREFIX = "figure: "
 
@@ -36,9 +42,27 @@ class Figure:
         return other / self.value if self.lower_is_better else self.value / other
 
 
+_COLLECTED: list[Figure] = []
+_STARTED = time.monotonic()
+
+
 def figure(bench: str, name: str, value: float, unit: str, **reference: Any) -> None:
-    """Print one headline figure (see `Figure` for the reference fields)."""
-    print(PREFIX + json.dumps(asdict(Figure(bench, name, float(value), unit, **reference))))
+    """Print one headline figure (see `Figure` for the reference fields). A bench run alone
+    (not under `benches/run.py`) writes a record of its figures at its exit (`records.py`)."""
+    found = Figure(bench, name, float(value), unit, **reference)
+    print(PREFIX + json.dumps(asdict(found)), flush=True)
+    if not _COLLECTED and not os.environ.get(RUN_ENV):
+        atexit.register(_write_alone)
+    _COLLECTED.append(found)
+
+
+def _write_alone() -> None:
+    quick = "--quick" in sys.argv
+    record = new_record(sorted({f.bench for f in _COLLECTED}), quick, main_argv())
+    for bench in record["settings"]["benches"]:
+        record["benches"][bench] = {"seconds": round(time.monotonic() - _STARTED, 1)}
+    record["figures"] = [asdict(f) for f in _COLLECTED]
+    print(f"record: {write(record, default_folder(quick))}")
 
 
 def parse(line: str) -> Figure | None:

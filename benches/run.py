@@ -7,9 +7,11 @@ relayed in a tree vs the learner's star, Wordle's and Maze's steps/s vs the bare
 context (the last k turns) vs the whole history on long episodes, micro-batch cuts that weigh
 padding against a pass's fixed cost vs the fewest micro-batches, the run viewer's first pages of
 a million-episode log vs indexing it all. CI runs
-each one's --quick form.
+each one's --quick form. Every run writes one JSON record of its figures and what they were
+measured on (`records.py`); docs/performance.md's table is rendered from a full run's
+(`python benches/render.py RECORD`).
 
-    python benches/run.py [--only NAME ...] [--quick]
+    python benches/run.py [--only NAME ...] [--quick] [--record-dir DIR]
 
 A checkout tool: the benches measure this source tree and use its test fixtures, so they do not
 ship in the wheel.
@@ -18,8 +20,11 @@ ship in the wheel.
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
+import time
+from dataclasses import asdict
 from pathlib import Path
 
 BENCHES = {
@@ -45,16 +50,22 @@ BENCHES = {
 HERE = Path(__file__).resolve().parent
 
 
-def run_benches(only: list[str] | None, quick: bool) -> int:
-    """Each bench in turn, its output passed through; then every headline figure in one table."""
+def run_benches(only: list[str] | None, quick: bool, record_dir: Path | None = None) -> int:
+    """Each bench in turn, its output passed through; then every headline figure in one table,
+    kept in the run's record (`records.py`)."""
     from figures import parse, table  # beside this script (on the path when it runs)
+    from records import RUN_ENV, default_folder, main_argv, new_record, write
 
+    names = only or list(BENCHES)
+    record = new_record(names, quick, main_argv())
     failed, figures = [], []
-    for name in only or list(BENCHES):
+    for name in names:
         script = HERE / BENCHES[name]
         print(f"\n=== {name}: {script.name} ===", flush=True)
         cmd = [sys.executable, str(script)] + (["--quick"] if quick else [])
-        with subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, bufsize=1) as bench:
+        t0 = time.monotonic()
+        env = {**os.environ, RUN_ENV: "1"}
+        with subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, bufsize=1, env=env) as bench:
             assert bench.stdout is not None
             for line in bench.stdout:
                 found = parse(line.rstrip("\n"))
@@ -62,10 +73,14 @@ def run_benches(only: list[str] | None, quick: bool) -> int:
                     print(line, end="", flush=True)
                 else:
                     figures.append(found)
+        seconds = round(time.monotonic() - t0, 1)
+        record["benches"][name] = {"exit": bench.returncode, "seconds": seconds}
         if bench.returncode != 0:
             failed.append(name)
     print(f"\n=== every figure{' (quick forms)' if quick else ''} ===")
     print(table(figures))
+    record["figures"] = [asdict(f) for f in figures]
+    print(f"\nrecord: {write(record, record_dir or default_folder(quick))}")
     if failed:
         print(f"\nfailed: {', '.join(failed)}")
         return 1
@@ -80,8 +95,15 @@ def main(argv: list[str] | None = None) -> int:
         "--only", action="append", choices=list(BENCHES), help="run only this one (repeatable)"
     )
     parser.add_argument("--quick", action="store_true", help="small sizes, for CI smoke runs")
+    parser.add_argument(
+        "--record-dir",
+        type=Path,
+        default=None,
+        help="where the run's JSON record goes (default: docs/results/benches for a full run, "
+        "runs/benches for --quick)",
+    )
     args = parser.parse_args(argv)
-    return run_benches(args.only, args.quick)
+    return run_benches(args.only, args.quick, args.record_dir)
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ cannot serve it).
 from __future__ import annotations
 
 import importlib.util
+import json
 import re
 import subprocess
 import sys
@@ -139,9 +140,9 @@ def test_every_bench_is_registered_and_checked() -> None:
 
 
 @pytest.mark.parametrize("name", list(FIGURES))
-def test_bench_quick_form_runs_and_prints_its_figures(name: str) -> None:
+def test_bench_quick_form_runs_and_prints_its_figures(name: str, tmp_path: Path) -> None:
     proc = subprocess.run(
-        [sys.executable, str(RUNNER), "--only", name, "--quick"],
+        [sys.executable, str(RUNNER), "--only", name, "--quick", "--record-dir", str(tmp_path)],
         capture_output=True,
         text=True,
         timeout=TIMEOUT_S.get(name, 300),
@@ -155,3 +156,18 @@ def test_bench_quick_form_runs_and_prints_its_figures(name: str) -> None:
     # its headline figures, in the runner's closing table
     assert "=== every figure (quick forms) ===" in proc.stdout
     assert re.search(rf"^\| {name} \| .+ \| {NUMBER} ", proc.stdout, re.MULTILINE), tail
+    # and in the run's record, with what they were measured on
+    [path] = tmp_path.glob("*-quick.json")
+    assert f"record: {path}" in proc.stdout
+    record = json.loads(path.read_text())
+    assert record["settings"] == {
+        "benches": [name],
+        "quick": True,
+        "argv": ["run.py", "--only", name, "--quick", "--record-dir", str(tmp_path)],
+    }
+    assert record["benches"][name]["exit"] == 0 and record["benches"][name]["seconds"] > 0
+    assert (
+        record["machine"]["cpu_cores"] >= 1 and len(record["machine"]["load_average_at_start"]) == 3
+    )
+    assert record["figures"] and {f["bench"] for f in record["figures"]} == {name}
+    assert all(isinstance(f["value"], float) and f["unit"] is not None for f in record["figures"])

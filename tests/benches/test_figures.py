@@ -5,15 +5,24 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
+import os
+import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benches"))
 
 from figures import Figure, figure, parse, table
+from records import RUN_ENV
+
+BENCHES = Path(__file__).resolve().parents[2] / "benches"
 
 
-def test_a_figure_printed_is_read_back_whole() -> None:
+def test_a_figure_printed_is_read_back_whole(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(RUN_ENV, "1")  # as under run.py: no record of this test's figure
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         figure("rollout", "episodes", 6.0, "episodes/s", baseline=2.0, baseline_name="sync")
@@ -45,3 +54,37 @@ def test_the_table_has_a_row_per_figure_with_its_references() -> None:
         == "| rollout | episodes at 500 ms | 7.5 episodes/s | 1 (sync) | 7.50x |  |  | >= 8x |"
     )
     assert rows[3] == "| transport | stream | 310 MB/s |  |  | 1,000 (pyzmq) | 0.31x |  |"
+
+
+@pytest.mark.process
+def test_a_bench_run_alone_writes_a_record_of_its_figures(tmp_path: Path) -> None:
+    """Under `benches/run.py` the run writes the record; alone, the bench does, at its exit."""
+    script = tmp_path / "bench_x.py"
+    script.write_text(
+        "from figures import figure\n"
+        "figure('x', 'speed', 3.0, 'steps/s', baseline=1.5, baseline_name='old', target='>= 2x')\n"
+        "figure('x', 'idle', 0.5, '%', lower_is_better=True)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(BENCHES), "AGENTGYM_BENCH_RECORDS": str(tmp_path)}
+    env.pop("AGENTGYM_BENCH_RUN", None)
+    out = subprocess.run(
+        [sys.executable, str(script), "--quick"], env=env, capture_output=True, text=True
+    )
+    assert out.returncode == 0, out.stderr
+    [path] = tmp_path.glob("*-quick.json")
+    assert f"record: {path}" in out.stdout
+    record = json.loads(path.read_text())
+    assert record["settings"]["benches"] == ["x"] and record["settings"]["quick"] is True
+    assert [(f["name"], f["value"], f["baseline"]) for f in record["figures"]] == [
+        ("speed", 3.0, 1.5),
+        ("idle", 0.5, None),
+    ]
+    assert record["figures"][1]["lower_is_better"] is True
+    under_run = subprocess.run(
+        [sys.executable, str(script)],
+        env={**env, "AGENTGYM_BENCH_RUN": "1"},
+        capture_output=True,
+        text=True,
+    )
+    assert under_run.returncode == 0 and "record:" not in under_run.stdout
+    assert len(list(tmp_path.glob("*.json"))) == 1
