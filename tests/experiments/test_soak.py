@@ -20,7 +20,6 @@ from agentgym_rl.experiments.soak_figures import (
     Reading,
     Sample,
     Stretch,
-    descendants,
     flat,
 )
 
@@ -253,53 +252,3 @@ def test_a_short_soak_of_real_processes_samples_each_and_is_flat(tmp_path: Path)
     assert 1 <= first < min(s["asyncio_tasks"] for s in rollout[:1]) and last <= first + 2
     assert f"babyai {ROLLOUT}: {first} asyncio tasks at rest after its first mark" in out.stdout
     assert "| babyai | rollout server |" in out.stdout and "flat: every figure" in out.stdout
-
-
-def _episodes(metrics: Path) -> int:
-    try:
-        lines = metrics.read_text().splitlines()
-    except OSError:
-        return -1
-    for line in reversed(lines):
-        with contextlib.suppress(ValueError):
-            return int(json.loads(line).get("episodes", 0))
-    return -1
-
-
-@pytest.mark.slow
-def test_a_soak_stopped_by_sigterm_keeps_its_samples_and_leaves_nothing_running(
-    tmp_path: Path,
-) -> None:
-    argv = [sys.executable, "-m", "agentgym_rl.cli", "soak", "--env", "babyai"]
-    soak = subprocess.Popen(
-        [*argv, "--episodes", "100000", "--every", "20", "--out", str(tmp_path)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        cwd=ROOT,
-        start_new_session=True,
-    )
-    metrics = tmp_path / "babyai" / "rollout" / "metrics.jsonl"
-    try:
-        deadline = time.monotonic() + 300
-        while _episodes(metrics) < 25 and soak.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.5)
-        assert soak.poll() is None and _episodes(metrics) >= 25, "the soak never got going"
-        time.sleep(1.0)  # the sample at 20 is taken within half a second of the count
-        family = descendants(soak.pid)
-        assert len(family) >= 3  # env server, rollout server, vLLM's engine core
-        soak.send_signal(signal.SIGTERM)
-        out, _ = soak.communicate(timeout=90)
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(soak.pid, signal.SIGKILL)
-    assert soak.returncode == 143, out[-3000:]
-    assert "(stopped early)" in out and "| babyai | rollout server |" in out
-    result = json.loads((tmp_path / "babyai" / "soak.json").read_text())
-    assert result["stopped"] is True and result["episodes"] >= 25
-    assert [s["episodes"] for s in result["samples"] if s["process"] == ROLLOUT][:1] == [0]
-    assert len(result["samples"]) >= 2 * 2  # the start and 20 episodes, both processes
-    deadline = time.monotonic() + 10
-    while any(_running(p) for p in family) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert not [p for p in family if _running(p)], "a process of the soak outlived it"

@@ -5,6 +5,7 @@ which of them still run, whatever renamed itself or left the process group."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -133,6 +134,16 @@ def start_cli(argv: list[str], cwd: Path, env: dict[str, str] | None = None) -> 
 
 def lines(path: Path) -> int:
     return len(path.read_text().splitlines()) if path.is_file() else 0
+
+
+def learner_steps(run: Path) -> int:
+    """The last step a run's learner logged (0 before its first)."""
+    metrics = run / "learn" / "metrics.jsonl"
+    rows = metrics.read_text().splitlines() if metrics.is_file() else []
+    try:
+        return int(json.loads(rows[-1])["step"]) if rows else 0
+    except (ValueError, KeyError):
+        return 0  # a line still being written
 
 
 def engine_core_started(w: Watched) -> bool:

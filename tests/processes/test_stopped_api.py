@@ -10,12 +10,11 @@ CI runs `evaluate` stopped by SIGTERM while it works; the rest is in the whole m
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 import yaml
-from stopping import SIGNALS, by_signal, lines, start
+from stopping import SIGNALS, by_signal, learner_steps, lines, start
 
 from agentgym_rl.episode.log import EPISODES_FILE
 
@@ -76,17 +75,8 @@ def test_background_train_stopped_with_its_script_leaves_nothing(
     config.write_text(yaml.safe_dump(tiny_train_config(str(run), str(tiny_model), max_steps=50)))
     w = start(["-c", TRAIN, str(config)], tmp_path)
     try:
-        w.wait_for("a first step", lambda: _steps(run) >= 1, timeout_s=300)
+        w.wait_for("a first step", lambda: learner_steps(run) >= 1, timeout_s=300)
         w.stop(sig)
         w.assert_no_temporary_files()
     finally:
         w.clean_up()
-
-
-def _steps(run: Path) -> int:
-    metrics = run / "learn" / "metrics.jsonl"
-    rows = metrics.read_text().splitlines() if metrics.is_file() else []
-    try:
-        return int(json.loads(rows[-1])["step"]) if rows else 0
-    except (ValueError, KeyError):
-        return 0

@@ -38,14 +38,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from agentgym_rl.experiments.chaos import Fault, run_chaos, table
+    from agentgym_rl.experiments.chaos import TRAIN_STOP_S, Fault, run_chaos, table
+    from agentgym_rl.processes.interrupt import interruptible
 
     try:
         faults = [Fault.parse(f) for f in args.fault]
     except ValueError as e:
         print(f"chaos: {e}", file=sys.stderr)
         return 2
-    result = run_chaos(Path(args.config), faults, max_resumes=args.max_resumes)
+    try:
+        with interruptible(NAME, bound_s=TRAIN_STOP_S + 10) as stop:
+            result = run_chaos(Path(args.config), faults, max_resumes=args.max_resumes)
+    except KeyboardInterrupt:  # its train was stopped first (run_chaos)
+        name = stop.signal.name if stop.signal else "SIGINT"
+        print(f"chaos: stopped by {name}; its train run stopped too", file=sys.stderr)
+        return stop.exit_code or 130
     print(table(result))
     recovered = all(r.recovered_s is not None for r in result.faults)
     orphans = all(r.orphans_s is not None for r in result.faults if r.fault.role == "train")

@@ -7,10 +7,8 @@ processes are stopped and the env in hand keeps its samples so far in its soak.j
 from __future__ import annotations
 
 import argparse
-import signal
 import sys
 from pathlib import Path
-from types import FrameType
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -30,6 +28,9 @@ DEFAULT_ENVS = (
 NAME = "soak"
 HELP = "run many episodes per env and check that memory, descriptors and tasks stay flat"
 CHILDREN = "the env servers it soaks"
+STOP_S = 90.0
+"""From SIGINT/SIGTERM to exit: its rollout server drained (30 s at most), its env servers
+stopped and read at rest (10 s each), the table printed."""
 DESCRIPTION = (
     "For each env: its env servers (--env-servers) and one serve-rollouts process (real "
     "vLLM, a small model) whose groups are taken and dropped (no learner). Every --every "
@@ -94,6 +95,7 @@ def run(args: argparse.Namespace) -> int:
 
     from agentgym_rl.experiments.soak import SoakOptions, soak_env
     from agentgym_rl.experiments.soak_figures import flat, table, write_result
+    from agentgym_rl.processes.interrupt import interruptible
     from agentgym_rl.supervise.preflight import env_problems
 
     if args.episodes < args.every or args.every < 1:
@@ -124,26 +126,26 @@ def run(args: argparse.Namespace) -> int:
         max_in_flight=args.max_in_flight,
         agent=args.agent,
     )
-    signals: list[int] = []
-    signal.signal(signal.SIGTERM, lambda signum, frame: _interrupt(signals, signum, frame))
     results, interrupted = [], False
-    try:
-        with Progress(transient=True) as bar:
-            for env in wanted:
-                task = bar.add_task(f"soak {env}", total=args.episodes)
+    # SIGTERM unwinds as Ctrl-C: the soak stops its processes and keeps its samples
+    with interruptible("soak", bound_s=STOP_S) as stop:
+        try:
+            with Progress(transient=True) as bar:
+                for env in wanted:
+                    task = bar.add_task(f"soak {env}", total=args.episodes)
 
-                def advance(done: int, _total: int, task: TaskID = task) -> None:
-                    bar.update(task, completed=max(done, 0))
+                    def advance(done: int, _total: int, task: TaskID = task) -> None:
+                        bar.update(task, completed=max(done, 0))
 
-                result = soak_env(env, opts, advance)
-                write_result(result, args.out)
-                results.append(result)
-                _report(result, agent=args.agent is not None)
-                if result.stopped:
-                    break
-    except KeyboardInterrupt:  # before an env's first sample: nothing to keep
-        interrupted = True
-        print("soak: stopped before the first sample", file=sys.stderr)
+                    result = soak_env(env, opts, advance)
+                    write_result(result, args.out)
+                    results.append(result)
+                    _report(result, agent=args.agent is not None)
+                    if result.stopped:
+                        break
+        except KeyboardInterrupt:  # before an env's first sample: nothing to keep
+            interrupted = True
+            print("soak: stopped before the first sample", file=sys.stderr)
     print(table(results))
     grew = [
         f"{r.env} {x}"
@@ -162,15 +164,9 @@ def run(args: argparse.Namespace) -> int:
         f"model: {args.model or 'a small init-model policy per env'}"
         + (f", agent: {args.agent} through the endpoint" if args.agent else "")
     )
-    if signals or interrupted or (results and results[-1].stopped):
-        return 128 + (signals[0] if signals else signal.SIGINT)
+    if interrupted or (results and results[-1].stopped):
+        return stop.exit_code or 130
     return 1 if grew else 0
-
-
-def _interrupt(signals: list[int], signum: int, _frame: FrameType | None) -> None:
-    """SIGTERM unwinds like Ctrl-C: the soak stops its processes and keeps its samples."""
-    signals.append(signum)
-    raise KeyboardInterrupt
 
 
 def _report(result: SoakResult, *, agent: bool) -> None:

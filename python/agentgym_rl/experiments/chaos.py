@@ -10,7 +10,8 @@ children must end by themselves (`processes/orphans.py`; `FaultReport.orphans_s`
 the last of them took, None if one outlived `ORPHAN_WAIT_S`), then the run is resumed. This repeats until the learner's last step. It returns one
 `FaultReport` per fault (the step it hit, the seconds until the learner took its next step, and
 the steps lost: those after the last checkpoint, for a learner) and the run's group accounting
-(`report/groups.py`). `agentgym-rl chaos` prints both.
+(`report/groups.py`). `agentgym-rl chaos` prints both. Stopped itself (Ctrl-C, SIGTERM), it
+stops its `train` as a user would (SIGTERM, then SIGKILL after `TRAIN_STOP_S`).
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ from agentgym_rl.report.records import read_jsonl
 ROLES = ("env", "rollout", "learner", "train")
 ORPHAN_WAIT_S = 30.0
 """How long the children of a killed `train` are given to end."""
+TRAIN_STOP_S = 90.0
+"""How long a `train` stopped with chaos is given to stop its children (SIGKILL after)."""
 
 
 @dataclass(frozen=True)
@@ -125,14 +128,19 @@ def run_chaos(
     t0 = time.monotonic()
     argv = cli_argv("train", "--config", str(config))
     while True:
-        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL if not echo else None)
-        while proc.poll() is None:
-            if time.monotonic() - t0 > timeout_s:
-                proc.terminate()
-                proc.wait(60)
-                raise TimeoutError(f"chaos run exceeded {timeout_s:.0f} s")
-            _follow(run_dir, pending, reports, train_pid=proc.pid)
-            time.sleep(0.5)
+        # a session of its own: a terminal's Ctrl-C reaches chaos alone, which passes one on
+        proc = subprocess.Popen(
+            argv, stdout=subprocess.DEVNULL if not echo else None, start_new_session=True
+        )
+        try:
+            while proc.poll() is None:
+                if time.monotonic() - t0 > timeout_s:
+                    raise TimeoutError(f"chaos run exceeded {timeout_s:.0f} s")
+                _follow(run_dir, pending, reports, train_pid=proc.pid)
+                time.sleep(0.5)
+        except BaseException:  # Ctrl-C or SIGTERM (KeyboardInterrupt), the timeout
+            _stop_train(proc)
+            raise
         if reports and reports[-1].fault.role == "train" and reports[-1].orphans_s is None:
             reports[-1].orphans_s = _orphans_gone(run_dir, reports[-1].killed_at)
         codes.append(proc.returncode)
@@ -148,6 +156,19 @@ def run_chaos(
         accounting=account(run_dir),
         wall_s=time.monotonic() - t0,
     )
+
+
+def _stop_train(proc: subprocess.Popen[bytes]) -> None:
+    """Stop the `train` in hand as a user's Ctrl-C would: its supervisor stops its children in
+    order and records the run stopped (`train --resume` goes on from its last checkpoint)."""
+    if proc.poll() is not None:
+        return
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(TRAIN_STOP_S)
+    except subprocess.TimeoutExpired:
+        _kill(proc.pid)
+        proc.wait()
 
 
 def _live_children(run_dir: Path) -> list[int]:

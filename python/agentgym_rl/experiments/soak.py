@@ -304,9 +304,9 @@ class _Watch:
 
     def _note(self, done: int, record: dict[str, Any] | None) -> None:
         self.result.seconds = time.monotonic() - self.t0
-        if record is not None:
-            self.result.episodes = done
-            self.result.env_steps = int(record.get("env_steps", 0))
+        if record is not None and "episodes" in record:  # not a line read half-written
+            self.result.episodes = max(self.result.episodes, done)
+            self.result.env_steps = max(self.result.env_steps, int(record.get("env_steps", 0)))
         if self.progress is not None:
             self.progress(done, self.opts.episodes)
         if self.result.seconds > self.opts.timeout_s:

@@ -11,7 +11,7 @@ until one of:
 - a child crashes: env and rollout servers are restarted up to `restart.max_restarts` times;
   otherwise (and always for the learner) its name, exit code and last 30 log lines are printed
   and the run stops; outcome "crashed", exit code 1;
-- SIGINT/SIGTERM: outcome "interrupted", exit code 130 (SIGINT) or 143 (SIGTERM); a cluster
+- SIGINT/SIGTERM: outcome the signal's name, exit code 130 (SIGINT) or 143 (SIGTERM); a cluster
   launcher may add SIGUSR1 (its scheduler's time-limit warning), exit code 138. A stop that
   came while the learner was in its last step, which it then finished (exit 0), is "finished".
 
