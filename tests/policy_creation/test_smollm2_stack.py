@@ -1,24 +1,28 @@
 """SmolLM2-135M-Instruct through the stack: its chat template rendered by the Rust trajectory
 builder token for token as transformers renders it, across turns and with its default system
 turn; vLLM generating from those tokens with the log-probs the Megatron learner (Llama path,
-tied embeddings, 9/3 GQA) computes for them."""
+tied embeddings, 9/3 GQA) computes for them, with full weights and with LoRA adapters."""
 
 from __future__ import annotations
 
 import asyncio
+import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
 
 from agentgym_rl.inference.engine import EngineOptions, VllmEngine
-from agentgym_rl.learner import convert
+from agentgym_rl.learner import convert, lora
 from agentgym_rl.learner import model as lm
 from agentgym_rl.learner.trainer import load_hf_state_dict
 from agentgym_rl.trajectory import ChatTokenizer, TrajectoryBuilder
+from lora_adapters import adapted
 
 pytestmark = pytest.mark.engine
 TEMPERATURE = 0.8
+RANK, ALPHA = 4, 8.0
 SYSTEM = {"role": "system", "content": "You are in a BabyAI grid world. Reply with an action."}
 FIRST = {
     "role": "user",
@@ -64,37 +68,59 @@ def test_template_renders_token_exact_across_turns(smollm2: Path) -> None:
 
 
 def test_engine_logprobs_are_the_learners(smollm2: Path) -> None:
+    """Full weights, then LoRA adapters on every projection (q/k/v/o on 9/3 GQA, the MLP)
+    merged by the engine into its weights: each version's log-probs are the learner's."""
     from transformers import AutoConfig
 
     chat = ChatTokenizer.from_dir(smollm2)
     prompt = chat.apply_chat_template([SYSTEM, FIRST], add_generation_prompt=True).tolist()
     opts = EngineOptions(
-        max_model_len=512, max_num_seqs=4, dtype="float32", temperature=TEMPERATURE
-    )
+        max_model_len=512, max_num_seqs=4, dtype="float32", temperature=TEMPERATURE,
+        max_lora_rank=RANK, lora_serving="merged",
+    )  # fmt: skip
+    loop = asyncio.new_event_loop()
+    threading.Thread(target=loop.run_forever, daemon=True).start()
 
-    async def sample() -> tuple[list[int], list[float]]:
-        engine = await VllmEngine.start(smollm2, opts)
-        try:
-            got = await engine.generate(prompt, max_tokens=24, request_id="smol", seed=3)
-            return got.token_ids, got.logprobs
-        finally:
-            engine.shutdown()
+    def run(coro: Any) -> Any:
+        return asyncio.run_coroutine_threadsafe(coro, loop).result(300)
 
-    tokens, logprobs = asyncio.run(sample())
-    assert len(tokens) >= 4
+    engine = run(VllmEngine.start(smollm2, opts))
     lm.init_parallel(tp=1, seed=0)
     try:
+        base = run(engine.generate(prompt, max_tokens=24, request_id="smol", seed=3))
+        assert len(base.token_ids) >= 4
         hf = AutoConfig.from_pretrained(str(smollm2))
         model = lm.build_gpt_model(hf, fused_swiglu=False)
         spec = convert.ConvertSpec.from_hf(hf, 1, model.vocab_size)
         assert spec.tied and spec.num_heads == 9 and spec.num_kv_heads == 3
         convert.load_hf_weights(model, load_hf_state_dict(smollm2), spec)
-        ids = torch.tensor([prompt + tokens[:-1]])
-        labels = torch.tensor([prompt[1:] + tokens])
-        pos = torch.arange(ids.shape[1])[None]
-        with torch.no_grad():
-            ours = lm.token_logprobs(model, ids, pos, labels, TEMPERATURE, vocab_size=hf.vocab_size)
-        learner = ours[0, len(prompt) - 1 :]
-        torch.testing.assert_close(torch.tensor(logprobs), learner, atol=2e-3, rtol=0)
+
+        def learner(tokens: list[int]) -> torch.Tensor:
+            ids = torch.tensor([prompt + tokens[:-1]])
+            labels = torch.tensor([prompt[1:] + tokens])
+            pos = torch.arange(ids.shape[1])[None]
+            with torch.no_grad():
+                out = lm.token_logprobs(
+                    model, ids, pos, labels, TEMPERATURE, vocab_size=hf.vocab_size
+                )
+            return out[0, len(prompt) - 1 :]
+
+        torch.testing.assert_close(
+            torch.tensor(base.logprobs), learner(base.token_ids), atol=2e-3, rtol=0
+        )
+        update = adapted(model, spec, RANK, ALPHA, scale=0.05)
+        assert any(".self_attn.k_proj." in n for n in update)  # the 3 KV heads' projection too
+        run(engine.update_weights(1, update))
+        moved = run(engine.generate(prompt, max_tokens=24, request_id="smol-v1", seed=3))
+        assert set(moved.versions) == {1} and len(moved.token_ids) >= 4
+        torch.testing.assert_close(
+            torch.tensor(moved.logprobs), learner(moved.token_ids), atol=2e-3, rtol=0
+        )
+        with lora.adapters_disabled(model):  # the adapters moved it
+            assert not torch.allclose(
+                learner(moved.token_ids), torch.tensor(moved.logprobs), atol=1e-3
+            )
     finally:
         lm.shutdown_parallel()
+        engine.shutdown()
+        loop.call_soon_threadsafe(loop.stop)

@@ -22,6 +22,7 @@ from agentgym_rl.learner import convert, lora
 from agentgym_rl.learner import model as lm
 from agentgym_rl.learner.trainer import load_hf_state_dict
 from agentgym_rl.weights.peft import AdapterError, write_peft_dir
+from lora_adapters import adapted
 from vllm_fixtures import tiny_corpus
 
 pytestmark = pytest.mark.engine
@@ -85,16 +86,7 @@ def adapted_learner(model_dir: Path) -> tuple[torch.nn.Module, dict[str, torch.T
     model = lm.build_gpt_model(hf, fused_swiglu=False)
     spec = convert.ConvertSpec.from_hf(hf, 1, model.vocab_size)
     convert.load_hf_weights(model, load_hf_state_dict(model_dir), spec)
-    lora.add_adapters(model, RANK, ALPHA, ["attention", "mlp"])
-    gen = torch.Generator().manual_seed(3)
-    with torch.no_grad():
-        for n, p in model.named_parameters():
-            if n.endswith(".lora_b"):
-                p.copy_(0.2 * torch.randn(p.shape, generator=gen))
-    update = {
-        n: t * ALPHA / RANK if n.endswith(".lora_B.weight") else t
-        for n, t in convert.export_hf_adapters(model, spec).items()
-    }
+    update = adapted(model, spec, RANK, ALPHA, scale=0.2)
     return model, update, int(hf.vocab_size)
 
 
