@@ -39,3 +39,25 @@ def test_a_job_that_fails_is_still_a_crash(tmp_path: Path) -> None:
     with pytest.raises(ChildExited) as e:
         wait_ready(job, lambda: job.poll() == 0, timeout_s=10)
     assert e.value.code == 3
+
+
+def test_a_port_that_answers_but_not_in_http_is_not_ready() -> None:
+    """A ZeroMQ socket's greeting where an HTTP server was awaited (a SLURM job's port taken
+    once): not ready, where it once crashed the supervisor with `BadStatusLine`."""
+    import socket
+    import threading
+
+    from agentgym_rl.processes.child import health_ok
+
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(1)
+
+        def greet() -> None:
+            conn, _ = server.accept()
+            with conn:
+                conn.sendall(b"\xff\x00\x00\x00\x00\x00\x00\x00\x01\x7f\x03\x00NULL" + b"\0" * 16)
+                conn.recv(1024)
+
+        threading.Thread(target=greet, daemon=True).start()
+        assert health_ok(server.getsockname()[1]) is False

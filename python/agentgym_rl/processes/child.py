@@ -23,6 +23,7 @@ started through `srun` or by a Ray actor on another node (`agentgym_rl.cluster`)
 from __future__ import annotations
 
 import contextlib
+import http.client
 import os
 import shlex
 import signal
@@ -97,11 +98,12 @@ def die_with_parent() -> None:
 
 
 def health_ok(port: int, host: str = "127.0.0.1") -> bool:
-    """True when `http://host:port/health` answers 200 within a second."""
+    """True when `http://host:port/health` answers 200 within a second (a port that answers
+    but not in HTTP, such as a ZeroMQ socket's greeting, is not ready either)."""
     try:
         with urllib.request.urlopen(f"http://{host}:{port}/health", timeout=1.0) as r:
             return bool(r.status == 200)
-    except OSError:
+    except (OSError, http.client.HTTPException):
         return False
 
 
