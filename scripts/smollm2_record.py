@@ -17,6 +17,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+from agentgym_rl.report.records import read_jsonl
+
 STEP_KEYS = ("step_s", "tokens", "tokens_per_s", "reward_mean", "mismatch_kl", "sync_s", "loss")
 """The learner's figures of a step a record keeps."""
 
@@ -25,14 +27,10 @@ def _round(x: Any) -> Any:
     return float(f"{x:.4g}") if isinstance(x, float) else x
 
 
-def _jsonl(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-
-
 def steps(run: Path) -> list[dict[str, Any]]:
     """The learner's figures of each step (the last record of a step a resume repeated)."""
     by_step: dict[int, dict[str, Any]] = {}
-    for r in _jsonl(run / "learn" / "metrics.jsonl"):
+    for r in read_jsonl(run / "learn" / "metrics.jsonl"):
         if isinstance(r.get("step"), int):
             by_step[r["step"]] = r
     return [
@@ -59,7 +57,7 @@ def evaluation(folder: Path) -> dict[str, dict[str, Any]]:
 
 
 def record(run: Path, command: str, note: str) -> dict[str, Any]:
-    invocations = _jsonl(run / "run.jsonl")
+    invocations = read_jsonl(run / "run.jsonl")
     evals = {}
     for folder in sorted(run.glob("eval-v*"), key=lambda p: int(re.sub(r"\D", "", p.name))):
         if (folder / "eval.json").is_file():
