@@ -5,6 +5,7 @@ batch script `launch --slurm` writes asks for what the config says."""
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -16,7 +17,7 @@ from agentgym_rl.cluster.slurm_job import JobError, role_nodes, srun_launch
 from agentgym_rl.cluster.slurm_script import batch_script
 from agentgym_rl.config.cluster import ClusterConfig
 from agentgym_rl.config.train import TrainConfig
-from agentgym_rl.processes.ports import JobPorts
+from agentgym_rl.processes.ports import JobPorts, free_port
 from agentgym_rl.supervise import plan_run
 from agentgym_rl.supervise.placement import Placement
 
@@ -96,6 +97,16 @@ def test_job_ports_differ_between_jobs_and_stay_in_their_block() -> None:
     assert taken == list(range(a.base, a.base + 64)) and not a.errors
     a.free()
     assert a.errors and "ports_per_job" in a.errors[0]
+
+
+def test_job_ports_skip_a_port_busy_on_this_node() -> None:
+    ports = JobPorts(free_port(), 64)
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", ports.base + 1))
+        held.listen()
+        taken = [ports.free() for _ in range(3)]
+    assert ports.base + 1 not in taken
+    assert taken[0] == ports.base and taken[1:] == [ports.base + 2, ports.base + 3]
 
 
 def test_counts_that_do_not_fit_the_nodes_are_refused(data: dict[str, Any]) -> None:

@@ -103,8 +103,10 @@ class PortBook:
 
 class JobPorts:
     """The ports of one job on a cluster: consecutive ports of the job's block, the same on every
-    node (a port is bound on a node this process cannot probe, so none is checked here: a busy
-    one fails its bind, naming the port). Same interface as `PortBook`."""
+    node. A port busy on the node that plans the job is skipped (another service, or a process
+    that drew it at random, listens there: seen once as a ZeroMQ greeting on an env server's
+    port); one busy only on a node this process cannot probe fails its bind, naming the port.
+    Same interface as `PortBook`."""
 
     def __init__(self, base: int, size: int) -> None:
         self.base, self.size = base, size
@@ -121,7 +123,9 @@ class JobPorts:
         return cls(port_base + (job_id % blocks) * ports_per_job, ports_per_job)
 
     def free(self) -> int:
-        while self._next in self.used:
+        while self._next in self.used or (
+            self._next < self.base + self.size and port_is_busy(self._next, "0.0.0.0")
+        ):
             self._next += 1
         if self._next >= self.base + self.size:
             self.errors.append(
