@@ -48,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     try:
         with interruptible(NAME, bound_s=TRAIN_STOP_S + 10) as stop:
-            result = run_chaos(Path(args.config), faults, max_resumes=args.max_resumes)
+            result = run_chaos(Path(args.config), faults, max_resumes=args.max_resumes, stop=stop)
     except KeyboardInterrupt:  # its train was stopped first (run_chaos)
         name = stop.signal.name if stop.signal else "SIGINT"
         print(f"chaos: stopped by {name}; its train run stopped too", file=sys.stderr)

@@ -11,7 +11,8 @@ the last of them took, None if one outlived `ORPHAN_WAIT_S`), then the run is re
 `FaultReport` per fault (the step it hit, the seconds until the learner took its next step, and
 the steps lost: those after the last checkpoint, for a learner) and the run's group accounting
 (`report/groups.py`). `agentgym-rl chaos` prints both. Stopped itself (Ctrl-C, SIGTERM), it
-stops its `train` as a user would (SIGTERM, then SIGKILL after `TRAIN_STOP_S`).
+stops its `train` by the same signal (then SIGKILL after `TRAIN_STOP_S`), so the run's record
+says how it was stopped.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from agentgym_rl.processes.child import cli_argv
+from agentgym_rl.processes.interrupt import Stop
 from agentgym_rl.report.groups import Accounting, account
 from agentgym_rl.report.records import read_jsonl
 
@@ -115,8 +117,10 @@ def run_chaos(
     max_resumes: int = 2,
     timeout_s: float = 3600.0,
     echo: bool = True,
+    stop: Stop | None = None,
 ) -> ChaosResult:
-    """Run `train` with `faults` injected (see the module docstring)."""
+    """Run `train` with `faults` injected (see the module docstring); stopped inside
+    `interruptible`'s block, it passes its `stop`'s signal on to the train in hand."""
     from agentgym_rl.config.loader import load_config
     from agentgym_rl.config.train import TrainConfig
 
@@ -139,7 +143,7 @@ def run_chaos(
                 _follow(run_dir, pending, reports, train_pid=proc.pid)
                 time.sleep(0.5)
         except BaseException:  # Ctrl-C or SIGTERM (KeyboardInterrupt), the timeout
-            _stop_train(proc)
+            _stop_train(proc, stop.signal if stop is not None and stop.signal else signal.SIGTERM)
             raise
         if reports and reports[-1].fault.role == "train" and reports[-1].orphans_s is None:
             reports[-1].orphans_s = _orphans_gone(run_dir, reports[-1].killed_at)
@@ -158,12 +162,13 @@ def run_chaos(
     )
 
 
-def _stop_train(proc: subprocess.Popen[bytes]) -> None:
-    """Stop the `train` in hand as a user's Ctrl-C would: its supervisor stops its children in
-    order and records the run stopped (`train --resume` goes on from its last checkpoint)."""
+def _stop_train(proc: subprocess.Popen[bytes], sig: signal.Signals) -> None:
+    """Stop the `train` in hand by `sig` (the one chaos got): its supervisor stops its children
+    in order and records the run stopped by it (`train --resume` goes on from its last
+    checkpoint)."""
     if proc.poll() is not None:
         return
-    proc.send_signal(signal.SIGTERM)
+    proc.send_signal(sig)
     try:
         proc.wait(TRAIN_STOP_S)
     except subprocess.TimeoutExpired:

@@ -28,6 +28,16 @@ log = logging.getLogger("learn")
 
 def run_learner(config: LearnConfig, *, resume: bool, secret: bytes | None) -> None:
     """Train this rank until done or stopped (see the module contract); raises `IdleTimeout`."""
+    # Until the trainer is built, SIGINT ends this rank at once, as SIGTERM does: a Python
+    # handler runs only between bytecodes, and a rank blocked in a collective of the build
+    # (its peer already stopped) never got there (torchrun then waited 30 s to SIGKILL it)
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    stop = threading.Event()
+
+    def on_signal(*_: object) -> None:
+        die_if_orphaned()  # no supervisor left to wait for the step in hand
+        stop.set()
+
     with ExitStack() as links:
         receiver, publisher, ledger = (
             _open_links(config, secret, links) if _is_rank0() else (None, None, None)
@@ -39,12 +49,6 @@ def run_learner(config: LearnConfig, *, resume: bool, secret: bytes | None) -> N
             log.info("resumed from %s", found or "nothing (fresh start)")
             if ledger is not None:
                 ledger.write({"resumed_from": trainer.step})
-        stop = threading.Event()
-
-        def on_signal(*_: object) -> None:
-            die_if_orphaned()  # no supervisor left to wait for the step in hand
-            stop.set()
-
         signal.signal(signal.SIGTERM, on_signal)
         signal.signal(signal.SIGINT, on_signal)
         trainer.run(stop)
