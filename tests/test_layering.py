@@ -74,7 +74,7 @@ LAYERS: dict[str, set[str]] = {
     "metric_sinks": {"report"},
     # `show` and `view`: episodes as the model saw them, joined to what the learner trained
     # them with, beside the run's records (the page's overview)
-    "viewer": {"episode", "learner.credit_log", "report", "trajectory"},
+    "viewer": {"episode", "learner.credit_log", "learner.token_log", "report", "trajectory"},
     # a resumed run already at its last checkpoint starts nothing (`train --resume`)
     "supervise": {
         "_core",

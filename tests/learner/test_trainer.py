@@ -391,7 +391,7 @@ def test_entropy_bonus_shifts_the_loss(model_dir: Path, tmp_path: Path) -> None:
     vocab = _vocab(model_dir)
     groups = [make_group(g, vocab=vocab) for g in range(2)]
     coef = 0.05
-    plain = Trainer(learn_config(model_dir, tmp_path))
+    plain = Trainer(learn_config(model_dir, tmp_path, token_log=None))
     base = plain.train_step(groups)
     plain.close()
     bonus = Trainer(learn_config(model_dir, tmp_path, loss={"entropy_coef": coef}))
@@ -402,13 +402,63 @@ def test_entropy_bonus_shifts_the_loss(model_dir: Path, tmp_path: Path) -> None:
     assert "entropy" not in base and 0.0 < m["entropy"] <= float(np.log(vocab)) + 1e-6
     assert m["pg_loss"] == pytest.approx(base["pg_loss"], abs=1e-6)
     assert m["loss"] == pytest.approx(base["loss"] - coef * m["entropy"], abs=1e-5)
-    tracked = Trainer(learn_config(model_dir, tmp_path, loss={"track_entropy": True}))
+    tracked = Trainer(
+        learn_config(model_dir, tmp_path, loss={"track_entropy": True}, token_log=None)
+    )
     try:
         seen = tracked.train_step(groups)
     finally:
         tracked.close()
     assert seen["entropy"] == pytest.approx(m["entropy"], abs=1e-6)
     assert seen["loss"] == pytest.approx(base["loss"], abs=1e-6)
+
+
+def test_token_log_keeps_what_each_picked_token_trained_with(
+    model_dir: Path, tmp_path: Path, make_trainer
+) -> None:
+    """A logged step's token records: the picked samples' trained tokens in order, the learner's
+    log-probs those of a forward on the same weights, the behaviour ones the samples', entropies
+    within [0, log V], and the TIS truncation (cap 1, behaviour log-prob M the median of the
+    learner's: every token the learner finds likelier than M) marked clipped with weight 1, the
+    others weighted exp(lp - M). Only every second step logs."""
+    from agentgym_rl.learner import model as lm
+    from agentgym_rl.learner.batch import collate, usable_samples
+    from agentgym_rl.learner.token_log import pick_rows, read_tokens
+
+    vocab = _vocab(model_dir)
+    groups = [make_group(g, vocab=vocab) for g in range(2)]
+    log = {"samples_per_step": 3, "every_steps": 2}
+    t = make_trainer(learn_config(model_dir, tmp_path, loss={"tis_cap": 1.0}, token_log=log))
+    first = t.train_step(groups)
+    assert "token_log_bytes" not in first and not read_tokens(tmp_path / "logs")
+    batch = collate(groups)
+    mask = batch.loss_mask > 0
+    with torch.no_grad():
+        lp = lm.token_logprobs(t.model, batch.input_ids, batch.position_ids, batch.labels, 1.0)
+    median = float(lp[mask].median())
+    rows = usable_samples(groups)
+    for _, sample in rows:  # the engine's log-prob of every generated token: the median
+        sample.tokens.logprobs[sample.tokens.loss_mask > 0] = median
+    m = t.train_step(groups)
+    records = read_tokens(tmp_path / "logs")
+    picked = pick_rows(len(rows), 3, 2)
+    assert sorted(records) == sorted(rows[r][1].request_id for r in picked)
+    assert m["token_log_bytes"] == (tmp_path / "logs" / "tokens.jsonl").stat().st_size
+    for r in picked:
+        rec = records[rows[r][1].request_id]
+        want = lp[r][mask[r]].numpy()
+        assert rec.step == 2 and len(rec) == int(mask[r].sum()) == 9
+        assert np.allclose(rec.learner, want, atol=1e-2)  # float16 in the file
+        assert np.allclose(rec.behaviour, median, atol=1e-2)
+        assert rec.entropy is not None and (rec.entropy >= 0).all()
+        assert (rec.entropy <= np.log(vocab) + 1e-2).all()
+        assert np.allclose(rec.ratio, 1.0)  # proximal: the training forward's own
+        assert np.allclose(rec.weight, np.minimum(np.exp(want - median), 1.0), atol=1e-2)
+        sure = np.abs(want - median) > 1e-2  # float16 cannot tell those at the cap
+        above = np.flatnonzero((want > median) & sure).tolist()
+        assert [i for i in rec.clipped if sure[i]] == above
+    assert any(rec.clipped for rec in records.values())
+    assert any(len(rec.clipped) < len(rec) for rec in records.values())
 
 
 class _DryReceiver:

@@ -78,15 +78,18 @@ def test_train_sync_mode_is_on_policy(sync_run: Path) -> None:
 def test_view_page_in_chromium(sync_run: Path, tmp_path: Path) -> None:
     """`agentgym-rl view` over the run, in real Chromium: the episodes table filters to failed
     held-out episodes, one opens with exactly its trained tokens highlighted, a trained episode
-    shows the advantage the learner trained each turn with, and the task's view lists every
-    evaluated version. With $VIEWER_SCREENSHOTS, each view is saved there (docs/viewer.md)."""
+    shows the advantage the learner trained each turn with, the task's view lists every
+    evaluated version, and a logged episode's token view shows the learner's token records.
+    With $VIEWER_SCREENSHOTS, each view is saved there (docs/viewer.md)."""
     import os
     import shutil
     import subprocess
     import sys
 
+    from agentgym_rl.episode.context import part_id
     from agentgym_rl.episode.log import read_episodes
     from agentgym_rl.learner.credit_log import read_trained
+    from agentgym_rl.learner.token_log import read_tokens
     from agentgym_rl.processes.ports import free_port
     from agentgym_rl.trajectory import ChatTokenizer
     from agentgym_rl.viewer.transcript import episode_credit, segments
@@ -174,6 +177,39 @@ def test_view_page_in_chromium(sync_run: Path, tmp_path: Path) -> None:
         for got, want in zip(numbers, credit.turn_advantages, strict=True):
             assert (got is None) == (want is None) and abs((got or 0) - (want or 0)) < 1e-3
         shot("episode")
+        tokens = read_tokens(
+            run
+        )  # the token view: a logged episode's tokens as the learner saw them
+        k, logged = next(
+            (i, found)
+            for i, r in enumerate(records)
+            if r.split == "train"
+            and (
+                found := [
+                    t
+                    for p in range(len(r.part_ranges))
+                    if (t := tokens.get(part_id(r.request_id, p)))
+                ]
+            )
+        )
+        page.goto(f"{base}#/episode/0.{k}")
+        page.wait_for_selector("#token-view")
+        page.select_option("#token-view", "learner")
+        page.wait_for_selector("span.tok")
+        seen = page.eval_on_selector_all(
+            "span.tok",
+            "s => s.map(x => [+x.dataset.learner, +x.dataset.entropy, +x.dataset.clipped])",
+        )
+        want = [
+            (float(t.learner[j]), float(t.entropy[j]), int(j in t.clipped))
+            for t in logged
+            if t.entropy is not None
+            for j in range(len(t))
+        ]
+        assert len(seen) == len(want) > 0
+        for (lp, ent, clip), (w_lp, w_ent, w_clip) in zip(seen, want, strict=True):
+            assert abs(lp - w_lp) < 2e-3 and abs(ent - w_ent) < 2e-3 and clip == w_clip
+        shot("tokens")
         browser.close()
         pw.stop()
     finally:

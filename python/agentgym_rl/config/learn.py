@@ -229,6 +229,17 @@ class LoraConfig(ConfigModel):
     `mlp` (the fused gate/up and down projections)."""
 
 
+class TokenLogConfig(ConfigModel):
+    """The per-token record behind the run viewer's token view (`learner/token_log.py`): each
+    logged sample's learner and behaviour log-probs, entropy, off-policy weight, PPO ratio and
+    clipped tokens, ~13 bytes a trained token on disk."""
+
+    samples_per_step: int = Field(default=2, ge=1)
+    """Samples logged each logged step, spread over the batch."""
+    every_steps: int = Field(default=1, ge=1)
+    """Log every this many steps (the learner computes the entropy on those steps only)."""
+
+
 class LearnSettings(ConfigModel):
     """What a `learn` process is told besides its wiring (`LearnConfig` minus the wiring)."""
 
@@ -256,6 +267,8 @@ class LearnSettings(ConfigModel):
     per micro-batch are fewest. null: the fewest micro-batches, and among those the least
     padding (right where a pass's fixed cost is large, as on a GPU). `benches/bench_padding.py`
     measures it: ~100 on 2 CPU cores for a 2M model."""
+    token_log: TokenLogConfig | None = TokenLogConfig()
+    """Per-token record of a few samples a step for the viewer's token view (None: off)."""
     recompute_proximal: bool = False
     """Recompute proximal log-probs in a separate no-grad pass before the update (the same
     numbers as the detached training forward with one optimizer step per batch; kept for
@@ -341,6 +354,7 @@ __all__ = [
     "ParallelConfig",
     "ReceiveConfig",
     "StepCreditConfig",
+    "TokenLogConfig",
     "WeightsConfig",
     "check_bind_endpoint",
 ]

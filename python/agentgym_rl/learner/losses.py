@@ -115,6 +115,45 @@ def clipped_surrogate(
     return pg, low, high
 
 
+def correction_weight(
+    config: LossConfig, proximal: torch.Tensor, behaviour: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The off-policy weight ``w`` of each token (see the module docstring), the mask of tokens
+    dropped by ``decoupled_cap`` and that of tokens whose weight ``tis_cap`` truncated."""
+    iw = torch.exp((proximal - behaviour).clamp(-_MAX_LOG_RATIO, _MAX_LOG_RATIO))
+    none = torch.zeros_like(iw, dtype=torch.bool)
+    if config.correction == "none":
+        return torch.ones_like(iw), none, none
+    if config.correction == "tis":
+        return iw.clamp_max(config.tis_cap), none, iw > config.tis_cap
+    if config.decoupled_cap is None:
+        return iw, none, none
+    dropped = iw > config.decoupled_cap
+    return torch.where(dropped, torch.zeros_like(iw), iw), dropped, none
+
+
+@torch.no_grad()
+def token_detail(
+    config: LossConfig,
+    *,
+    logprobs: torch.Tensor,
+    behaviour_logprobs: torch.Tensor,
+    proximal_logprobs: torch.Tensor | None,
+    advantages: torch.Tensor,
+) -> dict[str, torch.Tensor]:
+    """Per token, what `policy_loss` did with it: ``ratio`` (current / proximal), ``weight``
+    (``w``) and ``clipped`` (True where the PPO clip, the TIS cap or the drop changed its
+    gradient); the run viewer's token view (`token_log.py`)."""
+    behaviour = behaviour_logprobs.to(logprobs.dtype)
+    proximal = behaviour if proximal_logprobs is None else proximal_logprobs.to(logprobs.dtype)
+    _, clip_low, clip_high = clipped_surrogate(
+        logprobs, proximal, advantages.to(logprobs.dtype), config.clip_eps_low, config.clip_eps_high
+    )
+    weight, dropped, truncated = correction_weight(config, proximal, behaviour)
+    ratio = torch.exp((logprobs - proximal).clamp(-_MAX_LOG_RATIO, _MAX_LOG_RATIO))
+    return {"ratio": ratio, "weight": weight, "clipped": clip_low | clip_high | dropped | truncated}
+
+
 def _masked_mean(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     m = mask.to(x.dtype)
     return torch.where(m > 0, x, torch.zeros_like(x)).sum() / m.sum().clamp_min(1.0)
@@ -158,17 +197,7 @@ def policy_loss(
         logprobs, proximal, adv, config.clip_eps_low, config.clip_eps_high
     )
 
-    iw = torch.exp((proximal - behaviour).clamp(-_MAX_LOG_RATIO, _MAX_LOG_RATIO))
-    dropped = torch.zeros_like(mask)
-    if config.correction == "none":
-        weight = torch.ones_like(iw)
-    elif config.correction == "tis":
-        weight = iw.clamp_max(config.tis_cap)
-    else:
-        weight = iw
-        if config.decoupled_cap is not None:
-            dropped = iw > config.decoupled_cap
-            weight = torch.where(dropped, torch.zeros_like(iw), iw)
+    weight, dropped, _ = correction_weight(config, proximal, behaviour)
     per_token = weight * pg
 
     def reduce(x: torch.Tensor) -> torch.Tensor:

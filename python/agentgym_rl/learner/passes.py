@@ -15,6 +15,8 @@ elsewhere):
   data-parallel ranks, so summing micro-batch losses gives the step's loss exactly), backward;
   one `(loss value, metrics, loss tokens)` per micro-batch. A micro-batch whose proximal entry is None uses its own
   detached log-probs (one optimizer step per batch: they come from the pre-update weights).
+  With `keep` (a `TokenKeeper`), each micro-batch's forward is handed to it as well, with
+  entropies computed (the token log of `token_log.py`).
 
 `micro_totals` folds those results into the step's metric sums (weighted by loss tokens), its
 loss and the largest TIS weight, the same on every pipeline stage.
@@ -23,7 +25,7 @@ loss and the largest TIS weight, the same on every pipeline stage.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 import torch
 
@@ -65,6 +67,14 @@ def micro_totals(results: list[Any]) -> MicroTotals:
     return MicroTotals(*from_last_stage((sums, loss_total, tis_max)))
 
 
+class TokenKeeper(Protocol):
+    """Takes a micro-batch's detached per-token tensors after its loss (`token_log.py`)."""
+
+    def __call__(
+        self, mb: Any, logprobs: torch.Tensor, entropy: torch.Tensor, proximal: torch.Tensor | None
+    ) -> None: ...
+
+
 @dataclass(frozen=True)
 class Passes:
     """How this rank runs micro-batches through a model (see the module docstring)."""
@@ -96,6 +106,7 @@ class Passes:
         model: torch.nn.Module,
         loss: LossConfig,
         counts: StepCounts,
+        keep: TokenKeeper | None = None,
     ) -> list[Any]:
         """Forward with grad, policy loss and backward of every micro-batch (the last stage
         returns `(loss value, metrics, loss tokens)` per micro-batch)."""
@@ -105,8 +116,10 @@ class Passes:
             if not is_last_stage():
                 return self._stage_hidden(mb, model)
             d = self.device
-            want = loss.entropy_coef != 0.0 or loss.track_entropy
+            want = loss.entropy_coef != 0.0 or loss.track_entropy or keep is not None
             logprobs, entropy = self._logprobs_and_entropy(mb, model, want)
+            if keep is not None and entropy is not None:
+                keep(mb, logprobs.detach(), entropy.detach(), prox)
             value, m = policy_loss(
                 loss,
                 logprobs=logprobs,

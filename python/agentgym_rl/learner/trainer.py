@@ -20,9 +20,9 @@ With `loss.kl_coef > 0` a frozen reference policy (the starting checkpoint `conf
 parallel layout, eval mode, no gradients, never updated or checkpointed: a resumed run rebuilds
 it from `config.model`) gives each micro-batch's reference log-probs without grad at the same
 temperature (`ref_logprobs` of `policy_loss`, metric `kl_ref`). With `loss.entropy_coef != 0`
-(or `loss.track_entropy`) the micro-batch forward also returns the per-token entropy of
-softmax(logits / temperature) (`model.token_logprobs_and_entropy`, tensor-parallel aware), passed
-as `entropy` (metric `entropy`).
+(or `loss.track_entropy`, or on a step the token log records) the micro-batch forward also
+returns the per-token entropy of softmax(logits / temperature) (`model.token_logprobs_and_entropy`,
+tensor-parallel aware), passed as `entropy` (metric `entropy`).
 
 With `precision: bf16` every model forward (policy, proximal, reference) runs under bf16
 autocast; parameters, gradients, AdamW state, log-softmax and loss stay fp32.
@@ -36,7 +36,9 @@ step's groups, `publish` every `weights.every_steps` steps (HF names
 via `export_hf_weights`; never waits past `weights.timeout_s`), one JSONL record per step in
 `log_dir/metrics.jsonl` (rank 0; `adv_by_turn` gives the mean advantage of trained tokens by
 turn index), each trained sample's request id and per-turn advantages in
-`log_dir/trained.jsonl` (`credit_log`), and a checkpoint every `checkpoint.every_steps` steps.
+`log_dir/trained.jsonl` (`credit_log`), with `token_log` a few samples' per-token log-probs,
+entropies and weights in `log_dir/tokens.jsonl` (`token_log`; metric `token_log_bytes`), and a
+checkpoint every `checkpoint.every_steps` steps.
 Policy version = optimizer steps taken; the starting weights are version 0.
 """
 
@@ -79,6 +81,8 @@ from agentgym_rl.learner.optim import (
 from agentgym_rl.learner.passes import MicroTotals, Passes, StepCounts, micro_totals
 from agentgym_rl.learner.source import GroupSource
 from agentgym_rl.learner.step_credit import add_step_credit, shared_state_share, turns_of
+from agentgym_rl.learner.token_capture import StepTokens
+from agentgym_rl.learner.token_log import TokenLog, pick_rows
 from agentgym_rl.wire import WireGroup, WireSample
 
 log = logging.getLogger(__name__)
@@ -167,6 +171,12 @@ class Trainer:
             if lay.tp_rank == 0 and lay.pp_rank == 0
             else None
         )
+        # the token log is written where the log-probs are: the last pipeline stage
+        self._token_log = (
+            TokenLog(config.log_dir, lay.dp_rank)
+            if config.token_log is not None and lay.tp_rank == 0 and lay.pp_rank == lay.pp_size - 1
+            else None
+        )
 
     def _build_reference(self, initial: dict[str, torch.Tensor]) -> torch.nn.Module:
         """The frozen reference policy: the starting weights, eval mode, no gradients."""
@@ -208,8 +218,9 @@ class Trainer:
         self.model.train()
         proximal = self._proximal_logprobs(micro)
         self.optimizer.zero_grad(set_to_none=True)
+        tokens = self._token_keeper(rows)
         results = self.passes.loss_and_backward(
-            micro, refs, proximal, self.model, self.config.loss, counts
+            micro, refs, proximal, self.model, self.config.loss, counts, keep=tokens
         )
         totals = micro_totals(results)
         grad_norm, lr = self._optimizer_step()
@@ -218,6 +229,8 @@ class Trainer:
         elapsed = time.perf_counter() - t0
         metrics = self._step_metrics(batch, counts, totals, grad_norm, lr, len(micro), elapsed)
         metrics["adv_by_turn"] = credit
+        if tokens is not None and self._token_log is not None:
+            metrics["token_log_bytes"] = self._token_log.append(tokens.records)
         share = shared_state_share(turns_of(rows))
         if share is not None:  # what step-level credit could compare (logged with it or not)
             metrics["step_group_share"] = share
@@ -250,6 +263,16 @@ class Trainer:
         if adv.per_env_scale:
             advantages = scale_per_env(advantages, batch.env_ids, batch.loss_mask, adv.eps)
         return replace(batch, advantages=advantages)
+
+    def _token_keeper(self, rows: list[tuple[int, WireSample]]) -> StepTokens | None:
+        """The token log's keeper on a logged step (every rank of the last stage computes the
+        entropies, a tensor-parallel collective; tensor rank 0 writes)."""
+        log = self.config.token_log
+        step = self.step + 1
+        if log is None or step % log.every_steps:
+            return None
+        picked = pick_rows(len(rows), log.samples_per_step, step)
+        return StepTokens(self.config.loss, step, {r: rows[r][1].request_id for r in picked})
 
     def _record_credit(
         self, groups: list[WireGroup], rows: list[tuple[int, WireSample]], batch: Batch

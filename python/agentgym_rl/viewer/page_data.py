@@ -8,7 +8,9 @@ each call (`report.records.RunRecords`), so the page follows a run being written
   `missing`: what the page cannot show yet and why (no learner records, no episode log, ...);
 - `episodes(query)`: a page of the episodes table (`EpisodeFilter.from_query`);
 - `episode(ref)`: one episode as `show` renders it (`transcript.blocks` and `header`), with a
-  row per generated turn (versions, tokens, mean behaviour log-prob, advantage, reward, part);
+  row per generated turn (versions, tokens, mean behaviour log-prob, advantage, reward, part),
+  and, where the learner's token log holds the episode, each trained block's tokens with their
+  log-probs, entropy, weight and clipping (`token_view`, fields `token_fields`);
 - `task(item_id)`: the task's held-out episodes at each evaluated version (the versions of
   `eval.jsonl`); where none was logged whole (a run from before they were), the outcomes
   `eval_episodes.jsonl` holds (`outcomes`: success, reward, turns, status; no transcript).
@@ -25,8 +27,10 @@ from typing import Any
 
 from agentgym_rl.episode.log import EPISODES_FILE, EVAL_EPISODES_FILE, EpisodeRecord
 from agentgym_rl.learner.credit_log import TrainedSample, read_trained, trained_files
+from agentgym_rl.learner.token_log import TokenRecord, read_tokens, token_files
 from agentgym_rl.report.records import RunRecords, number, read_jsonl
 from agentgym_rl.viewer.episode_index import EpisodeFilter, EpisodeIndex
+from agentgym_rl.viewer.token_view import TOKEN_FIELDS, trained_tokens
 from agentgym_rl.viewer.transcript import blocks, episode_credit, header, turn_versions
 
 PAGE_SIZE = 50
@@ -52,6 +56,8 @@ class RunView:
         self._decode_lock = threading.Lock()
         self._trained: dict[str, list[TrainedSample]] = {}
         self._trained_key: tuple[tuple[str, int], ...] | None = None
+        self._tokens: dict[str, TokenRecord] = {}
+        self._tokens_key: tuple[tuple[str, int], ...] | None = None
 
     def refresh_logs(self) -> None:
         """Pick up episode logs that appeared since (a rollout server that started later)."""
@@ -134,6 +140,7 @@ class RunView:
         rec = self.index.record(ref)
         credit = self._credit(rec)
         decode = self.decode(rec)
+        tokens, token_problems = trained_tokens(rec, self._token_records(rec), decode)
         return {
             "ref": ref,
             "header": header(rec, ref, credit),
@@ -152,9 +159,12 @@ class RunView:
                     "trained": b.trained,
                     "turn": b.turn,
                     "part": b.part,
+                    "tokens": _block_tokens(tokens, b.start, b.end) if b.trained else None,
                 }
                 for b in blocks(rec, decode, credit)
             ],
+            "token_fields": TOKEN_FIELDS,
+            "token_problems": token_problems,
             "turns": turn_rows(rec, credit),
             "parts": len(rec.part_ranges),
             "trained_tokens": rec.trained_tokens,
@@ -170,6 +180,16 @@ class RunView:
             if key != self._trained_key:  # read again only when the learner wrote more
                 self._trained, self._trained_key = read_trained(self.run_dir), key
             return episode_credit(self._trained, rec)
+
+    def _token_records(self, rec: EpisodeRecord) -> dict[str, TokenRecord]:
+        if rec.split != "train" or not rec.request_id:
+            return {}
+        files = token_files(self.run_dir)
+        key = tuple((str(f), f.stat().st_size) for f in files if f.exists())
+        with self._decode_lock:
+            if key != self._tokens_key:  # read again only when the learner wrote more
+                self._tokens, self._tokens_key = read_tokens(self.run_dir), key
+            return self._tokens
 
     def task(self, item_id: str) -> dict[str, Any]:
         rows = [
@@ -213,6 +233,12 @@ def turn_rows(rec: EpisodeRecord, credit: TrainedSample | None) -> list[dict[str
             }
         )
     return out
+
+
+def _block_tokens(tokens: dict[int, list[Any]], start: int, end: int) -> list[list[Any]] | None:
+    """A trained block's tokens in the token view, when the log holds each of them."""
+    got = [tokens.get(i) for i in range(start, end)]
+    return None if not got or any(t is None for t in got) else got  # type: ignore[return-value]
 
 
 class _IdsDecoder:

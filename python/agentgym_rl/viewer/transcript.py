@@ -177,6 +177,9 @@ class Block:
     trained: bool = False
     turn: int | None = None
     part: int | None = None
+    start: int = 0
+    """A `text` block's first token position in the episode (`end`: one past its last)."""
+    end: int = 0
 
 
 def blocks(rec: EpisodeRecord, decode: Decode, credit: TrainedSample | None = None) -> list[Block]:
@@ -188,7 +191,7 @@ def blocks(rec: EpisodeRecord, decode: Decode, credit: TrainedSample | None = No
             out.append(Block("part", part_line(rec, seg.part), part=part))
         if seg.trained and seg.turn is not None:
             out.append(Block("turn", turn_line(rec, seg.turn, credit), True, seg.turn, part))
-        out.append(Block("text", seg.text, seg.trained, seg.turn, part))
+        out.append(Block("text", seg.text, seg.trained, seg.turn, part, seg.start, seg.end))
     return out
 
 

@@ -178,7 +178,29 @@ function textNodes(text) {
   });
 }
 
-function transcript(ep) {
+// the token view: each trained token coloured by one of the learner's per-token figures
+const TOKEN_COLOURS = {
+  learner: ["learner log-prob", (t) => (t.learner + 8) / 8],
+  behaviour: ["behaviour log-prob", (t) => (t.behaviour + 8) / 8],
+  shift: ["learner − behaviour", (t) => (t.learner - t.behaviour + 1) / 2],
+  entropy: ["entropy", (t) => t.entropy / 4],
+  weight: ["off-policy weight", (t) => t.weight / 2],
+};
+
+function tokenSpans(b, fields, mode) {
+  const [, scale] = TOKEN_COLOURS[mode];
+  return b.tokens.map((values) => {
+    const t = Object.fromEntries(fields.map((f, k) => [f, values[k]]));
+    const x = Math.max(0, Math.min(1, scale(t) ?? 0));
+    const title = fields.slice(1).map((f) => `${f} ${fmt(t[f])}`).join(" · ");
+    return el("span", {
+      class: "tok" + (t.clipped ? " clipped" : ""), title, style: `background: hsl(${Math.round(120 * x)}, 75%, 82%)`,
+      "data-learner": t.learner, "data-entropy": t.entropy ?? "", "data-weight": t.weight, "data-clipped": t.clipped,
+    }, t.text);
+  });
+}
+
+function transcript(ep, mode = "") {
   const columns = [];
   let current = el("pre", { class: "transcript" });
   columns.push(current);
@@ -190,7 +212,8 @@ function transcript(ep) {
     } else if (b.kind === "turn") {
       current.append(el("div", { class: "turn-line", "data-turn": b.turn }, b.text));
     } else {
-      current.append(el("span", { class: b.trained ? "trained" : "context", "data-block": i, "data-trained": b.trained ? "1" : "0", ...(b.turn !== null ? { "data-turn": b.turn } : {}) }, textNodes(b.text)));
+      const body = mode && b.tokens ? tokenSpans(b, ep.token_fields, mode) : textNodes(b.text);
+      current.append(el("span", { class: b.trained ? "trained" : "context", "data-block": i, "data-trained": b.trained ? "1" : "0", ...(b.turn !== null ? { "data-turn": b.turn } : {}) }, body));
     }
   });
   return el("div", { class: columns.length > 1 ? "parts side-by-side" : "parts" }, columns);
@@ -213,7 +236,23 @@ async function episode(ref) {
     turns,
     el("p", { class: "note" }, `${ep.trained_tokens} trained tokens, `, el("span", { class: "trained" }, "highlighted"),
       ep.parts > 1 ? `; ${ep.parts} samples side by side` : ""),
+    tokenControl(ep),
+    ...ep.token_problems.map((p) => el("p", { class: "missing" }, p)),
     transcript(ep));
+}
+
+function tokenControl(ep) {
+  // shown when the learner's token log holds this episode (learn.token_log samples a few a step)
+  if (!ep.blocks.some((b) => b.tokens)) {
+    return ep.summary.split === "train" ? el("p", { class: "note" }, "token view: the learner's token log (learn.token_log) did not sample this episode") : "";
+  }
+  const select = el("select", { id: "token-view" }, el("option", { value: "" }, "off"),
+    Object.entries(TOKEN_COLOURS).map(([k, [label]]) => el("option", { value: k }, label)));
+  select.addEventListener("change", () => {
+    document.querySelector("div.parts").replaceWith(transcript(ep, select.value));
+  });
+  return el("p", { class: "token-control" }, el("label", {}, "token view: colour trained tokens by ", select),
+    el("span", { class: "note" }, " (red low, green high; hover a token for its figures; outlined: clipped or truncated)"));
 }
 
 // ---- one task across versions
