@@ -139,7 +139,15 @@ def test_every_bench_is_registered_and_checked() -> None:
     assert unknown.returncode == 2 and "invalid choice: 'nope'" in unknown.stderr
 
 
-@pytest.mark.parametrize("name", list(FIGURES))
+# beyond CI's budget (`pytest -m extended`): a vLLM engine each, ~60 s and ~40 s, for code the
+# rollout bench and the end-to-end runs also drive
+EXTENDED = {"context", "ceiling"}
+
+
+@pytest.mark.parametrize(
+    "name",
+    [pytest.param(n, marks=[pytest.mark.extended] if n in EXTENDED else []) for n in FIGURES],
+)
 def test_bench_quick_form_runs_and_prints_its_figures(name: str, tmp_path: Path) -> None:
     proc = subprocess.run(
         [sys.executable, str(RUNNER), "--only", name, "--quick", "--record-dir", str(tmp_path)],

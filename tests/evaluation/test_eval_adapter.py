@@ -54,13 +54,41 @@ def _episodes(model: Path, out: Path, *extra: str) -> dict[str, tuple[list[int],
     return {r.item_id: (r.input_ids, r.loss_mask) for r in read_episodes(out / "episodes.jsonl")}
 
 
-def test_an_adapter_on_its_base_plays_as_the_merged_model(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def adapted(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
+    """The base, its adapter folder and the merged model."""
+    tmp_path = tmp_path_factory.mktemp("adapter")
     base = create_tiny_model(tmp_path / "base", corpus=tiny_corpus(), vocab_size=320, seed=0)
-    adapter, merged = _adapted(base, tmp_path)
-    with_adapter = _episodes(base, tmp_path / "adapter-eval", "--adapter", str(adapter))
-    as_merged = _episodes(merged, tmp_path / "merged-eval")
+    return (base, *_adapted(base, tmp_path))
+
+
+@pytest.fixture(scope="module")
+def with_adapter(
+    adapted: tuple[Path, Path, Path], tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, tuple[list[int], list[int]]]:
+    base, adapter, _ = adapted
+    out = tmp_path_factory.mktemp("adapter-eval")
+    return _episodes(base, out, "--adapter", str(adapter))
+
+
+def test_an_adapter_on_its_base_plays_as_the_merged_model(
+    adapted: tuple[Path, Path, Path],
+    with_adapter: dict[str, tuple[list[int], list[int]]],
+    tmp_path: Path,
+) -> None:
+    as_merged = _episodes(adapted[2], tmp_path / "merged-eval")
     assert len(with_adapter) == 6 and with_adapter.keys() == as_merged.keys()
     for item, (ids, mask) in with_adapter.items():
         assert (ids, mask) == as_merged[item], f"{item}: the adapter's episode differs"
-    own = _episodes(base, tmp_path / "base-eval")  # the adapters change what it writes
+
+
+@pytest.mark.extended
+def test_the_adapter_changes_what_the_base_writes(
+    adapted: tuple[Path, Path, Path],
+    with_adapter: dict[str, tuple[list[int], list[int]]],
+    tmp_path: Path,
+) -> None:
+    """The equality above could hold with the adapter ignored only if the merged model played
+    as the base does; it does not (a third engine: beyond CI's budget)."""
+    own = _episodes(adapted[0], tmp_path / "base-eval")
     assert any(own[item][0] != with_adapter[item][0] for item in own)
