@@ -113,3 +113,27 @@ def test_a_bench_table_is_rendered_from_its_record_and_a_changed_one_caught(
     assert found == [f"{doc}: bench table differs from docs/results/benches/r.json (run `render`)"]
     shutil.rmtree(records)
     assert "missing record" in rf.problems(doc)[0][0]
+
+
+def test_the_readme_s_latest_run_is_the_newest_record(tmp_path: Path) -> None:
+    """The README's "latest recorded run" quotes the last line of the main runs' record, and the
+    record script appends a finished run as the new last line."""
+    import re
+
+    record = ROOT / "docs/results/babyai-goto/main-runs.json"
+    runs = json.loads(record.read_text())
+    quoted = re.findall(r'main-runs\.json "/(\d+)/', (ROOT / "README.md").read_text())
+    assert quoted and {int(i) for i in quoted} == {len(runs) - 1}
+    copy = tmp_path / "main-runs.json"
+    shutil.copy(record, copy)
+    spec = importlib.util.spec_from_file_location("main_run", ROOT / "scripts/main_run_record.py")
+    assert spec is not None and spec.loader is not None
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    source = f"{ROOT / 'docs/results/babyai-goto/runs.json'}#."
+    argv = ["--from-record", source, "--how", "again", "--out", str(copy), "--commit", "abc1234"]
+    assert script.main(argv) == 0
+    grown = json.loads(copy.read_text())
+    assert grown[:-1] == runs and grown[-1]["how"] == "again" and grown[-1]["commit"] == "abc1234"
+    assert grown[-1]["success"]["60"] == runs[0]["success"]["60"]
+    assert len(copy.read_text().splitlines()) == len(grown) + 2  # one run a line
