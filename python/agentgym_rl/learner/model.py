@@ -411,9 +411,17 @@ def _sampling_logits(
 
 
 def _logprob_head(
-    model: GPTModel, temperature: float, vocab_size: int | None, *, fused: bool, entropy: bool
+    model: GPTModel,
+    temperature: float,
+    vocab_size: int | None,
+    *,
+    fused: bool,
+    entropy: bool,
+    entropy_grad: bool = True,
 ) -> TokenHead:
-    """Log-probs of the labels (and entropies) at `temperature` over the unpadded vocabulary."""
+    """Log-probs of the labels (and entropies) at `temperature` over the unpadded vocabulary;
+    without `entropy_grad` the entropies are computed outside autograd (nothing of the
+    vocabulary-wide product kept for a backward that never uses it)."""
     if temperature <= 0:
         raise ValueError(f"temperature must be > 0, got {temperature}")
     if vocab_size is None:
@@ -421,13 +429,18 @@ def _logprob_head(
 
     def head(logits: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, ...]:
         z = _sampling_logits(logits, temperature, vocab_size, fused=fused)
+        grad = torch.enable_grad() if entropy_grad else torch.no_grad()
         if fused:
             logp = torch.log_softmax(z, dim=-1)
             lp = _gather_labels(logp, labels)
-            return (lp, -(logp.exp() * logp).sum(dim=-1)) if entropy else (lp,)
+            if not entropy:
+                return (lp,)
+            with grad:
+                return lp, -(logp.exp() * logp).sum(dim=-1)
         if not entropy:
             return (-tensor_parallel.vocab_parallel_cross_entropy(z, labels),)
-        h = vocab_parallel_entropy(z)
+        with grad:
+            h = vocab_parallel_entropy(z)
         # the CE modifies its input in place; the entropy's graph still needs `z`
         return -tensor_parallel.vocab_parallel_cross_entropy(z.clone(), labels), h
 
@@ -506,13 +519,22 @@ def token_logprobs_and_entropy(
     fused: bool = True,
     autocast: torch.dtype | None = None,
     positions: torch.Tensor | None = None,
+    entropy_grad: bool = True,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """`token_logprobs` and the per-token entropy of softmax(logits / temperature), one forward.
 
-    Both are [B, S] fp32, differentiable and the same on every tensor-parallel rank; the
-    entropy excludes padded vocabulary columns (see `vocab_parallel_entropy`).
+    Both are [B, S] fp32 and the same on every tensor-parallel rank, the log-probs
+    differentiable and the entropy too unless `entropy_grad` is False (logged, not trained on);
+    the entropy excludes padded vocabulary columns (see `vocab_parallel_entropy`).
     """
-    head = _logprob_head(model, temperature, vocab_size, fused=_use_fused(fused), entropy=True)
+    head = _logprob_head(
+        model,
+        temperature,
+        vocab_size,
+        fused=_use_fused(fused),
+        entropy=True,
+        entropy_grad=entropy_grad,
+    )
     logprobs, entropy = _run_head(model, input_ids, position_ids, labels, head, autocast, positions)
     return logprobs, entropy
 

@@ -117,7 +117,9 @@ class Passes:
                 return self._stage_hidden(mb, model)
             d = self.device
             want = loss.entropy_coef != 0.0 or loss.track_entropy or keep is not None
-            logprobs, entropy = self._logprobs_and_entropy(mb, model, want)
+            logprobs, entropy = self._logprobs_and_entropy(
+                mb, model, want, grad=loss.entropy_coef != 0.0
+            )
             if keep is not None and entropy is not None:
                 keep(mb, logprobs.detach(), entropy.detach(), prox)
             value, m = policy_loss(
@@ -153,9 +155,10 @@ class Passes:
         )
 
     def _logprobs_and_entropy(
-        self, mb: Any, model: torch.nn.Module, entropy: bool
+        self, mb: Any, model: torch.nn.Module, entropy: bool, grad: bool
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """The policy's log-probs (with grad) and, when `entropy`, per-token entropies."""
+        """The policy's log-probs (with grad) and, when `entropy`, per-token entropies (with
+        grad when `grad`: an entropy bonus trains on them; logged alone, they need none)."""
         if not entropy:
             return self._logprobs(mb, model), None
         return lm.token_logprobs_and_entropy(
@@ -164,6 +167,7 @@ class Passes:
             self.temperature,
             autocast=self.autocast,
             positions=self._loss_positions(mb),
+            entropy_grad=grad,
         )
 
     def _loss_positions(self, mb: Any) -> torch.Tensor:
