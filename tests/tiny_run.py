@@ -37,6 +37,10 @@ def tiny_train_config(run_dir: str, model: str, *, max_steps: int = 2) -> dict[s
             # one row per micro-batch: the learner's padded rows currently fail its RoPE
             # position check (learner/batch.py gives padding position 0)
             "micro_batch_tokens": 1,
+            # the fused SwiGLU compiles per learner process and per new shape (~14 s of a
+            # tiny run's first step on 2 cores, for a kernel that saves nothing at this size);
+            # tests/supervise/test_train_e2e.py keeps it on through real processes
+            "fused_swiglu": False,
         },
         "stop_grace_s": 30.0,
     }

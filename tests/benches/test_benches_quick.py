@@ -139,9 +139,10 @@ def test_every_bench_is_registered_and_checked() -> None:
     assert unknown.returncode == 2 and "invalid choice: 'nope'" in unknown.stderr
 
 
-# beyond CI's budget (`pytest -m extended`): a vLLM engine each, ~60 s and ~40 s, for code the
-# rollout bench and the end-to-end runs also drive
-EXTENDED = {"context", "ceiling"}
+# beyond CI's budget (`pytest -m extended`), each with a vLLM engine or a browser of its own, for
+# code the rollout bench and the end-to-end runs also drive: context ~60 s, ceiling ~40 s, web
+# ~39 s (Chromium), lora ~32 s and weights ~25 s
+EXTENDED = {"context", "ceiling", "web", "lora", "weights"}
 
 
 @pytest.mark.parametrize(

@@ -2,8 +2,7 @@
 (examples/openai_agent.py: the `openai` client, BabyAI over HTTP) plays every training and
 held-out episode through the rollout server's endpoint, served by real vLLM; its rollout server
 is SIGKILLed (the endpoint dies with it and is restarted; the agent episodes in flight are lost
-with their groups), then `train` itself (its children end by themselves within seconds), then
-`train --resume` finishes. The learner trains on exactly what was sampled (no drift), the group
+with their groups) and the restarted one finishes the run. The learner trains on exactly what was sampled (no drift), the group
 accounting balances (groups lost with the killed processes counted as lost, and the agent episodes
 in flight in the killed rollout server counted), nothing is trained twice.
 
@@ -30,17 +29,16 @@ from vllm_fixtures import tiny_corpus
 pytestmark = pytest.mark.engine
 
 ROOT = Path(__file__).resolve().parents[2]
-MAX_STEPS = 6
 FULL = os.environ.get("AGENTGYM_RL_AGENT_CHAOS") == "full"
+MAX_STEPS = 6 if FULL else 4
 AGENTS = {
     "function": {"function": "examples.openai_agent:agent"},
     "command": {"command": [sys.executable, str(ROOT / "examples" / "openai_agent.py")]},
 }
-# CI: the rollout server at step 1, then `train` itself at 3; by hand: env, rollout, learner
+# CI: the rollout server (and its endpoint) at step 1; by hand: env, rollout, learner. A killed
+# `train` and its resume are tests/e2e/test_chaos.py's (a learner's death ends its run there)
 FAULTS = (
-    [Fault("env", 1), Fault("rollout", 2), Fault("learner", 4)]
-    if FULL
-    else [Fault("rollout", 1), Fault("train", 3)]
+    [Fault("env", 1), Fault("rollout", 2), Fault("learner", 4)] if FULL else [Fault("rollout", 1)]
 )
 
 
@@ -68,13 +66,12 @@ def test_an_agent_run_survives_its_killed_processes(kind: str, tmp_path: Path) -
         assert result.exit_codes == [1, 0], report  # the learner's death ends run 1
         assert result.accounting.killed["learner"] == 1, report
     else:
-        assert result.exit_codes == [-9, 0], report  # train killed, then the resume finished it
-        killed_train = result.faults[1]
-        assert killed_train.orphans_s is not None and killed_train.orphans_s < 10, report
+        assert result.exit_codes == [0], report  # the restarted rollout server finished the run
 
     children = [json.loads(line) for line in (run / "children.jsonl").read_text().splitlines()]
     starts = [c["child"] for c in children if c["event"] == "start"]
-    assert starts.count("rollout-0") == 3, starts  # first start, restart, resume
+    # first start and restart (and by hand the resume after the learner's death)
+    assert starts.count("rollout-0") == (3 if FULL else 2), starts
 
     summary = json.loads((run / "summary.json").read_text())
     assert summary["outcome"] == "finished" and summary["groups"]["balanced"] is True
@@ -83,7 +80,7 @@ def test_an_agent_run_survives_its_killed_processes(kind: str, tmp_path: Path) -
     assert acc.used == 2 * MAX_STEPS, report
     assert acc.killed["rollout"] >= 1, report
     # groups that went down with the killed processes are counted as lost, by cause
-    assert acc.lost == sum(acc.lost_with.values()) and acc.lost > 0, report
+    assert acc.lost == sum(acc.lost_with.values()) and (acc.lost > 0 or not FULL), report
     # and so are the agent episodes the killed rollout server had in flight: every dispatched
     # group was made, filtered, aborted at a stop, or in flight when killed (whole groups)
     assert acc.dispatched >= acc.made > 0, report

@@ -65,6 +65,9 @@ def learn_config(model_dir: Path, tmp: Path, **overrides: Any) -> LearnConfig:
         "checkpoint": {"dir": tmp / "ckpt", "every_steps": 1000},
         "log_dir": tmp / "logs",
         "max_steps": 20,
+        # unfused unless a test asks: the compiled kernel costs every process ~14 s of compiling
+        # (tests/learner/test_model.py checks the two paths agree)
+        "fused_swiglu": False,
     }
     data.update(overrides)
     return LearnConfig.model_validate(data)

@@ -28,6 +28,7 @@ def sync_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     run = tmp_path / "run"
     config = tiny_train_config(str(run), str(model), max_steps=3)
     config["mode"] = "sync"
+    config["learn"]["fused_swiglu"] = True  # the default's compiled kernel, in a real learner
     config["rollout"]["eval"] = {"split": config["rollout"]["dataset"]["split"], "limit": 4}
     config["rollout"]["episode_log_every"] = 1
     config["rollout"]["envs"] = [{"env": "babyai", "context": {"history_turns": 1}}]
