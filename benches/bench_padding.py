@@ -11,7 +11,13 @@ tokens, the real share of them, real tokens/s and the ratio to the fewest. Then 
 fit of step time = base + a x computed tokens + c x micro-batches over the cuts: c / a is what one
 micro-batch costs here, in padded tokens (the option's measured value on this machine).
 
-    python benches/bench_padding.py [--quick] [--rounds N]
+Beside the synthetic step, the main run's real lengths: `--real` (default
+docs/results/babyai-goto/sample-lengths.json, its training groups in the order they finished, kept
+by `--save-real RUN`) cut by each option into every step's micro-batches, the real share of the
+computed tokens over the whole run (a cut needs lengths alone: no model runs for it).
+
+    python benches/bench_padding.py [--quick] [--rounds N] [--real FILE]
+    python benches/bench_padding.py --save-real RUN [--real FILE]   # a run's lengths, kept
 """
 
 from __future__ import annotations
@@ -31,6 +37,8 @@ from figures import figure
 ROWS_RANGE = (118, 638)
 OVERHEADS: list[int | None] = [None, 4096, 1024, 256, 0]
 QUICK_OVERHEADS: list[int | None] = [None, 256, 0]
+REAL = Path(__file__).resolve().parents[1] / "docs/results/babyai-goto/sample-lengths.json"
+GROUPS_PER_STEP, GROUP_SIZE = 6, 8  # the main run's step
 
 
 def corpus() -> list[str]:
@@ -73,13 +81,112 @@ def groups(rng: np.random.Generator, n_groups: int, group_size: int, vocab: int)
     return out
 
 
+def save_real(run: Path, out: Path) -> None:
+    """Keep `run`'s training groups as sample lengths (complete groups of the learner's samples,
+    in the order they finished; held-out episodes left out) in the compact record `out`."""
+    from agentgym_rl.learner.batch import EXCLUDED_STATUSES
+
+    excluded = {s.value for s in EXCLUDED_STATUSES}
+    groups: dict[tuple[str, int], list[int]] = {}
+    sizes: dict[tuple[str, int], int] = {}
+    for log in sorted(run.glob("rollout-*/episodes.jsonl")):
+        for line in log.read_text().splitlines():
+            e = json.loads(line)
+            if e.get("split", "train") != "train":
+                continue
+            key = (log.parent.name, int(e["group_id"]))
+            sizes[key] = sizes.get(key, 0) + 1
+            if e["status"] not in excluded:
+                groups.setdefault(key, []).append(len(e["input_ids"]))
+    complete = [g for k, g in groups.items() if sizes[k] == GROUP_SIZE]
+    record = {
+        "what": "sample lengths (tokens) of a run's training groups, in the order they finished",
+        "run": run.name,
+        "group_size": GROUP_SIZE,
+        "groups": complete,
+    }
+    out.write_text(json.dumps(record, separators=(",", ":")) + "\n")
+    print(f"{out}: {len(complete)} groups, {sum(map(len, complete))} samples of {run}")
+
+
+def real_steps(path: Path) -> list[list[list[int]]]:
+    """The record's groups as the main run's steps (six groups each; a partial last one left)."""
+    groups = json.loads(path.read_text())["groups"]
+    n = len(groups) // GROUPS_PER_STEP
+    return [groups[i * GROUPS_PER_STEP : (i + 1) * GROUPS_PER_STEP] for i in range(n)]
+
+
+def real_shares(steps: list[list[list[int]]], overheads: list[int | None]) -> None:
+    """Each cut's real share of the computed tokens over every real step, and its micro-batches."""
+    from agentgym_rl.learner.batch import collate
+
+    print(f"\nthe main run's real lengths: {len(steps)} steps of {GROUPS_PER_STEP} groups")
+    print("| cut | micro-batches a step | real / computed |")
+    print("|---|---:|---:|")
+    share: dict[int | None, float] = {}
+    for overhead in overheads:
+        real = computed = micro = 0
+        for step in steps:
+            batch = collate(length_groups(step))
+            cut = batch.split(8192, overhead)
+            real += int(batch.lengths.sum())
+            computed += sum(mb.input_ids.numel() for mb in cut)
+            micro += len(cut)
+        share[overhead] = real / computed
+        name = "fewest micro-batches" if overhead is None else f"overhead {overhead} tokens"
+        print(f"| {name} | {micro / len(steps):.1f} | {share[overhead]:.3f} |")
+    figure(
+        "padding", "real of computed tokens, fewest micro-batches, main run's lengths",
+        share[None], "", ceiling=1.0, ceiling_name="no padding", target=">= 0.85",
+    )  # fmt: skip
+
+
+def length_groups(step: list[list[int]]) -> list:
+    """Wire groups whose samples have `step`'s lengths (the cut reads lengths alone)."""
+    from agentgym_rl.wire import Status, WireGroup, WireSample, WireTokens
+
+    out = []
+    for g, lengths in enumerate(step):
+        samples = [
+            WireSample(
+                tokens=WireTokens(
+                    input_ids=np.zeros(n, np.uint32),
+                    loss_mask=np.ones(n, np.uint8),
+                    logprobs=np.zeros(n, np.float32),
+                    versions=np.zeros(n, np.uint32),
+                    turn_spans=np.array([[0, n]], np.uint32),
+                ),
+                reward=0.0,
+                status=Status.DONE,
+                drift=False,
+                turns=1,
+                turn_cap=5,
+                stage=0,
+                dispatch_version=0,
+                request_id=f"g{g}-e{e}",
+            )
+            for e, n in enumerate(lengths)
+        ]
+        out.append(WireGroup(group_id=g, task_id=f"t{g}", env="babyai", samples=samples))
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
         "--quick", action="store_true", help="2 groups, 3 cuts, 1 round (smoke run)"
     )
     parser.add_argument("--rounds", type=int, default=None, help="timed rounds (default 5)")
+    parser.add_argument(
+        "--real", type=Path, default=REAL, help="the main run's sample lengths (compact record)"
+    )
+    parser.add_argument(
+        "--save-real", type=Path, metavar="RUN", help="keep RUN's sample lengths in --real, exit"
+    )
     args = parser.parse_args()
+    if args.save_real is not None:
+        save_real(args.save_real, args.real)
+        return
     from agentgym_rl.config.learn import LearnConfig
     from agentgym_rl.learner.trainer import Trainer
     from agentgym_rl.policy_creation import create_tiny_model
@@ -119,6 +226,11 @@ def main() -> None:
                 shape[overhead] = (m["micro_batches"], m["computed_tokens"], m["tokens"])
         trainer.close()
     report(times, shape, rounds)
+    if args.real.is_file():
+        steps = real_steps(args.real)
+        real_shares(steps[:2] if args.quick else steps, overheads)
+    else:
+        print(f"\nno real lengths at {args.real} (--save-real RUN keeps a run's)")
 
 
 def report(

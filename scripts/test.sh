@@ -11,7 +11,9 @@ STARTED=$SECONDS
 took() { [[ -n $CURRENT ]] && printf '\033[1m== %s: %d s\033[0m\n' "$CURRENT" $((SECONDS - STARTED)); true; }
 step() { took; CURRENT=$*; STARTED=$SECONDS; printf '\n\033[1m== %s\033[0m\n' "$*"; }
 # a failed install ends the Rust checks begun beside it (cargo, and the rustc jobs it waits on)
-stop_rust() { [[ -n ${RUST_PID:-} ]] && { pkill -TERM -P "$RUST_PID"; kill "$RUST_PID"; } 2>/dev/null; true; }
+tree() { local c; for c in $(pgrep -P "$1"); do tree "$c"; done; echo "$1"; }
+# shellcheck disable=SC2046
+stop_rust() { [[ -n ${RUST_PID:-} ]] && kill $(tree "$RUST_PID") 2>/dev/null; true; }
 trap 'stop_rust; took; printf "\033[1m== all steps: %d s\033[0m\n" $SECONDS' EXIT
 
 # The Rust checks need cargo alone: they run beside the install, whose pip steps mostly wait on
