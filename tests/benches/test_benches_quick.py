@@ -112,6 +112,7 @@ FIGURES = {
         rf"^\| fewest micro-batches \| \d+ \| \d+ \| {NUMBER} \| {NUMBER} \| 1\.00x \|$",
         rf"^\| overhead 256 tokens \| \d+ \| \d+ \| {NUMBER} \| {NUMBER} \| {NUMBER}x \|$",
         r"^fit: ",
+        rf"^\| fewest micro-batches \| {NUMBER} \| {NUMBER} \|$",  # the main run's real lengths
     ],
     "lora": [
         rf"^\| main \| full \| {NUMBER}M \| {NUMBER} MB \| {NUMBER} MB \| {NUMBER} GB \| {NUMBER} \|$",
