@@ -29,6 +29,7 @@ import statistics
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -48,36 +49,48 @@ def corpus() -> list[str]:
     return [" ".join(rng.choice(words) for _ in range(rng.randint(4, 14))) for _ in range(400)]
 
 
-def groups(rng: np.random.Generator, n_groups: int, group_size: int, vocab: int) -> list:
-    from agentgym_rl.wire import Status, WireGroup, WireSample, WireTokens
+def sample(g: int, e: int, input_ids: np.ndarray, generated_from: int, reward: float):
+    """A finished one-turn sample of group `g`, its tokens from `generated_from` on generated."""
+    from agentgym_rl.wire import Status, WireSample, WireTokens
 
+    n = len(input_ids)
+    mask = np.zeros(n, np.uint8)
+    mask[generated_from:] = 1
+    return WireSample(
+        tokens=WireTokens(
+            input_ids=input_ids.astype(np.uint32),
+            loss_mask=mask,
+            logprobs=np.where(mask > 0, -2.0, 0.0).astype(np.float32),
+            versions=np.zeros(n, np.uint32),
+            turn_spans=np.array([[generated_from, n]], np.uint32),
+        ),
+        reward=reward,
+        status=Status.DONE,
+        drift=False,
+        turns=1,
+        turn_cap=5,
+        stage=0,
+        dispatch_version=0,
+        request_id=f"g{g}-e{e}",
+    )
+
+
+def group(g: int, samples: list) -> Any:
+    from agentgym_rl.wire import WireGroup
+
+    return WireGroup(group_id=g, task_id=f"t{g}", env="babyai", samples=samples)
+
+
+def groups(rng: np.random.Generator, n_groups: int, group_size: int, vocab: int) -> list:
+    """Synthetic groups, lengths uniform over the main run's range, the last fifth generated (as
+    a few short turns are)."""
     out = []
     for g in range(n_groups):
         samples = []
         for e in range(group_size):
             n = int(rng.integers(ROWS_RANGE[0], ROWS_RANGE[1] + 1))
-            mask = np.zeros(n, np.uint8)
-            mask[int(n * 0.8) :] = 1  # the last fifth generated, as a few short turns are
-            samples.append(
-                WireSample(
-                    tokens=WireTokens(
-                        input_ids=rng.integers(3, vocab, size=n).astype(np.uint32),
-                        loss_mask=mask,
-                        logprobs=np.where(mask > 0, -2.0, 0.0).astype(np.float32),
-                        versions=np.zeros(n, np.uint32),
-                        turn_spans=np.array([[int(n * 0.8), n]], np.uint32),
-                    ),
-                    reward=float(e % 2),
-                    status=Status.DONE,
-                    drift=False,
-                    turns=1,
-                    turn_cap=5,
-                    stage=0,
-                    dispatch_version=0,
-                    request_id=f"g{g}-e{e}",
-                )
-            )
-        out.append(WireGroup(group_id=g, task_id=f"t{g}", env="babyai", samples=samples))
+            samples.append(sample(g, e, rng.integers(3, vocab, size=n), int(n * 0.8), float(e % 2)))
+        out.append(group(g, samples))
     return out
 
 
@@ -143,32 +156,10 @@ def real_shares(steps: list[list[list[int]]], overheads: list[int | None]) -> No
 
 def length_groups(step: list[list[int]]) -> list:
     """Wire groups whose samples have `step`'s lengths (the cut reads lengths alone)."""
-    from agentgym_rl.wire import Status, WireGroup, WireSample, WireTokens
-
-    out = []
-    for g, lengths in enumerate(step):
-        samples = [
-            WireSample(
-                tokens=WireTokens(
-                    input_ids=np.zeros(n, np.uint32),
-                    loss_mask=np.ones(n, np.uint8),
-                    logprobs=np.zeros(n, np.float32),
-                    versions=np.zeros(n, np.uint32),
-                    turn_spans=np.array([[0, n]], np.uint32),
-                ),
-                reward=0.0,
-                status=Status.DONE,
-                drift=False,
-                turns=1,
-                turn_cap=5,
-                stage=0,
-                dispatch_version=0,
-                request_id=f"g{g}-e{e}",
-            )
-            for e, n in enumerate(lengths)
-        ]
-        out.append(WireGroup(group_id=g, task_id=f"t{g}", env="babyai", samples=samples))
-    return out
+    return [
+        group(g, [sample(g, e, np.zeros(n, np.int64), 0, 0.0) for e, n in enumerate(lengths)])
+        for g, lengths in enumerate(step)
+    ]
 
 
 def main() -> None:
