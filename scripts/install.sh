@@ -62,9 +62,9 @@ if ! have_versions megatron-core==0.16.1 \
     "tensorboard>=2.15,<3" "gguf>=0.17,<1" "accelerate>=1.4,<2" "maturin>=1.9,<2" "setuptools>=77"
 fi
 if [[ $DEV == 1 ]]; then
-  if ! "$PY" -c "import pytest, mypy, wandb, pandas" 2>/dev/null || ! command -v ruff >/dev/null; then
-    say "test tools: pytest, ruff, mypy; wandb and pandas (the W&B sink, run records as frames)"
-    pip_q "pytest>=8" "ruff>=0.8" "mypy>=1.13" "wandb>=0.19" "pandas>=2"
+  if ! "$PY" -c "import pytest, xdist, mypy, wandb, pandas" 2>/dev/null || ! command -v ruff >/dev/null; then
+    say "test tools: pytest (two workers: pytest-xdist), ruff, mypy; wandb and pandas (the W&B sink, run records as frames)"
+    pip_q "pytest>=8" "pytest-xdist>=3.6" "ruff>=0.8" "mypy>=1.13" "wandb>=0.19" "pandas>=2"
   fi
   if ! "$PY" -c "import ray, ray.dashboard.optional_deps" 2>/dev/null; then
     say "ray[default] (launch --ray; its tests start a local Ray cluster)"

@@ -33,4 +33,6 @@ step "stubtest (agentgym_rl._core against its .pyi)"
 "$PY" -m mypy.stubtest agentgym_rl._core --ignore-disjoint-bases --allowlist scripts/stubtest-allowlist.txt
 
 step "pytest"
-"$PY" -m pytest -m "not gpu and not extended" --durations=30 "$@"
+# two workers (tests/workers.py): a process test mostly waits on children starting, so two at
+# once keep 2 cores busy; TEST_WORKERS=0 runs them one at a time
+"$PY" -m pytest -m "not gpu and not extended" -n "${TEST_WORKERS:-2}" --durations=30 "$@"

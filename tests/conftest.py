@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -15,6 +15,7 @@ from agentgym_rl.trajectory import ChatTokenizer
 from leftovers import Leftover, collect, start_session
 from scripted_engine import CHATML
 from tiers import forbid_processes, tier_of
+from workers import costliest_units_first, make_scheduler
 
 if TYPE_CHECKING:
     from vllm_fixtures import EngineHandle
@@ -45,10 +46,18 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         )
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Every test gets its tier marker (`tiers.py`)."""
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Every test gets its tier marker (`tiers.py`); under pytest-xdist the costliest files
+    come first (`workers.py`)."""
     for item in items:
         item.add_marker(tier_of(item))
+    if config.pluginmanager.hasplugin("xdist") and config.getoption("numprocesses", None):
+        costliest_units_first(items)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    return make_scheduler(config, log)
 
 
 def _guard(item: pytest.Item) -> AbstractContextManager[None]:

@@ -35,8 +35,13 @@ class Leftover:
 
 
 def start_session() -> None:
-    """Mark this session's processes (children inherit the variable)."""
-    os.environ.setdefault(SESSION_ENV, uuid.uuid4().hex)
+    """Mark this session's processes (children inherit the variable). Each pytest-xdist
+    worker is a session of its own: another worker's processes are not this one's strays."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if worker is None:
+        os.environ.setdefault(SESSION_ENV, uuid.uuid4().hex)
+    elif not os.environ.get(SESSION_ENV, "").endswith(f"-{worker}"):
+        os.environ[SESSION_ENV] = f"{uuid.uuid4().hex}-{worker}"
 
 
 def _descendants_of_pytest() -> set[int]:

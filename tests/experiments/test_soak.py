@@ -189,7 +189,10 @@ def test_a_killed_soak_takes_the_init_model_it_started_with_it(tmp_path: Path) -
                 os.kill(kid, signal.SIGKILL)
 
 
+# left to `pytest -m extended` (~65 s): CI's soak of real processes is the stopped one
+# (tests/processes/test_stopped_runs.py: it samples, is stopped, and keeps its samples)
 @pytest.mark.slow
+@pytest.mark.extended
 def test_a_short_soak_of_real_processes_samples_each_and_is_flat(tmp_path: Path) -> None:
     soak = [
         sys.executable,

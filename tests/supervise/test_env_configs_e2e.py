@@ -88,8 +88,11 @@ def test_tiny_env_config_trains_end_to_end(env: str, tmp_path: Path) -> None:
     assert all(set(e["by_category"]) == categories for e in evals)
 
 
+# miniwob's tools run (~120 s) is left to `pytest -m extended`: the tools path trains end to end
+# in searchqa's run, and miniwob's env server, browser and actions have their own tests
+# (tests/envs/test_miniwob.py) and eval runs (tests/evaluation/test_eval_web_http.py)
 @pytest.mark.slow
-@pytest.mark.parametrize("env", ["searchqa", "miniwob"])
+@pytest.mark.parametrize("env", ["searchqa", pytest.param("miniwob", marks=pytest.mark.extended)])
 def test_tools_config_trains_end_to_end(env: str, tmp_path: Path) -> None:
     """The shipped tools configs: a created policy whose template handles tools, warmed up on
     random valid calls; episodes speak tool calls (schemas in the prompt `show` prints, results

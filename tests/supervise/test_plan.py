@@ -79,7 +79,7 @@ def test_composes_wired_configs_for_every_process(train_data: dict[str, Any]) ->
     configs = write_plan(plan)
     assert load_learn_config(configs / "learn.yaml") == learn
     assert load_rollout_config(configs / "rollout-1.yaml") == plan.rollout_configs[1]
-    assert load_config(TrainConfig, configs / "train.yaml") == plan.train
+    assert load_config(TrainConfig, configs / "train.yaml").saved() == plan.train.saved()
     commands = (configs / "commands.sh").read_text().splitlines()
     assert commands[2].startswith("agentgym-rl env serve noop --port")
     assert commands[-1] == f"agentgym-rl serve-rollouts --config {configs / 'rollout-1.yaml'} &"
@@ -161,6 +161,24 @@ def test_pinned_ports_are_used(train_data: dict[str, Any], free_port: int) -> No
     plan = plan_run(train_config(train_data))
     assert plan.learn_config.receive.bind == f"tcp://*:{free_port}"
     assert plan.rollout_configs[0].learner.endpoints == [f"tcp://127.0.0.1:{free_port}"]
+
+
+def test_a_saved_run_config_still_plans_free_learner_ports(
+    train_data: dict[str, Any], free_port: int
+) -> None:
+    """`configs/train.yaml` (what `--resume` and a cluster job plan from) keeps a default
+    learner endpoint a free port: read back, it used to pin 5555 and 5557, so a resumed run
+    failed to bind beside any other run on the node."""
+    plan = plan_run(train_config(train_data))
+    saved = TrainConfig.from_yaml(write_plan(plan) / "train.yaml")
+    replanned = plan_run(saved).learn_config
+    assert replanned.weights is not None
+    ports = {e.rsplit(":", 1)[1] for e in (replanned.receive.bind, replanned.weights.endpoint)}
+    assert ports.isdisjoint({"5555", "5557", "0"}), ports
+
+    train_data["learn"]["receive"] = {"bind": f"tcp://127.0.0.1:{free_port}"}  # pinned: kept
+    saved = TrainConfig.from_yaml(write_plan(plan_run(train_config(train_data))) / "train.yaml")
+    assert plan_run(saved).learn_config.receive.bind == f"tcp://127.0.0.1:{free_port}"
 
 
 def invalid(data: dict[str, Any]) -> list[str]:

@@ -121,6 +121,10 @@ class LoggingConfig(ConfigModel):
     """Weights & Biases (None: off)."""
 
 
+FREE_PORT = "tcp://127.0.0.1:0"
+"""An endpoint whose port `train` chooses free when it plans the run."""
+
+
 class TrainConfig(ConfigModel):
     """Everything `agentgym-rl train` needs for one supervised run on one machine."""
 
@@ -171,6 +175,19 @@ class TrainConfig(ConfigModel):
     cluster: ClusterConfig | None = None
     """The nodes of each role when `agentgym-rl launch` takes this run to a cluster (SLURM or
     Ray; docs/split-clusters.md); `train` on one machine ignores it."""
+
+    def saved(self) -> dict[str, Any]:
+        """As `ConfigModel.saved`, but a learner endpoint the config left to its default is
+        written as port 0: read back (`train --resume`, a cluster job), it still means a free
+        port chosen at planning, not the standalone learner's fixed 5555/5557, which two runs
+        on one node would both bind."""
+        data = super().saved()
+        learn = data["learn"]
+        if "bind" not in self.learn.receive.model_fields_set:
+            learn["receive"]["bind"] = FREE_PORT
+        if self.learn.weights is not None and "endpoint" not in self.learn.weights.model_fields_set:
+            learn["weights"]["endpoint"] = FREE_PORT
+        return data
 
     def threads_per_learner_rank(self) -> int:
         if self.learner_threads is not None:

@@ -133,8 +133,7 @@ def write_plan(plan: RunPlan) -> Path:
 
     cfg_dir = plan.run_dir / "configs"
     cfg_dir.mkdir(parents=True, exist_ok=True)
-    train = plan.train.model_dump(mode="json")
-    (cfg_dir / "train.yaml").write_text(yaml.safe_dump(train, sort_keys=False))
+    plan.train.to_yaml(cfg_dir / "train.yaml")
     for name, data in plan.configs.items():
         (cfg_dir / name).write_text(yaml.safe_dump(data, sort_keys=False))
     lines = [
