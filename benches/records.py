@@ -5,8 +5,8 @@ the machine (CPU cores, memory, load average at the start), the date and the set
 caller adds each bench's figures (`figures.Figure`, as dicts) and its exit code and seconds;
 `write(record, folder)` writes `<date>-<time>-<commit>[-quick].json` there and returns its path.
 A full run's record goes to docs/results/benches (a few KB: docs/performance.md's table is
-rendered from one, `benches/render.py`); a `--quick` run's to runs/benches (smoke sizes, never
-published). A bench run alone writes a record of its own (`figures.figure` collects its figures;
+rendered from one by `scripts/record_figures.py render`); a `--quick` run's to runs/benches
+(smoke sizes, never published). A bench run alone writes a record of its own (`figures.figure` collects its figures;
 `benches/run.py` sets `RUN_ENV` so its benches leave that to it).
 """
 

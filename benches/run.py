@@ -9,7 +9,7 @@ padding against a pass's fixed cost vs the fewest micro-batches, the run viewer'
 a million-episode log vs indexing it all. CI runs
 each one's --quick form. Every run writes one JSON record of its figures and what they were
 measured on (`records.py`); docs/performance.md's table is rendered from a full run's
-(`python benches/render.py RECORD`).
+(`python scripts/record_figures.py render RECORD`).
 
     python benches/run.py [--only NAME ...] [--quick] [--record-dir DIR]
 

@@ -4,6 +4,7 @@ time integrals it reads, the buffer's settable cap, and the dispatcher resizing 
 from __future__ import annotations
 
 import asyncio
+import math
 
 import pytest
 from harness import ScriptedEngine, receive_groups
@@ -66,9 +67,9 @@ def test_the_buffer_s_cap_is_settable_and_validated() -> None:
 
 
 def test_the_dispatcher_resizes_its_cap_from_what_it_measures(noop_server, chat, free_port) -> None:
-    """A slow engine (every turn 50 ms; the env answers at once): episodes live in the engine,
-    p near 1, so the cap settles near target / group_size (here 6 / 2 = 3 groups), above the
-    floor of 1 and below the ceiling of 8; the status records show it."""
+    """A slow engine (every turn 50 ms; the env answers at once): episodes live mostly in the
+    engine, so the cap settles near target / (p x group_size) (here 6 / (p x 2): 4 groups at
+    p 0.75), above the floor of 1 and below the ceiling of 8; the status records show it."""
     endpoint = f"tcp://127.0.0.1:{free_port}"
     engine = ScriptedEngine(chat, NOOP, delay_s=0.05)
     sizer = InFlightSizer(group_size=2, floor=1, ceiling=8, target=6)
@@ -82,19 +83,27 @@ def test_the_dispatcher_resizes_its_cap_from_what_it_measures(noop_server, chat,
                 chat,
                 endpoint,
                 buffer={"max_in_flight": 8, "groups_per_step": 1},
-                max_groups=16,
+                max_groups=40,
                 sizer=sizer,
                 resize_every_s=0.2,
             )
             assert d.buffer.max_in_flight == 3  # sizer.first, set before anything runs
             task = asyncio.create_task(d.run())
-            received = asyncio.create_task(asyncio.to_thread(receive_groups, receiver, 16))
+            received = asyncio.create_task(asyncio.to_thread(receive_groups, receiver, 40))
             while not task.done():
                 seen.append(d.buffer.max_in_flight)
                 await asyncio.sleep(0.05)
-            assert len(await received) == 16
+            assert len(await received) == 40
             await finish(task, pool, stream)
 
     asyncio.run(main())
-    assert sizer.share is not None and sizer.share > 0.8, sizer.share
-    assert set(seen) <= {3, 4} and engine.max_in_flight <= 4 * 2
+    # most of an episode's life is in the engine (0.74-0.79 measured on 2 cores: the loop's own
+    # work per turn counts as not-engine); the cap settles on what that share asks for, between
+    # the floor and the ceiling (the first windows hold few turns and may overshoot: the last
+    # third is settled)
+    share = sizer.share
+    assert share is not None and share > 0.6, share
+    wanted = math.ceil(6 / share / 2)
+    assert 1 < wanted < 8 and set(seen) <= set(range(1, 9)), seen
+    assert all(abs(cap - wanted) <= 1 for cap in seen[-len(seen) // 3 :]), (seen, share)
+    assert engine.max_in_flight <= max(seen) * 2

@@ -67,7 +67,7 @@ def prepare(train: TrainConfig) -> TrainConfig:
     plan_run(train, placement=stand_in(train), ports=ports)
     configs = train.run_dir / "configs"
     configs.mkdir(parents=True, exist_ok=True)
-    train.to_yaml(configs / "train.yaml")
+    train.write_run_copy(configs / "train.yaml")
     return train
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import yaml
 from pydantic import BaseModel, ConfigDict
@@ -39,14 +39,9 @@ class ConfigModel(BaseModel):
         Every problem raises `ConfigError` naming its key path."""
         return load_config(cls, path, overrides)
 
-    def saved(self) -> dict[str, Any]:
-        """Every field, defaults included, as a config file holds it: reading it back gives
-        the same config."""
-        return self.model_dump(mode="json")
-
     def to_yaml(self, path: str | Path | None = None) -> str:
-        """This config as YAML (`saved()`); written to `path` if given."""
-        text: str = yaml.safe_dump(self.saved(), sort_keys=False)
+        """This config as YAML (every field, defaults included); written to `path` if given."""
+        text: str = yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False)
         if path is not None:
             Path(path).write_text(text)
         return text

@@ -18,6 +18,7 @@ import types
 from pathlib import Path
 from typing import Any, Literal, Union, get_args, get_origin
 
+import yaml
 from pydantic import BaseModel, Field, model_validator
 
 from agentgym_rl.config.base import ConfigModel, wired_fields
@@ -176,18 +177,19 @@ class TrainConfig(ConfigModel):
     """The nodes of each role when `agentgym-rl launch` takes this run to a cluster (SLURM or
     Ray; docs/split-clusters.md); `train` on one machine ignores it."""
 
-    def saved(self) -> dict[str, Any]:
-        """As `ConfigModel.saved`, but a learner endpoint the config left to its default is
-        written as port 0: read back (`train --resume`, a cluster job), it still means a free
-        port chosen at planning, not the standalone learner's fixed 5555/5557, which two runs
-        on one node would both bind."""
-        data = super().saved()
+    def write_run_copy(self, path: Path) -> None:
+        """Write the run folder's copy (`configs/train.yaml`, what `train --resume` and a
+        cluster job plan from): every field, but a learner endpoint the config left to its
+        default as port 0, so that read back it still means a free port chosen at planning,
+        not the standalone learner's fixed 5555/5557, which two runs on one node would both
+        bind."""
+        data = self.model_dump(mode="json")
         learn = data["learn"]
         if "bind" not in self.learn.receive.model_fields_set:
             learn["receive"]["bind"] = FREE_PORT
         if self.learn.weights is not None and "endpoint" not in self.learn.weights.model_fields_set:
             learn["weights"]["endpoint"] = FREE_PORT
-        return data
+        path.write_text(yaml.safe_dump(data, sort_keys=False))
 
     def threads_per_learner_rank(self) -> int:
         if self.learner_threads is not None:

@@ -133,7 +133,7 @@ def write_plan(plan: RunPlan) -> Path:
 
     cfg_dir = plan.run_dir / "configs"
     cfg_dir.mkdir(parents=True, exist_ok=True)
-    plan.train.to_yaml(cfg_dir / "train.yaml")
+    plan.train.write_run_copy(cfg_dir / "train.yaml")
     for name, data in plan.configs.items():
         (cfg_dir / name).write_text(yaml.safe_dump(data, sort_keys=False))
     lines = [
