@@ -52,8 +52,8 @@ log = logging.getLogger(__name__)
 
 STOP_GRACE_S = 1.0
 """How long the engine core may take to exit after its SIGTERM before vLLM kills its tree. Its
-own teardown (a full garbage collection of its unfrozen heap) takes ~5 s on 2 CPU cores and
-frees nothing the operating system does not free at exit, GPU memory included."""
+own teardown (two full garbage collections of its unfrozen heap, then interpreter exit) takes
+~5 s on 2 CPU cores and frees nothing the operating system does not free at exit."""
 
 WORKER_EXTENSION = "agentgym_rl.inference.worker.WeightLoaderExtension"
 
