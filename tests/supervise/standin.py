@@ -1,6 +1,7 @@
 """A cheap stand-in for a supervised child (env server, learner or rollout server) in the
 supervisor tests. Behaviour by flag: serve /health, listen on ports, write learner metrics and
-exit 0 (once another stand-in is ready), finish its last step when told to stop, crash after
+exit 0 (once another stand-in is ready, perhaps after lingering), exit 0 once a file exists,
+finish its last step when told to stop, crash after
 printing lines, crash only on its first
 start, ignore SIGTERM, leave a grandchild in its process group. Every SIGTERM received is
 appended to `--order` as its name."""
@@ -44,6 +45,9 @@ def main() -> int:
     p.add_argument("--grandchild", type=Path, help="start `sleep` in our group, write its pid")
     p.add_argument("--ready", type=Path, help="touch this file once ready")
     p.add_argument("--after", type=Path, help="write the --steps records once this file exists")
+    p.add_argument("--linger", type=float, default=0.0, help="after --steps, wait this long")
+    p.add_argument("--done", type=Path, help="touch this file once --steps are written")
+    p.add_argument("--exit-when", type=Path, help="exit 0 once this file exists")
     p.add_argument(
         "--finish-on-term", type=int, default=0, help="on SIGTERM: write steps 1..N, exit 0"
     )
@@ -90,7 +94,14 @@ def main() -> int:
         with a.metrics.open("a") as f:
             f.write(json.dumps({"step": step, "tokens_per_s": 100.0, "reward_mean": 0.5}) + "\n")
         time.sleep(0.2)
+    if a.done:
+        a.done.touch()
     if a.steps:
+        time.sleep(a.linger)  # a learner saving its last step
+        return 0
+    while a.exit_when is not None and not a.exit_when.exists():
+        time.sleep(0.05)
+    if a.exit_when:
         return 0
     while not stop.wait(0.05):
         pass

@@ -103,6 +103,33 @@ def test_normal_end_stops_the_rest_and_records_the_run(
         assert (run / "logs" / f"{name}.log").read_text().startswith("=== ")
 
 
+@pytest.mark.parametrize("learner_done", [True, False])
+def test_rollout_servers_that_end_first_wait_for_a_saving_learner_only(
+    train_data: dict[str, Any], tmp_path: Path, learner_done: bool
+) -> None:
+    """A sync run's rollout server exits 0 after its last group while the learner still saves
+    that step: the run finishes when the learner exits. Ending before the learner's last step
+    is a crash (the dataset ran out)."""
+    ready, done = tmp_path / "rollout.ready", tmp_path / "learn.done"
+    steps = train_data["learn"]["max_steps"]
+    sup, out, _ = make_supervisor(
+        train_data,
+        tmp_path,
+        learn_flags=(
+            f"--steps={steps if learner_done else steps - 1}",
+            f"--after={ready}",
+            f"--done={done}",
+            "--linger=1.5" if learner_done else "--linger=30",
+        ),
+        rollout_flags=(f"--ready={ready}", f"--exit-when={done}"),
+    )
+    assert sup.run() == (0 if learner_done else 1)
+    text = out.getvalue()
+    assert ("the learner is saving its last step" in text) is learner_done
+    assert ("learner finished at step" in text) is learner_done
+    assert ("ended before the learner's last step" in text) is not learner_done
+
+
 def test_crash_is_reported_with_last_log_lines(train_data: dict[str, Any], tmp_path: Path) -> None:
     sup, out, order = make_supervisor(
         train_data, tmp_path, rollout_flags=("--crash=3", "--lines=45"), real_env=True

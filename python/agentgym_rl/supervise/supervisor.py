@@ -8,6 +8,8 @@ until one of:
 - the learner exits 0 (its last step): rollout servers get `final_eval_timeout_s` to finish a
   held-out evaluation and exit by themselves when `rollout.eval` is set, else are stopped at
   once; outcome "finished", exit code 0;
+- every rollout server exits 0 (a finite dataset, or a sync run's last group): if the learner
+  has logged its last step, it is waited for as above; otherwise outcome "crashed", exit code 1;
 - a child crashes: env and rollout servers are restarted up to `restart.max_restarts` times;
   otherwise (and always for the learner) its name, exit code and last 30 log lines are printed
   and the run stops; outcome "crashed", exit code 1;
@@ -232,6 +234,7 @@ class Supervisor:
 
     def _monitor(self) -> str:
         ended: set[str] = set()
+        saving = False
         while True:
             self.view.update(self.watcher.poll())
             code = self.learn.poll()
@@ -254,12 +257,19 @@ class Supervisor:
                     self.view.message(f"train: {child.name} finished (exit 0)")
                 else:
                     self._restart_or_stop(child, code)
-            if len(ended) == len(self.rollouts):
+            if len(ended) == len(self.rollouts) and not saving:
+                if self.watcher.poll().step < self.plan.learn_config.max_steps:
+                    self.view.message(
+                        "train: every rollout server ended before the learner's last step "
+                        "(rollout.dataset.epochs too small?)"
+                    )
+                    raise _Stop("crashed")
+                # A sync run's servers end after its last group and final eval while the
+                # learner may still be saving that step: wait for its exit as above.
+                saving = True
                 self.view.message(
-                    "train: every rollout server ended before the learner's last step "
-                    "(rollout.dataset.epochs too small?)"
+                    "train: rollout servers done; the learner is saving its last step"
                 )
-                raise _Stop("crashed")
             self._sleep()
 
     def _final_eval(self) -> str:
