@@ -15,7 +15,7 @@ from agentgym_rl.config import ActionFormat
 from agentgym_rl.episode.agent import AgentLoop
 from agentgym_rl.episode.dataset import Task
 from agentgym_rl.episode.outcome import is_success
-from agentgym_rl.episode.turn import episode_reward
+from agentgym_rl.episode.turn import episode_reward, turn_shaped_rewards
 from agentgym_rl.episode.types import EnvSpec, EpisodePlan, Generation, TurnBudget
 from agentgym_rl.processes.env_servers import EnvServerProcess
 from agentgym_rl.trajectory import ChatTokenizer
@@ -169,6 +169,42 @@ def test_episode_reward_keeps_successes_and_env_failures() -> None:
     assert reward(0.0, capped, 8, 4, invalid_penalty=0.5, turn_cost=0.9) == -0.25
     assert reward(1.0, done, 3, 0) == 1.0
     assert reward(1.0, done, 3, 0, cap=0, turn_cost=0.9) == 1.0  # no cap known: unscaled
+
+
+@pytest.mark.parametrize("on", ["each_turn", "last_turn"])
+def test_turn_shaped_rewards_land_on_the_turns_that_earned_them(on: str) -> None:
+    capped, failed, done = Status.TURN_CAP, Status.ENV_FAILURE, Status.DONE
+    each = on == "each_turn"
+
+    def shaped(score, status, deltas, invalid, turns=None, cap=8, **spec):  # type: ignore[no-untyped-def]
+        turns = len(deltas) if turns is None else turns
+        spec = EnvSpec(shaping_on=on, **spec)  # type: ignore[arg-type]
+        got = turn_shaped_rewards(score, status, deltas, invalid, turns, spec, cap)
+        whole = episode_reward(score, status, turns, sum(invalid), spec, cap)
+        assert sum(got) == pytest.approx(whole)  # the episode's reward either way
+        return got
+
+    # a failed episode: the penalty (0.5 x 2 of 4 refused) on the refusals, 0.125 each
+    got = shaped(0.0, capped, [0.0] * 4, [False, True, False, True], invalid_penalty=0.5)
+    assert got == pytest.approx([0, -0.125, 0, -0.125] if each else [0, 0, 0, -0.25])
+    # a success: the cost (0.9 / cap 8 a turn) on every turn, the score where it was made
+    got = shaped(1.0, done, [0.0, 0.0, 1.0], [False] * 3, turn_cost=0.9)
+    assert got == pytest.approx([-0.1125, -0.1125, 0.8875] if each else [0, 0, 0.6625])
+    # a success pays no penalty for its refusals, a failure no cost
+    got = shaped(1.0, done, [0.0, 1.0], [True, False], invalid_penalty=0.5)
+    assert got == pytest.approx([0.0, 1.0])
+    got = shaped(0.0, capped, [0.0, 0.0], [False, False], turn_cost=0.9)
+    assert got == pytest.approx([0.0, 0.0])
+    # a penalty replaces the env's score (floored MiniWoB's -1): what it replaced is the last's
+    got = shaped(-1.0, done, [0.0, -1.0], [True, False], invalid_penalty=0.5, reward_floor=0.0)
+    assert got == pytest.approx([-0.25, 0.0] if each else [0.0, -0.25])
+    # an env failure is not the policy's doing: the env's own deltas, no penalty
+    got = shaped(0.0, failed, [0.0, 0.0], [True, True], invalid_penalty=0.5)
+    assert got == pytest.approx([0.0, 0.0])
+    # a last turn that left no entry (aborted): its cost is the last entry's
+    got = shaped(1.0, done, [0.0, 1.0], [False, False], turns=3, turn_cost=0.9)
+    assert got == pytest.approx([-0.1125, 1 - 0.1125 * 2] if each else [0.0, 0.6625])
+    assert shaped(0.0, capped, [], [], turns=1, invalid_penalty=0.5) == []
 
 
 def play_textcraft(

@@ -13,11 +13,15 @@ import pytest
 import torch
 
 from agentgym_rl.config.learn import LearnSettings, StepCreditConfig
+from agentgym_rl.episode.turn import turn_shaped_rewards
+from agentgym_rl.episode.types import EnvSpec
 from agentgym_rl.learner.step_credit import (
     RowTurns,
     add_step_credit,
     shared_state_share,
+    shared_state_share_by_turn,
     step_advantages,
+    step_group_sizes,
     token_advantages,
     turn_returns,
     turns_of,
@@ -71,6 +75,20 @@ def test_the_share_of_turns_in_shared_states() -> None:
     assert shared_state_share([_row(0, None, [1.0])]) is None
 
 
+def test_the_share_by_turn_index_and_the_step_group_sizes() -> None:
+    # the worked example: turn 1 (A, A) shared; turn 2: B yes, C no; turn 3: B yes
+    rows = [_row(0, [1, 2], [0.0, 1.0]), _row(0, [1, 3, 2], [0.0, 0.0, 0.0])]
+    assert step_group_sizes(rows) == [[2, 2], [2, 1, 2]]
+    assert shared_state_share_by_turn(rows, 8) == {"1": 1.0, "2": 0.5, "3": 1.0}
+    assert shared_state_share_by_turn(rows, 2) == {"1": 1.0, "2": 0.6667}  # rounded as logged
+    # step-wise parts count by their turn in the episode, not in the sample
+    parts = [replace(r, episode=0) for r in (_row(0, [1], [0.0]), _row(0, [2], [1.0]))]
+    other = replace(_row(0, [1, 3], [0.0, 0.0]), episode=1)
+    assert shared_state_share_by_turn([*parts, other], 8) == {"1": 1.0, "2": 0.0}
+    assert step_group_sizes([_row(0, None, [0.0, 1.0])]) == [[0, 0]]
+    assert shared_state_share_by_turn([_row(0, None, [0.0])], 8) == {}
+
+
 def test_no_shared_states_one_episode_and_no_keys_give_nothing() -> None:
     distinct = [_row(0, [1, 2], [0.0, 1.0]), _row(0, [3, 4], [0.0, 0.0])]
     assert all(not v.any() for v in step_advantages(distinct))
@@ -116,6 +134,40 @@ def _reference(
         for (i, t), v in zip(members, values, strict=True):
             out[i][t] = (v - mean) / (math.sqrt(var) + 1e-6) if divide else v - mean
     return out
+
+
+@pytest.mark.parametrize("on", ["each_turn", "last_turn"])
+def test_a_refusal_mid_episode_is_that_turns_alone_with_gigpo_settings(on: str) -> None:
+    """Two episodes of a group from state A to B; episode 1 refuses at B (turn 2: penalty
+    0.3 / 3, the next turn acts from B again), episode 2 goes on to D; both fail. Per-turn
+    shaping and gamma 0.95 blame turn 2 alone; the last-turn shaping (the earlier studies')
+    blames episode 1's third turn, which did nothing wrong, and its first."""
+    spec = EnvSpec(invalid_penalty=0.3, shaping_on=on)  # type: ignore[arg-type]
+    one = turn_shaped_rewards(0.0, Status.TURN_CAP, [0.0] * 3, [False, True, False], 3, spec, 3)
+    two = turn_shaped_rewards(0.0, Status.TURN_CAP, [0.0] * 3, [False] * 3, 3, spec, 3)
+    a, b, d = 1, 2, 4
+    rows = [_row(0, [a, b, b], one), _row(0, [a, b, d], two)]
+    got = step_advantages(rows, turn_gamma=0.95)
+    if on == "each_turn":
+        assert one == pytest.approx([0.0, -0.1, 0.0])
+        # A: returns {-0.095, 0}; B: {-0.1 (the refusal), 0 (the turn after it), 0 (episode 2)}
+        half = 0.095 / 2 / (math.sqrt(0.095**2 / 2) + 1e-6)
+        sd = math.sqrt(((-0.1 + 0.1 / 3) ** 2 + 2 * (0.1 / 3) ** 2) / 2)
+        want = [
+            [-half, (-0.1 + 0.1 / 3) / (sd + 1e-6), (0.1 / 3) / (sd + 1e-6)],
+            [half, (0.1 / 3) / (sd + 1e-6), 0.0],
+        ]
+        assert got[0][2] > 0.0  # the turn after the refusal gains
+    else:
+        assert one == pytest.approx([0.0, 0.0, -0.1])
+        returns = [-0.1 * 0.95**2, -0.1 * 0.95, -0.1]
+        half = -returns[0] / 2 / (math.sqrt(returns[0] ** 2 / 2) + 1e-6)
+        b_group = np.array([returns[1], returns[2], 0.0])
+        centred = (b_group - b_group.mean()) / (b_group.std(ddof=1) + 1e-6)
+        want = [[-half, centred[0], centred[1]], [half, centred[2], 0.0]]
+        assert got[0][2] < 0.0  # blamed for the refusal before it
+    for g, w in zip(got, want, strict=True):
+        assert g == pytest.approx(w, abs=1e-9)
 
 
 @pytest.mark.parametrize("seed", range(20))
@@ -213,3 +265,11 @@ def test_the_credit_log_counts_an_episodes_parts_by_their_turn_in_it() -> None:
     assert [t.first_turn for t in logged] == [0, 1, 2, 0]
     sums, counts = turn_means(logged, 4)
     assert sums == [1.0, 2.0, 4.0, 0.0] and counts == [4.0, 4.0, 2.0, 0.0]
+    # each turn's step group size, from the rows' keys, goes with the sample
+    parts = [replace(_sample([(3, 5)], 1.0, keys=[k]), episode=0) for k in (7, 8, 9)]
+    other = replace(_sample([(3, 5), (8, 10)], 0.0, keys=[7, 5]), episode=1)
+    group = WireGroup(1, "maze_1", "maze", [*parts, other])
+    rows = [(0, s) for s in group.samples]
+    sizes = step_group_sizes(turns_of(rows))
+    logged = trained_samples([group], rows, adv, mask, step=1, group_sizes=sizes)
+    assert [t.turn_shared for t in logged] == [[2], [1], [1], [2, 1]]

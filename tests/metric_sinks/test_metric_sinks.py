@@ -40,6 +40,7 @@ def test_records_become_the_scalars_people_know(tmp_path: Path) -> None:
             "reward_mean": 0.4,
             "lr": 1e-3,
             "adv_by_turn": {"1": -0.25, "2": 0.5},
+            "step_group_share_by_turn": {"1": 1.0, "2": 0.25},
         },
     )
     _append(
@@ -63,6 +64,7 @@ def test_records_become_the_scalars_people_know(tmp_path: Path) -> None:
     assert found["eval/pass"] == [(0, 0.5)]
     assert found["credit/advantage_turn1"] == [(2, -0.25)]
     assert found["credit/advantage_turn2"] == [(2, 0.5)]
+    assert found["credit/step_group_share_turn2"] == [(2, 0.25)]
 
     # a resumed run's watcher replays every record: the new log replaces the old, no doubles
     log = TensorBoardLog(tmp_path)

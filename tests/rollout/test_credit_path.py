@@ -130,13 +130,18 @@ def test_every_turn_carries_the_episode_advantage_and_only_its_generated_tokens(
     assert metrics[-1]["repeated_actions"] == by_turn["2"]["turns"] + by_turn["3"]["turns"]
 
     # step-level credit on the same groups: per turn the reward it earned (summing to the
-    # episode's) and the state it acted from came over the wire. Both episodes of a group acted
-    # first from the task's first observation; the turning one then from new views, the refused
-    # one again and again from that same state (a refusal changes nothing). The step group of
-    # that state: returns 0 (the turner's first turn) and -0.3 three times (the refuser's turns)
+    # episode's: each refusal carries its own share of the penalty, -0.3 / 3) and the state it
+    # acted from came over the wire. Both episodes of a group acted first from the task's first
+    # observation; the turning one then from new views, the refused one again and again from
+    # that same state (a refusal changes nothing). The step group of that state, returns
+    # discounted by 0.95 from each turn on: 0 (the turner's first turn) and the refuser's
+    # -0.28525, -0.195, -0.1 (a later refusal has fewer refusals ahead of it)
     step = StepCreditConfig(weight=0.5)
+    assert step.turn_gamma == 0.95  # GiGPO's
     credited = add_step_credit(adv, batch.loss_mask, rows, step)
-    std = float(np.std([0.0, -0.3, -0.3, -0.3], ddof=1))
+    returns = [-0.1 - 0.95 * 0.1 - 0.95**2 * 0.1, -0.1 - 0.95 * 0.1, -0.1]
+    shared = np.array([0.0, *returns])
+    mean, std = shared.mean(), float(np.std(shared, ddof=1))
     for row, sample in enumerate(samples):
         assert sample.turn_rewards.sum() == pytest.approx(sample.reward)
         partner = next(
@@ -147,10 +152,12 @@ def test_every_turn_carries_the_episode_advantage_and_only_its_generated_tokens(
         refused = rewards[row] < 0
         if refused:
             assert keys == [keys[0]] * 3
-            expected_step = [(-0.3 + 0.225) / (std + 1e-6)] * 3
+            assert sample.turn_rewards.tolist() == pytest.approx([-0.1] * 3)
+            expected_step = [(g - mean) / (std + 1e-6) for g in returns]
         else:
             assert len(set(keys)) == 3 and not set(keys[1:]) & set(theirs)
-            expected_step = [(0.0 + 0.225) / (std + 1e-6), 0.0, 0.0]
+            assert sample.turn_rewards.tolist() == [0.0] * 3
+            expected_step = [(0.0 - mean) / (std + 1e-6), 0.0, 0.0]
         for (start, end), value in zip(
             sample.tokens.turn_spans.tolist(), expected_step, strict=True
         ):

@@ -158,8 +158,8 @@ def test_by_turn_reads_the_runs_records(tmp_path: Path, capsys: pytest.CaptureFi
     }
     rollout = [{"time": 1.0, "episodes": 1}, {"time": 2.0, "episodes": 10, "by_turn": by_turn}]
     learn = [
-        {"step": 1, "adv_by_turn": {"1": -0.2, "2": 0.4}},
-        {"step": 2, "adv_by_turn": {"1": 0.0}},
+        {"step": 1, "adv_by_turn": {"1": -0.2, "2": 0.4}, "step_group_share_by_turn": {"1": 1.0}},
+        {"step": 2, "adv_by_turn": {"1": 0.0}, "step_group_share_by_turn": {"1": 0.5, "2": 0.0}},
     ]
     evals = [
         {"version": 0, "success": 0.2, "by_category": {"t1-d3+": 0.2}},
@@ -178,8 +178,8 @@ def test_by_turn_reads_the_runs_records(tmp_path: Path, capsys: pytest.CaptureFi
     )
     assert main(["show", str(run), "--by-turn"]) == 0
     out = capsys.readouterr().out
-    assert "| 1 | 10 | 10.0% | 0.0% | turn 60%, go 30%, none 10% | -0.100 |" in out
-    assert "| 2 | 4 | 0.0% | 75.0% | go 100% | +0.400 |" in out
+    assert "| 1 | 10 | 10.0% | 0.0% | turn 60%, go 30%, none 10% | -0.100 | 75.0% |" in out
+    assert "| 2 | 4 | 0.0% | 75.0% | go 100% | +0.400 | 0.0% |" in out
     assert "| babyai | t1-d3+ | 0.20 (v0) | 0.90 (v20) | 0.50 | 1.00 |" in out
     assert main(["show", str(tmp_path / "empty"), "--by-turn"]) == 2
     (tmp_path / "bare").mkdir()

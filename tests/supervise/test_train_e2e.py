@@ -54,6 +54,8 @@ def test_train_sync_mode_is_on_policy(sync_run: Path) -> None:
     metrics = [json.loads(x) for x in (run / "learn" / "metrics.jsonl").read_text().splitlines()]
     assert [m["step"] for m in metrics] == [1, 2, 3]
     assert metrics[-1]["groups_dropped"] == 0 and metrics[-1]["groups_used"] == 6
+    # every episode of a group reads the task's first observation: turn 1 always shares it
+    assert all(m["step_group_share_by_turn"]["1"] == 1.0 for m in metrics)
     logged = [
         json.loads(x) for x in (run / "rollout-0" / "episodes.jsonl").read_text().splitlines()
     ]
@@ -177,6 +179,16 @@ def test_view_page_in_chromium(sync_run: Path, tmp_path: Path) -> None:
         assert len(numbers) == len(credit.turn_advantages)
         for got, want in zip(numbers, credit.turn_advantages, strict=True):
             assert (got is None) == (want is None) and abs((got or 0) - (want or 0)) < 1e-3
+        # which turns shared their state with others of their group (their step group)
+        shared = page.eval_on_selector_all(
+            "table.turns tbody tr", "rows => rows.map(r => r.cells[7].textContent)"
+        )
+        sizes = credit.turn_shared
+        assert sizes is not None and len(sizes) == len(numbers) and sizes[0] >= 2  # turn 1: A
+        assert shared == [
+            "-" if n == 0 else "none" if n == 1 else f"{n - 1} other turn{'s' if n > 2 else ''}"
+            for n in sizes
+        ]
         shot("episode")
         tokens = read_tokens(
             run

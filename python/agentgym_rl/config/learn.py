@@ -79,9 +79,11 @@ class StepCreditConfig(ConfigModel):
 
     weight: float = Field(default=1.0, ge=0.0)
     """How much of the step advantage is added to the episode advantage (0: none)."""
-    turn_gamma: float = Field(default=1.0, ge=0.0, le=1.0)
+    turn_gamma: float = Field(default=0.95, ge=0.0, le=1.0)
     """Discount across turns of the per-turn rewards a turn's return sums (the turn's own reward,
-    then the next turn's x turn_gamma, ...); apart from REINFORCE++'s token-level `gamma`."""
+    then the next turn's x turn_gamma, ...); apart from REINFORCE++'s token-level `gamma`.
+    0.95 is GiGPO's; 1.0 (the step-credit studies') makes every return of a sparse-reward
+    episode its whole reward, so the first state repeats the episode's advantage."""
     divide_by_std: bool = True
     """Divide by the step group's standard deviation (else only subtract its mean)."""
 

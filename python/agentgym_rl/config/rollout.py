@@ -179,6 +179,9 @@ class ContextConfig(ConfigModel):
         return None if self.history_turns == "full" else int(self.history_turns)
 
 
+ShapingOn = Literal["each_turn", "last_turn"]
+"""Which turns of an episode carry its reward shaping (`EnvSettings.shaping_on`)."""
+
 ToolParser = Literal["auto", "hermes", "llama3", "mistral"]
 """How a reply writes a tool call (`auto`: the chat template's own family)."""
 
@@ -218,6 +221,11 @@ class EnvSettings(ConfigModel):
     scores BabyAI (0.9). When every success scores the same, a refused action that a success
     repeated is reinforced as much as the one that helped, and the greedy policy loops on it
     (TextCraft); a shorter success now teaches more. Held-out evaluation reports raw scores."""
+    shaping_on: ShapingOn = "each_turn"
+    """Which turns carry the penalty and the turn cost in the per-turn rewards step-level credit
+    reads (the episode's reward is the same either way): `each_turn` puts a refused action's
+    penalty on that turn and the cost on every turn, as GiGPO's per-step rewards; `last_turn`
+    puts both on the last turn (the step-credit studies before it existed)."""
     eval_split: Path | None = None
     """This env's held-out split (a file or a declared name) when `eval` is on; with one env,
     `eval.split` may say it instead."""
@@ -286,6 +294,43 @@ class DatasetSource(ConfigModel):
     """Share of the groups drawn from this source: weight / the sum of the weights."""
 
 
+class CurriculumKeep(ConfigModel):
+    """The probability a drawn task is kept, by its band (each > 0: no task is never drawn)."""
+
+    unseen: float = Field(default=1.0, gt=0.0, le=1.0)
+    """Too few outcomes yet (`min_episodes`)."""
+    edge: float = Field(default=1.0, gt=0.0, le=1.0)
+    """Between `low` and `high`: the groups GRPO learns from."""
+    unsolved: float = Field(default=0.25, gt=0.0, le=1.0)
+    """Recent success at or below `low`."""
+    solved: float = Field(default=0.25, gt=0.0, le=1.0)
+    """Recent success at or above `high`."""
+
+
+class CurriculumConfig(ConfigModel):
+    """A curriculum by online difficulty (`rollout/curriculum.py`): a task whose recent episodes
+    all failed or all succeeded is drawn less often (GRPO learns nothing from such a group)."""
+
+    by: Literal["task", "category"] = "task"
+    """What the recent success rate is kept for: each task, or each category of the split."""
+    window: int = Field(default=16, ge=1)
+    """Episodes of a key's recent success rate (the last ones finished)."""
+    min_episodes: int = Field(default=4, ge=1)
+    """Fewer outcomes than this: the key is `unseen` (kept as `keep.unseen` says)."""
+    low: float = Field(default=0.0, ge=0.0, lt=1.0)
+    """A recent success rate at or below this is `unsolved`."""
+    high: float = Field(default=1.0, gt=0.0, le=1.0)
+    """At or above this, `solved`; between the two, `edge`."""
+    keep: CurriculumKeep = Field(default_factory=CurriculumKeep)
+    """The probability a drawn task of each band is kept."""
+
+    @model_validator(mode="after")
+    def low_below_high(self) -> CurriculumConfig:
+        if self.low >= self.high:
+            raise ValueError(f"curriculum: low ({self.low}) must be below high ({self.high})")
+        return self
+
+
 class DatasetConfig(ConfigModel):
     """Where tasks come from and how often each is sampled: one env's split (`env` and `split`),
     or a mix of several (`mix`, each with a weight); the rest holds for the whole dataset."""
@@ -299,7 +344,10 @@ class DatasetConfig(ConfigModel):
     epochs: int | None = Field(default=None, ge=1)
     """Stop after this many passes over each split; None: run until stopped."""
     resume: bool = False
-    """Continue from `<log_dir>/cursor.json` (written at exit) when it exists."""
+    """Continue from `<log_dir>/cursor.json` (written at exit) when it exists (and the
+    curriculum from `<log_dir>/curriculum.json`)."""
+    curriculum: CurriculumConfig | None = None
+    """Draw tasks by their recent success (None: every task as the source orders them)."""
 
     @model_validator(mode="before")
     @classmethod

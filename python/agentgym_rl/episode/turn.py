@@ -16,8 +16,8 @@ sets `status` when the episode ends:
 What each turn reads is the episode's context (`context.py`: the whole history, or the last k
 turns with one sample per turn). `EpisodeState.samples()` are then its `_core.Sample`s, in turn
 order, each with the episode's reward (`episode_reward`) and status, and per generated turn the
-reward it earned (the change of the env's score, in reward units; what `episode_reward` shapes on
-top lands on the last turn, so they sum to the reward) and the key of the state it acted from
+reward it earned (the change of the env's score, in reward units, and the shaping
+`episode_reward` adds, placed by `turn_shaped_rewards`: they sum to the reward) and the key of the state it acted from
 (`state_keys.state_key` of what the model last read), which step-level credit reads.
 """
 
@@ -193,14 +193,62 @@ def episode_reward(
     nothing. The turn cost, as minigrid scores BabyAI (0.9): when every success scores the same,
     a refused action a success repeated is reinforced as much as the one that helped, and a
     greedy policy learns to loop (TextCraft); below 1 a success still scores above 0."""
-    if spec.reward_floor is not None:
-        score = max(score, spec.reward_floor)
-    if score > 0.0 and spec.turn_cost > 0.0 and turn_cap > 0:
+    score = _floored(score, spec)
+    if _costs_turns(score, spec, turn_cap):
         return score * (1.0 - spec.turn_cost * min(turns, turn_cap) / turn_cap)
-    penalty = spec.invalid_penalty
-    if penalty <= 0.0 or score > 0.0 or turns == 0 or status is Status.ENV_FAILURE:
-        return score
-    return -penalty * invalid / turns
+    if _penalised(score, status, turns, spec):
+        return -spec.invalid_penalty * invalid / turns
+    return score
+
+
+def turn_shaped_rewards(
+    score: float,
+    status: Status,
+    env_rewards: Sequence[float],
+    invalid: Sequence[bool],
+    turns: int,
+    spec: EnvSpec,
+    turn_cap: int,
+) -> list[float]:
+    """Per generated turn, the reward it trains on; they sum to `episode_reward` of the same
+    arguments. Each turn keeps the change of the env's score it made (`env_rewards`). With
+    `spec.shaping_on` "each_turn" (GiGPO's per-step rewards, what step-level credit reads) the
+    shaping lands on the turns that earned it: a failed episode's penalty on each invalid turn
+    (`-invalid_penalty / turns` apiece), a success's cost on each turn (`-score x turn_cost /
+    turn_cap`); with "last_turn" all of it lands on the last turn (the earlier studies'). What is
+    left (the env's score a penalty replaces, a floor, a last turn that left no entry) is the
+    last turn's, so a turn's return never counts an earlier turn's shaping."""
+    rewards = [float(r) for r in env_rewards]
+    if not rewards:
+        return rewards
+    reward = episode_reward(score, status, turns, sum(invalid), spec, turn_cap)
+    if spec.shaping_on == "each_turn":
+        floored = _floored(score, spec)
+        if _costs_turns(floored, spec, turn_cap):
+            for t in range(min(len(rewards), turn_cap)):
+                rewards[t] -= floored * spec.turn_cost / turn_cap
+        elif _penalised(floored, status, turns, spec):
+            for t, refused in enumerate(invalid):
+                rewards[t] -= spec.invalid_penalty / turns if refused else 0.0
+    rewards[-1] += reward - sum(rewards)
+    return rewards
+
+
+def _floored(score: float, spec: EnvSpec) -> float:
+    return score if spec.reward_floor is None else max(score, spec.reward_floor)
+
+
+def _costs_turns(score: float, spec: EnvSpec, turn_cap: int) -> bool:
+    return score > 0.0 and spec.turn_cost > 0.0 and turn_cap > 0
+
+
+def _penalised(score: float, status: Status, turns: int, spec: EnvSpec) -> bool:
+    return (
+        spec.invalid_penalty > 0.0
+        and score <= 0.0
+        and turns > 0
+        and status is not Status.ENV_FAILURE
+    )
 
 
 def finish_sample(
@@ -260,6 +308,8 @@ class EpisodeState:
     """The env's last observation the model read: the state the next turn acts from."""
     turn_rewards: list[float] = field(default_factory=list)
     """Per generated turn: the change of the env's score, in reward units."""
+    turn_invalid: list[bool] = field(default_factory=list)
+    """Per generated turn: whether it did nothing (see `Acted.invalid`)."""
     turn_keys: list[int] = field(default_factory=list)
     """Per generated turn: `state_key` of the state it acted from."""
     last_action: str | None = None
@@ -318,9 +368,15 @@ class EpisodeState:
         reward = episode_reward(
             score, self.status, self.turns, self.invalid, self.spec, self.plan.budget.turn_cap
         )
-        rewards = list(self.turn_rewards)
-        if rewards:  # what the shaping adds (or the env's score left unsaid) is the last turn's
-            rewards[-1] += reward - sum(rewards)
+        rewards = turn_shaped_rewards(
+            score,
+            self.status,
+            self.turn_rewards,
+            self.turn_invalid,
+            self.turns,
+            self.spec,
+            self.plan.budget.turn_cap,
+        )
         parts = self.context.parts()
         if isinstance(self.context, FullHistory):
             sample = finish_sample(
@@ -367,6 +423,7 @@ async def play_turn(
         step, text, ep.spec.action_format, ep.score, tools=ep.spec.tools, turn=ep.turns
     )
     ep.turn_rewards.append(reward_of(env, acted.score) - reward_of(env, ep.score))
+    ep.turn_invalid.append(bool(acted.invalid))
     if acted.stepped and not acted.invalid:
         # the state changed; a parser's feedback or a refusal is no state (the same text
         # whatever the env's state), so after one the next turn acts from the last real one

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Literal, Protocol
 
 from agentgym_rl.config import ActionFormat
+from agentgym_rl.config.rollout import ShapingOn
 from agentgym_rl.episode.dataset import Task
 from agentgym_rl.episode.tools import ToolReader
 
@@ -79,6 +80,8 @@ class EnvSpec:
     """With `action_format` TOOLS: the env's tools and how replies write a call."""
     history_turns: int | None = None
     """Turns each prompt keeps (`episode/context.py`; None: the whole history)."""
+    shaping_on: ShapingOn = "each_turn"
+    """Which turns carry the penalty and the cost (`turn.turn_shaped_rewards`)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,7 +7,8 @@ from a writer that did not name it), group, task, env, reward and status, and th
 advantage of its trained tokens per generated turn (turn spans are in token positions; the
 batch is label-shifted, so the tokens of a span `[s, e)` are trained at positions
 `s - 1 .. e - 2`; a turn with no trained token gets None), and, for a part of an episode that
-trained as several samples (step-wise context), the episode's index of its first turn. `TrainedLog` appends them to
+trained as several samples (step-wise context), the episode's index of its first turn, and,
+where given (`group_sizes`), each turn's step group size. `TrainedLog` appends them to
 `<log_dir>/trained.jsonl` (data-parallel rank d > 0: `trained-dp<d>.jsonl`), one line per sample
 with the step it was trained in; `read_trained(run_or_dir)` reads every such file of a run back
 as a dict from request id to its records (a sample trained twice would show twice; a malformed
@@ -48,6 +49,9 @@ class TrainedSample:
     turn_tokens: list[int]
     first_turn: int = 0
     """The episode's turn index of the sample's first turn (a step-wise part's place)."""
+    turn_shared: list[int] | None = None
+    """Per turn, how many turns of its group acted from its state, itself included (its step
+    group, `step_credit.step_group_sizes`; 0: no state key). None: not recorded."""
 
 
 def trained_samples(
@@ -56,6 +60,8 @@ def trained_samples(
     advantages: npt.NDArray[np.float32],
     loss_mask: npt.NDArray[np.float32],
     step: int,
+    *,
+    group_sizes: Sequence[Sequence[int]] | None = None,
 ) -> list[TrainedSample]:
     """The batch's rows with their per-turn advantages (see the module docstring)."""
     adv, mask = advantages, loss_mask
@@ -84,6 +90,7 @@ def trained_samples(
                 means,
                 counts,
                 turns_before.get(episode, 0),
+                list(group_sizes[row]) if group_sizes is not None else None,
             )
         )
         turns_before[episode] = turns_before.get(episode, 0) + len(counts)

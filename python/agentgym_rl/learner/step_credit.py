@@ -17,7 +17,9 @@ trained at i - 1), `[B, width]` float32, zero elsewhere. `add_step_credit(advant
 rows, config)` is what the learner does with them: the episode advantages `[B, S]` plus
 `config.weight` times the step advantages on the trained tokens (`config.learn.StepCreditConfig`).
 `shared_state_share(turns)` is the share of keyed turns whose step group holds two or more:
-the turns step credit can judge at all (the learner logs it, `step_group_share`).
+the turns step credit can judge at all (the learner logs it, `step_group_share`), and
+`shared_state_share_by_turn` the same by turn index (`step_group_share_by_turn`);
+`step_group_sizes` gives each turn's step group size (the trained-sample log keeps it).
 
 Worked example (one group, keys: A is the first observation both episodes read):
 episode 1 turns (A, r=0) (B, r=1); episode 2 turns (A, r=0) (C, r=0) (B, r=0), gamma 1.
@@ -109,11 +111,47 @@ def step_advantages(
     return out
 
 
+def step_group_sizes(turns: Sequence[RowTurns]) -> list[list[int]]:
+    """Per row, per turn: how many turns its step group holds (itself included; 0: no key)."""
+    sizes = Counter((r.group, k) for r in turns if r.keys is not None for k in r.keys.tolist())
+    return [
+        [sizes[(r.group, k)] for k in r.keys.tolist()]
+        if r.keys is not None
+        else [0] * len(r.rewards)
+        for r in turns
+    ]
+
+
 def shared_state_share(turns: Sequence[RowTurns]) -> float | None:
     """See the module docstring; None when no turn has a state key."""
-    sizes = Counter((r.group, k) for r in turns if r.keys is not None for k in r.keys.tolist())
-    keyed = sum(sizes.values())
-    return sum(n for n in sizes.values() if n >= 2) / keyed if keyed else None
+    sizes = [n for row in step_group_sizes(turns) for n in row if n]
+    return sum(n >= 2 for n in sizes) / len(sizes) if sizes else None
+
+
+def shared_state_share_by_turn(turns: Sequence[RowTurns], bins: int) -> dict[str, float]:
+    """`shared_state_share` by the turn's index in its episode (1-based; bin `bins` takes every
+    later turn), over keyed turns: which turns step credit can judge (the first, shared by
+    every episode of a group, always can)."""
+    keyed, shared = [0] * bins, [0] * bins
+    for row, first in zip(step_group_sizes(turns), _first_turns(turns), strict=True):
+        for t, n in enumerate(row, first):
+            if n:
+                keyed[min(t, bins - 1)] += 1
+                shared[min(t, bins - 1)] += n >= 2
+    return {
+        str(k + 1): round(s / n, 4) for k, (s, n) in enumerate(zip(shared, keyed, strict=True)) if n
+    }
+
+
+def _first_turns(turns: Sequence[RowTurns]) -> list[int]:
+    """Per row, its episode's index of its first turn (a step-wise part's place, else 0)."""
+    before: Counter[int] = Counter()
+    out = []
+    for r in turns:
+        out.append(before[r.episode] if r.episode is not None else 0)
+        if r.episode is not None:
+            before[r.episode] += len(r.rewards)
+    return out
 
 
 def _episode_returns(turns: Sequence[RowTurns], turn_gamma: float) -> list[Floats]:
@@ -170,7 +208,9 @@ __all__ = [
     "RowTurns",
     "add_step_credit",
     "shared_state_share",
+    "shared_state_share_by_turn",
     "step_advantages",
+    "step_group_sizes",
     "token_advantages",
     "turn_returns",
     "turns_of",

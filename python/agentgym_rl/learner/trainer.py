@@ -80,7 +80,13 @@ from agentgym_rl.learner.optim import (
 )
 from agentgym_rl.learner.passes import MicroTotals, Passes, StepCounts, micro_totals
 from agentgym_rl.learner.source import GroupSource
-from agentgym_rl.learner.step_credit import add_step_credit, shared_state_share, turns_of
+from agentgym_rl.learner.step_credit import (
+    add_step_credit,
+    shared_state_share,
+    shared_state_share_by_turn,
+    step_group_sizes,
+    turns_of,
+)
 from agentgym_rl.learner.token_capture import StepTokens
 from agentgym_rl.learner.token_log import TokenLog, pick_rows
 from agentgym_rl.wire import WireGroup, WireSample
@@ -231,9 +237,11 @@ class Trainer:
         metrics["adv_by_turn"] = credit
         if tokens is not None and self._token_log is not None:
             metrics["token_log_bytes"] = self._token_log.append(tokens.records)
-        share = shared_state_share(turns_of(rows))
+        turns = turns_of(rows)
+        share = shared_state_share(turns)
         if share is not None:  # what step-level credit could compare (logged with it or not)
             metrics["step_group_share"] = share
+            metrics["step_group_share_by_turn"] = shared_state_share_by_turn(turns, _TURN_BINS)
         return metrics
 
     def _with_advantages(self, batch: Batch, rows: list[tuple[int, WireSample]]) -> Batch:
@@ -281,7 +289,8 @@ class Trainer:
         of trained tokens by turn index, over every data-parallel rank."""
         assert batch.advantages is not None
         adv, mask = batch.advantages.detach().cpu().numpy(), batch.loss_mask.cpu().numpy()
-        samples = trained_samples(groups, rows, adv, mask, self.step + 1)
+        sizes = step_group_sizes(turns_of(rows))
+        samples = trained_samples(groups, rows, adv, mask, self.step + 1, group_sizes=sizes)
         if self._trained_log is not None:
             self._trained_log.append(samples)
         sums, counts = turn_means(samples, _TURN_BINS)

@@ -65,16 +65,21 @@ ROLLOUT_TAGS = {
 
 
 def learner_scalars(record: dict[str, Any]) -> Iterator[tuple[str, float]]:
-    """`LEARNER_TAGS`, and the mean advantage of trained tokens by turn index
-    (`credit/advantage_turn<k>`, from `adv_by_turn`)."""
+    """`LEARNER_TAGS`, and by turn index the mean advantage of trained tokens
+    (`credit/advantage_turn<k>`, from `adv_by_turn`) and the share of turns in step groups of
+    two or more (`credit/step_group_share_turn<k>`, from `step_group_share_by_turn`)."""
     for key, tag in LEARNER_TAGS.items():
         value = number(record, key)
         if value is not None:
             yield tag, value
-    by_turn = record.get("adv_by_turn")
-    for turn, value in (by_turn if isinstance(by_turn, dict) else {}).items():
-        if isinstance(value, int | float):
-            yield f"credit/advantage_turn{turn}", float(value)
+    for key, tag in (
+        ("adv_by_turn", "advantage"),
+        ("step_group_share_by_turn", "step_group_share"),
+    ):
+        by_turn = record.get(key)
+        for turn, value in (by_turn if isinstance(by_turn, dict) else {}).items():
+            if isinstance(value, int | float):
+                yield f"credit/{tag}_turn{turn}", float(value)
 
 
 def rollout_scalars(record: dict[str, Any], server: str) -> Iterator[tuple[str, float]]:

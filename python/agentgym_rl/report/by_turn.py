@@ -6,7 +6,9 @@ played, the invalid share, the repeated share (the episode's previous action aga
 shares of the three commonest action kinds, from each
 server's last `by_turn` snapshot (counts since that server started; summed over servers), and
 the mean advantage of that turn's trained tokens over the learner's steps (`adv_by_turn`; None
-where no step trained that turn). `category_rows(run)` gives, per held-out category of each env,
+where no step trained that turn) and the mean share of that turn's keyed turns in step groups of
+two or more (`step_group_share_by_turn`: which turns step credit could judge; None where not
+logged). `category_rows(run)` gives, per held-out category of each env,
 success at the first and the last evaluated version beside chance and the rule (None where not
 measured). `render(run)` prints both as markdown tables ("" when the run has neither).
 """
@@ -31,6 +33,9 @@ class TurnRow:
     kinds: list[tuple[str, float]]
     """The commonest action kinds and their shares of the turns."""
     advantage: float | None
+    shared: float | None = None
+    """The mean over steps of the share of this turn's keyed turns in step groups of two or
+    more (`step_group_share_by_turn`; None where not logged)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,19 +60,27 @@ def turn_rows(run: RunRecords) -> list[TurnRow]:
             invalid[turn] += int(c.get("invalid", 0))
             repeated[turn] += int(c.get("repeated", 0))
             kinds.setdefault(turn, Counter()).update(c.get("kinds", {}))
-    advantages: dict[str, list[float]] = {}
-    for step in run.learn:
-        for turn, a in (step.get("adv_by_turn") or {}).items():
-            advantages.setdefault(turn, []).append(float(a))
+    advantages, shared = (
+        _by_turn_means(run, "adv_by_turn"),
+        _by_turn_means(run, "step_group_share_by_turn"),
+    )
     turns = sorted(set(played) | set(advantages), key=int)
     rows = []
     for t in turns:
         n = played[t]
         top = [(k, c / n) for k, c in kinds.get(t, Counter()).most_common(TOP_KINDS)] if n else []
-        adv = advantages.get(t)
-        mean_adv = sum(adv) / len(adv) if adv else None
-        rows.append(TurnRow(t, n, _share(invalid, t, n), _share(repeated, t, n), top, mean_adv))
+        shares = (_share(invalid, t, n), _share(repeated, t, n))
+        rows.append(TurnRow(t, n, *shares, top, advantages.get(t), shared.get(t)))
     return rows
+
+
+def _by_turn_means(run: RunRecords, key: str) -> dict[str, float]:
+    """The mean over the learner's steps of a by-turn metric, per turn index."""
+    values: dict[str, list[float]] = {}
+    for step in run.learn:
+        for turn, v in (step.get(key) or {}).items():
+            values.setdefault(turn, []).append(float(v))
+    return {t: sum(v) / len(v) for t, v in values.items()}
 
 
 def _share(counts: Counter[str], turn: str, n: int) -> float:
@@ -94,15 +107,17 @@ def render(run: RunRecords) -> str:
     turns = turn_rows(run)
     if turns:
         lines = [
-            "| turn | turns played | invalid | repeated | commonest actions | mean advantage trained |",
-            "|---:|---:|---:|---:|---|---:|",
+            "| turn | turns played | invalid | repeated | commonest actions | mean advantage trained "
+            "| in shared states |",
+            "|---:|---:|---:|---:|---|---:|---:|",
         ]
         for r in turns:
             kinds = ", ".join(f"{k} {share:.0%}" for k, share in r.kinds) or "-"
             adv = "-" if r.advantage is None else f"{r.advantage:+.3f}"
+            shared = "-" if r.shared is None else f"{r.shared:.1%}"
             lines.append(
                 f"| {r.turn} | {r.turns} | {r.invalid_share:.1%} | {r.repeated_share:.1%} | "
-                f"{kinds} | {adv} |"
+                f"{kinds} | {adv} | {shared} |"
             )
         parts.append("\n".join(lines))
     cats = category_rows(run)

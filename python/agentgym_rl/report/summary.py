@@ -11,7 +11,8 @@ success (`eval_by_env`); and per env whose yardsticks were measured, chance, the
 share of the gap between them the base and final policy close (`yardsticks`). A figure the run
 has no data for is None.
 `write_summary(run, plots)` writes both files into the run directory and returns their paths;
-`summary.md` ends with the run by turn index and held-out category (`report/by_turn.py`).
+`summary.md` ends with the run by turn index and held-out category (`report/by_turn.py`) and,
+where a rollout server drew through a curriculum, its tasks by band (`rollout/curriculum.py`).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import Any
 from agentgym_rl.report import by_turn
 from agentgym_rl.report.groups import account
 from agentgym_rl.report.records import RunRecords, number
+from agentgym_rl.rollout import curriculum
 
 
 def summarize(run: RunRecords) -> dict[str, Any]:
@@ -111,7 +113,9 @@ def _fmt(value: Any, spec: str = ".3f") -> str:
     return "n/a" if value is None else format(value, spec)
 
 
-def _markdown(s: dict[str, Any], plots: list[Path], run_dir: Path, by_turn: str = "") -> str:
+def _markdown(
+    s: dict[str, Any], plots: list[Path], run_dir: Path, by_turn: str = "", bands: str = ""
+) -> str:
     base, final = s["base_eval"] or {}, s["final_eval"] or {}
     rows = [
         ("outcome", s["outcome"] or "n/a"),
@@ -150,6 +154,8 @@ def _markdown(s: dict[str, Any], plots: list[Path], run_dir: Path, by_turn: str 
     lines += [f"| {k} | {v} |" for k, v in rows]
     if by_turn:
         lines += ["", "## By turn index and held-out category", "", by_turn.rstrip("\n")]
+    if bands:
+        lines += ["", "## Curriculum", "", bands.rstrip("\n")]
     if plots:
         lines += ["", "## Plots", ""]
         lines += [f"![{p.stem}]({p.relative_to(run_dir).as_posix()})" for p in plots]
@@ -161,6 +167,11 @@ def write_summary(run: RunRecords, plots: list[Path]) -> list[Path]:
     inside = [p for p in plots if p.resolve().is_relative_to(run.run_dir.resolve())]
     md, js = run.run_dir / "summary.md", run.run_dir / "summary.json"
     tables = by_turn.render(run)
-    md.write_text(_markdown(figures, [p.resolve() for p in inside], run.run_dir.resolve(), tables))
+    bands = "\n".join(
+        f"{path.parent.name}: {curriculum.render(json.loads(path.read_text()))}"
+        for path in sorted(run.run_dir.glob(f"rollout-*/{curriculum.STATE_FILE}"))
+    )
+    plotted = [p.resolve() for p in inside]
+    md.write_text(_markdown(figures, plotted, run.run_dir.resolve(), tables, bands))
     js.write_text(json.dumps(figures, indent=2) + "\n")
     return [md, js]

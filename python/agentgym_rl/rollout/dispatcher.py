@@ -13,7 +13,8 @@ Contract:
   rest are cancelled and their groups aborted (counted), ready groups are flushed for at most
   `flush_timeout_s` (not waiting on a learner whose link is lost: a finished run's is gone), and
   `run()` returns a `DispatchSummary`.
-- With a finite `TaskSource` (or `max_groups`), `run()` also returns once everything admitted
+- The source is a `TaskSource`, a `TaskMix` or a `Curriculum` (told every finished episode's
+  outcome). With a finite one (or `max_groups`), `run()` also returns once everything admitted
   has been sent.
 - With an `InFlightSizer` (`buffer.in_flight: auto`), the buffer's in-flight cap is set every
   `resize_every_s` from the window's time in the engine over the episodes' time alive.
@@ -35,10 +36,11 @@ from typing import Protocol
 
 from agentgym_rl import _core
 from agentgym_rl.episode.agent import Played
-from agentgym_rl.episode.dataset import Task, TaskMix, TaskSource
+from agentgym_rl.episode.dataset import Task
 from agentgym_rl.episode.log import EpisodeLog
 from agentgym_rl.episode.metrics import RolloutMetrics
 from agentgym_rl.episode.types import Engine, EpisodePlan
+from agentgym_rl.rollout.curriculum import Tasks, note_outcome
 from agentgym_rl.rollout.in_flight import InFlightSizer
 from agentgym_rl.rollout.schedule import TurnSchedule
 from agentgym_rl.rollout.sink import LearnerStream
@@ -77,7 +79,7 @@ class Dispatcher:
         self,
         agent: Player,
         buffer: _core.TrajectoryBuffer,
-        source: TaskSource | TaskMix,
+        source: Tasks,
         schedule: TurnSchedule,
         stream: LearnerStream,
         *,
@@ -181,6 +183,7 @@ class Dispatcher:
             log.warning("episode %s: env failure: %s", plan.request_id, played.failure)
         if self.episode_log is not None:
             self.episode_log.record(played, plan, group_id)
+        note_outcome(self.source, plan.task, played)
         if group_id in self.groups:
             outcome = self.buffer.add_episode(group_id, list(played.samples))
             if outcome != "pending":

@@ -10,8 +10,8 @@ batches wait for the weights trained on the previous one), runs it with SIGTERM/
 it down cleanly, and at the end stops the receiver (an update being applied finishes first),
 shuts the pool down, closes the stream (logging what each learner endpoint took), the ledger
 (a clean exit only if the loop ran to its end: a crash loses what it held, as a kill does) and
-the status sink, writes the dataset cursor to `<log_dir>/cursor.json` and returns the
-summary. Each step is one named function below. Any object satisfying `Engine` works (tests use
+the status sink, writes the dataset cursor to `<log_dir>/cursor.json` (a curriculum's state to
+`curriculum.json`) and returns the summary. Each step is one named function below. Any object satisfying `Engine` works (tests use
 a scripted one); `serve()` starts vLLM first.
 
 With `config.eval`, in either loop, a `HeldOutEval` task evaluates held-out tasks on the same
@@ -45,6 +45,8 @@ from agentgym_rl.gateway.app import Gateway
 from agentgym_rl.gateway.runner import UserAgents, load_agent
 from agentgym_rl.gateway.serve import GatewayServer, bearer_token
 from agentgym_rl.processes.orphans import die_if_orphaned
+from agentgym_rl.rollout.curriculum import STATE_FILE as CURRICULUM_FILE
+from agentgym_rl.rollout.curriculum import Curriculum, saved_state
 from agentgym_rl.rollout.dispatcher import Dispatcher, DispatchSummary, Player
 from agentgym_rl.rollout.held_out import EvalPlayer, HeldOutEval
 from agentgym_rl.rollout.in_flight import InFlightSizer
@@ -125,13 +127,26 @@ async def run_service(
         ledger.close(clean=ended)
         status.close()
         save_cursor(config.log_dir, source.cursor)
+        if isinstance(source, Curriculum):
+            (config.log_dir / CURRICULUM_FILE).write_text(json.dumps(saved_state(source)))
     log.info("rollouts finished: %s", summary)
     return summary
 
 
-def task_source(config: RolloutConfig) -> TaskSource | TaskMix:
-    """The dataset (one source, or a mix of several), resumed from `<log_dir>/cursor.json`
-    when `dataset.resume` and it exists."""
+def task_source(config: RolloutConfig) -> TaskSource | TaskMix | Curriculum:
+    """The dataset (one source, or a mix of several, drawn through a curriculum when
+    `dataset.curriculum`), resumed from `<log_dir>/cursor.json` (and `curriculum.json`) when
+    `dataset.resume` and they exist."""
+    ds = config.dataset
+    tasks = _tasks(config)
+    if ds.curriculum is None:
+        return tasks
+    path = config.log_dir / CURRICULUM_FILE
+    state = json.loads(path.read_text()) if ds.resume and path.exists() else None
+    return Curriculum(tasks, ds.curriculum, seed=ds.shuffle_seed, state=state)
+
+
+def _tasks(config: RolloutConfig) -> TaskSource | TaskMix:
     ds = config.dataset
     path = config.log_dir / CURSOR_FILE
     saved = json.loads(path.read_text()) if ds.resume and path.exists() else {}
@@ -205,6 +220,7 @@ def env_specs(
             if e.action_format is ActionFormat.TOOLS
             else None,
             e.context.window,
+            e.shaping_on,
         )
         for e in config.envs
     }
@@ -331,7 +347,7 @@ def episode_log(config: RolloutConfig) -> EpisodeLog | None:
 def dispatcher(
     config: RolloutConfig,
     agent: Player,
-    source: TaskSource | TaskMix,
+    source: TaskSource | TaskMix | Curriculum,
     schedule: TurnSchedule,
     stream: LearnerStream,
     status: StatusSink,
@@ -376,7 +392,7 @@ def sync_loop(
     engine: Engine,
     chat: ChatTokenizer,
     stream: LearnerStream,
-    source: TaskSource | TaskMix,
+    source: TaskSource | TaskMix | Curriculum,
     schedule: TurnSchedule,
     metrics: RolloutMetrics,
     status: StatusSink,

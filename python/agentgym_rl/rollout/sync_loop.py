@@ -31,11 +31,12 @@ from typing import Any
 from agentgym_rl import _core
 from agentgym_rl.config.rollout import HttpDialect, http_dialect
 from agentgym_rl.episode.agent import Played, failed_start
-from agentgym_rl.episode.dataset import Task, TaskMix, TaskSource
+from agentgym_rl.episode.dataset import Task
 from agentgym_rl.episode.log import EpisodeLog
 from agentgym_rl.episode.metrics import RolloutMetrics
 from agentgym_rl.episode.turn import EnvStepError, EpisodeState, StepEnv, play_turn
 from agentgym_rl.episode.types import Engine, EnvSpec, EpisodePlan
+from agentgym_rl.rollout.curriculum import Tasks, note_outcome
 from agentgym_rl.rollout.dispatcher import DispatchSummary
 from agentgym_rl.rollout.schedule import TurnSchedule
 from agentgym_rl.rollout.sink import LearnerStream
@@ -142,7 +143,7 @@ class SyncLoop:
         engine: Engine,
         chat: ChatTokenizer,
         stream: LearnerStream,
-        source: TaskSource | TaskMix,
+        source: Tasks,
         schedule: TurnSchedule,
         buffer: _core.TrajectoryBuffer,
         *,
@@ -311,6 +312,7 @@ class SyncLoop:
                 log.warning("episode %s: env failure: %s", r.plan.request_id, played.failure)
             if self.episode_log is not None:
                 self.episode_log.record(played, r.plan, r.group_id)
+            note_outcome(self.source, r.plan.task, played)
             if self.buffer.add_episode(r.group_id, list(played.samples)) == "ready":
                 self._record("ready", group_key(r.plan.task.item_id, r.group_id))
         ready = []

@@ -8,7 +8,8 @@ each call (`report.records.RunRecords`), so the page follows a run being written
   `missing`: what the page cannot show yet and why (no learner records, no episode log, ...);
 - `episodes(query)`: a page of the episodes table (`EpisodeFilter.from_query`);
 - `episode(ref)`: one episode as `show` renders it (`transcript.blocks` and `header`), with a
-  row per generated turn (versions, tokens, mean behaviour log-prob, advantage, reward, part),
+  row per generated turn (versions, tokens, mean behaviour log-prob, advantage, reward, part,
+  and `shared`: how many other turns of its group acted from its state, None where not logged),
   and, where the learner's token log holds the episode, each trained block's tokens with their
   log-probs, entropy, weight and clipping (`token_view`, fields `token_fields`);
 - `task(item_id)`: the task's held-out episodes at each evaluated version (the versions of
@@ -221,6 +222,7 @@ def turn_rows(rec: EpisodeRecord, credit: TrainedSample | None) -> list[dict[str
     for k, (s, e) in enumerate(rec.turn_spans):
         lps = [x for x in rec.logprobs[s:e] if x is not None]
         adv = credit.turn_advantages[k] if credit and k < len(credit.turn_advantages) else None
+        shared = credit.turn_shared if credit and credit.turn_shared else []
         out.append(
             {
                 "turn": k + 1,
@@ -228,6 +230,7 @@ def turn_rows(rec: EpisodeRecord, credit: TrainedSample | None) -> list[dict[str
                 "tokens": e - s,
                 "logprob": sum(lps) / len(lps) if lps else None,
                 "advantage": adv,
+                "shared": shared[k] - 1 if k < len(shared) and shared[k] else None,
                 "reward": rec.turn_rewards[k] if rec.turn_rewards else None,
                 "part": next((i for i, (a, b) in enumerate(rec.part_ranges) if a <= s < b), 0),
             }

@@ -66,7 +66,7 @@ def episode_credit(
     trained: Mapping[str, Sequence[TrainedSample]], rec: EpisodeRecord
 ) -> TrainedSample | None:
     """The learner's latest record of each of the episode's parts, as one (a part not trained
-    has its turns `None`); None when no part was trained."""
+    has its turns `None`, and step groups of 0); None when no part was trained."""
     found = [trained.get(part_id(rec.request_id, k)) for k in range(len(rec.part_ranges))]
     if not any(found):
         return None
@@ -74,10 +74,12 @@ def episode_credit(
     first = next(t for t in latest if t is not None)
     advantages: list[float | None] = []
     tokens: list[int] = []
+    shared: list[int] = []
     for t, (s, e) in zip(latest, rec.part_ranges, strict=True):
         turns = sum(1 for a, _ in rec.turn_spans if s <= a < e)
         advantages += t.turn_advantages if t is not None else [None] * turns
         tokens += t.turn_tokens if t is not None else [0] * turns
+        shared += t.turn_shared if t is not None and t.turn_shared else [0] * turns
     return TrainedSample(
         max(t.step for t in latest if t is not None),
         rec.request_id,
@@ -88,6 +90,7 @@ def episode_credit(
         first.status,
         advantages,
         tokens,
+        turn_shared=shared if any(t is not None and t.turn_shared for t in latest) else None,
     )
 
 

@@ -223,11 +223,13 @@ async function episode(ref) {
   const ep = await api("episode/" + encodeURIComponent(ref));
   const s = ep.summary;
   const turns = el("table", { class: "turns" },
-    el("thead", {}, el("tr", {}, ["turn", "part", "versions", "tokens", "mean log-prob", "advantage", "reward"].map((h) => el("th", {}, h)))),
+    el("thead", {}, el("tr", {}, ["turn", "part", "versions", "tokens", "mean log-prob", "advantage", "reward", "state shared with"].map((h) => el("th", {}, h)))),
     el("tbody", {}, ep.turns.map((t) => el("tr", {}, el("td", {}, t.turn), el("td", {}, t.part + 1),
       el("td", {}, t.versions.map((v) => "v" + v).join("→")), el("td", {}, t.tokens),
       el("td", {}, fmt(t.logprob)), el("td", { class: t.advantage > 0 ? "pos" : t.advantage < 0 ? "neg" : "" }, fmt(t.advantage)),
-      el("td", {}, fmt(t.reward))))));
+      el("td", {}, fmt(t.reward)),
+      el("td", { class: "shared", title: "turns of its group that acted from the same state (its step group)" },
+        t.shared === null ? "-" : t.shared === 0 ? "none" : `${t.shared} other turn${t.shared > 1 ? "s" : ""}`)))));
   main.replaceChildren(
     el("h2", {}, `Episode ${ref} · `, el("a", { href: `#/task/${encodeURIComponent(s.item_id)}` }, s.item_id),
       ` · ${s.split === "held_out" ? "held-out" : "training"} · v${s.version} · ${s.success ? "success" : "failure"}`),
