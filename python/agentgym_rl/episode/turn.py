@@ -17,8 +17,9 @@ What each turn reads is the episode's context (`context.py`: the whole history, 
 turns with one sample per turn). `EpisodeState.samples()` are then its `_core.Sample`s, in turn
 order, each with the episode's reward (`episode_reward`) and status, and per generated turn the
 reward it earned (the change of the env's score, in reward units, and the shaping
-`episode_reward` adds, placed by `turn_shaped_rewards`: they sum to the reward) and the key of the state it acted from
-(`state_keys.state_key` of what the model last read), which step-level credit reads.
+`episode_reward` adds, placed by `turn_shaped_rewards`: they sum to the reward) and the key of
+the state it acted from (`state_keys.state_key` of what the model last read), which step-level
+credit reads.
 """
 
 from __future__ import annotations

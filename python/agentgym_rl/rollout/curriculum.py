@@ -7,8 +7,8 @@ for its epoch) and the next one is considered. A task's key is its `item_id`, or
 with `by: category` (a task without one is its own key). Its band comes from the outcomes of its
 key's last `window` episodes: `unseen` (fewer than `min_episodes`), `unsolved` (success rate <=
 `low`), `solved` (>= `high`), else `edge`. `record(task, success)` adds a finished episode's
-outcome (`note_outcome`, which both loops call, leaves env failures out: not the policy's). Keep probabilities are > 0
-(validated), so no task is never drawn.
+outcome (`note_outcome`, which both loops call, leaves env failures out: not the policy's).
+Keep probabilities are > 0 (validated), so no task is never drawn.
 
 Deterministic and resumable: draw k decides by a generator seeded with `(seed, k)`, so
 `state()` (draws, skips by band, each key's recent outcomes) is all a restart needs;
