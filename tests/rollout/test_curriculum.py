@@ -21,7 +21,7 @@ from test_dispatcher import service_config
 from agentgym_rl import _core
 from agentgym_rl.config.rollout import CurriculumConfig
 from agentgym_rl.episode.dataset import Task, TaskSource
-from agentgym_rl.rollout.curriculum import STATE_FILE, Curriculum, render
+from agentgym_rl.rollout.curriculum import STATE_FILE, Curriculum
 from agentgym_rl.rollout.service import run_service
 
 
@@ -105,15 +105,6 @@ def test_settings_are_checked() -> None:
         CurriculumConfig(low=0.5, high=0.5)
     with pytest.raises(ValidationError, match="by"):
         CurriculumConfig(by="env")
-
-
-def test_the_table_of_bands() -> None:
-    cur = _fed(CurriculumConfig(window=8))
-    for _ in range(200):
-        cur.next()
-    text = render({"config": cur.config.model_dump(), **cur.state()})
-    assert "| solved | 25 | 1.00 |" in text and "| edge | 25 | 0.50 |" in text
-    assert render({"draws": 0}) == ""
 
 
 def _serve_until(config, engine, chat, endpoint: str, groups: int) -> None:

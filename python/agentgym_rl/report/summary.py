@@ -24,7 +24,6 @@ from typing import Any
 from agentgym_rl.report import by_turn
 from agentgym_rl.report.groups import account
 from agentgym_rl.report.records import RunRecords, number
-from agentgym_rl.rollout import curriculum
 
 
 def summarize(run: RunRecords) -> dict[str, Any]:
@@ -168,10 +167,32 @@ def write_summary(run: RunRecords, plots: list[Path]) -> list[Path]:
     md, js = run.run_dir / "summary.md", run.run_dir / "summary.json"
     tables = by_turn.render(run)
     bands = "\n".join(
-        f"{path.parent.name}: {curriculum.render(json.loads(path.read_text()))}"
-        for path in sorted(run.run_dir.glob(f"rollout-*/{curriculum.STATE_FILE}"))
+        f"{path.parent.name}: {_bands(json.loads(path.read_text()))}"
+        for path in sorted(run.run_dir.glob("rollout-*/curriculum.json"))
     )
     plotted = [p.resolve() for p in inside]
     md.write_text(_markdown(figures, plotted, run.run_dir.resolve(), tables, bands))
     js.write_text(json.dumps(figures, indent=2) + "\n")
     return [md, js]
+
+
+def _bands(saved: dict[str, Any]) -> str:
+    """A rollout server's curriculum (its `curriculum.json`, `rollout/curriculum.py`) as the
+    table of keys by band ("" without draws)."""
+    config, rows = saved.get("config") or {}, saved.get("rows") or []
+    if not saved.get("draws") or not rows:
+        return ""
+    lines = [
+        f"Tasks by band (curriculum by {config.get('by', '?')}, last {config.get('window', '?')} "
+        "episodes each):",
+        "",
+        "| band | keys | recent success | drawn | kept | kept share |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        success = "-" if r["success"] is None else f"{r['success']:.2f}"
+        share = f"{r['kept'] / r['considered']:.2f}" if r["considered"] else "-"
+        lines.append(
+            f"| {r['band']} | {r['keys']} | {success} | {r['considered']} | {r['kept']} | {share} |"
+        )
+    return "\n".join(lines) + "\n"

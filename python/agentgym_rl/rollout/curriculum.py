@@ -12,8 +12,8 @@ Keep probabilities are > 0 (validated), so no task is never drawn.
 
 Deterministic and resumable: draw k decides by a generator seeded with `(seed, k)`, so
 `state()` (draws, skips by band, each key's recent outcomes) is all a restart needs;
-`Curriculum(..., state=saved)` continues from it. `rows()` is the table of keys by band (the run
-summary's), `shares()` the kept share of each band's draws.
+`Curriculum(..., state=saved)` continues from it. `rows()` is the table of keys by band
+(`saved_state` keeps it for the run summary), `shares()` the kept share of each band's draws.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from __future__ import annotations
 import random
 from collections import Counter, deque
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any, Protocol
 
 from agentgym_rl.config.rollout import CurriculumConfig
@@ -157,34 +157,7 @@ def note_outcome(source: object, task: Task, played: Played) -> None:
 
 
 def saved_state(curriculum: Curriculum) -> dict[str, Any]:
-    """What `STATE_FILE` holds: the state and the settings it was banded by."""
-    return {"config": curriculum.config.model_dump(), **curriculum.state()}
-
-
-def render(saved: Mapping[str, Any]) -> str:
-    """The table of keys by band from a `saved_state` (markdown; "" without draws)."""
-    if not saved.get("draws"):
-        return ""
-    config = CurriculumConfig.model_validate(saved.get("config") or {})
-    rows = Curriculum(_Nothing(), config, state=saved).rows()
-    lines = [
-        f"Tasks by band (curriculum by {config.by}, last {config.window} episodes each):",
-        "",
-        "| band | keys | recent success | drawn | kept | kept share |",
-        "|---|---:|---:|---:|---:|---:|",
-    ]
-    for r in rows:
-        success = "-" if r.success is None else f"{r.success:.2f}"
-        share = f"{r.kept / r.considered:.2f}" if r.considered else "-"
-        lines.append(f"| {r.band} | {r.keys} | {success} | {r.considered} | {r.kept} | {share} |")
-    return "\n".join(lines) + "\n"
-
-
-class _Nothing:
-    """A source with no task (for reading a saved state)."""
-
-    cursor = Cursor()
-    exhausted = True
-
-    def next(self) -> None:
-        return None
+    """What `STATE_FILE` holds: the state, the settings it was banded by and the table of keys
+    by band (`rows`, which the run summary prints)."""
+    rows = [asdict(r) for r in curriculum.rows()]
+    return {"config": curriculum.config.model_dump(), **curriculum.state(), "rows": rows}
