@@ -1,7 +1,8 @@
 """SmolLM2-135M-Instruct through the stack: its chat template rendered by the Rust trajectory
 builder token for token as transformers renders it, across turns and with its default system
 turn; vLLM generating from those tokens with the log-probs the Megatron learner (Llama path,
-tied embeddings, 9/3 GQA) computes for them, with full weights and with LoRA adapters."""
+tied embeddings, 9/3 GQA) computes for them, with full weights and with LoRA adapters, and
+through the OpenAI endpoint."""
 
 from __future__ import annotations
 
@@ -120,7 +121,51 @@ def test_engine_logprobs_are_the_learners(smollm2: Path) -> None:
             assert not torch.allclose(
                 learner(moved.token_ids), torch.tensor(moved.logprobs), atol=1e-3
             )
+        # the OpenAI endpoint on this engine: a client's call trains exactly what it was
+        # sampled, from the prompt the template renders, with the learner's log-probs
+        reply, sample = run(_through_the_endpoint(engine, chat))
+        assert sample.input_ids[: len(prompt)].tolist() == prompt
+        ((start, end),) = sample.turn_spans.reshape(-1, 2).tolist()
+        generated = sample.input_ids[start:end].tolist()
+        assert start == len(prompt) and reply and reply.strip() in chat.decode(generated)
+        torch.testing.assert_close(
+            torch.tensor(sample.logprobs[start:end]), learner(generated), atol=2e-3, rtol=0
+        )
     finally:
         lm.shutdown_parallel()
         engine.shutdown()
         loop.call_soon_threadsafe(loop.stop)
+
+
+async def _through_the_endpoint(engine: VllmEngine, chat: ChatTokenizer) -> tuple[str, Any]:
+    """One chat call of an episode through the gateway (the `openai` client over ASGI), then
+    its reward: the reply's text and the episode's one sample."""
+    import httpx
+    import openai
+
+    from agentgym_rl.gateway.app import Gateway
+
+    finished: list[Any] = []
+    gateway = Gateway(
+        engine,
+        chat,
+        model="smollm2",
+        max_model_len=512,
+        max_tokens_per_turn=24,
+        token="t",
+        on_finished=lambda episode, samples: finished.extend(samples),
+    )
+    transport = httpx.ASGITransport(app=gateway)
+    async with httpx.AsyncClient(transport=transport, base_url="http://gateway") as http:
+        client = openai.AsyncOpenAI(base_url="http://gateway/v1", api_key="t", http_client=http)
+        done = await client.chat.completions.create(
+            model="smollm2", messages=[SYSTEM, FIRST], user="smol-ep"
+        )
+        posted = await http.post(
+            "/v1/episodes/smol-ep/reward",
+            json={"reward": 1.0},
+            headers={"Authorization": "Bearer t"},
+        )
+    assert posted.status_code == 200, posted.text
+    (sample,) = finished
+    return done.choices[0].message.content or "", sample
