@@ -217,7 +217,8 @@ class Trainer:
         batch = collate(groups, pad_token_id=0, pad_multiple=self.config.parallel.tp)
         rows = usable_samples(groups)  # the batch's rows, in order
         batch = self._with_advantages(batch, rows)
-        credit = self._record_credit(groups, rows, batch)
+        turns = turns_of(rows)  # per row its turns, rewards and state keys (step credit's view)
+        credit = self._record_credit(groups, rows, batch, step_group_sizes(turns))
         micro = batch.split(self.config.micro_batch_tokens, self.config.micro_batch_overhead_tokens)
         counts = self._step_counts(batch, micro)
         refs = self._reference_logprobs(micro)
@@ -237,7 +238,6 @@ class Trainer:
         metrics["adv_by_turn"] = credit
         if tokens is not None and self._token_log is not None:
             metrics["token_log_bytes"] = self._token_log.append(tokens.records)
-        turns = turns_of(rows)
         share = shared_state_share(turns)
         if share is not None:  # what step-level credit could compare (logged with it or not)
             metrics["step_group_share"] = share
@@ -283,13 +283,17 @@ class Trainer:
         return StepTokens(self.config.loss, step, {r: rows[r][1].request_id for r in picked})
 
     def _record_credit(
-        self, groups: list[WireGroup], rows: list[tuple[int, WireSample]], batch: Batch
+        self,
+        groups: list[WireGroup],
+        rows: list[tuple[int, WireSample]],
+        batch: Batch,
+        sizes: list[list[int]],
     ) -> dict[str, float]:
-        """Log what each sample trains with (`credit_log`); returns the step's mean advantage
-        of trained tokens by turn index, over every data-parallel rank."""
+        """Log what each sample trains with (`credit_log`, with each turn's step group `sizes`);
+        returns the step's mean advantage of trained tokens by turn index, over every
+        data-parallel rank."""
         assert batch.advantages is not None
         adv, mask = batch.advantages.detach().cpu().numpy(), batch.loss_mask.cpu().numpy()
-        sizes = step_group_sizes(turns_of(rows))
         samples = trained_samples(groups, rows, adv, mask, self.step + 1, group_sizes=sizes)
         if self._trained_log is not None:
             self._trained_log.append(samples)
