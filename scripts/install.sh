@@ -14,8 +14,31 @@ PY=${PYTHON:-python3}
 DEV=0
 ENV_EXTRAS="sciworld,searchqa,searchqa-dense,web"  # every env's extra (envs/pyproject.toml)
 [[ "${1:-}" == "--dev" ]] && DEV=1
-pip_q() { "$PY" -m pip install --disable-pip-version-check -q "$@"; }
 say() { printf '\033[1m[install]\033[0m %s\n' "$*"; }
+
+# Packages go in through uv where it installs (pip's own work, 4x faster: torch's 4.5 GB took 32 s
+# against pip's 122 s on 2 cores), else through pip. uv reads none of pip's configuration, so
+# pip's index, extra indexes, find-links and CA bundle (its environment variables, then its
+# config files) are handed on, with pip's choice of the best version across indexes.
+pip_setting() {
+  local var="PIP_$(tr 'a-z-' 'A-Z_' <<<"$1")"
+  if [[ -n ${!var:-} ]]; then printf '%s' "${!var}"; return; fi
+  "$PY" -m pip config get "install.$1" 2>/dev/null || "$PY" -m pip config get "global.$1" 2>/dev/null || true
+}
+UV_ARGS=()
+if [[ ${AGENTGYM_RL_INSTALLER:-uv} == uv ]] && { "$PY" -m uv --version >/dev/null 2>&1 \
+    || "$PY" -m pip install --disable-pip-version-check -q "uv>=0.5,<1" >/dev/null 2>&1; }; then
+  UV_ARGS=(--python "$PY" --index-strategy unsafe-best-match)
+  url=$(pip_setting index-url); [[ -n $url ]] && UV_ARGS+=(--index-url "$url")
+  for url in $(pip_setting extra-index-url); do UV_ARGS+=(--extra-index-url "$url"); done
+  for url in $(pip_setting find-links); do UV_ARGS+=(--find-links "$url"); done
+  cert=$(pip_setting cert); [[ -n $cert && -z ${SSL_CERT_FILE:-} ]] && export SSL_CERT_FILE=$cert
+  say "installing with uv (AGENTGYM_RL_INSTALLER=pip for pip alone)"
+fi
+pip_q() {
+  if [[ ${#UV_ARGS[@]} -gt 0 ]]; then "$PY" -m uv pip install -q "${UV_ARGS[@]}" "$@"
+  else "$PY" -m pip install --disable-pip-version-check -q "$@"; fi
+}
 
 have_versions() {
   # Exit 0 when every "module==version" pair given is importable at that version.
@@ -135,7 +158,8 @@ fi
 
 # 6. The Rust extension agentgym_rl._core (editable: python/ is used in place). cargo only
 #    rebuilds what changed.
+# pip, not uv: uv caches a local project's build by its pyproject.toml, not by its Rust sources.
 say "building agentgym_rl._core (release)"
-pip_q --no-build-isolation --no-deps -e .
+"$PY" -m pip install --disable-pip-version-check -q --no-build-isolation --no-deps -e .
 command -v pyenv >/dev/null && pyenv rehash 2>/dev/null || true
 "$PY" -c "import agentgym_rl._core as c; print('[install] agentgym_rl._core', c.__version__, 'ready')"
