@@ -8,8 +8,18 @@ PY=${PYTHON:-python3}
 # time goes, read from its log
 CURRENT=""
 STARTED=$SECONDS
-took() { [[ -n $CURRENT ]] && printf '\033[1m== %s: %d s\033[0m\n' "$CURRENT" $((SECONDS - STARTED)); true; }
-step() { took; CURRENT=$*; STARTED=$SECONDS; printf '\n\033[1m== %s\033[0m\n' "$*"; }
+# and how busy the machine's cores were meanwhile (Linux): a share well under 100% during pytest
+# says its workers wait more than they compute
+busy() { [[ -r /proc/stat ]] && awk '/^cpu /{print $2+$3+$4+$7+$8+$9, $5+$6}' /proc/stat || echo "0 0"; }
+took() {
+  [[ -z $CURRENT ]] && return 0
+  local now; now=$(busy)
+  awk -v a="$BUSY" -v b="$now" -v name="$CURRENT" -v s=$((SECONDS - STARTED)) 'BEGIN {
+    split(a, x, " "); split(b, y, " "); used = y[1] - x[1]; all = used + y[2] - x[2]
+    share = all > 0 ? sprintf(", cores %d%% busy", 100 * used / all) : ""
+    printf "\033[1m== %s: %d s%s\033[0m\n", name, s, share }'
+}
+step() { took; CURRENT=$*; STARTED=$SECONDS; BUSY=$(busy); printf '\n\033[1m== %s\033[0m\n' "$*"; }
 trap 'took; printf "\033[1m== all steps: %d s\033[0m\n" $SECONDS' EXIT
 
 step "install"
@@ -34,5 +44,6 @@ step "stubtest (agentgym_rl._core against its .pyi)"
 
 step "pytest"
 # two workers (tests/workers.py): a process test mostly waits on children starting, so two at
-# once keep 2 cores busy; TEST_WORKERS=0 runs them one at a time
-"$PY" -m pytest -m "not gpu and not extended" -n "${TEST_WORKERS:-2}" --durations=30 "$@"
+# once keep 2 cores busy; TEST_WORKERS=0 runs them one at a time. Every test of 5 s or more is
+# listed by its time at the end: where the suite's time goes.
+"$PY" -m pytest -m "not gpu and not extended" -n "${TEST_WORKERS:-2}" --durations=0 --durations-min=5 "$@"
