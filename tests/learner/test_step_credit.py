@@ -81,8 +81,11 @@ def test_the_share_by_turn_index_and_the_step_group_sizes() -> None:
     assert step_group_sizes(rows) == [[2, 2], [2, 1, 2]]
     assert shared_state_share_by_turn(rows, 8) == {"1": 1.0, "2": 0.5, "3": 1.0}
     assert shared_state_share_by_turn(rows, 2) == {"1": 1.0, "2": 0.6667}  # rounded as logged
-    # step-wise parts count by their turn in the episode, not in the sample
-    parts = [replace(r, episode=0) for r in (_row(0, [1], [0.0]), _row(0, [2], [1.0]))]
+    # step-wise parts count by their turn in the episode (`first_turn`), not in the sample
+    parts = [
+        replace(r, episode=0, first_turn=k)
+        for k, r in enumerate((_row(0, [1], [0.0]), _row(0, [2], [1.0])))
+    ]
     other = replace(_row(0, [1, 3], [0.0, 0.0]), episode=1)
     assert shared_state_share_by_turn([*parts, other], 8) == {"1": 1.0, "2": 0.0}
     assert step_group_sizes([_row(0, None, [0.0, 1.0])]) == [[0, 0]]
@@ -206,7 +209,7 @@ def test_the_step_advantage_lands_on_exactly_its_turns_trained_tokens() -> None:
     for r, (_, s) in enumerate(rows):
         mask[r, : len(s.tokens) - 1] = torch.from_numpy(s.tokens.loss_mask[1:].astype(np.float32))
     episode = torch.tensor([[1.0], [-1.0]]) * mask
-    out = add_step_credit(episode, mask, rows, StepCreditConfig(weight=0.5))
+    out = add_step_credit(episode, mask, turns_of(rows), StepCreditConfig(weight=0.5))
     half = 0.5 / (math.sqrt(0.5) + 1e-6)
     # win: turn 1 generated tokens 3-4 train at positions 2-3; turn 2 (8-9) at 7-8
     assert out[0, 2:4] == pytest.approx(torch.tensor([1 + 0.5 * half] * 2))
@@ -270,6 +273,8 @@ def test_the_credit_log_counts_an_episodes_parts_by_their_turn_in_it() -> None:
     other = replace(_sample([(3, 5), (8, 10)], 0.0, keys=[7, 5]), episode=1)
     group = WireGroup(1, "maze_1", "maze", [*parts, other])
     rows = [(0, s) for s in group.samples]
-    sizes = step_group_sizes(turns_of(rows))
+    turns = turns_of(rows)
+    assert [r.first_turn for r in turns] == [0, 1, 2, 0]  # as the log counts them
+    sizes = step_group_sizes(turns)
     logged = trained_samples([group], rows, adv, mask, step=1, group_sizes=sizes)
     assert [t.turn_shared for t in logged] == [[2], [1], [1], [2, 1]]

@@ -27,7 +27,7 @@ from agentgym_rl.episode.log import read_episodes
 from agentgym_rl.learner.advantages import compute_advantages
 from agentgym_rl.learner.batch import collate, usable_samples
 from agentgym_rl.learner.credit_log import TrainedLog, read_trained, trained_samples
-from agentgym_rl.learner.step_credit import add_step_credit
+from agentgym_rl.learner.step_credit import add_step_credit, turns_of
 from agentgym_rl.rollout.service import run_service
 from agentgym_rl.wire.codec import decode_group
 
@@ -138,7 +138,7 @@ def test_every_turn_carries_the_episode_advantage_and_only_its_generated_tokens(
     # -0.28525, -0.195, -0.1 (a later refusal has fewer refusals ahead of it)
     step = StepCreditConfig(weight=0.5)
     assert step.turn_gamma == 0.95  # GiGPO's
-    credited = add_step_credit(adv, batch.loss_mask, rows, step)
+    credited = add_step_credit(adv, batch.loss_mask, turns_of(rows), step)
     returns = [-0.1 - 0.95 * 0.1 - 0.95**2 * 0.1, -0.1 - 0.95 * 0.1, -0.1]
     shared = np.array([0.0, *returns])
     mean, std = shared.mean(), float(np.std(shared, ddof=1))

@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
-from agentgym_rl.wire.types import WireGroup, WireSample, episode_ids
+from agentgym_rl.wire.types import WireGroup, WireSample, turns_before
 
 TRAINED_FILE = "trained.jsonl"
 ADVANTAGE_DECIMALS = 4
@@ -66,8 +66,7 @@ def trained_samples(
     """The batch's rows with their per-turn advantages (see the module docstring)."""
     adv, mask = advantages, loss_mask
     out = []
-    turns_before: dict[int, int] = {}  # turns of each episode's earlier parts
-    for row, ((index, s), episode) in enumerate(zip(rows, episode_ids(rows), strict=True)):
+    for row, ((index, s), before) in enumerate(zip(rows, turns_before(rows), strict=True)):
         means: list[float | None] = []
         counts: list[int] = []
         for start, end in s.tokens.turn_spans.tolist():
@@ -89,11 +88,10 @@ def trained_samples(
                 s.status.value,
                 means,
                 counts,
-                turns_before.get(episode, 0),
+                before,
                 list(group_sizes[row]) if group_sizes is not None else None,
             )
         )
-        turns_before[episode] = turns_before.get(episode, 0) + len(counts)
     return out
 
 

@@ -14,7 +14,7 @@ std, n - 1, unless `unbiased_std` is off, as GRPO's). A step group of one turn g
 to compare with. `token_advantages(turns, per_turn, width)` spreads them over the turns' trained
 tokens in the learner's shifted alignment (`batch.py`: a token generated at position i is
 trained at i - 1), `[B, width]` float32, zero elsewhere. `add_step_credit(advantages, loss_mask,
-rows, config)` is what the learner does with them: the episode advantages `[B, S]` plus
+turns, config)` is what the learner does with them: the episode advantages `[B, S]` plus
 `config.weight` times the step advantages on the trained tokens (`config.learn.StepCreditConfig`).
 `shared_state_share(turns)` is the share of keyed turns whose step group holds two or more:
 the turns step credit can judge at all (the learner logs it, `step_group_share`), and
@@ -38,7 +38,7 @@ import numpy.typing as npt
 import torch
 
 from agentgym_rl.config.learn import StepCreditConfig
-from agentgym_rl.wire.types import WireSample, episode_ids
+from agentgym_rl.wire.types import WireSample, episode_ids, turns_before
 
 Floats = npt.NDArray[np.float64]
 
@@ -54,12 +54,15 @@ class RowTurns:
     keys: npt.NDArray[np.int64] | None
     episode: int | None = None
     """The row's episode's place in the step (None: the row is an episode of its own)."""
+    first_turn: int = 0
+    """The index in its episode of the row's first turn (`wire.types.turns_before`)."""
 
 
 def turns_of(rows: Sequence[tuple[int, WireSample]]) -> list[RowTurns]:
     """See the module docstring."""
     out = []
-    for (group, s), episode in zip(rows, episode_ids(rows), strict=True):
+    places = zip(rows, episode_ids(rows), turns_before(rows), strict=True)
+    for (group, s), episode, first in places:
         spans = np.asarray(s.tokens.turn_spans, np.int64).reshape(-1, 2)
         k = spans.shape[0]
         if s.turn_rewards.size == k and k:
@@ -69,7 +72,7 @@ def turns_of(rows: Sequence[tuple[int, WireSample]]) -> list[RowTurns]:
             if k:
                 rewards[-1] = s.reward
         keys = np.asarray(s.turn_keys, np.int64) if s.turn_keys.size == k and k else None
-        out.append(RowTurns(group, spans, rewards, keys, episode))
+        out.append(RowTurns(group, spans, rewards, keys, episode, first))
     return out
 
 
@@ -133,25 +136,14 @@ def shared_state_share_by_turn(turns: Sequence[RowTurns], bins: int) -> dict[str
     later turn), over keyed turns: which turns step credit can judge (the first, shared by
     every episode of a group, always can)."""
     keyed, shared = [0] * bins, [0] * bins
-    for row, first in zip(step_group_sizes(turns), _first_turns(turns), strict=True):
-        for t, n in enumerate(row, first):
+    for row, r in zip(step_group_sizes(turns), turns, strict=True):
+        for t, n in enumerate(row, r.first_turn):
             if n:
                 keyed[min(t, bins - 1)] += 1
                 shared[min(t, bins - 1)] += n >= 2
     return {
         str(k + 1): round(s / n, 4) for k, (s, n) in enumerate(zip(shared, keyed, strict=True)) if n
     }
-
-
-def _first_turns(turns: Sequence[RowTurns]) -> list[int]:
-    """Per row, its episode's index of its first turn (a step-wise part's place, else 0)."""
-    before: Counter[int] = Counter()
-    out = []
-    for r in turns:
-        out.append(before[r.episode] if r.episode is not None else 0)
-        if r.episode is not None:
-            before[r.episode] += len(r.rewards)
-    return out
 
 
 def _episode_returns(turns: Sequence[RowTurns], turn_gamma: float) -> list[Floats]:
@@ -185,14 +177,14 @@ def token_advantages(
 def add_step_credit(
     advantages: torch.Tensor,
     loss_mask: torch.Tensor,
-    rows: Sequence[tuple[int, WireSample]],
+    turns: Sequence[RowTurns],
     config: StepCreditConfig,
     *,
     eps: float = 1e-6,
     unbiased_std: bool = True,
 ) -> torch.Tensor:
-    """`advantages` + `config.weight` x the step advantages of `rows` on the trained tokens."""
-    turns = turns_of(rows)
+    """`advantages` + `config.weight` x the step advantages of `turns` (`turns_of(rows)`) on
+    the trained tokens."""
     per_turn = step_advantages(
         turns,
         turn_gamma=config.turn_gamma,

@@ -81,6 +81,7 @@ from agentgym_rl.learner.optim import (
 from agentgym_rl.learner.passes import MicroTotals, Passes, StepCounts, micro_totals
 from agentgym_rl.learner.source import GroupSource
 from agentgym_rl.learner.step_credit import (
+    RowTurns,
     add_step_credit,
     shared_state_share,
     shared_state_share_by_turn,
@@ -216,8 +217,8 @@ class Trainer:
         t0 = time.perf_counter()
         batch = collate(groups, pad_token_id=0, pad_multiple=self.config.parallel.tp)
         rows = usable_samples(groups)  # the batch's rows, in order
-        batch = self._with_advantages(batch, rows)
         turns = turns_of(rows)  # per row its turns, rewards and state keys (step credit's view)
+        batch = self._with_advantages(batch, turns)
         credit = self._record_credit(groups, rows, batch, step_group_sizes(turns))
         micro = batch.split(self.config.micro_batch_tokens, self.config.micro_batch_overhead_tokens)
         counts = self._step_counts(batch, micro)
@@ -244,7 +245,7 @@ class Trainer:
             metrics["step_group_share_by_turn"] = shared_state_share_by_turn(turns, _TURN_BINS)
         return metrics
 
-    def _with_advantages(self, batch: Batch, rows: list[tuple[int, WireSample]]) -> Batch:
+    def _with_advantages(self, batch: Batch, turns: list[RowTurns]) -> Batch:
         """`batch` with per-token advantages (REINFORCE++ whitening summed over dp ranks), and
         step-level credit on top when configured (`step_credit`)."""
         adv = self.config.advantage
@@ -263,7 +264,7 @@ class Trainer:
             advantages = add_step_credit(
                 advantages,
                 batch.loss_mask,
-                rows,
+                turns,
                 adv.step,
                 eps=adv.eps,
                 unbiased_std=adv.unbiased_std,

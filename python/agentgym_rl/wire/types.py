@@ -162,3 +162,14 @@ def episode_ids(rows: Sequence[tuple[int, WireSample]]) -> list[int]:
         key = (group, 0, s.episode) if s.episode is not None else (group, 1, row)
         out.append(places.setdefault(key, len(places)))
     return out
+
+
+def turns_before(rows: Sequence[tuple[int, WireSample]]) -> list[int]:
+    """Per row of a step, how many turns its episode's earlier rows hold: the index in its
+    episode of the row's first turn (0 for a whole episode; a step-wise part's place)."""
+    seen: dict[int, int] = {}
+    out = []
+    for (_, s), episode in zip(rows, episode_ids(rows), strict=True):
+        out.append(seen.get(episode, 0))
+        seen[episode] = out[-1] + len(s.tokens.turn_spans)
+    return out
