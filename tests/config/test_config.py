@@ -82,6 +82,9 @@ def test_every_shipped_yaml_parses(
         from agentgym_rl.supervise import plan_run
 
         monkeypatch.chdir(ROOT)  # its paths are relative to the repository, as in the README
+        # whether this machine's CPU computes bf16 is not the config's concern (the refusal is
+        # tests/supervise/test_plan.py's)
+        monkeypatch.setattr("agentgym_rl.supervise.preflight.cpu_flags", lambda *a: None)
         # a fresh run folder: one from a local run of this config would be refused
         plan = plan_run(load_config(TrainConfig, path, [f"run_dir={tmp_path / 'run'}"]))
         from agentgym_rl.episode.dataset import load_split

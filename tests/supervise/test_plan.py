@@ -384,3 +384,38 @@ def test_an_agent_section_reaches_every_rollout_server(train_data: dict[str, Any
     assert any(p.startswith("agent.port: 9000 for 2 rollout servers") for p in found)
     with pytest.raises(ValidationError, match="one of the two"):
         train_config({**train_data, "agent": {"function": "a:b", "command": ["x"]}})
+
+
+AVX2_CPU = "processor\t: 0\nmodel name\t: Some EPYC\nflags\t\t: fpu sse2 avx avx2 fma\n"
+BF16_CPU = "processor\t: 0\nmodel name\t: Some Xeon\nflags\t\t: avx2 avx512f avx512_bf16 amx_bf16\n"
+ARM_CPU = "processor\t: 0\nFeatures\t: fp asimd sve bf16 i8mm\n"
+
+
+def test_bf16_on_a_cpu_without_bf16_instructions_is_refused_with_each_key(
+    train_data: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from agentgym_rl.supervise import preflight
+
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text(AVX2_CPU)
+    monkeypatch.setattr(preflight.shutil, "which", lambda name: None)  # no nvidia-smi
+    (found,) = preflight.bf16_problems({"learn.precision": "fp32"}, cpuinfo)
+    assert found.startswith("learn.precision: bf16 on a CPU without bf16 instructions (Some EPYC")
+    assert found.endswith("set learn.precision=fp32") and "AVX2" in found
+    for cpu in (BF16_CPU, ARM_CPU):  # the instructions are there: nothing to say
+        cpuinfo.write_text(cpu)
+        assert preflight.bf16_problems({"learn.precision": "fp32"}, cpuinfo) == []
+    assert preflight.bf16_problems({"learn.precision": "fp32"}, tmp_path / "none") == []
+    cpuinfo.write_text(AVX2_CPU)
+    monkeypatch.setattr(preflight.shutil, "which", lambda name: f"/usr/bin/{name}")  # a GPU
+    assert preflight.bf16_problems({"learn.precision": "fp32"}, cpuinfo) == []
+
+    # through the plan: every setting asking for bf16, each with the value that replaces it
+    monkeypatch.setattr(preflight.shutil, "which", lambda name: None)
+    real = preflight.cpu_flags
+    monkeypatch.setattr(preflight, "cpu_flags", lambda path=cpuinfo: real(cpuinfo))
+    train_data.setdefault("learn", {})["precision"] = "bf16"
+    train_data["rollout"].setdefault("engine", {})["dtype"] = "bfloat16"
+    found = [p for p in problems(train_data) if "bf16 instructions" in p]
+    assert [p.split(":")[0] for p in found] == ["learn.precision", "rollout.engine.dtype"]
+    assert found[1].endswith("set rollout.engine.dtype=float32")

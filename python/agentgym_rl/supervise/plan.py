@@ -39,7 +39,7 @@ from agentgym_rl.processes.child import ChildSpec, cli_argv
 from agentgym_rl.processes.ports import JobPorts, PortBook
 from agentgym_rl.supervise.children import RunPlan, assemble
 from agentgym_rl.supervise.placement import LOCAL, Placement
-from agentgym_rl.supervise.preflight import env_problems
+from agentgym_rl.supervise.preflight import bf16_problems, env_problems
 
 _TCP = re.compile(r"^tcp://([^\s:/]+):(\d{1,5})$")
 
@@ -224,6 +224,18 @@ def _rollout_data(
     return rollout
 
 
+def _bf16_asked(train: TrainConfig) -> dict[str, str]:
+    """The run's settings that ask for bfloat16, each with its float32 value."""
+    asked = {}
+    if train.init_model is not None and train.init_model.warmup_precision == "bf16":
+        asked["init_model.warmup_precision"] = "fp32"
+    if train.learn.precision == "bf16":
+        asked["learn.precision"] = "fp32"
+    if train.rollout.engine.dtype == "bfloat16":
+        asked["rollout.engine.dtype"] = "float32"
+    return asked
+
+
 def _unserved(train: TrainConfig) -> list[str]:
     """Problems of envs the rollout section describes that no env server serves."""
     served = {spec.name for spec in train.env_servers}
@@ -281,6 +293,8 @@ def plan_run(
             f"init-model creates ({CREATED_CONTEXT} tokens); give it <= {CREATED_CONTEXT}"
         )
     problems += env_problems([s.env for s in train.env_servers])
+    if placement == LOCAL:  # a cluster's nodes are not this machine
+        problems += bf16_problems(_bf16_asked(train))
     problems += _unserved(train)
     if train.logging.wandb is not None and importlib.util.find_spec("wandb") is None:
         problems.append(
