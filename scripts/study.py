@@ -25,7 +25,9 @@ arms.yaml's `test_turn_caps: [..]` evaluates each final policy at those caps (in
 RUN/turn-caps); `sampled: {temperature: T, n: N}` evaluates it N times a task at T (in
 RUN/sampled); `decision: {rung, candidate, short, long}` names the held-out category and the
 arms of ScalingInter's decision rule (`agentgym_rl.experiments.verdict`), written with each
-arm's training diagnostics to the records' verdict.md / verdict.json.
+arm's training diagnostics to the records' verdict.md / verdict.json; `comparisons: {cells,
+decisive, pairs}` compares each pair [better, than] by final success per cell
+(`verdict.compare`), in the records' comparisons.md / comparisons.json.
 """
 
 from __future__ import annotations
@@ -39,9 +41,10 @@ import subprocess
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from statistics import mean
+from typing import Any
 
 import yaml
 
@@ -88,6 +91,8 @@ class Study:
     test_turn_caps: list[int] = field(default_factory=list)
     sampled: dict[str, float] = field(default_factory=dict)
     decision: dict[str, str] = field(default_factory=dict)
+    comparisons: dict[str, list[Any]] = field(default_factory=dict)
+    """`cells`, `decisive` and `pairs` ([better, than]) of the methods' rule (`verdict.compare`)."""
     config: Path = Path()
     """The common config every arm's overrides apply to."""
 
@@ -113,10 +118,16 @@ class Study:
         for key in ("candidate", "short", "long"):
             if decision and decision.get(key) not in arms:
                 raise SystemExit(f"{path}: decision.{key} names no arm")
+        comparisons = {k: list(v) for k, v in (raw.get("comparisons") or {}).items()}
+        for pair in comparisons.get("pairs", []):
+            if len(pair) != 2 or not set(pair) <= set(arms):
+                raise SystemExit(f"{path}: comparisons.pairs: {pair} is not two arms")
+        if not set(comparisons.get("decisive", [])) <= set(comparisons.get("cells", [])):
+            raise SystemExit(f"{path}: comparisons.decisive names a cell not in cells")
         caps = list(raw.get("test_turn_caps") or [])
         config = Path(raw["config"]) if "config" in raw else folder / "study.yaml"
         sampled = dict(raw.get("sampled") or {})
-        return cls(folder, arms, seeds, caps, sampled, decision, config)
+        return cls(folder, arms, seeds, caps, sampled, decision, comparisons, config)
 
 
 def say(message: str) -> None:
@@ -272,6 +283,30 @@ def report(study: Study, records: Path) -> None:
             plot(pair, records / "params")
     if study.decision:
         write_verdict(study, runs, records)
+    if study.comparisons:
+        write_comparisons(study, runs, records)
+
+
+def write_comparisons(study: Study, runs: Path, records: Path) -> None:
+    """Each pair of arms under the methods' rule, in records/comparisons.md and .json."""
+    from agentgym_rl.experiments import verdict
+
+    by_arm = {
+        name: {int(d.name.rsplit("-s", 1)[1]): d for d in sorted(runs.glob(f"{name}-s*"))}
+        for name in study.arms
+    }
+    labels = {n: a.label for n, a in study.arms.items()}
+    c = study.comparisons
+    found = [
+        verdict.compare(by_arm, c["cells"], c.get("decisive", []), better=a, than=b)
+        for a, b in c.get("pairs", [])
+    ]
+    text = "\n".join(verdict.comparison_markdown(x, labels) for x in found)
+    (records / "comparisons.md").write_text(text)
+    record = [asdict(x) for x in found]
+    (records / "comparisons.json").write_text(json.dumps(record, indent=1, default=str) + "\n")
+    for x in found:
+        say(f"{x.better} against {x.than}: {x.outcome} (records/comparisons.md)")
 
 
 def write_verdict(study: Study, runs: Path, records: Path) -> None:

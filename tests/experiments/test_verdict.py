@@ -10,6 +10,8 @@ import pytest
 
 from agentgym_rl.experiments.verdict import (
     area,
+    compare,
+    comparison_markdown,
     decide,
     diagnostics,
     paired,
@@ -122,3 +124,37 @@ def test_diagnostics_and_sampled_success(tmp_path: Path) -> None:
     (out / "eval.json").write_text(json.dumps({"rows": rows}))
     assert sampled(out) == {RUNG: 0.4, "x": 1.0}
     assert sampled(tmp_path / "none") == {}
+
+
+def test_a_method_helps_on_a_decisive_cell_and_hurts_on_any(tmp_path: Path) -> None:
+    def run(name: str, t1: float, t3: list[float]) -> Path:
+        out = tmp_path / name
+        (out / "rollout-0").mkdir(parents=True)
+        evals = [
+            {"version": v, "by_category": {"t1-d3+": t1, RUNG: s}}
+            for v, s in zip((0, 20), t3, strict=True)
+        ]
+        (out / "rollout-0" / "eval.jsonl").write_text("".join(json.dumps(e) + "\n" for e in evals))
+        return out
+
+    # t3 finals: base 0.30 / 0.32 / 0.31, method 0.50 / 0.55 / 0.52 (paired +0.213, SE 0.009)
+    base = {s: run(f"grpo-s{s}", 0.9, [0.2, x]) for s, x in enumerate((0.30, 0.32, 0.31))}
+    method = {s: run(f"gigpo-s{s}", 0.9, [0.2, x]) for s, x in enumerate((0.50, 0.55, 0.52))}
+    runs = {"grpo": base, "gigpo": method}
+    c = compare(runs, ["t1-d3+", RUNG, "all"], [RUNG], better="gigpo", than="grpo")
+    assert c.outcome == "helps" and c.by_cell[RUNG].mean == pytest.approx(1.57 / 3 - 0.31)
+    assert c.by_cell["t1-d3+"].mean == 0.0 and not c.by_cell["t1-d3+"].beats
+    # `all`: the mean over the categories at the last version
+    assert c.final["all"]["gigpo"][0] == pytest.approx((0.9 + 0.50) / 2)
+    assert "**helps**" in comparison_markdown(c, {"gigpo": "+ GiGPO"})
+    # ahead on the decisive cell but behind on another: it hurts
+    worse = {
+        s: run(f"worse-s{s}", t1, [0.2, x])
+        for s, (t1, x) in enumerate(((0.7, 0.50), (0.72, 0.55), (0.69, 0.52)))
+    }
+    runs["worse"] = worse
+    assert compare(runs, ["t1-d3+", RUNG], [RUNG], better="worse", than="grpo").outcome == "hurts"
+    # within two standard errors: not told apart
+    near = {s: run(f"near-s{s}", 0.9, [0.2, x]) for s, x in enumerate((0.35, 0.29, 0.31))}
+    runs["near"] = near
+    assert compare(runs, [RUNG], [RUNG], better="near", than="grpo").outcome == "not told apart"

@@ -13,6 +13,12 @@ episodes that ended on the turn cap, the share of turns that repeated the turn b
 the policy's entropy and its KL to the reference (means over the learner's steps). `sampled`
 reads a final policy's sampled success per category (an `eval --out` folder's `eval.json`).
 `verdict_markdown` writes the verdict with its figures.
+
+Methods against a baseline (issue 76, section 3): `compare(runs, cells, decisive, better=,
+than=)` pairs two arms' final held-out greedy success per cell (a category, or `all`: the mean
+over categories, the splits' categories being of equal size) over seeds; `better` "helps" when it
+beats `than` on a decisive cell and loses on no cell, "hurts" when it loses on any cell, and is
+"not told apart" otherwise. `comparison_markdown` writes it.
 """
 
 from __future__ import annotations
@@ -177,3 +183,77 @@ def verdict_markdown(v: Verdict, labels: dict[str, str]) -> str:
 
 def verdict_json(v: Verdict) -> dict[str, Any]:
     return asdict(v)
+
+
+def cell_curve(run_dir: Path, cell: str) -> Curve:
+    """`rung_curve` of a category, or for `all` the mean over categories at each version
+    every category was evaluated at."""
+    if cell != "all":
+        return rung_curve(run_dir, cell)
+    curves = RunRecords.load(run_dir).eval_by_category(None)
+    by_version: dict[int, list[float]] = {}
+    for curve in curves.values():
+        for version, success in curve:
+            by_version.setdefault(version, []).append(success)
+    return [(v, mean(xs)) for v, xs in sorted(by_version.items()) if len(xs) == len(curves)]
+
+
+@dataclass(frozen=True)
+class Comparison:
+    better: str
+    than: str
+    final: dict[str, dict[str, dict[int, float]]]
+    """Per cell, per arm (the two compared), per seed: the last evaluation's greedy success."""
+    by_cell: dict[str, Paired]
+    decisive: list[str]
+    outcome: str
+    """"helps", "hurts" or "not told apart"."""
+
+
+def compare(
+    runs: dict[str, dict[int, Path]],
+    cells: list[str],
+    decisive: list[str],
+    *,
+    better: str,
+    than: str,
+) -> Comparison:
+    final: dict[str, dict[str, dict[int, float]]] = {}
+    for cell in cells:
+        final[cell] = {
+            arm: {
+                seed: c[-1][1]
+                for seed, d in runs.get(arm, {}).items()
+                if (c := cell_curve(d, cell))
+            }
+            for arm in (better, than)
+        }
+    by_cell = {cell: paired(final[cell][better], final[cell][than]) for cell in cells}
+    if any(p.loses for p in by_cell.values()):
+        outcome = "hurts"
+    elif any(by_cell[cell].beats for cell in decisive):
+        outcome = "helps"
+    else:
+        outcome = "not told apart"
+    return Comparison(better, than, final, by_cell, list(decisive), outcome)
+
+
+def comparison_markdown(c: Comparison, labels: dict[str, str]) -> str:
+    name = lambda arm: labels.get(arm, arm)  # noqa: E731
+    lines = [
+        f"{name(c.better)} against {name(c.than)} (held-out greedy success at the last version):",
+        "",
+        f"| cell | {name(c.than)}, mean | {name(c.better)}, mean | paired difference |",
+        "|---|---:|---:|---|",
+    ]
+    for cell, p in c.by_cell.items():
+        a, b = c.final[cell][c.than], c.final[cell][c.better]
+        ma = f"{mean(a.values()):.3f}" if a else "-"
+        mb = f"{mean(b.values()):.3f}" if b else "-"
+        mark = " (decisive)" if cell in c.decisive else ""
+        lines.append(f"| {cell}{mark} | {ma} | {mb} | {_pm(p)} |")
+    lines += [
+        "",
+        f"- the rule (a difference counts above {MARGIN_SE:g} standard errors): **{c.outcome}**",
+    ]
+    return "\n".join(lines) + "\n"
