@@ -36,12 +36,12 @@ from typing import Protocol
 
 from agentgym_rl import _core
 from agentgym_rl.episode.agent import Played
-from agentgym_rl.episode.dataset import Task
 from agentgym_rl.episode.log import EpisodeLog
 from agentgym_rl.episode.metrics import RolloutMetrics
 from agentgym_rl.episode.types import Engine, EpisodePlan
 from agentgym_rl.rollout.curriculum import Tasks, note_outcome
 from agentgym_rl.rollout.in_flight import InFlightSizer
+from agentgym_rl.rollout.pending import PendingTasks
 from agentgym_rl.rollout.schedule import TurnSchedule
 from agentgym_rl.rollout.sink import LearnerStream
 from agentgym_rl.rollout.status import StatusSink
@@ -113,7 +113,7 @@ class Dispatcher:
         self._keys: dict[int, str] = {}  # ledger keys of the groups in flight
         self.groups: dict[int, list[asyncio.Task[None]]] = {}
         self.admitted = 0
-        self._next_task: Task | None = None
+        self.tasks = PendingTasks(source)  # admits through it: a refused task is held
         self._stopping = False
         self._sender_done = False
         self._wake = asyncio.Event()  # an episode ended, a group was aborted, or stop()
@@ -129,7 +129,7 @@ class Dispatcher:
         """No more groups will be admitted."""
         if self._stopping or (self.max_groups is not None and self.admitted >= self.max_groups):
             return True
-        return self._next_task is None and self.source.exhausted
+        return self.tasks.exhausted
 
     def sync_version(self) -> None:
         version = int(self.version_source())
@@ -140,15 +140,13 @@ class Dispatcher:
         """Start every group capacity allows now; returns how many started."""
         started = 0
         while not self.exhausted:
-            if self._next_task is None:
-                self._next_task = self.source.next()
-                if self._next_task is None:
-                    break
-            task = self._next_task
+            task = self.tasks.take()
+            if task is None:
+                break
             ticket = self.buffer.try_admit(task.item_id, task.env)
             if ticket is None:
+                self.tasks.put_back(task)
                 break
-            self._next_task = None
             self.admitted += 1
             started += 1
             budget = self.schedule.budget(ticket.dispatch_version, task.env)

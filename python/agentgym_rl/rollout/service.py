@@ -126,7 +126,7 @@ async def run_service(
         _close_stream(stream)
         ledger.close(clean=ended)
         status.close()
-        save_cursor(config.log_dir, source.cursor)
+        save_cursor(config.log_dir, runner.tasks.cursor)  # before a task no group took
         if isinstance(source, Curriculum):
             (config.log_dir / CURRICULUM_FILE).write_text(json.dumps(saved_state(source)))
     log.info("rollouts finished: %s", summary)

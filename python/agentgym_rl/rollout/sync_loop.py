@@ -31,13 +31,13 @@ from typing import Any
 from agentgym_rl import _core
 from agentgym_rl.config.rollout import HttpDialect, http_dialect
 from agentgym_rl.episode.agent import Played, failed_start
-from agentgym_rl.episode.dataset import Task
 from agentgym_rl.episode.log import EpisodeLog
 from agentgym_rl.episode.metrics import RolloutMetrics
 from agentgym_rl.episode.turn import EnvStepError, EpisodeState, StepEnv, play_turn
 from agentgym_rl.episode.types import Engine, EnvSpec, EpisodePlan
 from agentgym_rl.rollout.curriculum import Tasks, note_outcome
 from agentgym_rl.rollout.dispatcher import DispatchSummary
+from agentgym_rl.rollout.pending import PendingTasks
 from agentgym_rl.rollout.schedule import TurnSchedule
 from agentgym_rl.rollout.sink import LearnerStream
 from agentgym_rl.rollout.status import StatusSink
@@ -187,7 +187,7 @@ class SyncLoop:
         eos = chat.eos_token_id
         self.stop_ids = [] if eos is None else [eos]
         self._stopping = False
-        self._next_task: Task | None = None
+        self.tasks = PendingTasks(source)  # admits through it: a refused task is held
         self._unsent: list[_core.Group] = []
 
     def stop(self) -> None:
@@ -269,14 +269,13 @@ class SyncLoop:
         """Up to `groups` groups admitted by the buffer, as their episodes' rollouts."""
         rollouts: list[Rollout] = []
         for _ in range(groups):
-            task = self._next_task or self.source.next()
+            task = self.tasks.take()
             if task is None:
                 break
             ticket = self.buffer.try_admit(task.item_id, task.env)
             if ticket is None:  # not after a finished step (capacity is checked at start)
-                self._next_task = task
+                self.tasks.put_back(task)
                 break
-            self._next_task = None
             bases = self.addresses[task.env]
             budget = self.schedule.budget(version, task.env)
             for i in range(self.group_size):
