@@ -419,3 +419,26 @@ def test_bf16_on_a_cpu_without_bf16_instructions_is_refused_with_each_key(
     found = [p for p in problems(train_data) if "bf16 instructions" in p]
     assert [p.split(":")[0] for p in found] == ["learn.precision", "rollout.engine.dtype"]
     assert found[1].endswith("set rollout.engine.dtype=float32")
+
+
+def test_init_model_refuses_a_bf16_warm_up_there_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import argparse
+
+    from agentgym_rl.commands import init_model
+    from agentgym_rl.supervise import preflight
+
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text(AVX2_CPU)
+    real = preflight.cpu_flags
+    monkeypatch.setattr(preflight, "cpu_flags", lambda path=cpuinfo: real(cpuinfo))
+    monkeypatch.setattr(preflight.shutil, "which", lambda name: None)
+    parser = argparse.ArgumentParser()
+    init_model.add_arguments(parser)
+    out = tmp_path / "model"
+    args = parser.parse_args(["--out", str(out), "--env", "babyai", "--warmup-precision", "bf16"])
+    assert init_model.run(args) == 2
+    said = capsys.readouterr().out
+    assert "--warmup-precision: bf16 on a CPU without bf16" in said and "=fp32" in said
+    assert not out.exists()  # refused before anything was made

@@ -43,6 +43,12 @@ def run(args: argparse.Namespace) -> int:
     if options.out.exists() and any(options.out.iterdir()) and not options.force:
         print(f"init-model: {options.out} is not empty; pass --force to replace it")
         return 2
+    if options.warmup_precision == "bf16":  # hours, not minutes, where bf16 is emulated
+        from agentgym_rl.supervise.preflight import bf16_problems
+
+        for problem in bf16_problems({"--warmup-precision": "fp32"}):
+            print(f"init-model: {problem}")
+            return 2
     from agentgym_rl.policy_creation.init_policy import init_policy
     from agentgym_rl.policy_creation.pretrained import BaseModelError
     from agentgym_rl.policy_creation.progress import WarmupProgress
