@@ -11,7 +11,8 @@ what `env serve` does first, so a check that passes here means the server will a
 the float32 value that replaces it) when this machine would compute it in software: no NVIDIA
 GPU, and a CPU whose flags name no bf16 instructions (x86 `avx512_bf16` or `amx_bf16`, Arm
 `bf16`). On such a CPU (an AVX2 EPYC here) a bf16 matmul took 224 ms against float32's 2.7 ms
-(512 x 512, torch): a run sized for bf16 would take hours. Where /proc/cpuinfo is not readable
+(512 x 512, torch: 84x) and vLLM generated 22 tokens/s in bf16 against 89 in float32 (SmolLM2,
+16 x 32 tokens: 4x): a run sized for bf16 would take hours. Where /proc/cpuinfo is not readable
 nothing is said.
 """
 
@@ -77,7 +78,8 @@ def bf16_problems(asked: dict[str, str], cpuinfo: Path = Path("/proc/cpuinfo")) 
     name, flags = cpu
     has = "AVX-512" if "avx512f" in flags else "AVX2" if "avx2" in flags else "no AVX"
     return [
-        f"{key}: bf16 on a CPU without bf16 instructions ({name}, {has}): its matmuls run in "
-        f"software, ~80x slower than float32; set {key}={fp32}"
+        f"{key}: bf16 on a CPU without bf16 instructions ({name}, {has}): computed in "
+        f"software, far slower than float32 (measured on one: torch's matmul 84x, vLLM's "
+        f"generation 4x); set {key}={fp32}"
         for key, fp32 in asked.items()
     ]
