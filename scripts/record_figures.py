@@ -51,17 +51,21 @@ def render(record: dict[str, Any], path: str) -> str:
 
 
 def update(doc: Path, record_path: Path) -> None:
-    """Replace the doc's block for `record_path` (or its only block) with its rendering."""
+    """Replace the doc's block for `record_path` (or, where none names it, its only block) with
+    its rendering; a second record's table gets its own block, added by hand where it belongs."""
     rel = record_path.resolve().relative_to(ROOT).as_posix()
     text = doc.read_text()
     blocks = list(BLOCK.finditer(text))
-    if len(blocks) != 1:
+    named = [b for b in blocks if b["path"] == rel]
+    if len(named) != 1 and len(blocks) != 1:
         raise SystemExit(
-            f"{doc}: expected one <!-- bench-table: ... --> block, found {len(blocks)}"
+            f"{doc}: no <!-- bench-table: {rel} --> block, and {len(blocks)} others: add its "
+            f"markers where its table belongs"
         )
+    block = named[0] if len(named) == 1 else blocks[0]
     body = render(json.loads(record_path.read_text()), rel)
     new = f"<!-- bench-table: {rel} -->\n{body}<!-- /bench-table -->"
-    doc.write_text(text[: blocks[0].start()] + new + text[blocks[0].end() :])
+    doc.write_text(text[: block.start()] + new + text[block.end() :])
 
 
 def pointed(record: Any, pointer: str) -> Any:
