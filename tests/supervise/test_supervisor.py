@@ -148,9 +148,7 @@ def test_learner_crash_while_starting(train_data: dict[str, Any], tmp_path: Path
     sup, out, _ = make_supervisor(train_data, tmp_path, learn_flags=("--crash=7", "--lines=2"))
     assert sup.run() == 1
     assert "train: learn exited with code 7 while starting" in out.getvalue()
-    # the rollout server started beside the learner, and was stopped with the run
-    rollout = sup.rollouts[0].proc
-    assert rollout is not None and rollout.poll() is not None
+    assert sup.rollouts[0].proc is None  # never started
 
 
 def test_crashed_rollout_is_restarted_when_allowed(

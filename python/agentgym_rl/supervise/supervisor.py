@@ -200,19 +200,15 @@ class Supervisor:
                 ready = partial(health_ok, port, host)
                 self._wait_until(child, ready, f"/health on {host}:{port}")
         self.view.message(f"train: {len(self.envs)} env server(s) ready")
-        # the learner and the rollout servers start together: a rollout server's engine takes
-        # longer to start than the learner, and it registers and connects to the learner's
-        # ports until they answer (ZeroMQ connects before a bind); one waiting on the other
-        # left a core idle for the learner's start (~13 s of every run on 2 cores)
         self._launch(self.learn)
-        for child in self.rollouts:
-            self._launch(child)
-        self.view.message(f"train: {len(self.rollouts)} rollout server(s) starting")
         ports = self.learn.spec.listen_ports
         host = self.learn.spec.address or self.learn.spec.host
         listening = lambda: all(_listening(host, p) for p in ports)  # noqa: E731
         self._wait_until(self.learn, listening, f"ports {ports} on {host}")
         self.view.message("train: learner ready")
+        for child in self.rollouts:
+            self._launch(child)
+        self.view.message(f"train: {len(self.rollouts)} rollout server(s) started")
 
     def _launch(self, child: Launched) -> None:
         child.start()
