@@ -287,14 +287,19 @@ def report(study: Study, records: Path) -> None:
         write_comparisons(study, runs, records)
 
 
+def runs_by_arm(study: Study, runs: Path) -> dict[str, dict[int, Path]]:
+    """Each arm's run folders by seed (`ARM-sSEED` under `runs`)."""
+    return {
+        name: {int(d.name.rsplit("-s", 1)[1]): d for d in sorted(runs.glob(f"{name}-s*"))}
+        for name in study.arms
+    }
+
+
 def write_comparisons(study: Study, runs: Path, records: Path) -> None:
     """Each pair of arms under the methods' rule, in records/comparisons.md and .json."""
     from agentgym_rl.experiments import verdict
 
-    by_arm = {
-        name: {int(d.name.rsplit("-s", 1)[1]): d for d in sorted(runs.glob(f"{name}-s*"))}
-        for name in study.arms
-    }
+    by_arm = runs_by_arm(study, runs)
     labels = {n: a.label for n, a in study.arms.items()}
     c = study.comparisons
     found = [
@@ -314,10 +319,7 @@ def write_verdict(study: Study, runs: Path, records: Path) -> None:
     diagnostics (means over seeds), in records/verdict.md and verdict.json."""
     from agentgym_rl.experiments import verdict
 
-    by_arm = {
-        name: {int(d.name.rsplit("-s", 1)[1]): d for d in sorted(runs.glob(f"{name}-s*"))}
-        for name in study.arms
-    }
+    by_arm = runs_by_arm(study, runs)
     d = study.decision
     v = verdict.decide(
         by_arm, d["rung"], candidate=d["candidate"], short=d["short"], long=d["long"]
