@@ -108,3 +108,23 @@ def test_a_process_started_before_ownership_is_not_touched(tmp_path: Path) -> No
     finally:
         sibling.kill()
         sibling.wait()
+
+
+def test_torchs_compile_cache_outlives_the_owners_folder(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Inside a block, temporary files go to the owner's folder but torch's compile cache stays
+    in the machine's, and no precompiled C++ header is made (torch would put it in the owner's
+    folder, to be compiled again by every command); leaving the block restores all three."""
+    from agentgym_rl.processes.ownership import owning
+
+    for key in ("TORCHINDUCTOR_CACHE_DIR", "TORCHINDUCTOR_CPP_CACHE_PRECOMPILE_HEADERS"):
+        monkeypatch.delenv(key, raising=False)
+    before = os.environ.get("TMPDIR")
+    with owning() as owner:
+        assert owner is not None and owner.tmp is not None
+        assert os.environ["TMPDIR"] == str(owner.tmp)
+        cache = Path(os.environ["TORCHINDUCTOR_CACHE_DIR"])
+        assert owner.tmp not in cache.parents and cache.name.startswith("torchinductor_")
+        assert os.environ["TORCHINDUCTOR_CPP_CACHE_PRECOMPILE_HEADERS"] == "0"
+    assert os.environ.get("TMPDIR") == before
+    assert "TORCHINDUCTOR_CACHE_DIR" not in os.environ
+    assert "TORCHINDUCTOR_CPP_CACHE_PRECOMPILE_HEADERS" not in os.environ

@@ -22,7 +22,8 @@ move forward. The tensors reach the workers by `collective_rpc` into
 `agentgym_rl.inference.worker.WeightLoaderExtension`, which runs vLLM's layerwise reload (an NCCL
 path had no caller and was removed; see docs/weights.md).
 
-On CPU the model worker runs inside vLLM's engine-core process (`in_process_worker_on_cpu`).
+On CPU the model worker runs inside vLLM's engine-core process, whose OpenMP threads wait
+passively and whose eager engine compiles nothing (`cpu_engine_environment`).
 """
 
 from __future__ import annotations
@@ -33,7 +34,8 @@ import logging
 import math
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -188,21 +190,21 @@ class VllmEngine:
         from vllm.usage.usage_lib import UsageContext
         from vllm.v1.engine.async_llm import AsyncLLM
 
-        in_process_worker_on_cpu()
         tokenizer = AutoTokenizer.from_pretrained(str(path))
         stop_ids = sorted({int(tokenizer.eos_token_id), *_generation_eos_ids(path)})
         # No local holds the AsyncLLM: a traceback that vLLM keeps from a lazy import made
         # during start-up pins this frame, and a frame pinning the AsyncLLM would keep it alive
         # until interpreter exit (see `shutdown`).
-        engine = cls(
-            AsyncLLM.from_engine_args(
-                AsyncEngineArgs(**engine_args(path, opts)),
-                usage_context=UsageContext.ENGINE_CONTEXT,
-            ),
-            path,
-            opts,
-            stop_ids,
-        )
+        with cpu_engine_environment(opts):
+            engine = cls(
+                AsyncLLM.from_engine_args(
+                    AsyncEngineArgs(**engine_args(path, opts)),
+                    usage_context=UsageContext.ENGINE_CONTEXT,
+                ),
+                path,
+                opts,
+                stop_ids,
+            )
         if engine.options.max_model_len is None:
             engine.options = replace(
                 opts, max_model_len=int(engine._llm.model_config.max_model_len)
@@ -442,22 +444,50 @@ def dtype_note(path: Path, asked: str, running: str) -> str | None:
     return f"vLLM runs {path.name} in {running}, its checkpoint is {stored} ({why})"
 
 
-def in_process_worker_on_cpu() -> None:
-    """On a CPU build of vLLM, run the model worker inside the engine-core process rather than in
-    a third process of its own (unless the user set `VLLM_ENABLE_V1_MULTIPROCESSING`).
+@contextmanager
+def cpu_engine_environment(opts: EngineOptions) -> Iterator[None]:
+    """On a CPU build of vLLM, what its engine-core process reads at start, set in this
+    process's environment while the engine core is spawned (each only where the user has not
+    set it; all but the first are restored after, so nothing this process starts later, nor a
+    Python session that called the API, inherits them):
 
-    vLLM's CPU platform replaces the in-process executor with its multiprocessing one unless
-    `VLLM_ENABLE_V1_MULTIPROCESSING=0`; `AsyncLLM` ignores that variable otherwise, so its engine
-    core stays a process of its own and this process is untouched. Each spawned process imports
-    vLLM and torch afresh: measured on 2 cores, one process fewer took an engine's start from
-    40 to 21 s and its first batch from 19 to 2.6 s, at the same tokens/s. vLLM's warning that
-    the variable seeds the launching process holds for its in-process `LLM` only: it is muted.
+    - `VLLM_ENABLE_V1_MULTIPROCESSING=0`: the model worker runs inside the engine-core process
+      rather than in a third process of its own. vLLM's CPU platform replaces the in-process
+      executor with its multiprocessing one otherwise; `AsyncLLM` ignores the variable, so its
+      engine core stays a process of its own and this process is untouched. Each spawned
+      process imports vLLM and torch afresh: measured on 2 cores, one process fewer took an
+      engine's start from 40 to 21 s and its first batch from 19 to 2.6 s, at the same tokens/s.
+      vLLM's warning that the variable seeds the launching process holds for its in-process
+      `LLM` only: it is muted.
+    - `OMP_WAIT_POLICY=PASSIVE`: vLLM's OpenMP threads sleep at a barrier instead of spinning.
+      An engine takes every core while a learner, env servers or another engine share them; a
+      thread spinning for a descheduled peer burns the core the peer waits for. Measured on 2
+      cores beside a busy process: the tiny model's 40 decode steps took 5 s spinning, 0.3 s
+      passive, and a tiny `train`'s engine core 38 against 23 CPU-seconds.
+    - `TORCHDYNAMO_DISABLE=1` when the engine runs eager (`enforce_eager`, the default): the
+      only compiled code left is vLLM's sampler ops, compiled by torch inductor in every engine
+      start (its precompiled C++ header lands in the temporary folder, which is per command
+      here: `processes.ownership`), ~15 CPU-seconds of the first batch, for kernels no faster
+      than eager ones at these sizes.
     """
     from vllm.platforms import current_platform
 
-    if current_platform.is_cpu() and "VLLM_ENABLE_V1_MULTIPROCESSING" not in os.environ:
+    if not current_platform.is_cpu():
+        yield
+        return
+    if "VLLM_ENABLE_V1_MULTIPROCESSING" not in os.environ:
         os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
         logging.getLogger("vllm.engine.arg_utils").addFilter(_SeedWarningFilter())
+    scoped = {"OMP_WAIT_POLICY": "PASSIVE"}
+    if opts.enforce_eager:
+        scoped["TORCHDYNAMO_DISABLE"] = "1"
+    added = [key for key in scoped if key not in os.environ]
+    os.environ.update({key: scoped[key] for key in added})
+    try:
+        yield
+    finally:
+        for key in added:
+            os.environ.pop(key, None)
 
 
 class _SeedWarningFilter(logging.Filter):

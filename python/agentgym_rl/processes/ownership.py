@@ -36,6 +36,7 @@ from agentgym_rl.processes.watchdog import OWNER_ENV, marked, start_time
 GRACE_S = 5.0
 """How long the watchdog lets SIGTERMed leftovers stop before SIGKILL."""
 INDUCTOR_CACHE_ENV = "TORCHINDUCTOR_CACHE_DIR"
+INDUCTOR_HEADERS_ENV = "TORCHINDUCTOR_CPP_CACHE_PRECOMPILE_HEADERS"
 TMPDIR_MAX = 64
 """The longest owner's folder used as `TMPDIR`: vLLM names its sockets `TMPDIR/<uuid4>`, and a
 Unix socket's path holds at most 107 bytes."""
@@ -87,7 +88,8 @@ def _owner(grace_s: float) -> Owner | None:
 def owning(grace_s: float = GRACE_S) -> Iterator[Owner | None]:
     """Mark what this process starts inside the block (module docstring)."""
     owner = _owner(grace_s)
-    before = {key: os.environ.get(key) for key in (OWNER_ENV, "TMPDIR", INDUCTOR_CACHE_ENV)}
+    kept = (OWNER_ENV, "TMPDIR", INDUCTOR_CACHE_ENV, INDUCTOR_HEADERS_ENV)
+    before = {key: os.environ.get(key) for key in kept}
     tempdir = tempfile.tempdir
     if owner is not None:
         marks = [m for m in (before[OWNER_ENV] or "").split(",") if m]
@@ -95,8 +97,11 @@ def owning(grace_s: float = GRACE_S) -> Iterator[Owner | None]:
             os.environ[OWNER_ENV] = ",".join([*marks, owner.mark])
         if owner.tmp is not None:
             # torch's compile cache stays where it was (under the old TMPDIR, by default), so
-            # each command does not compile afresh
+            # each command does not compile afresh; its precompiled C++ header would not (torch
+            # puts it under TMPDIR whatever the cache folder), and compiling it costs ~7
+            # CPU-seconds in every process that loads a cached kernel: none is made
             os.environ.setdefault(INDUCTOR_CACHE_ENV, _inductor_cache_dir())
+            os.environ.setdefault(INDUCTOR_HEADERS_ENV, "0")
             os.environ["TMPDIR"] = tempfile.tempdir = str(owner.tmp)
     _tell(owner, b"+")
     try:
