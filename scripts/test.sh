@@ -45,5 +45,8 @@ step "stubtest (agentgym_rl._core against its .pyi)"
 step "pytest"
 # two workers (tests/workers.py): a process test mostly waits on children starting, so two at
 # once keep 2 cores busy; TEST_WORKERS=0 runs them one at a time. Every test of 5 s or more is
-# listed by its time at the end: where the suite's time goes.
+# listed by its time at the end: where the suite's time goes. Two workers' processes oversubscribe
+# the cores by design, so OpenMP threads (torch's, in the tests' own processes) sleep at a barrier
+# rather than spin for a descheduled peer (the engines do so anyway: inference/engine.py).
+export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
 "$PY" -m pytest -m "not gpu and not extended" -n "${TEST_WORKERS:-2}" --durations=0 --durations-min=5 "$@"

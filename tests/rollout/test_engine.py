@@ -198,38 +198,29 @@ def test_old_or_equal_version_rejected(vllm_engine: EngineHandle) -> None:
     assert again.token_ids == probe.token_ids and again.logprobs == probe.logprobs
 
 
-def test_the_cpu_engine_core_waits_passively_and_compiles_nothing(
-    vllm_engine: EngineHandle,
+@pytest.mark.parametrize("eager", [True, False])
+def test_the_cpu_engine_core_waits_passively_and_an_eager_one_compiles_nothing(
+    eager: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """On CPU the engine core is spawned with OpenMP's passive wait and dynamo off (eager
-    engine), and this process's environment is left as it was: the settings are the engine
-    core's alone (`cpu_engine_environment`)."""
+    """While vLLM spawns its engine core (which reads them at start), OpenMP waits passively and
+    an eager engine has dynamo off; a setting the user made is kept, and ours are gone after,
+    so nothing else this process starts inherits them. (Read back from the engine core's
+    /proc environ they cannot be: its renaming overwrites that memory.)"""
     import os
-    from pathlib import Path
 
     from vllm.platforms import current_platform
 
+    from agentgym_rl.inference.engine import cpu_engine_environment
+
     if not current_platform.is_cpu():
         pytest.skip("the settings are CPU-only")
-    if {"OMP_WAIT_POLICY", "TORCHDYNAMO_DISABLE"} & set(os.environ):
-        pytest.skip("set by the user: theirs are kept")
-    assert vllm_engine.engine.options.enforce_eager
-    cores = []
-    for status in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = status.read_text().rsplit(")", 1)[1].split()
-            comm = (status.parent / "comm").read_text()
-        except OSError:
-            continue
-        if int(fields[1]) == os.getpid() and comm.startswith("VLLM::EngineCor"):
-            cores.append(status.parent)
-    assert cores, "no engine-core process among this process's children"
-    environ = dict(
-        line.split("=", 1)
-        for line in (cores[0] / "environ").read_text(errors="replace").split("\0")
-        if "=" in line
-    )
-    assert environ.get("OMP_WAIT_POLICY") == "PASSIVE"
-    assert environ.get("TORCHDYNAMO_DISABLE") == "1"
-    # restored once the engine core started: nothing else this process starts inherits them
-    assert not {"OMP_WAIT_POLICY", "TORCHDYNAMO_DISABLE"} & set(os.environ)
+    monkeypatch.delenv("TORCHDYNAMO_DISABLE", raising=False)
+    monkeypatch.setenv("OMP_WAIT_POLICY", "ACTIVE")  # the user's
+    with cpu_engine_environment(EngineOptions(enforce_eager=eager)):
+        assert os.environ["OMP_WAIT_POLICY"] == "ACTIVE"
+        assert os.environ.get("TORCHDYNAMO_DISABLE") == ("1" if eager else None)
+    assert os.environ["OMP_WAIT_POLICY"] == "ACTIVE" and "TORCHDYNAMO_DISABLE" not in os.environ
+    monkeypatch.delenv("OMP_WAIT_POLICY")
+    with cpu_engine_environment(EngineOptions(enforce_eager=eager)):
+        assert os.environ["OMP_WAIT_POLICY"] == "PASSIVE"
+    assert "OMP_WAIT_POLICY" not in os.environ
