@@ -2,7 +2,8 @@
 `env_host` resource): the tiny run placed as one actor per process reaches its max steps with
 the group accounting balanced although its rollout server's process was killed mid-run (its last
 step trained on the restarted server's groups), Ray's
-state API lists the actors by role, and `ray job stop` leaves no process behind."""
+state API lists the actors by role, and `ray job stop` leaves no process behind (by hand:
+`pytest -m extended`)."""
 
 from __future__ import annotations
 
@@ -79,6 +80,10 @@ def test_ray_run_recovers_a_killed_rollout_server_and_finishes(
     assert processes_mentioning(str(run)) == []
 
 
+# left to `pytest -m extended` (~70 s of CI): a stopped Ray job's actors and their children
+# (PDEATHSIG) are tests/cluster/test_ray_child.py's, through the same `ProcessActor` and a real
+# `ray job stop`; this run is placed as the one above
+@pytest.mark.extended
 def test_ray_job_stop_leaves_no_process(
     ray_cluster: RayCluster, tiny_policy: Path, tmp_path: Path
 ) -> None:
