@@ -1,4 +1,4 @@
-"""The AgentGym HTTP protocol as a bare ASGI app (served by uvicorn, no framework).
+"""The AgentGym HTTP protocol as an ASGI app on Starlette (served by uvicorn).
 
 Same endpoints, field names and behaviour as the AgentGym servers, so their clients work
 unchanged: request bodies are JSON objects, every refused request is HTTP 200 with
@@ -18,7 +18,12 @@ from __future__ import annotations
 import json
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
-from urllib.parse import parse_qs
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
 
 from agentgym_envs.server.base import EnvError, ErrorCode
 from agentgym_envs.server.latency import StepLatency
@@ -42,7 +47,6 @@ ROUTES: dict[str, tuple[str, str]] = {
     "/info": ("GET", "info"),
     "/tools": ("GET", "tools"),
 }
-_HEADERS = [(b"content-type", b"application/json")]
 
 
 class HttpApp:
@@ -55,36 +59,49 @@ class HttpApp:
         if dialect not in DIALECTS:
             raise ValueError(f"env {table.env.name!r} has unknown http_dialect {dialect!r}")
         self.dispatch = DIALECTS[dialect]
+        routes = [Route("/", self._hello)]  # any method, as AgentGym's servers answer it
+        routes += [Route(path, self._op(op), methods=[m]) for path, (m, op) in ROUTES.items()]
+        self.app = Starlette(routes=routes, exception_handlers={HTTPException: _routing_error})
+        self.app.router.redirect_slashes = False  # a trailing slash is dropped in `__call__`
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":  # lifespan is turned off by the server
             return
-        path = scope["path"].rstrip("/") or "/"
-        if path == "/":
-            await _respond(send, 200, f"This is environment {self.table.env.name}.")
-            return
-        route = ROUTES.get(path)
-        if route is None:
-            await _respond(send, 404, {"error": f"no such endpoint: {path}"})
-            return
-        method, op = route
-        if scope["method"] != method:
-            await _respond(send, 405, {"error": f"{path} takes {method}, not {scope['method']}"})
-            return
-        try:
-            if method == "GET":
-                fields = _query_fields(scope.get("query_string", b""))
-            else:
-                fields = _json_fields(await _read_body(receive), allow_empty=op == "create")
-            if op == "health":  # answered at once, also while a blocking env call runs
-                body: Any = self.dispatch(self.table, op, fields)
-            else:
-                body = await self.table.run(self.dispatch, self.table, op, fields)
-        except EnvError as err:
-            body = {"error": err.message}
-        if self.latency is not None and op == "step":
-            await self.latency.wait()
-        await _respond(send, 200, body)
+        if len(scope["path"]) > 1 and scope["path"].endswith("/"):
+            scope = {**scope, "path": scope["path"].rstrip("/") or "/"}
+        await self.app(scope, receive, send)
+
+    async def _hello(self, request: Request) -> Response:
+        return JSONResponse(f"This is environment {self.table.env.name}.")
+
+    def _op(self, op: str) -> Callable[[Request], Awaitable[Response]]:
+        async def answer(request: Request) -> Response:
+            try:
+                if request.method in ("GET", "HEAD"):
+                    fields = _query_fields(request)
+                else:
+                    fields = _json_fields(await _read_body(request), allow_empty=op == "create")
+                if op == "health":  # answered at once, also while a blocking env call runs
+                    body: Any = self.dispatch(self.table, op, fields)
+                else:
+                    body = await self.table.run(self.dispatch, self.table, op, fields)
+            except EnvError as err:
+                body = {"error": err.message}
+            if self.latency is not None and op == "step":
+                await self.latency.wait()
+            return _json(body)
+
+        return answer
+
+
+async def _routing_error(request: Request, exc: Exception) -> Response:
+    """A path no route has (404), or the wrong method for one (405), as `{"error"}`."""
+    assert isinstance(exc, HTTPException)
+    path = request.url.path
+    if exc.status_code == 405 and path in ROUTES:
+        method = ROUTES[path][0]
+        return _json({"error": f"{path} takes {method}, not {request.method}"}, 405)
+    return _json({"error": f"no such endpoint: {path}"}, 404)
 
 
 def searchqa_dispatch(table: EpisodeTable, op: str, fields: dict[str, Any]) -> Any:
@@ -163,20 +180,14 @@ DIALECTS: dict[str, Callable[[EpisodeTable, str, dict[str, Any]], Any]] = {
 }
 
 
-async def _read_body(receive: Receive) -> bytes:
+async def _read_body(request: Request) -> bytes:
     chunks: list[bytes] = []
     size = 0
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            break
-        chunk = message.get("body", b"")
+    async for chunk in request.stream():
         size += len(chunk)
         if size > MAX_BODY_BYTES:
             raise EnvError(ErrorCode.BAD_REQUEST, f"request body over {MAX_BODY_BYTES} bytes")
         chunks.append(chunk)
-        if not message.get("more_body", False):
-            break
     return b"".join(chunks)
 
 
@@ -194,10 +205,9 @@ def _json_fields(raw: bytes, *, allow_empty: bool) -> dict[str, Any]:
     return fields
 
 
-def _query_fields(query: bytes) -> dict[str, Any]:
+def _query_fields(request: Request) -> dict[str, Any]:
     fields: dict[str, Any] = {}
-    for key, values in parse_qs(query.decode("latin-1")).items():
-        value = values[-1]
+    for key, value in request.query_params.items():  # the last value of a repeated key
         try:
             fields[key] = int(value)
         except ValueError:
@@ -205,8 +215,7 @@ def _query_fields(query: bytes) -> dict[str, Any]:
     return fields
 
 
-async def _respond(send: Send, status: int, body: Any) -> None:
+def _json(body: Any, status: int = 200) -> Response:
+    """`body` as JSON (NaN and infinities as Python writes them: a reward may be one)."""
     payload = json.dumps(body, ensure_ascii=False).encode()
-    headers = [*_HEADERS, (b"content-length", str(len(payload)).encode())]
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": payload})
+    return Response(payload, status_code=status, media_type="application/json")
