@@ -13,19 +13,21 @@ from __future__ import annotations
 
 from agentgym_envs.web.sites.data import ForumData, Post, Thread
 from agentgym_envs.web.sites.http import (
+    ANY,
+    POST,
     Receive,
-    Request,
     Response,
     Scope,
     Send,
+    Visit,
     esc,
+    html_page,
     not_found,
     page,
     q,
-    read_request,
     redirect,
     search_form,
-    send_response,
+    site_app,
 )
 from agentgym_envs.web.sites.state import ForumState, SessionStore
 
@@ -42,40 +44,50 @@ class ForumApp:
         self.users = {u.name: u for u in data.users}
         self.store: SessionStore[ForumState] = SessionStore(ForumState, max_sessions, idle_s)
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            return
-        request = await read_request(scope, receive)
-        await send_response(send, request, self.handle(request))
+        self.app = site_app(
+            [
+                ("/", lambda v: self.home(self._state(v)), ANY),
+                ("/f/{forum}", self._forum, ANY),
+                ("/f/{forum}/submit", self._submit, ANY),
+                ("/f/{forum}/{tid}", self._thread, ANY),
+                ("/f/{forum}/{tid}/reply", self._reply, POST),
+                ("/user/{name}", lambda v: self.user(self._state(v), v.params["name"]), ANY),
+                ("/search", lambda v: self.search(self._state(v), v.query.get("q", "")), ANY),
+            ]
+        )
 
-    def handle(self, r: Request) -> Response:
-        state = self.store.get(r.session)
-        parts = r.path.strip("/").split("/") if r.path != "/" else []
-        post = r.method == "POST"
-        match parts:
-            case []:
-                return self.home(state)
-            case ["f", forum] if forum in self.data.forums:
-                return self.forum(state, forum)
-            case ["f", forum, "submit"] if forum in self.data.forums:
-                return self.submit(state, forum, post, r.form)
-            case ["f", forum, tid]:
-                posted = "Your reply was posted." if "posted" in r.query else ""
-                return self.thread(state, forum, tid, posted)
-            case ["f", forum, tid, "reply"] if post:
-                return self.reply(state, forum, tid, r.form.get("body", ""))
-            case ["user", name]:
-                return self.user(state, name)
-            case ["search"]:
-                return self.search(state, r.query.get("q", ""))
-        return not_found()
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self.app(scope, receive, send)
+
+    # -- routes -----------------------------------------------------------------------------
+
+    def _state(self, v: Visit) -> ForumState:
+        return self.store.get(v.session)
+
+    def _forum(self, v: Visit) -> Response:
+        forum = v.params["forum"]
+        return self.forum(self._state(v), forum) if forum in self.data.forums else not_found()
+
+    def _submit(self, v: Visit) -> Response:
+        forum = v.params["forum"]
+        if forum not in self.data.forums:  # a thread named "submit" there: none
+            return self.thread(self._state(v), forum, "submit")
+        return self.submit(self._state(v), forum, v.method == "POST", v.form)
+
+    def _thread(self, v: Visit) -> Response:
+        posted = "Your reply was posted." if "posted" in v.query else ""
+        return self.thread(self._state(v), v.params["forum"], v.params["tid"], posted)
+
+    def _reply(self, v: Visit) -> Response:
+        body = v.form.get("body", "")
+        return self.reply(self._state(v), v.params["forum"], v.params["tid"], body)
 
     # -- helpers ----------------------------------------------------------------------------
 
     def _page(self, title: str, main: str, notice: str = "") -> Response:
         nav = "".join(f"<a href='/f/{f}'>f/{f}</a>" for f in self.data.forums)
         nav += f"<a href='/user/{q(self.data.me)}'>Signed in as {esc(self.data.me)}</a>"
-        return Response(200, page(title, main, SITE, nav, notice))
+        return html_page(page(title, main, SITE, nav, notice))
 
     def threads(self, state: ForumState) -> list[Thread]:
         return [*self.data.threads, *state.threads]

@@ -1,22 +1,29 @@
-"""The bits of HTTP the sites need, on bare ASGI: a parsed request, HTML and redirect
-responses, and the page layout every site page shares.
+"""The bits of HTTP the sites share, on Starlette: the visit a page reads (path parameters,
+query, form body up to 64 KiB, session), HTML and redirect responses, a site's app from its
+routes, and the page layout every site page shares.
 
-Contract: handlers are plain functions `(Request) -> Response`; a site's `__call__` parses the
-request (query, form body up to 64 KiB, cookies), routes by path and sends the response. The
-session cookie `agentgym_session` names the per-session state; a request without one gets a
-fresh session and the cookie is set on its response. Pages are server-rendered, accessible HTML
-(landmarks, headings, labelled inputs, real buttons), no JavaScript.
+Contract: `site_app(routes)` serves each `(path, page, methods)` route (Starlette's path syntax);
+a page is a plain function `(Visit) -> Response`; a trailing slash is the same route; an unknown
+route or method answers the not-found page. The session cookie `agentgym_session` names the
+per-session state; a visit without one gets a fresh session and the cookie is set on its
+response. Pages are server-rendered, accessible HTML (landmarks, headings, labelled inputs, real
+buttons), no JavaScript.
 """
 
 from __future__ import annotations
 
 import html
 import secrets
-from collections.abc import Awaitable, Callable, MutableMapping
-from dataclasses import dataclass, field
-from http.cookies import SimpleCookie
+from collections.abc import Awaitable, Callable, MutableMapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs, quote
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, RedirectResponse, Response
+from starlette.routing import Route
 
 Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
@@ -24,6 +31,8 @@ Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 
 COOKIE = "agentgym_session"
 MAX_BODY = 64 * 1024
+ANY = ("GET", "POST")
+POST = ("POST",)
 
 
 def esc(text: object) -> str:
@@ -36,78 +45,86 @@ def q(text: str) -> str:
 
 
 @dataclass(slots=True)
-class Request:
+class Visit:
+    """What a page reads of its request."""
+
     method: str
-    path: str
+    params: dict[str, str]
     query: dict[str, str]
     form: dict[str, str]
     session: str
     new_session: bool = False
 
 
-@dataclass(slots=True)
-class Response:
-    status: int = 200
-    body: str = ""
-    location: str | None = None
-    headers: list[tuple[bytes, bytes]] = field(default_factory=list)
+Page = Callable[[Visit], Response]
+
+
+def html_page(body: str, status: int = 200) -> Response:
+    return HTMLResponse(body, status_code=status)
 
 
 def redirect(location: str) -> Response:
-    return Response(303, "", location)
+    return RedirectResponse(location, status_code=303)
 
 
 def not_found(title: str = "Page not found") -> Response:
-    return Response(404, page(title, f"<h1>{esc(title)}</h1><p><a href='/'>Home</a></p>"))
+    return html_page(page(title, f"<h1>{esc(title)}</h1><p><a href='/'>Home</a></p>"), 404)
 
 
-def _pairs(raw: bytes) -> dict[str, str]:
-    parsed = parse_qs(raw.decode("utf-8", "replace"), keep_blank_values=True)
+def _pairs(raw: str) -> dict[str, str]:
+    parsed = parse_qs(raw, keep_blank_values=True)
     return {k: v[0] for k, v in parsed.items()}
 
 
-async def read_request(scope: Scope, receive: Receive) -> Request:
+async def read_visit(request: Request) -> Visit:
     body = b""
-    if scope["method"] == "POST":
-        more = True
-        while more and len(body) <= MAX_BODY:
-            message = await receive()
-            body += message.get("body", b"")
-            more = message.get("more_body", False)
-    cookies: dict[str, str] = {}
-    for name, value in scope.get("headers", []):
-        if name == b"cookie":
-            jar: SimpleCookie = SimpleCookie()
-            try:
-                jar.load(value.decode("latin-1"))
-            except Exception:  # a malformed cookie header is treated as none
-                continue
-            cookies.update({k: m.value for k, m in jar.items()})
-    session = cookies.get(COOKIE, "")
+    if request.method == "POST":
+        async for chunk in request.stream():
+            body += chunk
+            if len(body) > MAX_BODY:
+                break
+    session = request.cookies.get(COOKIE, "")
     new = not session
-    if new:
-        session = secrets.token_hex(8)
-    return Request(
-        method=scope["method"],
-        path=scope["path"].rstrip("/") or "/",
-        query=_pairs(scope.get("query_string", b"")),
-        form=_pairs(body[:MAX_BODY]),
-        session=session,
+    return Visit(
+        method=request.method,
+        params=dict(request.path_params),
+        query=_pairs(request.url.query),
+        form=_pairs(body[:MAX_BODY].decode("utf-8", "replace")),
+        session=session or secrets.token_hex(8),
         new_session=new,
     )
 
 
-async def send_response(send: Send, request: Request, response: Response) -> None:
-    headers = [(b"content-type", b"text/html; charset=utf-8"), *response.headers]
-    if response.location is not None:
-        headers.append((b"location", response.location.encode()))
-    if request.new_session:
-        cookie = f"{COOKIE}={request.session}; Path=/; SameSite=Lax"
-        headers.append((b"set-cookie", cookie.encode()))
-    body = response.body.encode()
-    headers.append((b"content-length", str(len(body)).encode()))
-    await send({"type": "http.response.start", "status": response.status, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
+def site_app(routes: Sequence[tuple[str, Page, Sequence[str]]]) -> Callable[..., Awaitable[None]]:
+    """The ASGI app of a site's routes (see the module docstring)."""
+
+    def endpoint(show: Page) -> Callable[[Request], Awaitable[Response]]:
+        async def answer(request: Request) -> Response:
+            visit = await read_visit(request)
+            response = show(visit)
+            if visit.new_session:
+                response.set_cookie(COOKIE, visit.session, path="/", samesite="lax")
+            return response
+
+        return answer
+
+    async def unknown(request: Request, exc: Exception) -> Response:
+        return not_found()
+
+    app = Starlette(
+        routes=[Route(path, endpoint(show), methods=list(m)) for path, show, m in routes],
+        exception_handlers={HTTPException: unknown},
+    )
+    app.router.redirect_slashes = False
+
+    async def serve(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return
+        if len(scope["path"]) > 1 and scope["path"].endswith("/"):
+            scope = {**scope, "path": scope["path"].rstrip("/") or "/"}
+        await app(scope, receive, send)
+
+    return serve
 
 
 STYLE = (

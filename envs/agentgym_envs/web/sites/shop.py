@@ -13,20 +13,24 @@ orders placed) are the session's own (`state.py`); the catalogue is the generate
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from agentgym_envs.web.sites.data import Order, OrderLine, Product, ShopData, money, slugify
 from agentgym_envs.web.sites.http import (
+    ANY,
+    POST,
     Receive,
-    Request,
     Response,
     Scope,
     Send,
+    Visit,
     esc,
+    html_page,
     not_found,
     page,
-    read_request,
     redirect,
     search_form,
-    send_response,
+    site_app,
 )
 from agentgym_envs.web.sites.state import SessionStore, ShopState
 
@@ -43,48 +47,55 @@ class ShopApp:
         self.store: SessionStore[ShopState] = SessionStore(
             lambda: ShopState(cart=dict(data.cart)), max_sessions, idle_s
         )
+        self.app = site_app(self._routes())
 
     def login(self, session: str) -> None:
         """Sign the session in as the demo customer (a task with `require_login`)."""
         self.store.get(session).logged_in = True
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            return
-        request = await read_request(scope, receive)
-        await send_response(send, request, self.handle(request))
+        await self.app(scope, receive, send)
 
-    def handle(self, r: Request) -> Response:
-        state = self.store.get(r.session)
-        parts = r.path.strip("/").split("/") if r.path != "/" else []
-        post = r.method == "POST"
-        match parts:
-            case []:
-                return self.home(state)
-            case ["category", slug]:
-                return self.category(state, slug, r.query.get("sort", "name"))
-            case ["search"]:
-                return self.search(state, r.query.get("q", ""))
-            case ["product", slug]:
-                added = r.query.get("added", "")
-                return self.product(state, slug, f"Added {added} to your cart." if added else "")
-            case ["cart"]:
-                return self.cart(state)
-            case ["cart", op] if post:
-                return self.cart_op(state, op, r.form)
-            case ["checkout"]:
-                return self.checkout(state, post, r.form)
-            case ["account", "login"]:
-                return self.login_page(state, post, r.form)
-            case ["account", "logout"] if post:
-                state.logged_in = False
-                return redirect("/")
-            case ["account", "orders"]:
-                return self.orders(state)
-            case ["order", number]:
-                placed = "Thank you! Your order has been placed." if "placed" in r.query else ""
-                return self.order(state, number, placed)
-        return not_found()
+    # -- routes -----------------------------------------------------------------------------
+
+    def _routes(self) -> list[tuple[str, Callable[[Visit], Response], tuple[str, ...]]]:
+        state = self._state
+        return [
+            ("/", lambda v: self.home(state(v)), ANY),
+            ("/category/{slug}", self._category, ANY),
+            ("/search", lambda v: self.search(state(v), v.query.get("q", "")), ANY),
+            ("/product/{slug}", self._product, ANY),
+            ("/cart", lambda v: self.cart(state(v)), ANY),
+            ("/cart/{op}", lambda v: self.cart_op(state(v), v.params["op"], v.form), POST),
+            ("/checkout", lambda v: self.checkout(state(v), v.method == "POST", v.form), ANY),
+            (
+                "/account/login",
+                lambda v: self.login_page(state(v), v.method == "POST", v.form),
+                ANY,
+            ),
+            ("/account/logout", self._logout, POST),
+            ("/account/orders", lambda v: self.orders(state(v)), ANY),
+            ("/order/{number}", self._order, ANY),
+        ]
+
+    def _state(self, v: Visit) -> ShopState:
+        return self.store.get(v.session)
+
+    def _category(self, v: Visit) -> Response:
+        return self.category(self._state(v), v.params["slug"], v.query.get("sort", "name"))
+
+    def _product(self, v: Visit) -> Response:
+        added = v.query.get("added", "")
+        notice = f"Added {added} to your cart." if added else ""
+        return self.product(self._state(v), v.params["slug"], notice)
+
+    def _logout(self, v: Visit) -> Response:
+        self._state(v).logged_in = False
+        return redirect("/")
+
+    def _order(self, v: Visit) -> Response:
+        placed = "Thank you! Your order has been placed." if "placed" in v.query else ""
+        return self.order(self._state(v), v.params["number"], placed)
 
     # -- layout -----------------------------------------------------------------------------
 
@@ -101,7 +112,7 @@ class ShopApp:
             "".join(f"<a href='/category/{slugify(c)}'>{esc(c)}</a>" for c in self.data.categories)
             + f"<a href='/cart'>My Cart ({count})</a>{account}"
         )
-        return Response(200, page(title, main, SITE, nav, notice))
+        return html_page(page(title, main, SITE, nav, notice))
 
     def _all_orders(self, state: ShopState) -> list[Order]:
         return [*self.data.orders, *state.orders]
