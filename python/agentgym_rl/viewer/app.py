@@ -1,4 +1,5 @@
-"""The run viewer's web app (a bare ASGI app, as the gateway and env servers are; uvicorn serves it).
+"""The run viewer's web app (an ASGI app on Starlette, as the gateway and env servers are;
+uvicorn serves it).
 
 Contract:
 - `GET /` the page (`page/index.html`: plain HTML, CSS and JS, no build step), `GET /static/<f>`
@@ -16,13 +17,17 @@ from __future__ import annotations
 
 import asyncio
 import hmac
-import json
 import logging
 import mimetypes
 from collections.abc import Awaitable, Callable, MutableMapping
 from importlib import resources
 from typing import Any
-from urllib.parse import parse_qsl, unquote
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, Response
+from starlette.routing import Route
 
 from agentgym_rl.viewer.page_data import RunView
 
@@ -38,6 +43,7 @@ UNAUTHORIZED = (
     "machine and needs the run's token: open the address <code>agentgym-rl view</code> printed "
     "(it ends in <code>?token=...</code>).</p>"
 )
+_NO_STORE = {"cache-control": "no-store"}
 
 
 class NotFound(LookupError):
@@ -50,97 +56,97 @@ class ViewerApp:
     def __init__(self, view: RunView, token: str | None = None) -> None:
         self.view = view
         self.token = token
+        api = self._api
+        routes = [
+            Route("/", self._page, methods=["GET"]),
+            Route("/index.html", self._page, methods=["GET"]),
+            Route("/static/{name}", self._page, methods=["GET"]),
+            Route("/api/overview", api(lambda request: view.overview())),
+            Route("/api/episodes", api(lambda request: view.episodes(dict(request.query_params)))),
+            Route("/api/episode/{ref:path}", api(lambda request: self._episode(request))),
+            Route(
+                "/api/task/{item:path}", api(lambda request: view.task(request.path_params["item"]))
+            ),
+        ]
+        handlers = {NotFound: _error(404), ValueError: _error(400), HTTPException: _no_route}
+        self.app = Starlette(routes=routes, exception_handlers=handlers)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "lifespan":
-            await _lifespan(receive, send)
+        if scope["type"] != "http":  # lifespan: Starlette's
+            await self.app(scope, receive, send)
             return
-        if scope["type"] != "http":
+        request = Request(scope)
+        if not self._allowed(request):
+            await HTMLResponse(UNAUTHORIZED, status_code=401, headers=_NO_STORE)(
+                scope, receive, send
+            )
             return
-        query = dict(parse_qsl(scope.get("query_string", b"").decode()))
-        path = scope["path"]
-        if not self._allowed(scope, query):
-            await _send(send, 401, UNAUTHORIZED.encode(), "text/html; charset=utf-8")
-            return
-        cookie = []
-        if self.token and query.get("token"):
-            cookie = [
-                (
-                    b"set-cookie",
-                    f"{COOKIE}={self.token}; HttpOnly; SameSite=Strict; Path=/".encode(),
-                )
-            ]
-        try:
-            if path.startswith("/api/"):
-                body = await asyncio.to_thread(self._api, path[len("/api/") :], query)
-                await _send(send, 200, json.dumps(body).encode(), "application/json", cookie)
-            else:
-                name = "index.html" if path in ("/", "/index.html") else path.rsplit("/", 1)[-1]
-                if name not in STATIC or not (path == "/" or path.endswith(name)):
-                    raise NotFound(f"no page {path}")
-                data = resources.files("agentgym_rl.viewer").joinpath("page", name).read_bytes()
-                kind = mimetypes.guess_type(name)[0] or "application/octet-stream"
-                await _send(send, 200, data, kind + "; charset=utf-8", cookie)
-        except NotFound as e:
-            await _error(send, 404, str(e))
-        except ValueError as e:
-            await _error(send, 400, str(e))
-        except Exception as e:
-            log.exception("viewer: %s failed", path)
-            await _error(send, 500, f"{type(e).__name__}: {e}")
+        cookie = b""
+        if self.token and request.query_params.get("token"):
+            cookie = f"{COOKIE}={self.token}; HttpOnly; SameSite=Strict; Path=/".encode()
 
-    def _allowed(self, scope: Scope, query: dict[str, str]) -> bool:
+        async def sending(message: MutableMapping[str, Any]) -> None:
+            if message["type"] == "http.response.start":
+                headers = [*message.get("headers", []), (b"cache-control", b"no-store")]
+                headers += [(b"set-cookie", cookie)] if cookie else []
+                message = {**message, "headers": headers}
+            await send(message)
+
+        await self.app(scope, receive, sending)
+
+    def _allowed(self, request: Request) -> bool:
         if self.token is None:
             return True
-        headers = dict(scope.get("headers") or [])
-        offered = [query.get("token", "")]
-        auth = headers.get(b"authorization", b"").decode(errors="replace")
+        offered = [request.query_params.get("token", ""), request.cookies.get(COOKIE, "")]
+        auth = request.headers.get("authorization", "")
         if auth.startswith("Bearer "):
             offered.append(auth[len("Bearer ") :])
-        for part in headers.get(b"cookie", b"").decode(errors="replace").split(";"):
-            name, _, value = part.strip().partition("=")
-            if name == COOKIE:
-                offered.append(value)
         return any(hmac.compare_digest(o.encode(), self.token.encode()) for o in offered if o)
 
-    def _api(self, route: str, query: dict[str, str]) -> dict[str, Any]:
-        view = self.view
-        view.refresh_logs()
-        kind, _, arg = route.partition("/")
-        arg = unquote(arg)
-        if kind == "overview" and not arg:
-            return view.overview()
-        if kind == "episodes" and not arg:
-            return view.episodes(query)
-        if kind == "episode" and arg:
+    async def _page(self, request: Request) -> Response:
+        name = request.path_params.get("name", "index.html")
+        if name not in STATIC:
+            raise NotFound(f"no page {request.url.path}")
+        data = resources.files("agentgym_rl.viewer").joinpath("page", name).read_bytes()
+        kind = mimetypes.guess_type(name)[0] or "application/octet-stream"
+        return Response(data, media_type=kind + "; charset=utf-8")
+
+    def _api(
+        self, read: Callable[[Request], dict[str, Any]]
+    ) -> Callable[[Request], Awaitable[Response]]:
+        """An API route: `read` in a worker thread on fresh logs, its failure a 500 that says
+        what failed (logged) unless it is a 400 or 404."""
+
+        def fresh(request: Request) -> dict[str, Any]:
+            self.view.refresh_logs()
+            return read(request)
+
+        async def answer(request: Request) -> Response:
             try:
-                return view.episode(arg)
-            except (KeyError, ValueError):
-                raise NotFound(
-                    f"no episode {arg!r} in the index (refs are <file>.<line>)"
-                ) from None
-        if kind == "task" and arg:
-            return view.task(arg)
-        raise NotFound(f"no route /api/{route}")
+                return JSONResponse(await asyncio.to_thread(fresh, request))
+            except (NotFound, ValueError):
+                raise
+            except Exception as e:
+                log.exception("viewer: %s failed", request.url.path)
+                return JSONResponse({"error": f"{type(e).__name__}: {e}"}, status_code=500)
+
+        return answer
+
+    def _episode(self, request: Request) -> dict[str, Any]:
+        ref = request.path_params["ref"]
+        try:
+            return self.view.episode(ref)
+        except (KeyError, ValueError):
+            raise NotFound(f"no episode {ref!r} in the index (refs are <file>.<line>)") from None
 
 
-async def _send(
-    send: Send, status: int, body: bytes, kind: str, extra: list[tuple[bytes, bytes]] | None = None
-) -> None:
-    headers = [(b"content-type", kind.encode()), (b"cache-control", b"no-store"), *(extra or [])]
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
+def _error(status: int) -> Callable[[Request, Exception], Awaitable[Response]]:
+    async def answer(request: Request, exc: Exception) -> Response:
+        return JSONResponse({"error": str(exc)}, status_code=status)
+
+    return answer
 
 
-async def _error(send: Send, status: int, message: str) -> None:
-    await _send(send, status, json.dumps({"error": message}).encode(), "application/json")
-
-
-async def _lifespan(receive: Receive, send: Send) -> None:
-    while True:
-        message = await receive()
-        if message["type"] == "lifespan.startup":
-            await send({"type": "lifespan.startup.complete"})
-        elif message["type"] == "lifespan.shutdown":
-            await send({"type": "lifespan.shutdown.complete"})
-            return
+async def _no_route(request: Request, exc: Exception) -> Response:
+    """Starlette's 404 and 405: no route answers this method and path."""
+    return JSONResponse({"error": f"no route {request.url.path}"}, status_code=404)
