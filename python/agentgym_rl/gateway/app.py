@@ -1,6 +1,7 @@
 """The OpenAI-compatible endpoint a user's agent talks to, served from the policy being trained.
 
-Contract (an ASGI app on Starlette, served by uvicorn):
+Contract (an ASGI app on Starlette, served by uvicorn; its routes, errors and events in
+`http.py`):
 - `GET /v1/models` lists the served model; `POST /v1/chat/completions` answers one call, whole
   or streamed (`stream: true`: server-sent `chat.completion.chunk`s then `data: [DONE]`), with
   `tools` / `tool_calls` as OpenAI's API has them; `POST /v1/completions` continues a raw text
@@ -26,41 +27,29 @@ Contract (an ASGI app on Starlette, served by uvicorn):
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import math
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
-
-from starlette.applications import Starlette
-from starlette.exceptions import HTTPException
-from starlette.requests import Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
-from starlette.routing import Route
 
 from agentgym_rl import _core
 from agentgym_rl.episode.metrics import RolloutMetrics
 from agentgym_rl.episode.tools import ToolFamily
 from agentgym_rl.episode.types import Engine, Generation
 from agentgym_rl.gateway.episodes import AgentEpisode, GatewayError, Message
+from agentgym_rl.gateway.http import ASGIApp, Receive, Scope, Send, application
 from agentgym_rl.trajectory import ChatTokenizer
 
-Scope = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
-Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 Finished = Callable[[AgentEpisode, list[_core.Sample]], None]
-ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 log = logging.getLogger(__name__)
 
-MAX_BODY_BYTES = 8 << 20
 REWARD_WAIT_S = 60.0
 """How long a posted reward waits for its episode's calls still generating."""
 FINISHED_KEPT = 65_536
 """Ended episodes remembered (to refuse a second reward or a late call), newest kept."""
-_SSE_HEADERS = {"cache-control": "no-cache"}
 
 
 class Gateway:
@@ -92,7 +81,7 @@ class Gateway:
         self.unclaimed_forks: dict[str, int] = {}
         """Key -> segments its episode forked off, for the episode log (`claim_forks`)."""
         self.dropped = 0
-        self.app: ASGIApp = _application(self)
+        self.app: ASGIApp = application(self)
 
     def open(
         self,
@@ -252,151 +241,9 @@ class Gateway:
             await asyncio.sleep(0.005)
         return self.reward(key, body)
 
-    # --- HTTP ---
-
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """The endpoint as an ASGI app (`http.py`)."""
         await self.app(scope, receive, send)
-
-    async def models(self, request: Request) -> Response:
-        data = [{"id": self.model, "object": "model", "owned_by": "agentgym-rl"}]
-        return JSONResponse({"object": "list", "data": data})
-
-    async def chat_completions(self, request: Request) -> Response:
-        return await self._completion(request, self.complete)
-
-    async def completions(self, request: Request) -> Response:
-        return await self._completion(request, self.complete_text)
-
-    async def episode_reward(self, request: Request) -> Response:
-        body = await _json_body(request)
-        return JSONResponse(await self.reward_settled(request.path_params["key"], body))
-
-    async def _completion(
-        self, request: Request, complete: Callable[[dict[str, Any], str], Awaitable[dict[str, Any]]]
-    ) -> Response:
-        body = await _json_body(request)
-        key, stream = _episode_key(request, body), _stream_flag(body)
-        done = await _unless_gone(complete(body, key), request.receive)
-        if done is None:  # the client is gone: nobody reads this
-            return Response(status_code=499)
-        if not stream:
-            return JSONResponse(done)
-        return StreamingResponse(
-            _events(done), media_type="text/event-stream", headers=_SSE_HEADERS
-        )
-
-    def authorized(self, request: Request) -> bool:
-        return self.token is None or request.headers.get("authorization") == (
-            f"Bearer {self.token}"
-        )
-
-
-def _application(gateway: Gateway) -> ASGIApp:
-    """The routes, the bearer check before any of them, and every error in OpenAI's shape."""
-    routes = [
-        Route("/v1/models", _failing_as_500(gateway.models), methods=["GET"]),
-        Route("/v1/chat/completions", _failing_as_500(gateway.chat_completions), methods=["POST"]),
-        Route("/v1/completions", _failing_as_500(gateway.completions), methods=["POST"]),
-        Route(
-            "/v1/episodes/{key}/reward", _failing_as_500(gateway.episode_reward), methods=["POST"]
-        ),
-    ]
-    app = Starlette(
-        routes=routes,
-        exception_handlers={GatewayError: _gateway_error, HTTPException: _no_route},
-    )
-    app.router.redirect_slashes = False  # a trailing slash is the same route (`_Slashless`)
-    return _Slashless(_Bearer(app, gateway))
-
-
-def _failing_as_500(
-    handler: Callable[[Request], Awaitable[Response]],
-) -> Callable[[Request], Awaitable[Response]]:
-    """`handler`, its unexpected failure (the engine's, or ours) a `GatewayError` 500 that says
-    what failed, logged once (Starlette would answer a bare 500 and raise it again)."""
-
-    async def handle(request: Request) -> Response:
-        try:
-            return await handler(request)
-        except (GatewayError, HTTPException):
-            raise
-        except Exception as e:
-            log.exception("endpoint: %s %s failed", request.method, request.url.path)
-            raise GatewayError(500, f"the endpoint failed: {type(e).__name__}: {e}") from e
-
-    return handle
-
-
-class _Bearer:
-    """Every request carries the run's token (when it has one), whatever its route: 401."""
-
-    def __init__(self, app: Starlette, gateway: Gateway) -> None:
-        self.app, self.gateway = app, gateway
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and not self.gateway.authorized(Request(scope)):
-            error = GatewayError(401, "missing or wrong bearer token", "authentication_error")
-            await _error_response(error)(scope, receive, send)
-            return
-        await self.app(scope, receive, send)
-
-
-class _Slashless:
-    """`/v1/models/` is `/v1/models`: the path's trailing slash dropped before routing."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and len(scope["path"]) > 1 and scope["path"].endswith("/"):
-            scope = {**scope, "path": scope["path"].rstrip("/")}
-        await self.app(scope, receive, send)
-
-
-async def _gateway_error(request: Request, exc: Exception) -> Response:
-    assert isinstance(exc, GatewayError)
-    return _error_response(exc)
-
-
-async def _no_route(request: Request, exc: Exception) -> Response:
-    """Starlette's 404 and 405 both mean no route answers this method and path."""
-    message = f"no route {request.method} {request.url.path}"
-    return _error_response(GatewayError(404, message, "not_found_error"))
-
-
-def _error_response(error: GatewayError) -> Response:
-    code = {401: "invalid_api_key", 404: "not_found", 500: "internal_error"}.get(error.status)
-    kind = "server_error" if error.status == 500 else error.kind
-    body = {"error": {"message": error.message, "type": kind, "code": code}}
-    return JSONResponse(body, status_code=error.status)
-
-
-async def _events(done: dict[str, Any]) -> AsyncIterator[bytes]:
-    """`done` (a chat or text completion) as server-sent chunks: the role, the text piece by
-    piece, the calls, the end; then `data: [DONE]`."""
-    head = {k: done[k] for k in ("id", "created", "model")}
-    choice = done["choices"][0]
-    chat = "message" in choice
-    message = choice["message"] if chat else {"content": choice["text"]}
-    text = message.get("content") or ""
-    pieces = [text[i : i + 16] for i in range(0, len(text), 16)]
-    chunks: list[dict[str, Any]]
-    if chat:
-        deltas: list[dict[str, Any]] = [{"role": "assistant", "content": ""}]
-        deltas += [{"content": p} for p in pieces]
-        if message.get("tool_calls"):
-            calls = [{"index": i, **c} for i, c in enumerate(message["tool_calls"])]
-            deltas.append({"tool_calls": calls})
-        chunks = [{"index": 0, "delta": d, "finish_reason": None} for d in deltas]
-        chunks.append({"index": 0, "delta": {}, "finish_reason": choice["finish_reason"]})
-    else:
-        chunks = [{"index": 0, "text": p, "finish_reason": None} for p in pieces]
-        chunks.append({"index": 0, "text": "", "finish_reason": choice["finish_reason"]})
-    kind = "chat.completion.chunk" if chat else "text_completion"
-    for c in chunks:
-        event = {**head, "object": kind, "choices": [c]}
-        yield f"data: {json.dumps(event, ensure_ascii=False)}\n\n".encode()
-    yield b"data: [DONE]\n\n"
 
 
 def _messages(body: dict[str, Any]) -> list[Message]:
@@ -454,13 +301,6 @@ def _sampling_limit(body: dict[str, Any]) -> int | None:
     return None
 
 
-def _stream_flag(body: dict[str, Any]) -> bool:
-    value = body.get("stream")
-    if value is not None and not isinstance(value, bool):
-        raise GatewayError(400, f"stream must be true or false, not {_kind(value)}")
-    return bool(value)
-
-
 def _still_open(episode: AgentEpisode) -> None:
     """A call's reply is refused when its episode's reward came in while it generated."""
     if episode.reward is not None:
@@ -473,55 +313,5 @@ def _kind(value: Any) -> str:
     return type(value).__name__
 
 
-def _episode_key(request: Request, body: dict[str, Any]) -> str:
-    key = request.headers.get("x-episode-key", "")
-    metadata = body.get("metadata")
-    in_metadata = metadata.get("episode_key") if isinstance(metadata, dict) else None
-    key = key or body.get("user") or in_metadata or ""
-    if not isinstance(key, str) or not key:
-        raise GatewayError(
-            400,
-            "name the call's episode: an X-Episode-Key header, the `user` field or "
-            "metadata.episode_key",
-        )
-    return key
-
-
-async def _unless_gone(call: Awaitable[dict[str, Any]], receive: Receive) -> dict[str, Any] | None:
-    """`call`'s result, or None when the client disconnected first: the call is cancelled (the
-    engine aborts its request, the segment is released), so a reply nobody received never
-    trains."""
-    work = asyncio.ensure_future(call)
-    gone = asyncio.ensure_future(_disconnect(receive))
-    try:
-        await asyncio.wait((work, gone), return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        gone.cancel()
-        if not work.done():
-            work.cancel()
-            await asyncio.gather(work, return_exceptions=True)
-    return None if work.cancelled() else work.result()
-
-
-async def _disconnect(receive: Receive) -> None:
-    while (await receive())["type"] != "http.disconnect":
-        pass
-
-
 def _finish(reason: str) -> str:
     return "length" if reason == "length" else "stop"
-
-
-async def _json_body(request: Request) -> dict[str, Any]:
-    raw = b""
-    async for chunk in request.stream():
-        raw += chunk
-        if len(raw) > MAX_BODY_BYTES:
-            raise GatewayError(400, f"the body is over {MAX_BODY_BYTES} bytes")
-    try:
-        body = json.loads(raw or b"{}")
-    except json.JSONDecodeError as e:
-        raise GatewayError(400, f"the body is not JSON: {e.msg}") from None
-    if not isinstance(body, dict):
-        raise GatewayError(400, "the body must be a JSON object")
-    return body
