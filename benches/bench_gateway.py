@@ -12,6 +12,12 @@ flight at once.
 Printed: calls/s and milliseconds per call of each, and the key line
 `gateway: <x> ms/call over the engine's <y> ms (<r>x the direct loop's time per call)`.
 
+Then what the framework costs (`http_overhead.py`): the endpoint's own app (Starlette), the same
+route on a bare-ASGI baseline and on FastAPI with a pydantic request model, each calling the
+same `Gateway.complete` on an engine that answers at once, whole and streamed, at 1 and 64
+concurrent callers: p50 and p99 per call, and the ratio to the baseline (target: Starlette's p50
+within 10% of it).
+
     python benches/bench_gateway.py [--quick] [--engine-ms 20]
 """
 
@@ -28,10 +34,12 @@ from agentgym_rl.gateway.app import Gateway
 from agentgym_rl.gateway.serve import GatewayServer
 from agentgym_rl.trajectory import ChatTokenizer, TrajectoryBuilder
 from figures import figure
+from http_overhead import bare_gateway, call_latencies, fastapi_gateway, overhead_rows, serve
 
 ROOT = Path(__file__).resolve().parents[1]
 CHAT = ROOT / "tests" / "fixtures" / "templates" / "chatml"
 EPISODES = 64
+PATH = "/v1/chat/completions"
 REPLY = "Thought: the ball is ahead.\nAction: go to red ball 1"
 OBSERVATION = "You go to the red ball. You see a grey key 2 steps left and a door ahead."
 
@@ -101,6 +109,40 @@ async def through_endpoint(chat: ChatTokenizer, engine: StandIn, turns: int) -> 
         await server.close()
 
 
+async def framework_overhead(chat: ChatTokenizer, calls: int) -> dict[str, float]:
+    """Starlette's and FastAPI's p50 over the bare baseline's, by (streamed, callers)."""
+    apps = {
+        "bare ASGI (baseline)": bare_gateway,
+        "Starlette (the endpoint)": lambda gateway: gateway,
+        "FastAPI + pydantic": fastapi_gateway,
+    }
+    ratios: dict[str, float] = {}
+    for stream in (False, True):
+        for callers in (1, EPISODES):
+            rows = []
+            for name, app_of in apps.items():
+                gateway = Gateway(
+                    StandIn(chat, 0.0), chat, model="policy", max_model_len=8192,
+                    max_tokens_per_turn=64,
+                )  # fmt: skip
+                url, close = await serve(app_of(gateway))
+
+                def body(i: int, tag: str = name[:4], stream: bool = stream) -> dict[str, Any]:
+                    user = f"{tag}-{i}"
+                    return {"messages": start_messages(i), "user": user, "stream": stream}
+
+                try:
+                    rows.append((name, await call_latencies(url, PATH, body, callers, calls)))
+                finally:
+                    await close()
+            how = "streamed" if stream else "whole"
+            title = f"endpoint, {how}, {callers} concurrent caller(s), {calls} calls"
+            starlette, fastapi = overhead_rows(title, rows)[1:]
+            ratios[f"{how} {callers}"] = starlette
+            ratios[f"{how} {callers} fastapi"] = fastapi
+    return ratios
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="fewer turns")
@@ -122,6 +164,13 @@ def main() -> None:
     figure(
         "gateway", "a call through the endpoint", 1000 * b / calls, "ms", ceiling=1000 * a / calls,
         ceiling_name="the direct loop", lower_is_better=True,
+    )  # fmt: skip
+    ratios = asyncio.run(framework_overhead(chat, 200 if args.quick else 2000))
+    worst = max(v for k, v in ratios.items() if not k.endswith("fastapi"))
+    print(f"Starlette p50 over bare ASGI: worst {worst:.2f}x (target <= 1.10)")
+    figure(
+        "gateway", "endpoint p50 on Starlette, worst case", worst, "x bare ASGI",
+        target="<= 1.10", lower_is_better=True,
     )  # fmt: skip
 
 

@@ -54,6 +54,8 @@ FIGURES = {
     "envpool": [
         rf"^\s+\(a\) Rust pool, ZeroMQ\s+{NUMBER} steps/s\s+\(\s*{NUMBER}x c\)$",
         rf"^\s+\(c\) AgentGym-style requests \+ threads\s+{NUMBER} steps/s",
+        rf"^\s+Starlette \(the env server\)\s+p50 +{NUMBER} ms\s+p99 +{NUMBER} ms\s+{NUMBER}x$",
+        rf"^env server on Starlette, p50 over bare ASGI: worst {NUMBER}x \(target <= 1.10\)$",
     ],
     "learner": [rf"^ratio megatron / transformers: {NUMBER}x$"],
     "rollout": [
@@ -95,6 +97,8 @@ FIGURES = {
     "gateway": [
         rf"^\s+direct\s+{NUMBER} calls/s\s+{NUMBER} ms/call$",
         rf"^gateway: {NUMBER} ms/call over the engine's 20 ms \({NUMBER}x the direct loop's",
+        rf"^\s+FastAPI \+ pydantic\s+p50 +{NUMBER} ms\s+p99 +{NUMBER} ms\s+{NUMBER}x$",
+        rf"^Starlette p50 over bare ASGI: worst {NUMBER}x \(target <= 1.10\)$",
     ],
     "weights": [
         r"^receivers are stand-ins: processes running the real WeightSubscriber",
