@@ -173,7 +173,9 @@ def test_killed_env_server_flags_its_episodes_others_continue(
 ) -> None:
     a, b = spawn_server("noop"), spawn_server("noop")
     endpoint = f"tcp://127.0.0.1:{free_port}"
-    engine = ScriptedEngine(chat, NOOP, delay_s=0.01)
+    # 0.8 s an episode (8 turns): the kill after two groups lands while two waves of the twelve
+    # groups remain (at 0.01 s a turn, a loaded machine had made all twelve before it)
+    engine = ScriptedEngine(chat, NOOP, delay_s=0.1)
 
     async def main() -> tuple[DispatchSummary, list[_core.Group]]:
         with _core.GroupReceiver(endpoint) as receiver:
