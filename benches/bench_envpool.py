@@ -193,7 +193,7 @@ def main() -> int:
     print(json.dumps({"zmq": zmq_rate, "http": http_rate, "agentgym": ref_rate,
                       "noop_us_zmq": per_zmq, "noop_us_http": per_http, "targets_met": ok}))  # fmt: skip
     print(f"targets (a) >= 5x (c) and <= 100 us/step over ZeroMQ: {'met' if ok else 'MISSED'}")
-    worst = asyncio.run(http_overhead(256 if args.quick else 3072))
+    worst = asyncio.run(http_overhead(128 if args.quick else 3072))
     print(f"env server on Starlette, p50 over bare ASGI: worst {worst:.2f}x (target <= 1.10)")
     figure(
         "envpool", "env step over HTTP on Starlette, worst case", worst, "x bare ASGI",

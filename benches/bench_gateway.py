@@ -165,7 +165,7 @@ def main() -> None:
         "gateway", "a call through the endpoint", 1000 * b / calls, "ms", ceiling=1000 * a / calls,
         ceiling_name="the direct loop", lower_is_better=True,
     )  # fmt: skip
-    ratios = asyncio.run(framework_overhead(chat, 200 if args.quick else 2000))
+    ratios = asyncio.run(framework_overhead(chat, 128 if args.quick else 2000))
     worst = max(v for k, v in ratios.items() if not k.endswith("fastapi"))
     print(f"Starlette p50 over bare ASGI: worst {worst:.2f}x (target <= 1.10)")
     figure(
