@@ -17,7 +17,7 @@ import asyncio
 import json
 import statistics
 import time
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from typing import Any
 
 import httpx
@@ -26,7 +26,7 @@ from pydantic import BaseModel, ConfigDict
 from agentgym_envs.server.base import EnvError
 from agentgym_envs.server.table import EpisodeTable
 from agentgym_rl.gateway.app import Gateway
-from agentgym_rl.gateway.http import server_sent_events
+from agentgym_rl.gateway.http import server_sent_events, unless_client_gone
 from agentgym_rl.processes.ports import free_port
 
 Scope = MutableMapping[str, Any]
@@ -60,13 +60,15 @@ def bare_gateway(gateway: Gateway) -> ASGIApp:
         if scope["type"] != "http":
             return
         body = await _body(receive)
-        done = await gateway.complete(body, str(body["user"]))
+        # as the endpoint does: a client gone before its reply cancels the call
+        done = await unless_client_gone(gateway.complete(body, str(body["user"])), receive)
+        assert done is not None
         if not body.get("stream"):
             await _answer(send, done)
             return
         headers = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")]
         await send({"type": "http.response.start", "status": 200, "headers": headers})
-        async for event in server_sent_events(done):
+        for event in server_sent_events(done):
             await send({"type": "http.response.body", "body": event, "more_body": True})
         await send({"type": "http.response.body", "body": b""})
 
@@ -97,10 +99,17 @@ def fastapi_gateway(gateway: Gateway) -> ASGIApp:
 
         done = await gateway.complete(request.model_dump(exclude_none=True), request.user)
         if request.stream:
-            return StreamingResponse(server_sent_events(done), media_type="text/event-stream")
+            return StreamingResponse(
+                _each(server_sent_events(done)), media_type="text/event-stream"
+            )
         return done
 
     return app
+
+
+async def _each(events: list[bytes]) -> AsyncIterator[bytes]:
+    for event in events:
+        yield event
 
 
 def bare_env_server(table: EpisodeTable) -> ASGIApp:

@@ -284,6 +284,10 @@ def test_clients_gone_before_their_reply_train_nothing_and_leak_nothing(
                 assert ok.status_code == 200
                 r = await http.post("/v1/episodes/G0/reward", json={"reward": 1.0})
                 assert r.json()["samples"] == 1
+                # a streamed reply over the real server: every event, then [DONE], no length
+                sse = await http.post("/v1/chat/completions", json=chat_body(user="S", stream=True))
+                assert sse.status_code == 200 and "content-length" not in sse.headers
+                assert sse.text.startswith("data: {") and sse.text.endswith("data: [DONE]\n\n")
             await asyncio.sleep(0.3)
             assert len(asyncio.all_tasks()) <= tasks
             assert _open_descriptors() <= fds
@@ -293,4 +297,5 @@ def test_clients_gone_before_their_reply_train_nothing_and_leak_nothing(
     asyncio.run(asyncio.wait_for(main(), 120))
     [sample] = ep.samples["G0"]
     assert sample.turns == 1  # the one reply a client received; none of the abandoned ten
-    assert ep.engine.calls == 2  # the warm-up and that one: every abandoned call was cancelled
+    # the warm-up, that one and the streamed one: every abandoned call was cancelled
+    assert ep.engine.calls == 3

@@ -7,14 +7,14 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
+from collections.abc import Awaitable, Callable, MutableMapping
 from functools import partial
 from typing import Any, Protocol
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from agentgym_rl.gateway.episodes import GatewayError
@@ -70,20 +70,10 @@ async def _completion(
 ) -> Response:
     body = await _json_body(request)
     key, stream = _episode_key(request, body), _stream_flag(body)
-    done = await _unless_gone(complete(body, key), request.receive)
+    done = await unless_client_gone(complete(body, key), request.receive)
     if done is None:  # the client is gone: nobody reads this
         return Response(status_code=499)
-    if not stream:
-        return JSONResponse(done)
-    return StreamingResponse(
-        server_sent_events(done), media_type="text/event-stream", headers=_SSE_HEADERS
-    )
-
-
-def _authorized(gateway: Endpoint, request: Request) -> bool:
-    return gateway.token is None or request.headers.get("authorization") == (
-        f"Bearer {gateway.token}"
-    )
+    return _EventStream(server_sent_events(done)) if stream else JSONResponse(done)
 
 
 def application(gateway: Endpoint) -> ASGIApp:
@@ -106,8 +96,8 @@ def application(gateway: Endpoint) -> ASGIApp:
         routes=routes,
         exception_handlers={GatewayError: _gateway_error, HTTPException: _no_route},
     )
-    app.router.redirect_slashes = False  # a trailing slash is the same route (`_Slashless`)
-    return _Slashless(_Bearer(app, gateway))
+    app.router.redirect_slashes = False  # a trailing slash is the same route (`_Gate`)
+    return _Gate(app, gateway)
 
 
 def _failing_as_500(
@@ -128,30 +118,49 @@ def _failing_as_500(
     return handle
 
 
-class _Bearer:
-    """Every request carries the run's token (when it has one), whatever its route: 401."""
+class _Gate:
+    """Before any route: every request carries the run's token (when it has one), whatever its
+    route, else 401; `/v1/models/` is `/v1/models` (the path's trailing slash dropped). Read from
+    the scope itself: this runs on every call (bench_gateway.py)."""
 
     def __init__(self, app: Starlette, gateway: Endpoint) -> None:
         self.app, self.gateway = app, gateway
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and not _authorized(self.gateway, Request(scope)):
-            error = GatewayError(401, "missing or wrong bearer token", "authentication_error")
-            await _error_response(error)(scope, receive, send)
-            return
+        if scope["type"] == "http":
+            if self.gateway.token is not None:
+                wanted = f"Bearer {self.gateway.token}".encode()
+                if not any(k == b"authorization" and v == wanted for k, v in scope["headers"]):
+                    error = GatewayError(
+                        401, "missing or wrong bearer token", "authentication_error"
+                    )
+                    await _error_response(error)(scope, receive, send)
+                    return
+            path = scope["path"]
+            if len(path) > 1 and path.endswith("/"):
+                scope = {**scope, "path": path.rstrip("/")}
         await self.app(scope, receive, send)
 
 
-class _Slashless:
-    """`/v1/models/` is `/v1/models`: the path's trailing slash dropped before routing."""
+class _EventStream(Response):
+    """A completion's server-sent events, each its own body chunk. The completion is whole
+    before its first event, so nothing is generated while they go out: no disconnect listener
+    beside them (Starlette's `StreamingResponse` starts one in a task group: 1.13-1.20x the bare
+    baseline's p50 in bench_gateway.py, against 1.02-1.04x)."""
 
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
+    media_type = "text/event-stream"
+
+    def __init__(self, events: list[bytes]) -> None:
+        # as `StreamingResponse` does: no body, so no content-length header
+        self.status_code, self.background, self.events = 200, None, events
+        self.init_headers(_SSE_HEADERS)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and len(scope["path"]) > 1 and scope["path"].endswith("/"):
-            scope = {**scope, "path": scope["path"].rstrip("/")}
-        await self.app(scope, receive, send)
+        start = {"type": "http.response.start", "status": 200, "headers": self.raw_headers}
+        await send(start)
+        for event in self.events:
+            await send({"type": "http.response.body", "body": event, "more_body": True})
+        await send({"type": "http.response.body", "body": b""})
 
 
 async def _gateway_error(request: Request, exc: Exception) -> Response:
@@ -172,7 +181,7 @@ def _error_response(error: GatewayError) -> Response:
     return JSONResponse(body, status_code=error.status)
 
 
-async def server_sent_events(done: dict[str, Any]) -> AsyncIterator[bytes]:
+def server_sent_events(done: dict[str, Any]) -> list[bytes]:
     """`done` (a chat or text completion) as server-sent chunks: the role, the text piece by
     piece, the calls, the end; then `data: [DONE]`."""
     head = {k: done[k] for k in ("id", "created", "model")}
@@ -194,10 +203,10 @@ async def server_sent_events(done: dict[str, Any]) -> AsyncIterator[bytes]:
         chunks = [{"index": 0, "text": p, "finish_reason": None} for p in pieces]
         chunks.append({"index": 0, "text": "", "finish_reason": choice["finish_reason"]})
     kind = "chat.completion.chunk" if chat else "text_completion"
-    for c in chunks:
-        event = {**head, "object": kind, "choices": [c]}
-        yield f"data: {json.dumps(event, ensure_ascii=False)}\n\n".encode()
-    yield b"data: [DONE]\n\n"
+    events = [{**head, "object": kind, "choices": [c]} for c in chunks]
+    return [f"data: {json.dumps(e, ensure_ascii=False)}\n\n".encode() for e in events] + [
+        b"data: [DONE]\n\n"
+    ]
 
 
 def _stream_flag(body: dict[str, Any]) -> bool:
@@ -221,7 +230,9 @@ def _episode_key(request: Request, body: dict[str, Any]) -> str:
     return key
 
 
-async def _unless_gone(call: Awaitable[dict[str, Any]], receive: Receive) -> dict[str, Any] | None:
+async def unless_client_gone(
+    call: Awaitable[dict[str, Any]], receive: Receive
+) -> dict[str, Any] | None:
     """`call`'s result, or None when the client disconnected first: the call is cancelled (the
     engine aborts its request, the segment is released), so a reply nobody received never
     trains."""
