@@ -123,3 +123,34 @@ def test_an_idle_connection_outlives_a_client_s_keep_alive(babyai: ServerProc) -
         babyai.post("/close", {"id": again["id"]})
     finally:
         conn.close()
+
+
+def test_a_trailing_slash_is_the_same_route_answered_in_place() -> None:
+    """Every server built by `starlette_app` (env servers, web sites, the endpoint) answers
+    `/x/` as `/x`, without a redirect; an unknown route goes to the app's handler."""
+    import asyncio
+
+    import httpx
+    from starlette.exceptions import HTTPException
+    from starlette.requests import Request
+    from starlette.responses import PlainTextResponse
+    from starlette.routing import Route
+
+    from agentgym_envs.server.asgi import starlette_app
+
+    async def hello(request: Request) -> PlainTextResponse:
+        return PlainTextResponse(request.url.path)
+
+    async def missing(request: Request, exc: Exception) -> PlainTextResponse:
+        return PlainTextResponse("none", status_code=404)
+
+    app = starlette_app([Route("/x", hello)], {HTTPException: missing})
+
+    async def get(path: str) -> httpx.Response:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://s") as client:
+            return await client.get(path)
+
+    plain, slashed, other = (asyncio.run(get(p)) for p in ("/x", "/x/", "/y/"))
+    assert plain.status_code == slashed.status_code == 200 and slashed.text == "/x"
+    assert other.status_code == 404 and other.text == "none"

@@ -16,22 +16,18 @@ the schemas.
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Awaitable, Callable
 from typing import Any
 
-from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from agentgym_envs.server.asgi import Receive, Scope, Send, starlette_app
 from agentgym_envs.server.base import EnvError, ErrorCode
 from agentgym_envs.server.latency import StepLatency
 from agentgym_envs.server.table import EpisodeTable, dispatch, int_field, str_field
-
-Scope = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
-Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 
 MAX_BODY_BYTES = 1 << 20
 
@@ -61,14 +57,11 @@ class HttpApp:
         self.dispatch = DIALECTS[dialect]
         routes = [Route("/", self._hello)]  # any method, as AgentGym's servers answer it
         routes += [Route(path, self._op(op), methods=[m]) for path, (m, op) in ROUTES.items()]
-        self.app = Starlette(routes=routes, exception_handlers={HTTPException: _routing_error})
-        self.app.router.redirect_slashes = False  # a trailing slash is dropped in `__call__`
+        self.app = starlette_app(routes, {HTTPException: _routing_error})
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":  # lifespan is turned off by the server
             return
-        if len(scope["path"]) > 1 and scope["path"].endswith("/"):
-            scope = {**scope, "path": scope["path"].rstrip("/") or "/"}
         await self.app(scope, receive, send)
 
     async def _hello(self, request: Request) -> Response:

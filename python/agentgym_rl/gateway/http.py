@@ -7,22 +7,17 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import Any, Protocol
 
-from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from agentgym_envs.server.asgi import ASGIApp, Receive, Scope, Send, starlette_app
 from agentgym_rl.gateway.episodes import GatewayError
-
-Scope = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
-Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
-ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 log = logging.getLogger(__name__)
 
@@ -92,12 +87,8 @@ def application(gateway: Endpoint) -> ASGIApp:
             methods=["POST"],
         ),
     ]
-    app = Starlette(
-        routes=routes,
-        exception_handlers={GatewayError: _gateway_error, HTTPException: _no_route},
-    )
-    app.router.redirect_slashes = False  # a trailing slash is the same route (`_Gate`)
-    return _Gate(app, gateway)
+    handlers = {GatewayError: _gateway_error, HTTPException: _no_route}
+    return _Gate(starlette_app(routes, handlers), gateway)
 
 
 def _failing_as_500(
@@ -120,10 +111,9 @@ def _failing_as_500(
 
 class _Gate:
     """Before any route: every request carries the run's token (when it has one), whatever its
-    route, else 401; `/v1/models/` is `/v1/models` (the path's trailing slash dropped). Read from
-    the scope itself: this runs on every call (bench_gateway.py)."""
+    route, else 401. Read from the scope itself: this runs on every call (bench_gateway.py)."""
 
-    def __init__(self, app: Starlette, gateway: Endpoint) -> None:
+    def __init__(self, app: ASGIApp, gateway: Endpoint) -> None:
         self.app, self.gateway = app, gateway
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -136,9 +126,6 @@ class _Gate:
                     )
                     await _error_response(error)(scope, receive, send)
                     return
-            path = scope["path"]
-            if len(path) > 1 and path.endswith("/"):
-                scope = {**scope, "path": path.rstrip("/")}
         await self.app(scope, receive, send)
 
 

@@ -11,14 +11,12 @@ as `ForumData.me`; what it posts is the session's own (`state.py`).
 
 from __future__ import annotations
 
+from agentgym_envs.server.asgi import Receive, Scope, Send
 from agentgym_envs.web.sites.data import ForumData, Post, Thread
 from agentgym_envs.web.sites.http import (
     ANY,
     POST,
-    Receive,
     Response,
-    Scope,
-    Send,
     Visit,
     esc,
     html_page,

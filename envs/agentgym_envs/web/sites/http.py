@@ -14,20 +14,16 @@ from __future__ import annotations
 
 import html
 import secrets
-from collections.abc import Awaitable, Callable, MutableMapping, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 from urllib.parse import parse_qs, quote
 
-from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-Scope = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
-Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
+from agentgym_envs.server.asgi import starlette_app
 
 COOKIE = "agentgym_session"
 MAX_BODY = 64 * 1024
@@ -111,20 +107,8 @@ def site_app(routes: Sequence[tuple[str, Page, Sequence[str]]]) -> Callable[...,
     async def unknown(request: Request, exc: Exception) -> Response:
         return not_found()
 
-    app = Starlette(
-        routes=[Route(path, endpoint(show), methods=list(m)) for path, show, m in routes],
-        exception_handlers={HTTPException: unknown},
-    )
-    app.router.redirect_slashes = False
-
-    async def serve(scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            return
-        if len(scope["path"]) > 1 and scope["path"].endswith("/"):
-            scope = {**scope, "path": scope["path"].rstrip("/") or "/"}
-        await app(scope, receive, send)
-
-    return serve
+    routes_ = [Route(path, endpoint(show), methods=list(m)) for path, show, m in routes]
+    return starlette_app(routes_, {HTTPException: unknown})
 
 
 STYLE = (

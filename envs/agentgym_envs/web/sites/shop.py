@@ -15,14 +15,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from agentgym_envs.server.asgi import Receive, Scope, Send
 from agentgym_envs.web.sites.data import Order, OrderLine, Product, ShopData, money, slugify
 from agentgym_envs.web.sites.http import (
     ANY,
     POST,
-    Receive,
     Response,
-    Scope,
-    Send,
     Visit,
     esc,
     html_page,
