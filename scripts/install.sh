@@ -28,7 +28,10 @@ pip_setting() {
 UV_ARGS=()
 if [[ ${AGENTGYM_RL_INSTALLER:-uv} == uv ]] && { "$PY" -m uv --version >/dev/null 2>&1 \
     || "$PY" -m pip install --disable-pip-version-check -q "uv>=0.5,<1" >/dev/null 2>&1; }; then
-  UV_ARGS=(--python "$PY" --index-strategy unsafe-best-match)
+  # bytecode at install, as pip writes it: uv does not, and where PYTHONDONTWRITEBYTECODE is set
+  # (CI images, containers) nothing else ever does, so every process would compile torch, vLLM
+  # and transformers from source as it imports them (vLLM's engine imports: 42 CPU-s, not 17)
+  UV_ARGS=(--python "$PY" --index-strategy unsafe-best-match --compile-bytecode)
   url=$(pip_setting index-url); [[ -n $url ]] && UV_ARGS+=(--index-url "$url")
   for url in $(pip_setting extra-index-url); do UV_ARGS+=(--extra-index-url "$url"); done
   for url in $(pip_setting find-links); do UV_ARGS+=(--find-links "$url"); done
@@ -161,5 +164,7 @@ fi
 # pip, not uv: uv caches a local project's build by its pyproject.toml, not by its Rust sources.
 say "building agentgym_rl._core (release)"
 "$PY" -m pip install --disable-pip-version-check -q --no-build-isolation --no-deps -e .
+# the editable packages' bytecode too (their imports start every command and env server)
+"$PY" -m compileall -q -j 0 python/agentgym_rl envs/agentgym_envs >/dev/null
 command -v pyenv >/dev/null && pyenv rehash 2>/dev/null || true
 "$PY" -c "import agentgym_rl._core as c; print('[install] agentgym_rl._core', c.__version__, 'ready')"

@@ -38,7 +38,9 @@ class ServerProc:
         self.dealer.setsockopt(zmq.RCVTIMEO, 10_000)
         self.dealer.connect(f"tcp://127.0.0.1:{self.zmq_port}")
 
-    def wait_ready(self, deadline_s: float = 30.0) -> ServerProc:
+    def wait_ready(self, deadline_s: float = 120.0) -> ServerProc:
+        """Ready within `deadline_s` (a crash fails at once; the deadline is for a loaded CI host:
+        the dense retriever's server once took over 30 s there)."""
         self.server.wait_ready(deadline_s)
         return self
 
