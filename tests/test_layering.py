@@ -41,6 +41,9 @@ LAYERS: dict[str, set[str]] = {
     "inference": {"config", "episode", "weights.peft"},  # adapters: PEFT's format
     # the OpenAI-compatible endpoint: the episode layer's engine contract and tool calls
     "gateway": {"_core", "episode", "processes", "trajectory", "wire"},
+    # a judge model's rewards: what it reads of an episode, how it is asked and served (a local
+    # judge's KV cache sized as an engine's)
+    "judging": {"config", "episode", "inference.kv_cache", "processes", "wire"},
     "rollout": {
         "_core",
         "auth",
@@ -49,6 +52,7 @@ LAYERS: dict[str, set[str]] = {
         "episode",
         "gateway",
         "inference",
+        "judging",
         # a child whose supervisor died stops at once (its stop handler asks)
         "processes.orphans",
         "trajectory",
@@ -62,6 +66,7 @@ LAYERS: dict[str, set[str]] = {
         "env_discovery",
         "episode",
         "inference",
+        "judging",
         "learner.checkpoint_dirs",
         "processes",
         "trajectory",

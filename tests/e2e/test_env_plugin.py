@@ -2,7 +2,8 @@
 entry point of `agentgym_rl.envs`, pip-installed into a throwaway virtualenv that also sees the
 project's packages (never into this test's Python). In that virtualenv `env list` shows it with
 its package beside the built-in envs (and a broken plugin as BROKEN, harming nothing), its server
-answers both protocols, and `train` runs 2 learner steps on it from a tiny config."""
+answers both protocols, and `train` runs 2 learner steps on it from a tiny config, with a judge
+model's rewards mixed in."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import textwrap
 from importlib.metadata import entry_points
 from pathlib import Path
 
+import psutil
 import pytest
 import yaml
 from tests.envs.conftest import ServerProc
@@ -142,12 +144,25 @@ def test_the_plugin_is_served_over_both_protocols(plugin_python: str) -> None:
         server.close()
 
 
-def test_train_runs_two_steps_on_the_plugin(plugin_python: str, tmp_path: Path) -> None:
+def test_train_runs_two_steps_on_the_plugin_with_a_judges_rewards(
+    plugin_python: str, tmp_path: Path
+) -> None:
+    """`train` on the plugin's env, its rewards mixed with a judge model's (`env+judge`): the
+    tiny model also judges, a local HF folder, so the rollout server starts vLLM's
+    OpenAI-compatible server for it as a child of its own, its replies constrained to `k: x`
+    lines by guided decoding so that every one parses. The learner trains on the mixed rewards,
+    every logged episode keeps the judge's prompt, reply and score beside the env's verdict, the
+    rollout metrics count the judge's calls, and the judge's server is gone with the run.
+    (The judge's own cases, with scripted judges: tests/judging.)"""
     model = create_tiny_model(tmp_path / "model", corpus=tiny_corpus(), vocab_size=320, seed=0)
     run = tmp_path / "run"
     config = tiny_train_config(str(run), str(model))
     config["env_servers"] = [{"env": "guess", "replicas": 1, "transport": "zmq"}]
     config["rollout"]["dataset"] = {"env": "guess", "split": "train", "group_size": 2}
+    judge = {"model": str(model), "mode": "group", "max_model_len": 2048, "max_in_flight": 4}
+    judge["message_chars"] = 150  # two attempts' turns within the tiny judge's context
+    reward = {"source": "env+judge", "judge": judge, "judge_weight": 0.5}
+    config["rollout"]["envs"] = [{"env": "guess", "reward": reward}]
     path = tmp_path / "train.yaml"
     path.write_text(yaml.safe_dump(config))
     done = _cli(plugin_python, "train", "--config", str(path), timeout=900)
@@ -155,5 +170,28 @@ def test_train_runs_two_steps_on_the_plugin(plugin_python: str, tmp_path: Path) 
     assert done.returncode == 0, done.stdout + done.stderr + logs
     steps = [json.loads(line)["step"] for line in (run / "learn" / "metrics.jsonl").open()]
     assert steps == [1, 2]
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["outcome"] == "finished" and summary["groups"]["balanced"]
+
     episodes = [json.loads(line) for line in (run / "rollout-0" / "episodes.jsonl").open()]
     assert episodes and all(e["item_id"].startswith("guess_") for e in episodes)
+    for e in episodes:
+        verdict = e["judge"]
+        assert verdict["mode"] == "group" and 0.0 <= verdict["score"] <= 1.0
+        assert "Attempt 1:" in verdict["prompt"] and "Guess the secret number" in verdict["prompt"]
+        assert verdict["reply"].startswith("1: ")
+        assert e["reward"] == pytest.approx(0.5 * verdict["env_reward"] + 0.5 * verdict["score"])
+        assert verdict["success"] == e["success"]  # env+judge keeps the env's verdict
+    last = json.loads((run / "rollout-0" / "metrics.jsonl").read_text().splitlines()[-1])
+    assert last["judge_calls"] >= 4 and last["judge_unparsed"] == 0
+    assert last["judge_failed_groups"] == 0 and last["judged_episodes"] >= len(episodes)
+
+    log = (run / "rollout-0" / "judge-0.log").read_text()
+    assert "vllm.entrypoints.openai.api_server" in log.splitlines()[0]
+    left = [
+        p.pid
+        for p in psutil.process_iter(["cmdline"])
+        if "vllm.entrypoints.openai" in " ".join(p.info["cmdline"] or [])
+        and str(model) in " ".join(p.info["cmdline"] or [])
+    ]
+    assert left == [], "the judge's server outlived its run"

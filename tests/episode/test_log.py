@@ -143,7 +143,7 @@ def test_format_3_logs_split_counts_and_turn_rewards_scalars_first(tmp_path: Pat
     assert (held_out.split, held_out.group_id, held_out.turn_rewards) == ("held_out", -1, None)
     lines = (tmp_path / "episodes.jsonl").read_text().splitlines()
     head = summary_of(lines[0])
-    assert head["v"] == 3 and head["split"] == "train" and head["invalid_turns"] == 1
+    assert head["v"] == 4 and head["split"] == "train" and head["invalid_turns"] == 1
     assert not set(head) & {"input_ids", "loss_mask", "turn_rewards"}  # tokens never parsed
     assert summary_of(lines[1])["split"] == "held_out"
 

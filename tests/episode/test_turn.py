@@ -5,12 +5,15 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 
+import numpy as np
 import pytest
 
 from agentgym_rl import _core
 from agentgym_rl.config import ActionFormat
+from agentgym_rl.config.rollout import JudgeConfig, RewardConfig
 from agentgym_rl.episode.dataset import Task
 from agentgym_rl.episode.metrics import RolloutMetrics
+from agentgym_rl.episode.outcome import judged_score
 from agentgym_rl.episode.turn import EnvStepError, EpisodeState, act, play_turn
 from agentgym_rl.episode.types import EnvSpec, EpisodePlan, Generation, TurnBudget
 from agentgym_rl.trajectory import ChatTokenizer
@@ -87,6 +90,75 @@ def test_turn_cap_and_the_invalid_penalty(chat: ChatTokenizer) -> None:
     sample = ep.samples()[0]
     assert sample.reward == -0.25  # -penalty * invalid / turns
     assert sample.loss_mask[-1] == 1  # no observation after the capped turn
+
+
+def judged_episode(chat: ChatTokenizer, reward: RewardConfig, **spec: float) -> EpisodeState:
+    """Three turns (a refused action, a wait, a win scoring 0.8), kept for a judge."""
+    plan = EpisodePlan(Task("noop_1", "noop", 1), 2, TurnBudget(0, 4), "e0")
+    eos = int(chat.eos_token_id or 0)
+    ep = EpisodeState.start(
+        plan,
+        EnvSpec(reward=reward, **spec),  # type: ignore[arg-type]
+        chat,
+        "Reach the door.",
+        max_len=4096,
+        stop_ids=[eos],
+        check_drift=True,
+    )
+    env = FakeEnv(
+        Outcome("a wall", 0.0, invalid=True), Outcome("waited", 0.0), Outcome("won", 0.8, True)
+    )
+    for text in ("Action: walk through wall", "Action: wait", "Action: open door"):
+        turn(ep, generation(chat, text, eos), env, RolloutMetrics())
+    return ep
+
+
+def test_a_judged_score_rescores_the_episode_and_shaping_follows_its_success(
+    chat: ChatTokenizer,
+) -> None:
+    judge = JudgeConfig(model="j", url="http://judge/v1")
+    ep = judged_episode(chat, RewardConfig(source="judge", judge=judge, success_at=0.5))
+    assert ep.first_observation == "Reach the door."
+    assert [reply for reply, _ in ep.exchanges] == [
+        "Action: walk through wall",
+        "Action: wait",
+        "Action: open door",
+    ]
+    assert ep.exchanges[-1][1] == "won"
+    (env_sample,) = ep.samples()
+    assert env_sample.reward == pytest.approx(0.8)
+    (judged,) = ep.samples(judged=0.6)  # asked again: the trajectory is kept
+    assert judged.reward == pytest.approx(0.6)
+    assert list(judged.turn_rewards) == pytest.approx([0.0, 0.0, 0.6])  # the judge's, at the end
+    np.testing.assert_array_equal(judged.input_ids, env_sample.input_ids)
+
+    # below `success_at` it failed: the invalid penalty replaces the judged score
+    shaped = judged_episode(
+        chat, RewardConfig(source="judge", judge=judge), invalid_penalty=0.3, turn_cost=0.5
+    )
+    (low,) = shaped.samples(judged=0.4)
+    assert low.reward == pytest.approx(-0.3 / 3)
+    assert list(low.turn_rewards) == pytest.approx([-0.1, 0.0, 0.0])  # on the refused turn
+    # at or above it succeeded: the turn cost applies to the judged score
+    (high,) = shaped.samples(judged=1.0)
+    assert high.reward == pytest.approx(1.0 * (1 - 0.5 * 3 / 4))
+    assert sum(high.turn_rewards) == pytest.approx(high.reward)
+
+
+def test_env_plus_judge_mixes_the_scores_and_keeps_the_envs_turn_rewards(
+    chat: ChatTokenizer,
+) -> None:
+    rule = RewardConfig(
+        source="env+judge", judge=JudgeConfig(model="j", url="http://j/v1"), judge_weight=0.25
+    )
+    ep = judged_episode(chat, rule)
+    (sample,) = ep.samples(judged=0.0)
+    assert sample.reward == pytest.approx(0.75 * 0.8)
+    assert list(sample.turn_rewards) == pytest.approx([0.0, 0.0, 0.6])
+    assert judged_score("noop", 0.8, 0.0, rule) == (pytest.approx(0.6), True)  # the env's success
+    judge_only = rule.model_copy(update={"source": "judge"})
+    assert judged_score("noop", 0.8, 0.49, judge_only) == (0.49, False)
+    assert judged_score("noop", 0.0, 0.5, judge_only) == (0.5, True)
 
 
 @pytest.mark.parametrize("error", [EnvStepError("HTTP 500"), _core.EnvFailureError("gone")])

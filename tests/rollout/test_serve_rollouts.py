@@ -129,7 +129,7 @@ def test_serve_hands_run_service_the_engines_context(
         started.append(options)
         return engine
 
-    async def run_service(config: object, engine: object, *, sync: bool) -> str:
+    async def run_service(config: object, engine: object, *, sync: bool, judges: object) -> str:
         served.append(config.engine.max_model_len)  # type: ignore[attr-defined]
         return "summary"
 

@@ -3,6 +3,7 @@ and selects episodes with clear errors."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -11,7 +12,7 @@ import pytest
 
 from agentgym_rl.cli import main
 from agentgym_rl.episode.agent import Played
-from agentgym_rl.episode.log import EpisodeLog, EpisodeRecord
+from agentgym_rl.episode.log import EpisodeLog, EpisodeRecord, read_episodes
 from agentgym_rl.learner.credit_log import TrainedLog, TrainedSample
 from agentgym_rl.trajectory import ChatTokenizer
 from agentgym_rl.viewer.transcript import mask_problems, render_plain, render_rich
@@ -224,3 +225,21 @@ def test_a_step_wise_episode_is_one_record_of_its_parts_and_shows_each(
     assert "advantage +0.500 ──" in out and "advantage -0.250 ──" in out
     assert "advantage +1.500 ──" in out and out.count("· not trained ──") == 2
     assert out.count("── turn ") == 5
+
+
+def test_a_judged_episode_shows_the_judge_beside_the_env_and_survives_the_log(
+    chat: ChatTokenizer, tmp_path: Path
+) -> None:
+    verdict = {"score": 0.25, "mode": "group", "prompt": "Attempt 1: ...", "reply": "1: 0.25\n2: 1"}
+    verdict |= {"success": False, "env_reward": 1.0}
+    rec = dataclasses.replace(episode(chat, reward=0.625), judge=verdict)
+    out = render_plain(rec, chat.decode, "0 of 1")
+    assert "judge (group): score 0.25, failure · env reward 1, env says success" in out
+    assert "judge's reply: 1: 0.25 / 2: 1" in out
+
+    path = tmp_path / "episodes.jsonl"
+    path.write_text(rec.to_json() + "\n" + episode(chat).to_json() + "\n")
+    back, plain = read_episodes(path)
+    assert back.judge == verdict and plain.judge is None
+    assert json.loads(path.read_text().splitlines()[0])["v"] == 4
+    assert "judge" not in render_plain(plain, chat.decode, "1 of 2")

@@ -17,7 +17,13 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, field_validator
 
 from agentgym_rl.config.base import ConfigModel
-from agentgym_rl.config.rollout import DEFAULT_TURN_CAPS, ActionFormat, EngineConfig, ToolParser
+from agentgym_rl.config.rollout import (
+    DEFAULT_TURN_CAPS,
+    ActionFormat,
+    EngineConfig,
+    JudgeConfig,
+    ToolParser,
+)
 from agentgym_rl.config.startup import context_misfit, turn_misfit
 
 
@@ -66,6 +72,20 @@ class EvalOptions(ConfigModel):
     """Episodes at once."""
     success_threshold: float | None = None
     """Reward above which an episode counts as a success (default: the env's own rule)."""
+    judge_model: str | None = None
+    """Also score every episode with a judge model (`judging/`): a local HF folder (served by
+    vLLM's OpenAI server, started here), or with `judge_url` the endpoint's model name. The
+    report puts the judge beside the env: agreement, confusion table, correlation."""
+    judge_url: str | None = None
+    """The judge's OpenAI-compatible base URL (None: serve `judge_model` here)."""
+    judge_key_env: str | None = None
+    """The environment variable holding the judge endpoint's API key."""
+    judge_success_at: float = Field(default=0.5, gt=0.0, le=1.0)
+    """A judged score at or above this is the judge's success."""
+    judge_message_chars: int = Field(default=1500, ge=40)
+    """The most of one message the judge reads (`JudgeConfig.message_chars`)."""
+    judge_max_model_len: int = Field(default=4096, ge=256)
+    """A local judge engine's context."""
     progress: bool = True
     """A progress bar."""
     yardsticks: bool = True
@@ -110,6 +130,22 @@ class EvalOptions(ConfigModel):
             grouped.setdefault(env, []).append(address)
         return grouped
 
+    @property
+    def judge(self) -> JudgeConfig | None:
+        """The judge these options name (one call per episode), or None."""
+        if self.judge_model is None:
+            if self.judge_url is not None or self.judge_key_env is not None:
+                raise EvalError("--judge-url and --judge-key-env need --judge-model")
+            return None
+        return JudgeConfig(
+            model=self.judge_model,
+            url=self.judge_url,
+            key_env=self.judge_key_env,
+            message_chars=self.judge_message_chars,
+            max_model_len=self.judge_max_model_len,
+            max_in_flight=min(self.concurrency, 8),
+        )
+
     def check(self, engine_given: bool = False) -> None:
         """Raise `EvalError` naming the flag and the fix for options that do not fit together
         (`engine_given`: the caller brings its own engine instead of a model or an API)."""
@@ -120,6 +156,16 @@ class EvalOptions(ConfigModel):
             raise EvalError("--split is required (or --run RUN_DIR: the run's held-out split)")
         if self.api_base is not None and not self.api_model:
             raise EvalError("--api-base needs --api-model NAME (the served model's name)")
+        judge = self.judge
+        if (
+            judge is not None
+            and judge.url is None
+            and not (Path(judge.model) / "config.json").is_file()
+        ):
+            raise EvalError(
+                f"--judge-model {judge.model}: not a local HF checkpoint (no config.json); "
+                "or give the endpoint serving it with --judge-url"
+            )
         if self.model is not None and not (self.model / "config.json").is_file():
             raise EvalError(
                 f"--model {self.model}: not a local HF checkpoint (no config.json); "

@@ -186,6 +186,85 @@ ToolParser = Literal["auto", "hermes", "llama3", "mistral"]
 """How a reply writes a tool call (`auto`: the chat template's own family)."""
 
 
+RewardSource = Literal["env", "judge", "env+judge"]
+JudgeMode = Literal["episode", "group"]
+
+
+class JudgeConfig(ConfigModel):
+    """A judge model that scores finished episodes from their transcripts
+    (`judging/`). The names are WebArena's judge options' (`judge_url`, `judge_model`,
+    `judge_key_env`) without their prefix."""
+
+    model: str = Field(min_length=1)
+    """With `url`: the model name the endpoint serves. Without: a local HF folder, served by a
+    vLLM engine of its own (an OpenAI-compatible server the rollout server starts and stops)."""
+    url: str | None = None
+    """An OpenAI-compatible base URL (`http://host:8000/v1`); None: serve `model` locally."""
+    key_env: str | None = None
+    """The environment variable holding the endpoint's API key (never the key itself)."""
+    mode: JudgeMode = "episode"
+    """`episode`: one call per episode, scored alone; `group`: one call per group, its episodes
+    scored against each other (RULER's relative ranking)."""
+    rubric: str | None = None
+    """The judge's prompt template (None: `judging/rubric.py`'s for the mode). Per episode it
+    fills `{task}`, `{transcript}`, `{reference}`; per group `{task}`, `{attempts}`, `{n}`,
+    `{reference}`. The reply format is the rubric's to ask for: `SCORE: x`, or `k: x` lines."""
+    guided: bool | None = None
+    """Constrain replies to the score format by the server's guided decoding (vLLM's
+    `structured_outputs`). None: on for a local judge, off for a `url` (an endpoint that does
+    not know the field may refuse the request)."""
+    message_chars: int = Field(default=1500, ge=40)
+    """The most of one message (the task, a reply, an observation) the judge reads: its head
+    and tail. Size it to the judge's context: a group prompt holds every episode's turns."""
+    max_tokens: int = Field(default=64, ge=1)
+    """The judge's reply, in tokens (a score line needs few; room for reasoning before it)."""
+    temperature: float = Field(default=0.0, ge=0.0)
+    """The judge's sampling temperature (0: greedy, the same transcript the same score)."""
+    max_in_flight: int = Field(default=8, ge=1)
+    """Judge requests open at once; the rest wait."""
+    retries: int = Field(default=3, ge=0)
+    """Retries of a request that failed in a way that may pass (no connection, timeout, 429,
+    5xx), with exponential backoff from `backoff_s`; then the group fails, counted."""
+    backoff_s: float = Field(default=1.0, ge=0.0)
+    """The first retry's wait; each later one waits twice the one before."""
+    timeout_s: float = Field(default=60.0, gt=0.0)
+    """One judge request's time limit (a timeout is retried)."""
+    dtype: str = "float32"
+    """A local judge engine's dtype (`float32` on a CPU without native bf16)."""
+    max_model_len: int = Field(default=4096, ge=256)
+    """A local judge engine's context (prompts longer than it fail their group)."""
+
+    @property
+    def is_guided(self) -> bool:
+        return self.url is None if self.guided is None else self.guided
+
+
+class RewardConfig(ConfigModel):
+    """Where an episode's reward comes from."""
+
+    source: RewardSource = "env"
+    """`env`: the env's score; `judge`: the judge's score in [0, 1] instead; `env+judge`: the
+    env's reward scaled by `1 - judge_weight` plus the judge's by `judge_weight`."""
+    judge: JudgeConfig | None = None
+    """The judge (needed unless `source` is `env`)."""
+    success_at: float = Field(default=0.5, gt=0.0, le=1.0)
+    """`judge`: an episode succeeded when its judged score is at least this (logged beside the
+    env's own success); `env+judge` keeps the env's success. Shaping (`invalid_penalty`,
+    `turn_cost`) follows that success, as it follows the env's otherwise."""
+    judge_weight: float = Field(default=0.5, ge=0.0, le=1.0)
+    """`env+judge`: the judge's share of the reward."""
+
+    @model_validator(mode="after")
+    def judge_when_judged(self) -> RewardConfig:
+        if self.source != "env" and self.judge is None:
+            raise ValueError(f"reward.source {self.source!r} needs reward.judge")
+        if self.source == "env" and self.judge is not None:
+            raise ValueError(
+                "reward.judge is set but reward.source is 'env': say judge or env+judge"
+            )
+        return self
+
+
 class EnvSettings(ConfigModel):
     """How one environment's servers are spoken to and its actions read."""
 
@@ -234,6 +313,8 @@ class EnvSettings(ConfigModel):
     context: ContextConfig = Field(default_factory=ContextConfig)
     """Step-wise context: `{history_turns: k}` keeps the last k turns in each prompt, one sample
     per turn (default `full`: the whole history, one sample per episode)."""
+    reward: RewardConfig = Field(default_factory=RewardConfig)
+    """Where the reward comes from: the env (default), a judge model, or both."""
 
     @model_validator(mode="before")
     @classmethod

@@ -52,6 +52,10 @@ class Played:
     """Of those, the turns that ran to the token cap (`EpisodeState.runaway`)."""
     forks: int = 0
     """A user agent's episode: segments forked off (`gateway/episodes.py`)."""
+    state: EpisodeState | None = None
+    """The training agent's finished episode, from which a judge's score rescores `samples`."""
+    judged: dict[str, Any] | None = None
+    """A judge's verdict on it (`judging.judge.Verdict.to_dict`), when one scored it."""
 
     @property
     def sample(self) -> _core.Sample:
@@ -132,7 +136,7 @@ class AgentLoop:
                     **self.sampling,
                 )
             await play_turn(ep, gen, step, self.metrics)
-        played = Played(ep.samples(), ep.failure, ep.invalid, runaway=ep.runaway)
+        played = Played(ep.samples(), ep.failure, ep.invalid, runaway=ep.runaway, state=ep)
         self.metrics.record_episode(played.sample, plan.task.env, drift=played.drift)
         return played
 

@@ -16,7 +16,10 @@ adds `split` (`train`, or `held_out` for a held-out evaluation's episode, logged
 `turn_rewards` (per generated turn, where the env gives them; else absent), and writes the
 episode's scalars before its token arrays, so that `summary_of(line)` reads a line's scalars
 without parsing its tokens (what the run viewer's index does over a million lines); lines of
-versions 1 and 2 read with `split` "train" and the new counts unknown (None).
+versions 1 and 2 read with `split` "train" and the new counts unknown (None). Version 4 adds
+`judge` where a judge scored the episode (`judging/`): its `score`, `mode`, `prompt`, `reply`,
+`success` (by the reward's `success_at`) and `env_reward`; `reward` is then the judged reward
+and `success` stays the env's own verdict, so a log shows the judge beside the truth.
 Each line is written with one `write` and flushed,
 so a reader (`agentgym-rl show`, `agentgym-rl view`) sees whole episodes while the run goes on.
 `read_episodes(path)` yields `EpisodeRecord`s; a malformed line raises `EpisodeLogError` naming
@@ -45,9 +48,9 @@ if TYPE_CHECKING:
 EPISODES_FILE = "episodes.jsonl"
 EVAL_EPISODES_FILE = "eval_episodes.jsonl"
 """A held-out evaluation's outcome per episode (`rollout/held_out.py`), no tokens."""
-FORMAT_VERSION = 3
+FORMAT_VERSION = 4
 """Version 2 added `parts`, version 3 `split`, `invalid_turns`, `forks`, `turn_rewards` and the
-scalars-first order; version 1 lines read as episodes of one part."""
+scalars-first order, version 4 `judge`; version 1 lines read as episodes of one part."""
 SPLITS = ("train", "held_out")
 ARRAY_KEYS: tuple[str, ...] = ("input_ids", "loss_mask", "logprobs", "versions", "turn_spans")
 ARRAY_KEYS += ("parts", "turn_rewards")
@@ -97,6 +100,8 @@ class EpisodeRecord:
     """A user agent's episode: segments forked off (`gateway/episodes.py`); else 0."""
     turn_rewards: list[float] | None = None
     """The reward of each generated turn, where the env gives them; else None."""
+    judge: dict[str, Any] | None = None
+    """A judge's verdict on the episode (see the module docstring); None when none judged it."""
 
     @property
     def trained_tokens(self) -> int:
@@ -114,7 +119,7 @@ class EpisodeRecord:
         d.update((f.name, getattr(self, f.name)) for f in fields(self) if f.name not in ARRAY_KEYS)
         d.update((key, getattr(self, key)) for key in ARRAY_KEYS)
         d["turn_spans"] = [list(s) for s in self.turn_spans]
-        for key in ("parts", "turn_rewards"):
+        for key in ("parts", "turn_rewards", "judge"):
             if d[key] is None:
                 del d[key]
         if self.parts is not None:
@@ -176,6 +181,7 @@ def record_of(
     split: str = "train",
     invalid_turns: int | None = None,
     forks: int = 0,
+    judge: dict[str, Any] | None = None,
 ) -> EpisodeRecord:
     """The log record of one finished episode (its one sample, or its samples in order)."""
     parts = [samples] if not isinstance(samples, Sequence) else list(samples)
@@ -202,7 +208,8 @@ def record_of(
         group_id=int(group_id),
         request_id=plan.request_id,
         reward=float(last.reward),
-        success=is_success(plan.task.env, float(last.reward)),
+        # the env's verdict, also on a judged episode (whose reward is the judge's)
+        success=is_success(plan.task.env, float((judge or {}).get("env_reward", last.reward))),
         status=last.status,
         turns=int(last.turns),
         turn_cap=int(last.turn_cap),
@@ -225,6 +232,7 @@ def record_of(
         invalid_turns=invalid_turns,
         forks=forks,
         turn_rewards=[round(float(r), 6) for r in rewards] if per_turn else None,
+        judge=judge,
     )
 
 
@@ -275,6 +283,7 @@ class EpisodeLog:
             split=split,
             invalid_turns=played.invalid,
             forks=played.forks,
+            judge=played.judged,
         )
 
     def write(self, rec: EpisodeRecord) -> None:

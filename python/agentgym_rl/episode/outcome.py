@@ -9,11 +9,21 @@ credit declares otherwise (`score_scale`, `success_at`):
 
 - SciWorld scores 0-100 with partial credit for finished subgoals (-100 for a failed task): the
   reward is score / 100 (so in [-1, 1]), and success is the task completed (score 100).
+
+With a judge (`rollout.envs[].reward`), `judged_score` gives the score an episode's reward is
+shaped from and the success its shaping follows: `judge`, the judged score in [0, 1] and success
+at `success_at`; `env+judge`, the env's reward and the judge's score mixed by `judge_weight`,
+and the env's success.
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from agentgym_rl.env_discovery import env_traits
+
+if TYPE_CHECKING:
+    from agentgym_rl.config.rollout import RewardConfig
 
 
 def reward_of(env: str, score: float) -> float:
@@ -27,3 +37,12 @@ def is_success(env: str, reward: float, env_failure: bool = False) -> bool:
         return False
     at = env_traits(env).success_at
     return reward > 0.0 if at is None else reward >= at - 1e-9
+
+
+def judged_score(env: str, reward: float, judged: float, rule: RewardConfig) -> tuple[float, bool]:
+    """(score, success) of an episode of `env` whose env reward is `reward` and whose judge
+    scored it `judged` (see the module docstring)."""
+    if rule.source == "judge":
+        return judged, judged >= rule.success_at - 1e-9
+    w = rule.judge_weight
+    return (1.0 - w) * reward + w * judged, is_success(env, reward)

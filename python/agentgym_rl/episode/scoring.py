@@ -51,6 +51,8 @@ class EvalRecord:
     turns: int | None = None
     runaway_turns: int | None = None
     """Turns that ran to the token cap without a parsable action (the token-level agent)."""
+    judged: float | None = None
+    """A judge's score of the episode (`eval --judge-model/--judge-url`); None: not judged."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +78,8 @@ class EvalReport:
     meta: dict[str, Any] = field(default_factory=dict)
     yardsticks: dict[str, dict[str, Any]] = field(default_factory=dict)
     """Per env, chance and rule by category (`episode/yardsticks.py`), shown beside each row."""
+    judge_success_at: float | None = None
+    """With judged records: a judged score at or above it is the judge's success."""
 
     def row(self, env: str, category: str = ALL) -> Row:
         for r in self.rows:
@@ -101,8 +105,19 @@ class EvalReport:
             "statuses": dict(sorted(statuses.items())),
             "env_failures": {"episodes": sum(c for _, c in reasons), "reasons": dict(reasons)},
             "yardsticks": self.yardsticks,
+            **({"judge": self.judge_agreement()} if self.has_judge() else {}),
             "episodes": [asdict(r) for r in self.records],
         }
+
+    def has_judge(self) -> bool:
+        return self.judge_success_at is not None and any(r.judged is not None for r in self.records)
+
+    def judge_agreement(self) -> dict[str, Any]:
+        """Per env and overall, the judge beside the env (`judge_agreement`)."""
+        at = self.judge_success_at if self.judge_success_at is not None else 0.5
+        envs = sorted({r.env for r in self.records})
+        out = {env: judge_agreement([r for r in self.records if r.env == env], at) for env in envs}
+        return {"success_at": at, **out, ALL: judge_agreement(self.records, at)}
 
     def write(self, out_dir: str | Path) -> tuple[Path, Path]:
         """Write `eval.md` and `eval.json` into `out_dir` (created); returns both paths."""
@@ -112,6 +127,43 @@ class EvalReport:
         md.write_text(self.to_markdown())
         js.write_text(json.dumps(self.to_dict(), indent=1) + "\n")
         return md, js
+
+
+def judge_agreement(records: Sequence[EvalRecord], success_at: float) -> dict[str, Any]:
+    """The judged records' scores against the env's verdict: how many were judged, the mean
+    score, the share where the judge's success (score >= `success_at`) is the env's, the
+    confusion table, and the correlation of score and env reward (None when either is
+    constant)."""
+    judged = [r for r in records if r.judged is not None]
+    both = sum(r.success and r.judged >= success_at for r in judged)  # type: ignore[operator]
+    judge_only = sum(not r.success and r.judged >= success_at for r in judged)  # type: ignore[operator]
+    env_only = sum(r.success for r in judged) - both
+    neither = len(judged) - both - judge_only - env_only
+    scores = [float(r.judged) for r in judged]  # type: ignore[arg-type]
+    return {
+        "episodes": len(judged),
+        "mean_score": sum(scores) / len(scores) if scores else None,
+        "agreement": (both + neither) / len(judged) if judged else None,
+        "confusion": {
+            "both": both,
+            "judge_only": judge_only,
+            "env_only": env_only,
+            "neither": neither,
+        },
+        "correlation": _correlation(scores, [r.reward for r in judged]),
+    }
+
+
+def _correlation(xs: Sequence[float], ys: Sequence[float]) -> float | None:
+    n = len(xs)
+    if n < 2:
+        return None
+    mx, my = sum(xs) / n, sum(ys) / n
+    sx = sum((x - mx) ** 2 for x in xs) ** 0.5
+    sy = sum((y - my) ** 2 for y in ys) ** 0.5
+    if sx == 0 or sy == 0:
+        return None
+    return sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / (sx * sy)
 
 
 def env_failure_reasons(records: Iterable[EvalRecord]) -> list[tuple[str, int]]:
@@ -222,6 +274,8 @@ def to_markdown(report: EvalReport) -> str:
     failed = failure_lines(report.env_failures(), len(report.records), markdown=True)
     if failed:
         lines += ["", *failed]
+    if report.has_judge():
+        lines += ["", *judge_lines(report.judge_agreement())]
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
@@ -249,6 +303,27 @@ def _table(n: int, rows: list[Row], sticks: dict[str, Any] | None = None) -> lis
             f"chance: the env's random valid action each turn; rule: {rule_name} "
             f"(same tasks, turn cap {sticks.get('turn_cap')})",
         ]
+    return lines
+
+
+def judge_lines(agreement: dict[str, Any]) -> list[str]:
+    """The judge beside the env, a markdown table per env and overall."""
+    lines = [
+        f"**judge** (success at score >= {agreement['success_at']:g}):",
+        "",
+        "| env | judged | mean score | agreement | both | judge only | env only | neither | "
+        "correlation |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for env, a in agreement.items():
+        if env == "success_at" or not a["episodes"]:
+            continue
+        c = a["confusion"]
+        corr = "-" if a["correlation"] is None else f"{a['correlation']:.2f}"
+        lines.append(
+            f"| {env} | {a['episodes']} | {a['mean_score']:.3f} | {100 * a['agreement']:.1f} | "
+            f"{c['both']} | {c['judge_only']} | {c['env_only']} | {c['neither']} | {corr} |"
+        )
     return lines
 
 

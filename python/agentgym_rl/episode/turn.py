@@ -41,7 +41,7 @@ from agentgym_rl.episode.context import (
     part_id,
 )
 from agentgym_rl.episode.metrics import RolloutMetrics
-from agentgym_rl.episode.outcome import reward_of
+from agentgym_rl.episode.outcome import judged_score, reward_of
 from agentgym_rl.episode.prompts import episode_prefix, observation_message
 from agentgym_rl.episode.state_keys import state_key
 from agentgym_rl.episode.tools import ToolReader, ToolReading, tool_message
@@ -179,12 +179,19 @@ async def act_on_calls(step: StepEnv, reading: ToolReading, score: float) -> Act
 
 
 def episode_reward(
-    score: float, status: Status, turns: int, invalid: int, spec: EnvSpec, turn_cap: int
+    score: float,
+    status: Status,
+    turns: int,
+    invalid: int,
+    spec: EnvSpec,
+    turn_cap: int,
+    success: bool | None = None,
 ) -> float:
     """The reward an episode trains on, shaped by its env's `spec`: the env's score (raised to
-    `spec.reward_floor` when set); with an `invalid_penalty`, a failed episode (score <= 0, not
-    an env failure) gets `-penalty * invalid / turns` instead; with a `turn_cost`, a success gets
-    `score * (1 - turn_cost * turns / turn_cap)`.
+    `spec.reward_floor` when set); with an `invalid_penalty`, a failed episode (not an env
+    failure) gets `-penalty * invalid / turns` instead; with a `turn_cost`, a success gets
+    `score * (1 - turn_cost * turns / turn_cap)`. A success is `score > 0`, unless `success`
+    says otherwise (a judged episode: `outcome.judged_score`).
 
     Why: GRPO learns nothing from a group whose episodes all fail with the same score, and a
     small policy's commonest failure is repeating a refused action until the turn cap. The
@@ -195,9 +202,10 @@ def episode_reward(
     a refused action a success repeated is reinforced as much as the one that helped, and a
     greedy policy learns to loop (TextCraft); below 1 a success still scores above 0."""
     score = _floored(score, spec)
-    if _costs_turns(score, spec, turn_cap):
+    won = score > 0.0 if success is None else success
+    if _costs_turns(won, spec, turn_cap):
         return score * (1.0 - spec.turn_cost * min(turns, turn_cap) / turn_cap)
-    if _penalised(score, status, turns, spec):
+    if _penalised(won, status, turns, spec):
         return -spec.invalid_penalty * invalid / turns
     return score
 
@@ -210,6 +218,7 @@ def turn_shaped_rewards(
     turns: int,
     spec: EnvSpec,
     turn_cap: int,
+    success: bool | None = None,
 ) -> list[float]:
     """Per generated turn, the reward it trains on; they sum to `episode_reward` of the same
     arguments. Each turn keeps the change of the env's score it made (`env_rewards`). With
@@ -222,13 +231,14 @@ def turn_shaped_rewards(
     rewards = [float(r) for r in env_rewards]
     if not rewards:
         return rewards
-    reward = episode_reward(score, status, turns, sum(invalid), spec, turn_cap)
+    reward = episode_reward(score, status, turns, sum(invalid), spec, turn_cap, success)
     if spec.shaping_on == "each_turn":
         floored = _floored(score, spec)
-        if _costs_turns(floored, spec, turn_cap):
+        won = floored > 0.0 if success is None else success
+        if _costs_turns(won, spec, turn_cap):
             for t in range(min(len(rewards), turn_cap)):
                 rewards[t] -= floored * spec.turn_cost / turn_cap
-        elif _penalised(floored, status, turns, spec):
+        elif _penalised(won, status, turns, spec):
             for t, refused in enumerate(invalid):
                 rewards[t] -= spec.invalid_penalty / turns if refused else 0.0
     rewards[-1] += reward - sum(rewards)
@@ -239,17 +249,12 @@ def _floored(score: float, spec: EnvSpec) -> float:
     return score if spec.reward_floor is None else max(score, spec.reward_floor)
 
 
-def _costs_turns(score: float, spec: EnvSpec, turn_cap: int) -> bool:
-    return score > 0.0 and spec.turn_cost > 0.0 and turn_cap > 0
+def _costs_turns(won: bool, spec: EnvSpec, turn_cap: int) -> bool:
+    return won and spec.turn_cost > 0.0 and turn_cap > 0
 
 
-def _penalised(score: float, status: Status, turns: int, spec: EnvSpec) -> bool:
-    return (
-        spec.invalid_penalty > 0.0
-        and score <= 0.0
-        and turns > 0
-        and status is not Status.ENV_FAILURE
-    )
+def _penalised(won: bool, status: Status, turns: int, spec: EnvSpec) -> bool:
+    return spec.invalid_penalty > 0.0 and not won and turns > 0 and status is not Status.ENV_FAILURE
 
 
 def finish_sample(
@@ -315,6 +320,12 @@ class EpisodeState:
     """Per generated turn: `state_key` of the state it acted from."""
     last_action: str | None = None
     """The action the previous turn named (normalised), for the repeated-action count."""
+    first_observation: str = ""
+    """The env's first observation (the task, as a judge reads it)."""
+    finished: list[Trajectory] | None = None
+    """The context's trajectories once finished (`samples` may be asked again: a judge's)."""
+    exchanges: list[tuple[str, str]] = field(default_factory=list)
+    """Per generated turn: its text and what came back (a judge's transcript)."""
 
     @classmethod
     def start(
@@ -341,7 +352,15 @@ class EpisodeState:
             prompt_version=plan.dispatch_version,
         )
         context = episode_context(builds, prefix, spec.history_turns)
-        return cls(plan, spec, context, chat, frozenset(stop_ids), observed=first_observation)
+        return cls(
+            plan,
+            spec,
+            context,
+            chat,
+            frozenset(stop_ids),
+            observed=first_observation,
+            first_observation=first_observation,
+        )
 
     @property
     def stop(self) -> tuple[str, ...]:
@@ -361,24 +380,39 @@ class EpisodeState:
             self.status = Status.TRUNCATED
         return n
 
-    def samples(self) -> tuple[_core.Sample, ...]:
+    def samples(self, judged: float | None = None) -> tuple[_core.Sample, ...]:
         """The finished episode's samples, in turn order (one with the whole history; one per
-        turn with a window), each with the episode's reward (`episode_reward`) and status."""
+        turn with a window), each with the episode's reward (`episode_reward`) and status.
+        `judged`: a judge's score, which the env's `reward` settings turn into the score the
+        reward is shaped from and the success shaping follows (`outcome.judged_score`); the
+        env's per-turn rewards keep the env's share of the reward, and the rest lands on the
+        last turn."""
         assert self.status is not None, "the episode is still running"
-        score = reward_of(self.plan.task.env, self.score)
+        env = self.plan.task.env
+        score, success = reward_of(env, self.score), None
+        env_rewards = self.turn_rewards
+        if judged is not None:
+            rule = self.spec.reward
+            kept = 0.0 if rule.source == "judge" else 1.0 - rule.judge_weight
+            score, success = judged_score(env, score, judged, rule)
+            env_rewards = [kept * r for r in self.turn_rewards]
+        turn_cap = self.plan.budget.turn_cap
         reward = episode_reward(
-            score, self.status, self.turns, self.invalid, self.spec, self.plan.budget.turn_cap
+            score, self.status, self.turns, self.invalid, self.spec, turn_cap, success
         )
         rewards = turn_shaped_rewards(
             score,
             self.status,
-            self.turn_rewards,
+            env_rewards,
             self.turn_invalid,
             self.turns,
             self.spec,
-            self.plan.budget.turn_cap,
+            turn_cap,
+            success,
         )
-        parts = self.context.parts()
+        if self.finished is None:
+            self.finished = self.context.parts()
+        parts = self.finished
         if isinstance(self.context, FullHistory):
             sample = finish_sample(
                 self.plan,
@@ -424,6 +458,7 @@ async def play_turn(
         step, text, ep.spec.action_format, ep.score, tools=ep.spec.tools, turn=ep.turns
     )
     ep.turn_rewards.append(reward_of(env, acted.score) - reward_of(env, ep.score))
+    ep.exchanges.append((text, "\n".join(m["content"] for m in acted.messages)))
     ep.turn_invalid.append(bool(acted.invalid))
     if acted.stepped and not acted.invalid:
         # the state changed; a parser's feedback or a refusal is no state (the same text

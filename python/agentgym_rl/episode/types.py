@@ -16,11 +16,13 @@ from dataclasses import dataclass
 from typing import Literal, Protocol
 
 from agentgym_rl.config import ActionFormat
-from agentgym_rl.config.rollout import ShapingOn
+from agentgym_rl.config.rollout import RewardConfig, ShapingOn
 from agentgym_rl.episode.dataset import Task
 from agentgym_rl.episode.tools import ToolReader
 
 FinishReason = Literal["stop", "length", "abort"]
+ENV_REWARD = RewardConfig()
+"""Rewards from the env alone (no judge)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +84,8 @@ class EnvSpec:
     """Turns each prompt keeps (`episode/context.py`; None: the whole history)."""
     shaping_on: ShapingOn = "each_turn"
     """Which turns carry the penalty and the cost (`turn.turn_shaped_rewards`)."""
+    reward: RewardConfig = ENV_REWARD
+    """Where the reward comes from (a judge's score: `EpisodeState.samples(judged=...)`)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,6 +19,7 @@ template's own), as training reads them.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 import uuid
@@ -38,6 +39,7 @@ from agentgym_rl.episode.tools import tool_reader
 from agentgym_rl.episode.types import Engine, EnvSpec
 from agentgym_rl.episode.yardsticks import YARDSTICKS_FILE, yardsticks
 from agentgym_rl.evaluation.runner import EvalSettings, Policy, run_episodes
+from agentgym_rl.judging.serving import served_judge
 from agentgym_rl.processes.env_servers import LocalEnvServers, options_for
 from agentgym_rl.trajectory import ChatTokenizer
 
@@ -154,6 +156,8 @@ async def run_evaluation(options: EvalOptions, *, engine: Engine | None = None) 
         "options": options.model_dump(mode="json"),
     }
     report = summarize(records, meta)
+    if options.judge is not None:
+        report.judge_success_at = options.judge_success_at
     if options.yardsticks:
         report.yardsticks = await asyncio.to_thread(_yardsticks, options, tasks)
     if options.out is not None:
@@ -189,8 +193,13 @@ async def _run(
             if engine is None:
                 started = engine = await start_engine(options)
             policy = _agent_policy(options, engine, pool, tasks)
-        with EvalProgress(len(tasks) * settings.n, enabled=options.progress) as bar:
-            return await run_episodes(policy, tasks, settings, run_id=run_id, on_episode=bar.add)
+        config, out = options.judge, options.out or Path("runs/eval")
+        judging = served_judge(config, out) if config else contextlib.nullcontext(None)
+        async with judging as judge:
+            with EvalProgress(len(tasks) * settings.n, enabled=options.progress) as bar:
+                return await run_episodes(
+                    policy, tasks, settings, run_id=run_id, on_episode=bar.add, judge=judge
+                )
     finally:
         if policy is not None:
             await policy.aclose()

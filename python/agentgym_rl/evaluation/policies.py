@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -53,6 +54,8 @@ from agentgym_rl.evaluation.tool_calls import (
     assistant_message,
     read_api_calls,
 )
+from agentgym_rl.judging.groups import transcript_of
+from agentgym_rl.judging.rubric import Transcript
 from agentgym_rl.wire.types import Status
 
 Message = dict[str, Any]
@@ -81,6 +84,7 @@ class AgentPolicy:
             int(sample.turns),
             played.failure,
             runaway_turns=played.runaway,
+            transcript=transcript_of(played),
         )
 
     async def aclose(self) -> None:
@@ -176,6 +180,7 @@ class TextPolicy:
         score, turn = 0.0, 0
         failure: str | None = None
         starts: list[int] = []  # where each turn's reply starts in `messages`
+        exchanges: list[tuple[str, str]] = []  # a judge's transcript
         step = partial(self.pool.step, episode)
         while True:
             shown = recent(messages, starts, spec.history_turns)
@@ -194,6 +199,8 @@ class TextPolicy:
                 messages.append(sent)
                 acted = await act_on_calls(step, reading, score)
             score = acted.score
+            said = messages[-1].get("content") or json.dumps(messages[-1].get("tool_calls"))
+            exchanges.append((str(said), "\n".join(m["content"] for m in acted.messages)))
             if acted.ended is not None:
                 status, failure = acted.ended, acted.failure
                 break
@@ -202,7 +209,10 @@ class TextPolicy:
                 break
             messages.extend(acted.messages)
         reward = reward_of(task.env, score)
-        return EpisodeOutcome(reward, status.value, turn, failure, tuple(messages))
+        transcript = Transcript(observation, tuple(exchanges))
+        return EpisodeOutcome(
+            reward, status.value, turn, failure, tuple(messages), transcript=transcript
+        )
 
 
 class FunctionPolicy(TextPolicy):

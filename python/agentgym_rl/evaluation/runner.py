@@ -9,7 +9,9 @@ recorded as a failure with status "error" and logged, so one bad task never hide
 an `EvalError` stops the run instead. An episode that ended as an env failure keeps the reason
 its policy gave (`EvalRecord.failure`). `on_episode(record)` is called as each episode ends
 (progress bars). A `Policy` owns how turns are produced (token-in/token-out through the training
-agent loop, or chat text over HTTP).
+agent loop, or chat text over HTTP). With a `judge`, each episode that reports its transcript
+and did not end as an env failure is scored by it too (`EvalRecord.judged`); a judge that fails
+an episode leaves it unjudged (logged), never a 0.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ from agentgym_rl.config.evaluate import EvalError
 from agentgym_rl.episode.dataset import Task
 from agentgym_rl.episode.outcome import is_success
 from agentgym_rl.episode.scoring import EvalRecord
+from agentgym_rl.judging.judge import Judge, JudgeFailed
+from agentgym_rl.judging.rubric import Transcript
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +46,8 @@ class EpisodeOutcome:
     in tool mode with `tool_calls` and `role: tool` messages."""
     runaway_turns: int | None = None
     """Turns that ran to the token cap without a parsable action (the token-level agent)."""
+    transcript: Transcript | None = None
+    """The episode as a judge reads it (None: not kept)."""
 
 
 class Policy(Protocol):
@@ -79,6 +85,7 @@ async def run_episodes(
     *,
     run_id: str = "eval",
     on_episode: Callable[[EvalRecord], None] | None = None,
+    judge: Judge | None = None,
 ) -> list[EvalRecord]:
     """One record per (task, sample), in that order; see the module docstring."""
     gate = asyncio.Semaphore(settings.concurrency)
@@ -88,6 +95,7 @@ async def run_episodes(
             rid = f"{run_id}-{task.item_id}-s{k}"
             failure: str | None = None
             turns = runaway = None
+            judged: float | None = None
             try:
                 out = await policy.episode(task, turn_cap=settings.turn_cap, request_id=rid)
                 reward, status, failure = out.reward, out.status, out.failure
@@ -97,6 +105,8 @@ async def run_episodes(
             except Exception:
                 log.exception("episode %s failed; counted as a failure", rid)
                 reward, status = 0.0, "error"
+            else:
+                judged = await _judged(judge, out, rid)
         rec = EvalRecord(
             env=task.env,
             category=task.category,
@@ -111,9 +121,20 @@ async def run_episodes(
             failure=failure,
             turns=turns,
             runaway_turns=runaway,
+            judged=judged,
         )
         if on_episode is not None:
             on_episode(rec)
         return rec
 
     return list(await asyncio.gather(*(one(t, k) for t in tasks for k in range(settings.n))))
+
+
+async def _judged(judge: Judge | None, out: EpisodeOutcome, rid: str) -> float | None:
+    if judge is None or out.transcript is None or out.status == "env_failure":
+        return None
+    try:
+        return (await judge.score(out.transcript)).score
+    except JudgeFailed as e:
+        log.warning("episode %s: not judged: %s", rid, e)
+        return None

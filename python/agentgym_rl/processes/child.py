@@ -42,7 +42,7 @@ from agentgym_rl.processes.orphans import PARENT_ENV, parent_death_signal
 POLL_S = 0.1
 """How often readiness is polled."""
 
-Role = Literal["init", "env", "learn", "rollout"]
+Role = Literal["init", "env", "learn", "rollout", "judge"]
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,11 @@ Contract:
   has been sent.
 - With an `InFlightSizer` (`buffer.in_flight: auto`), the buffer's in-flight cap is set every
   `resize_every_s` from the window's time in the engine over the episodes' time alive.
+- With `judges` (an env's `reward.source` names a judge), that env's finished episodes are held
+  until their group's last one ends, then the group is judged (`judging/groups.py`) in that
+  episode's task while the loop goes on, and goes to the buffer rescored. A group the judge
+  cannot score is dropped: its episodes counted aborted, the ledger saying aborted, the judge's
+  counters its failure.
 - With a `GroupLedger`, every group is recorded as dispatched, then ready, filtered or aborted;
   a ready one then as sent, dropped as stale or (at exit) unsent (`wire/ledger.py`): the run's
   group accounting, which counts the groups a killed server had in flight.
@@ -30,7 +35,7 @@ import contextlib
 import logging
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -39,6 +44,8 @@ from agentgym_rl.episode.agent import Played
 from agentgym_rl.episode.log import EpisodeLog
 from agentgym_rl.episode.metrics import RolloutMetrics
 from agentgym_rl.episode.types import Engine, EpisodePlan
+from agentgym_rl.judging.groups import GroupJudge, judge_counters
+from agentgym_rl.judging.judge import JudgeFailed
 from agentgym_rl.rollout.curriculum import Tasks, note_outcome
 from agentgym_rl.rollout.in_flight import InFlightSizer
 from agentgym_rl.rollout.pending import PendingTasks
@@ -95,6 +102,7 @@ class Dispatcher:
         ledger: GroupLedger | None = None,
         sizer: InFlightSizer | None = None,
         resize_every_s: float = 1.0,
+        judges: Mapping[str, GroupJudge] | None = None,
     ) -> None:
         self.agent, self.buffer, self.source = agent, buffer, source
         self.schedule, self.stream = schedule, stream
@@ -106,6 +114,9 @@ class Dispatcher:
         self.episode_log = episode_log  # finished episodes, for `agentgym-rl show`
         self.ledger = ledger
         self.sizer, self.resize_every_s = sizer, resize_every_s
+        self.judges = dict(judges or {})
+        # a judged env's finished episodes, by group, until the group's last one ends
+        self._held: dict[int, list[tuple[EpisodePlan, Played, asyncio.Task[None] | None]]] = {}
         self._sized = (0.0, 0.0)  # the integrals at the last resize
         if sizer is not None:
             buffer.max_in_flight = sizer.first
@@ -179,9 +190,18 @@ class Dispatcher:
             return
         if played.failure is not None:
             log.warning("episode %s: env failure: %s", plan.request_id, played.failure)
+        note_outcome(self.source, plan.task, played)
+        judge = self.judges.get(plan.task.env)
+        if judge is None:
+            self._add(group_id, plan, played)
+        else:
+            await self._judged(group_id, plan, played, judge)
+        self._wake.set()
+
+    def _add(self, group_id: int, plan: EpisodePlan, played: Played) -> None:
+        """A finished (and, where judged, rescored) episode: logged, then into its group."""
         if self.episode_log is not None:
             self.episode_log.record(played, plan, group_id)
-        note_outcome(self.source, plan.task, played)
         if group_id in self.groups:
             outcome = self.buffer.add_episode(group_id, list(played.samples))
             if outcome != "pending":
@@ -191,7 +211,37 @@ class Dispatcher:
                 if outcome == "ready":
                     self._queued.append((group_id, key))
                 self._record(outcome, key)  # "ready" or "filtered"
-        self._wake.set()
+
+    async def _judged(
+        self, group_id: int, plan: EpisodePlan, played: Played, judge: GroupJudge
+    ) -> None:
+        """Hold the episode; the group's last one has the group judged, then adds them all."""
+        if group_id not in self.groups:
+            return  # its group was aborted
+        held = self._held.setdefault(group_id, [])
+        held.append((plan, played, asyncio.current_task()))  # type: ignore[arg-type]
+        if len(held) < self.buffer.group_size:
+            return
+        try:
+            rescored = await judge.rescore([p for _, p, _ in held])
+        except JudgeFailed as e:
+            log.warning("group %d (%s) not judged, dropped: %s", group_id, plan.task.item_id, e)
+            self._drop_unjudged(group_id)
+            return
+        except Exception:
+            log.exception("group %d (%s): judging failed; dropped", group_id, plan.task.item_id)
+            self._drop_unjudged(group_id)
+            return
+        self._held.pop(group_id, None)
+        for (p_plan, _, _), p in zip(held, rescored, strict=True):
+            self._add(group_id, p_plan, p)
+
+    def _drop_unjudged(self, group_id: int) -> None:
+        """A group its judge could not score: its episodes aborted, the ledger says so."""
+        self.metrics.aborted_episodes += len(self._held.pop(group_id, []))
+        self.groups.pop(group_id, None)
+        self.buffer.abort_group(group_id)
+        self._record("aborted", self._keys.pop(group_id, ""))
 
     def _record(self, event: str, key: str) -> None:
         if self.ledger is not None and key:
@@ -201,6 +251,9 @@ class Dispatcher:
         tasks = self.groups.pop(group_id, None)
         if tasks is None:
             return
+        # held for their judge: finished, but never trained
+        held = self._held.pop(group_id, [])
+        self.metrics.aborted_episodes += sum(t is not None and t.done() for _, _, t in held)
         for t in tasks:
             if t is not exclude and not t.done():
                 t.cancel()
@@ -253,6 +306,8 @@ class Dispatcher:
             # what must stay flat over a long run (`agentgym-rl soak` reads these)
             record["live_episodes"] = sum(not t.done() for g in self.groups.values() for t in g)
             record["asyncio_tasks"] = len(asyncio.all_tasks())
+            if self.judges:
+                record.update(judge_counters(self.judges))
             self.status.write(record)
 
     def _resize(self) -> None:

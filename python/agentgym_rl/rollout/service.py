@@ -29,7 +29,7 @@ import json
 import logging
 import signal
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from agentgym_rl import _core
@@ -44,6 +44,8 @@ from agentgym_rl.episode.types import Engine, EnvSpec
 from agentgym_rl.gateway.app import Gateway
 from agentgym_rl.gateway.runner import UserAgents, load_agent
 from agentgym_rl.gateway.serve import GatewayServer, bearer_token
+from agentgym_rl.judging.groups import GroupJudge
+from agentgym_rl.judging.serving import judges_for
 from agentgym_rl.processes.orphans import die_if_orphaned
 from agentgym_rl.rollout.curriculum import STATE_FILE as CURRICULUM_FILE
 from agentgym_rl.rollout.curriculum import Curriculum, saved_state
@@ -70,11 +72,15 @@ async def run_service(
     chat: ChatTokenizer | None = None,
     quiet: bool = False,
     max_groups: int | None = None,
+    judges: Mapping[str, GroupJudge] | None = None,
 ) -> DispatchSummary:
     """Run the rollout loop on `engine` until the dataset ends, `max_groups`, or a signal.
 
     With `sync`, `max_groups` is rounded up to whole batches of `buffer.groups_per_step`.
+    `judges`: the judged envs' judges (`judging/serving.py`; the asynchronous loop only).
     """
+    if sync and judges:
+        raise ValueError("judge rewards (envs[].reward) need the asynchronous loop, not --sync")
     chat = chat or ChatTokenizer.from_dir(config.tokenizer or config.model)
     source = task_source(config)
     schedule = TurnSchedule.for_rollout(config)
@@ -106,7 +112,9 @@ async def run_service(
             if endpoint is None
             else user_agents(config, endpoint, metrics)
         )
-        runner = dispatcher(config, agent, source, schedule, stream, status, ledger, max_groups)
+        runner = dispatcher(
+            config, agent, source, schedule, stream, status, ledger, max_groups, judges=judges
+        )
     held_out = held_out_eval(config, engine, pool, chat, schedule, runner, weights_hold, endpoint)
     evaluating = None if held_out is None else asyncio.create_task(held_out.run())
     ended = False  # the loop ran to its end: the ledger records a clean exit, else a crash
@@ -221,6 +229,7 @@ def env_specs(
             else None,
             e.context.window,
             e.shaping_on,
+            e.reward,
         )
         for e in config.envs
     }
@@ -353,6 +362,8 @@ def dispatcher(
     status: StatusSink,
     ledger: GroupLedger,
     max_groups: int | None,
+    *,
+    judges: Mapping[str, GroupJudge] | None = None,
 ) -> Dispatcher:
     """The asynchronous loop; its buffer starts at the engine's version (read after the gate)."""
     engine = agent.engine
@@ -369,6 +380,7 @@ def dispatcher(
         ledger=ledger,
         episode_log=episode_log(config),
         sizer=in_flight_sizer(config, engine),
+        judges=judges,
     )
 
 
@@ -535,11 +547,13 @@ async def serve(config: RolloutConfig, *, sync: bool = False) -> DispatchSummary
     # every episode it may hold at once: the in-flight groups' and an evaluation's
     episodes = config.buffer.max_in_flight * config.dataset.group_size
     episodes += config.eval.concurrency if config.eval is not None else 0
-    engine = await VllmEngine.start(
-        config.model, sized_options(config.engine, config.model, episodes)
-    )
-    try:
-        context = config.engine.model_copy(update={"max_model_len": engine.max_model_len})
-        return await run_service(config.model_copy(update={"engine": context}), engine, sync=sync)
-    finally:
-        engine.shutdown()
+    async with judges_for(config.envs, config.log_dir) as judges:
+        engine = await VllmEngine.start(
+            config.model, sized_options(config.engine, config.model, episodes)
+        )
+        try:
+            context = config.engine.model_copy(update={"max_model_len": engine.max_model_len})
+            config = config.model_copy(update={"engine": context})
+            return await run_service(config, engine, sync=sync, judges=judges)
+        finally:
+            engine.shutdown()

@@ -11,7 +11,8 @@ each call (`report.records.RunRecords`), so the page follows a run being written
   row per generated turn (versions, tokens, mean behaviour log-prob, advantage, reward, part,
   and `shared`: how many other turns of its group acted from its state, None where not logged),
   and, where the learner's token log holds the episode, each trained block's tokens with their
-  log-probs, entropy, weight and clipping (`token_view`, fields `token_fields`);
+  log-probs, entropy, weight and clipping (`token_view`, fields `token_fields`); a judged
+  episode's `judge_prompt` (what its judge read; the verdict is in the header);
 - `task(item_id)`: the task's held-out episodes at each evaluated version (the versions of
   `eval.jsonl`); where none was logged whole (a run from before they were), the outcomes
   `eval_episodes.jsonl` holds (`outcomes`: success, reward, turns, status; no transcript).
@@ -170,6 +171,7 @@ class RunView:
             "parts": len(rec.part_ranges),
             "trained_tokens": rec.trained_tokens,
             "decoded": not isinstance(decode, _IdsDecoder),
+            "judge_prompt": None if rec.judge is None else rec.judge.get("prompt"),
         }
 
     def _credit(self, rec: EpisodeRecord) -> TrainedSample | None:

@@ -11,7 +11,9 @@ that is what this view is for. `render_plain` marks trained text as «...» (for
 generated turn: its number, policy version(s), token count and mean log-probability. Given the
 learner's record of the episode (`credit`: `episode_credit`, the `credit_log.TrainedSample` of
 each of its parts joined by request id), the header says which step trained it and each turn line
-the advantage its tokens trained with. A part after the first opens with a line of its own.
+the advantage its tokens trained with. A judged episode's header adds the judge's score, its
+verdict and reply beside the env's (`judge_lines`). A part after the first opens with a line of
+its own.
 `blocks` is that reading order as data (part lines, turn lines, text runs): both renderers and
 the run viewer's page (`page_data.py`) lay it out, so `show` and `view` never disagree.
 """
@@ -164,7 +166,22 @@ def header(rec: EpisodeRecord, position: str, credit: TrainedSample | None = Non
         f"turn: {by_turn}",
         *credit_line(credit),
         *([f"env failure: {rec.failure}"] if rec.failure else []),
+        *judge_lines(rec),
         *mask_problems(rec),
+    ]
+
+
+def judge_lines(rec: EpisodeRecord) -> list[str]:
+    """A judged episode's verdict beside the env's (its prompt is the viewer's to unfold)."""
+    j = rec.judge
+    if j is None:
+        return []
+    said = "success" if j.get("success") else "failure"
+    reply = " / ".join(line.strip() for line in str(j.get("reply", "")).splitlines() if line)
+    return [
+        f"judge ({j.get('mode')}): score {j.get('score'):g}, {said} · env reward "
+        f"{j.get('env_reward', 0.0):g}, env says {'success' if rec.success else 'failure'}",
+        f"judge's reply: {reply[:300]}",
     ]
 
 

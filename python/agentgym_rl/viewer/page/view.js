@@ -234,6 +234,7 @@ async function episode(ref) {
     el("h2", {}, `Episode ${ref} · `, el("a", { href: `#/task/${encodeURIComponent(s.item_id)}` }, s.item_id),
       ` · ${s.split === "held_out" ? "held-out" : "training"} · v${s.version} · ${s.success ? "success" : "failure"}`),
     el("pre", { class: "header" }, ep.header.join("\n")),
+    ep.judge_prompt ? el("details", { class: "judge" }, el("summary", {}, "what the judge read"), el("pre", {}, ep.judge_prompt)) : "",
     ep.decoded ? "" : el("p", { class: "missing" }, "no tokenizer found: token ids shown (pass --model DIR)"),
     turns,
     el("p", { class: "note" }, `${ep.trained_tokens} trained tokens, `, el("span", { class: "trained" }, "highlighted"),
