@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -195,3 +196,21 @@ def test_overview_and_task_views_from_records(tmp_path: Path) -> None:
     assert [v["outcomes"] for v in task["versions"] if v["version"] == 6] == [[outcome]]
     assert all(not v["outcomes"] for v in task["versions"] if v["episodes"])
     assert list(read_episodes(path)) == recs
+
+
+def test_a_judged_episodes_page_has_the_judge_beside_the_env(tmp_path: Path) -> None:
+    path = tmp_path / "rollout-0" / "episodes.jsonl"
+    path.parent.mkdir()
+    verdict = {"score": 0.8, "mode": "episode", "prompt": "The task, ...", "reply": "SCORE: 0.8"}
+    judged = replace(record(0), judge={**verdict, "success": True, "env_reward": 0.0})
+    log = EpisodeLog(path)
+    log.write(judged)
+    log.write(record(1))
+    log.close()
+    view = RunView(tmp_path)
+    page = view.episode("0.1")
+    assert page["judge_prompt"] == "The task, ..."
+    assert any("judge (episode): score 0.8, success" in line for line in page["header"])
+    assert "env says failure" in "\n".join(page["header"])
+    other = view.episode("0.2")
+    assert other["judge_prompt"] is None and not any("judge" in x for x in other["header"])
