@@ -116,3 +116,26 @@ def test_step_wise_context_is_per_env_full_by_default_and_at_least_one_turn() ->
     assert from_flags(EvalOptions, args).history_turns == 4
     args = parser.parse_args(["--split", "test.json", "--history-turns", "full"])
     assert from_flags(EvalOptions, args).history_turns == "full"
+
+
+def test_a_judges_reward_is_named_whole_and_sync_mode_refuses_it(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from agentgym_rl.config.rollout import EnvSettings, JudgeConfig, RewardConfig
+    from agentgym_rl.config.train import TrainConfig
+    from tiny_run import tiny_train_config
+
+    with pytest.raises(ValueError, match=r"reward\.source 'judge' needs reward\.judge"):
+        RewardConfig(source="judge")
+    with pytest.raises(ValueError, match=r"reward\.source is 'env'"):
+        RewardConfig(judge=JudgeConfig(model="m", url="http://j/v1"))
+    local = JudgeConfig(model="m")
+    assert local.is_guided and not JudgeConfig(model="m", url="http://j/v1").is_guided
+    assert JudgeConfig(model="m", url="http://j/v1", guided=True).is_guided
+    assert EnvSettings(env="babyai").reward.source == "env"  # the default: the env's rewards
+
+    data = tiny_train_config(str(tmp_path / "run"), str(tmp_path / "model"))
+    judge = {"model": "judge-folder", "mode": "group"}
+    data["rollout"]["envs"] = [{"env": "babyai", "reward": {"source": "judge", "judge": judge}}]
+    judged = TrainConfig.model_validate(data)
+    assert judged.rollout.envs[0].reward.judge == JudgeConfig(model="judge-folder", mode="group")
+    with pytest.raises(ValueError, match="mode: sync does not judge"):
+        TrainConfig.model_validate({**data, "mode": "sync"})

@@ -226,6 +226,12 @@ class TrainConfig(ConfigModel):
             problems = self.cluster.problems(self.learner_procs, self.rollout_servers)
             if problems:
                 raise ValueError("\n".join(problems))
+        judged = [e.env for e in self.rollout.envs if e.reward.source != "env"]
+        if self.mode == "sync" and judged:
+            raise ValueError(
+                f"mode: sync does not judge: rollout.envs {judged} take a judge's rewards "
+                "(reward.source); use mode: async, or source: env"
+            )
         return self
 
     @model_validator(mode="after")

@@ -547,6 +547,8 @@ async def serve(config: RolloutConfig, *, sync: bool = False) -> DispatchSummary
     # every episode it may hold at once: the in-flight groups' and an evaluation's
     episodes = config.buffer.max_in_flight * config.dataset.group_size
     episodes += config.eval.concurrency if config.eval is not None else 0
+    if sync and any(e.reward.judge is not None for e in config.envs):
+        raise ValueError("judge rewards (envs[].reward) need the asynchronous loop, not --sync")
     async with judges_for(config.envs, config.log_dir) as judges:
         engine = await VllmEngine.start(
             config.model, sized_options(config.engine, config.model, episodes)
