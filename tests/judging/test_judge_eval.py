@@ -57,6 +57,9 @@ def test_eval_puts_the_judge_beside_the_env(
     assert c["judge_only"] == c["env_only"] == 0 and c["both"] + c["neither"] == 12
     assert 0 < c["both"] < 12, "the scripted policy wins some tasks and loses others"
     assert agreement["correlation"] > 0.9
+    counters = data["meta"]["judge"]  # what the judge cost
+    assert counters["judge_calls"] == counters["judged_episodes"] == 12
+    assert counters["judge_prompt_tokens"] > 0 and counters["judge_failed_groups"] == 0
     md = (tmp_path / "eval" / "eval.md").read_text()
     assert "**judge** (success at score >= 0.5)" in md and "| babyai | 12 |" in md
 

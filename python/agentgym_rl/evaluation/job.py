@@ -142,7 +142,8 @@ async def run_evaluation(options: EvalOptions, *, engine: Engine | None = None) 
         addresses = {e: options.env_addresses[e] for e in envs if e not in missing}
         addresses.update(servers.addresses() if servers else {})
         t0 = time.monotonic()
-        records = await _run(options, settings, tasks, env_pool(addresses), engine)
+        judged: dict[str, Any] = {}  # the judge's counters, when one scored the episodes
+        records = await _run(options, settings, tasks, env_pool(addresses), engine, judged)
         elapsed = time.monotonic() - t0
     finally:
         if servers is not None:
@@ -154,6 +155,7 @@ async def run_evaluation(options: EvalOptions, *, engine: Engine | None = None) 
         "tasks": len(tasks),
         "seconds": round(elapsed, 1),
         "options": options.model_dump(mode="json"),
+        **({"judge": judged} if judged else {}),
     }
     report = summarize(records, meta)
     if options.judge is not None:
@@ -180,6 +182,7 @@ async def _run(
     tasks: list[Task],
     pool: _core.EnvPool,
     engine: Engine | None,
+    judged: dict[str, Any],
 ) -> list[EvalRecord]:
     from agentgym_rl.evaluation.progress import EvalProgress
 
@@ -197,9 +200,12 @@ async def _run(
         judging = served_judge(config, out) if config else contextlib.nullcontext(None)
         async with judging as judge:
             with EvalProgress(len(tasks) * settings.n, enabled=options.progress) as bar:
-                return await run_episodes(
+                records = await run_episodes(
                     policy, tasks, settings, run_id=run_id, on_episode=bar.add, judge=judge
                 )
+            if judge is not None:
+                judged.update(judge.counters.snapshot())
+            return records
     finally:
         if policy is not None:
             await policy.aclose()
