@@ -41,6 +41,9 @@ log = logging.getLogger(__name__)
 READY_S = 600.0
 """How long a local judge server may take to start (a loaded 2-core host: minutes)."""
 STOP_GRACE_S = 15.0
+EXIT_WAIT_S = 5.0
+"""How long a failed request waits for a server that no longer answers its health check to be
+seen exited (its sockets close before the kernel reports its exit)."""
 SERVED_NAME = "judge"
 """The model name a local judge server answers to."""
 
@@ -120,6 +123,14 @@ class RestartingEndpoint:
         except JudgeServerError as e:
             raise JudgeUnavailable(str(e)) from None
 
+    async def _died(self) -> bool:
+        """Whether the server died: False while it answers its health check; otherwise True once
+        its exit is seen, within `EXIT_WAIT_S`."""
+        if await asyncio.to_thread(health_ok, self.server.port):
+            return False
+        exited = await asyncio.to_thread(self.server.child.wait, EXIT_WAIT_S)
+        return exited is not None or not self.server.running()
+
     async def complete(
         self, prompt: str, *, max_tokens: int, temperature: float = 0.0, regex: str | None = None
     ) -> Completion:
@@ -135,9 +146,9 @@ class RestartingEndpoint:
             return await ask()
         except JudgeUnavailable:
             async with self._restarting:
-                if self.server.running() and self.server.restarts == before:
-                    raise  # the server is up (and was not restarted meanwhile): not its death
-                if not self.server.running():
+                if self.server.restarts == before:  # not restarted meanwhile by another request
+                    if not await self._died():
+                        raise  # the server is up: not its death
                     await self._restart()
         return await ask()
 
