@@ -79,6 +79,7 @@ def test_shipped_data_sizes_and_splits() -> None:
     for row in test + train:
         n = int(row["item_id"].removeprefix("searchqa_"))
         assert row["category"] == questions[n]["category"]
+        assert row["reference"] == questions[n]["golden_answers"][0]  # what a judge is shown
     for name, split in (("test_1hop.json", test), ("train_1hop.json", train)):
         one_hop = [r for r in split if r["category"] == "1-hop"]
         assert json.loads((DATA / name).read_text()) == one_hop, name

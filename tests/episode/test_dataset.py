@@ -55,6 +55,17 @@ def test_split_errors(tmp_path: Path) -> None:
         load_split(path, "babyai")
     with pytest.raises(DatasetError):
         load_split(tmp_path / "missing.json")
+    path.write_text(json.dumps([{"item_id": "babyai_1", "reference": ["a", "b"]}]))
+    with pytest.raises(DatasetError, match="reference must be a string"):
+        load_split(path)
+
+
+def test_a_rows_reference_answer_is_kept_for_a_judge(tmp_path: Path) -> None:
+    path = tmp_path / "split.json"
+    path.write_text(
+        json.dumps([{"item_id": "searchqa_3", "reference": "Paris"}, {"item_id": "searchqa_4"}])
+    )
+    assert [t.reference for t in load_split(path)] == ["Paris", None]
 
 
 def test_epochs_are_shuffled_permutations() -> None:

@@ -61,7 +61,10 @@ async def run_judged(
     buffer = _core.TrajectoryBuffer(
         group_size=3, groups_per_step=2, max_staleness=100, max_in_flight=4, max_ready=8
     )
-    source = TaskSource([Task(f"babyai_{i}", "babyai", i) for i in range(40)], seed=0)
+    tasks = [
+        Task(f"babyai_{i}", "babyai", i, reference=f"the answer of babyai_{i}") for i in range(40)
+    ]
+    source = TaskSource(tasks, seed=0)
     stream = LearnerStream([endpoint], sender_id="test", timeout_s=0.2, **FAST_SENDER)
     settings = [EnvSettings(env="babyai", reward=rule)]
     async with judges_for(settings, tmp_path) as judges:
@@ -107,6 +110,8 @@ def test_the_oracle_judge_agrees_with_the_env_and_its_scores_are_trained(
     assert any(e.success for e in logged) and not all(e.success for e in logged)
     for e in logged:
         assert e.reward == e.judge["score"] and "Turn 1, the agent:" in e.judge["prompt"]
+        # the task's reference answer (its split's `reference`) reaches its own prompt
+        assert f"A reference answer: the answer of {e.item_id}\n" in e.judge["prompt"]
     assert sorted(e.reward for e in logged) == rewards
 
 

@@ -7,7 +7,7 @@ in Search-R1's (`{"id", "question", "golden_answers", "data_source"}` plus our `
 `category`); task id = line number in questions.jsonl. test.json takes a fixed number of
 questions per hop count (seeded) among all but the extra 1-hop questions, train.json the rest, and `*_1hop.json` their 1-hop questions
 alone (the Deep Search demo's splits); rows are `{"item_id": "searchqa_<n>", "category":
-"<h>-hop"}`. Same seed, same bytes.
+"<h>-hop", "reference": answer}` (the reference a judge may be shown). Same seed, same bytes.
 """
 
 from __future__ import annotations
@@ -53,7 +53,15 @@ def write(out: Path, seed: int = SEED) -> dict[str, int]:
     train = [i for i in range(len(questions)) if i not in chosen]
 
     def rows(ids: list[int]) -> list[dict[str, str]]:
-        return [{"item_id": f"searchqa_{i}", "category": f"{questions[i].hops}-hop"} for i in ids]
+        # the reference answer: what a judge compares an answer with (the env scores exact match)
+        return [
+            {
+                "item_id": f"searchqa_{i}",
+                "category": f"{questions[i].hops}-hop",
+                "reference": questions[i].answer,
+            }
+            for i in ids
+        ]
 
     def one_hop(ids: list[int]) -> list[int]:
         return [i for i in ids if questions[i].hops == 1]

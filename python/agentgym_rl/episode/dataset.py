@@ -1,8 +1,9 @@
 """Tasks from a split file, shuffled per epoch, resumable from a saved cursor.
 
-Contract: a split is a JSON list of `{"item_id": "<env>_<int>", "category"?: str}`, in a file
-or served by the env under a name it declares (`train`); the prefix names the env and the
-integer is the `data_idx` passed to reset. `TaskSource` yields
+Contract: a split is a JSON list of `{"item_id": "<env>_<int>", "category"?: str,
+"reference"?: str}`, in a file or served by the env under a name it declares (`train`); the
+prefix names the env and the integer is the `data_idx` passed to reset; `reference` is the task's
+reference answer, what a judge may compare an episode against (`judging/`). `TaskSource` yields
 tasks in a per-epoch order that is a pure function of `(seed, epoch)`, so `Cursor(epoch, index)`
 (the position of the next task) is all a restart needs to continue exactly where it stopped.
 Each task is run `group_size` times as one GRPO group by the dispatcher.
@@ -30,12 +31,14 @@ class DatasetError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class Task:
-    """One task of a split: `item_id` as written, its env, its reset index and category."""
+    """One task of a split: `item_id` as written, its env, its reset index, category and
+    reference answer."""
 
     item_id: str
     env: str
     data_idx: int
     category: str | None = None
+    reference: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,7 +71,10 @@ def load_split(path: str | Path, env: str | None = None, seed: int = 0) -> list[
         name, idx = parse_item_id(row["item_id"])
         if env is not None and name != env:
             raise DatasetError(f"{path}: item {row['item_id']!r} is not an {env!r} task")
-        tasks.append(Task(row["item_id"], name, idx, row.get("category")))
+        reference = row.get("reference")
+        if reference is not None and not isinstance(reference, str):
+            raise DatasetError(f"{path}: item {row['item_id']!r}: reference must be a string")
+        tasks.append(Task(row["item_id"], name, idx, row.get("category"), reference))
     return tasks
 
 

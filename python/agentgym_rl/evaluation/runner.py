@@ -106,7 +106,7 @@ async def run_episodes(
                 log.exception("episode %s failed; counted as a failure", rid)
                 reward, status = 0.0, "error"
             else:
-                judged = await _judged(judge, out, rid)
+                judged = await _judged(judge, out, rid, task.reference)
         rec = EvalRecord(
             env=task.env,
             category=task.category,
@@ -130,11 +130,13 @@ async def run_episodes(
     return list(await asyncio.gather(*(one(t, k) for t in tasks for k in range(settings.n))))
 
 
-async def _judged(judge: Judge | None, out: EpisodeOutcome, rid: str) -> float | None:
+async def _judged(
+    judge: Judge | None, out: EpisodeOutcome, rid: str, reference: str | None
+) -> float | None:
     if judge is None or out.transcript is None or out.status == "env_failure":
         return None
     try:
-        return (await judge.score(out.transcript)).score
+        return (await judge.score(out.transcript, reference)).score
     except JudgeFailed as e:
         log.warning("episode %s: not judged: %s", rid, e)
         return None

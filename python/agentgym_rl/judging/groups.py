@@ -40,8 +40,10 @@ class GroupJudge:
     def counters(self) -> JudgeCounters:
         return self.judge.counters
 
-    async def rescore(self, played: Sequence[Played]) -> list[Played]:
-        verdicts = await self.judge.judge([transcript_of(p) for p in played])
+    async def rescore(self, played: Sequence[Played], reference: str | None = None) -> list[Played]:
+        """The group's episodes rescored by the judge (shown the task's `reference` answer where
+        its split gives one)."""
+        verdicts = await self.judge.judge([transcript_of(p) for p in played], reference)
         rescored = []
         for p, verdict in zip(played, verdicts, strict=True):
             if verdict is None or p.state is None:

@@ -223,7 +223,7 @@ class Dispatcher:
         if len(held) < self.buffer.group_size:
             return
         try:
-            rescored = await judge.rescore([p for _, p, _ in held])
+            rescored = await judge.rescore([p for _, p, _ in held], plan.task.reference)
         except JudgeFailed as e:
             log.warning("group %d (%s) not judged, dropped: %s", group_id, plan.task.item_id, e)
             self._drop_unjudged(group_id)
