@@ -6,7 +6,7 @@ Megatron learner step vs transformers, SciWorld, retrieval, the web env, weight 
 relayed in a tree vs the learner's star, Wordle's and Maze's steps/s vs the bare loop, step-wise
 context (the last k turns) vs the whole history on long episodes, micro-batch cuts that weigh
 padding against a pass's fixed cost vs the fewest micro-batches, the run viewer's first pages of
-a million-episode log vs indexing it all. CI runs
+a million-episode log vs indexing it all, rollouts rewarded by a judge vs by the env alone. CI runs
 each one's --quick form. Every run writes one JSON record of its figures and what they were
 measured on (`records.py`); docs/performance.md's table is rendered from a full run's
 (`python scripts/record_figures.py render RECORD`).
@@ -46,6 +46,7 @@ BENCHES = {
     "padding": "bench_padding.py",
     "lora": "bench_lora.py",
     "viewer": "bench_viewer.py",
+    "judge": "bench_judge.py",
 }
 HERE = Path(__file__).resolve().parent
 

@@ -1,20 +1,34 @@
 """Does a judge agree with the env, and what does it cost? (issue: judge rewards, section 2)
 
-Evaluates one policy greedily on a held-out split (so every evaluation plays the same episodes)
-three times: without a judge, with the scripted oracle judge (tests/scripted_judge.py served by
-uvicorn: it reads BabyAI's own verdict from the transcript, so it must agree on every episode:
-the plumbing), and with a model judge (a local HF folder, served by vLLM's OpenAI server). Writes
-`records.json` (each evaluation's success, seconds, and the judge's agreement, confusion table,
-correlation, calls and tokens) and prints a markdown table, for docs/results/judge.
+Two steps, one command each:
 
-    python scripts/judge_agreement.py --policy runs/babyai_goto/checkpoints/step_60/hf \\
-        --judge runs/models/smollm2-135m-instruct --out docs/results/judge --limit 60
+make-set: a fixed set of logged episodes from a recorded run. Up to `--per-class` successes and
+as many failures of its training episodes (drawn with a fixed seed; env failures left out), each
+decoded to what a judge reads (the task, then per turn the policy's reply and the env's answer)
+with its env reward, success and the task's reference answer (its split's `reference`, where the
+split has one). One compact JSON line per episode.
+
+    python scripts/judge_agreement.py make-set runs/judge-src/searchqa \\
+        docs/results/judge/searchqa-set.jsonl
+
+score: every set judged one episode per call by the scripted oracle judge (tests/scripted_judge.py
+served by uvicorn, asked through the same OpenAI path: it reads the env's own verdict from the
+transcript, so it must agree on every episode: the plumbing) and by a model judge (a local HF
+folder, served by vLLM's OpenAI server with guided decoding, as a run serves it). Writes
+records.json (per set and judge: agreement, confusion, correlation, calls, tokens per episode,
+seconds, and every episode's score) and prints a markdown table.
+
+    python scripts/judge_agreement.py score --judge runs/models/smollm2-135m-instruct \\
+        --out docs/results/judge docs/results/judge/*-set.jsonl
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
+import random
+import re
 import subprocess
 import sys
 import time
@@ -22,31 +36,98 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+import yaml
+
+from agentgym_rl.config.rollout import JudgeConfig
+from agentgym_rl.episode.dataset import load_split
+from agentgym_rl.episode.log import EpisodeRecord, find_episode_log, read_episodes
+from agentgym_rl.episode.scoring import EvalRecord, judge_agreement
+from agentgym_rl.judging.judge import Judge, JudgeFailed
+from agentgym_rl.judging.rubric import Transcript
+from agentgym_rl.judging.serving import judge_of, served_judge
+
 ROOT = Path(__file__).resolve().parents[1]
-SPLIT = "envs/agentgym_envs/babyai/data/goto_test.json"
+SUCCESS_AT = 0.5
+_BLOCK = re.compile(r"<\|im_start\|>(\w+)\n(.*?)(?:<\|im_end\|>|$)", re.S)
 
 
-def evaluate(policy: str, out: Path, limit: int, judge: list[str]) -> dict[str, Any]:
-    argv = [sys.executable, "-m", "agentgym_rl.cli", "eval", "--model", policy, "--split", SPLIT]
-    argv += ["--limit", str(limit), "--temperature", "0", "--dtype", "float32", "--no-progress"]
-    argv += ["--turn-cap", "5", "--no-yardsticks", "--out", str(out), *judge]
-    started = time.monotonic()
-    subprocess.run(argv, check=True, cwd=ROOT)
-    data = json.loads((out / "eval.json").read_text())
-    row = next(r for r in data["rows"] if r["category"] == "all")
-    return {
-        "seconds": round(time.monotonic() - started, 1),
-        "success": row["avg"],
-        "episodes": len(data["episodes"]),
-        "judge": data.get("judge"),
-        "judge_counters": data["meta"].get("judge"),
-    }
+# ---- make-set ---------------------------------------------------------------------------------
+
+
+def message(text: str, role: str) -> str:
+    """The last `role` message of a ChatML stretch (the whole stretch, markers dropped, when it
+    holds no such block)."""
+    blocks = [body for r, body in _BLOCK.findall(text) if r == role]
+    if blocks:
+        return blocks[-1].strip()
+    return re.sub(r"<\|[^|]*\|>", "", text).strip()
+
+
+def transcript(rec: EpisodeRecord, decode: Any) -> tuple[str, list[list[str]]]:
+    """The task (the first user message) and every (reply, answer) turn of a logged episode."""
+    ids, spans = rec.input_ids, rec.turn_spans
+    task = message(decode(ids[: spans[0][0]] if spans else ids), "user")
+    turns = []
+    for k, (start, end) in enumerate(spans):
+        after = spans[k + 1][0] if k + 1 < len(spans) else len(ids)
+        reply = re.sub(r"<\|[^|]*\|>", "", decode(ids[start:end])).strip()
+        turns.append([reply, message(decode(ids[end:after]), "user")])
+    return task, turns
+
+
+def references(run: Path) -> dict[str, str | None]:
+    config = yaml.safe_load((run / "configs" / "train.yaml").read_text())
+    split = config["rollout"]["dataset"]["split"]
+    return {t.item_id: t.reference for t in load_split(split, config["rollout"]["dataset"]["env"])}
+
+
+def make_set(run: Path, out: Path, per_class: int, seed: int) -> None:
+    from transformers import AutoTokenizer
+
+    episodes = [
+        e
+        for e in read_episodes(find_episode_log(run))
+        if e.split == "train" and e.status != "env_failure" and not e.parts and e.turn_spans
+    ]
+    rng = random.Random(seed)
+    chosen: list[EpisodeRecord] = []
+    for success in (True, False):
+        pool = [e for e in episodes if e.success == success]
+        chosen += rng.sample(pool, min(per_class, len(pool)))
+    tokenizer = AutoTokenizer.from_pretrained(chosen[0].tokenizer)
+    decode = lambda ids: tokenizer.decode(ids, skip_special_tokens=False)  # noqa: E731
+    refs = references(run)
+    rows: list[dict[str, Any]] = []
+    for e in sorted(chosen, key=lambda e: e.request_id):
+        task, turns = transcript(e, decode)
+        rows.append(
+            {
+                "item_id": e.item_id,
+                "env": e.env,
+                "category": e.category,
+                "request_id": e.request_id,
+                "version": e.dispatch_version,
+                "success": e.success,
+                "reward": round(float(e.reward), 4),
+                "status": e.status,
+                "reference": refs.get(e.item_id),
+                "task": task,
+                "turns": turns,
+            }
+        )
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+    wins = sum(r["success"] for r in rows)
+    print(f"{out}: {len(rows)} episodes ({wins} successes) of {len(episodes)} logged in {run}")
+
+
+# ---- score ------------------------------------------------------------------------------------
 
 
 def oracle_server(port: int) -> subprocess.Popen[bytes]:
     argv = [sys.executable, "-m", "uvicorn", "--app-dir", str(ROOT / "tests"), "scripted_judge:app"]
     proc = subprocess.Popen([*argv, "--port", str(port), "--log-level", "warning"])
-    for _ in range(100):
+    for _ in range(150):
         try:
             urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1)
             return proc
@@ -56,50 +137,114 @@ def oracle_server(port: int) -> subprocess.Popen[bytes]:
     raise RuntimeError("the oracle judge did not start")
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--policy", required=True, help="the evaluated policy (HF folder)")
-    parser.add_argument("--judge", required=True, help="the model judge (a local HF folder)")
-    parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--limit", type=int, default=60)
-    parser.add_argument("--work", type=Path, default=Path("runs/judge-agreement"))
-    args = parser.parse_args()
+async def scored(judge: Judge, row: dict[str, Any]) -> float | None:
+    """The judge's score of one episode; None where it failed (counted in its counters)."""
+    t = Transcript(row["task"], tuple((reply, answer) for reply, answer in row["turns"]))
+    try:
+        return (await judge.score(t, row["reference"])).score
+    except JudgeFailed:
+        return None
+
+
+async def judge_set(judge: Judge, rows: list[dict[str, Any]]) -> dict[str, Any]:
+    before = judge.counters.snapshot()
+    started = time.monotonic()
+    scores = await asyncio.gather(*(scored(judge, r) for r in rows))
+    seconds = time.monotonic() - started
+    after = judge.counters.snapshot()
+    spent = {k: after[k] - before[k] for k in after}
+    records = [
+        EvalRecord(r["env"], r["category"], r["item_id"], r["success"], r["reward"], judged=s)
+        for r, s in zip(rows, scores, strict=True)
+    ]
+    agreement = judge_agreement(records, SUCCESS_AT)
+    tokens = spent["judge_prompt_tokens"] + spent["judge_completion_tokens"]
+    return {
+        **agreement,
+        "calls": spent["judge_calls"],
+        "unparsed": spent["judge_unparsed"],
+        "failed": spent["judge_failed_groups"],
+        "prompt_tokens_per_episode": round(spent["judge_prompt_tokens"] / len(rows), 1),
+        "tokens_per_episode": round(tokens / len(rows), 1),
+        "seconds": round(seconds, 1),
+        "episodes_per_s": round(len(rows) / seconds, 3),
+        "scores": scores,
+    }
+
+
+async def score_all(sets: list[Path], judge_model: str, log_dir: Path) -> dict[str, Any]:
+    from agentgym_rl.judging.client import ChatEndpoint
     from agentgym_rl.processes.ports import free_port
 
-    records: dict[str, Any] = {"policy": args.policy, "judge": args.judge, "split": SPLIT}
-    records["none"] = evaluate(args.policy, args.work / "none", args.limit, [])
+    data = {p.name.removesuffix("-set.jsonl"): _rows(p) for p in sets}
+    results: dict[str, Any] = {name: {} for name in data}
     port = free_port()
     server = oracle_server(port)
     try:
-        oracle = ["--judge-model", "oracle", "--judge-url", f"http://127.0.0.1:{port}/v1"]
-        records["oracle"] = evaluate(args.policy, args.work / "oracle", args.limit, oracle)
+        config = JudgeConfig(model="oracle", url=f"http://127.0.0.1:{port}/v1")
+        endpoint = ChatEndpoint(config.url, "oracle")  # type: ignore[arg-type]
+        try:
+            oracle = judge_of(config, endpoint)
+            for name, rows in data.items():
+                results[name]["oracle"] = await judge_set(oracle, rows)
+        finally:
+            await endpoint.aclose()
     finally:
         server.terminate()
         server.wait(10)
-    model = ["--judge-model", args.judge, "--judge-max-model-len", "4096"]
-    records["model"] = evaluate(args.policy, args.work / "model", args.limit, model)
+    config = JudgeConfig(model=judge_model, max_model_len=4096, max_in_flight=8)
+    started = time.monotonic()
+    async with served_judge(config, log_dir) as model:
+        ready = time.monotonic() - started
+        for name, rows in data.items():
+            results[name]["model"] = await judge_set(model, rows)
+    return {"judge": judge_model, "judge_start_s": round(ready, 1), "sets": results}
+
+
+def _rows(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def table(record: dict[str, Any]) -> str:
+    lines = [
+        "| set | judge | episodes | agreement | both | judge only | env only | neither | corr | "
+        "tokens/episode | episodes/s |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for name, judges in record["sets"].items():
+        for judge, a in judges.items():
+            k = a["confusion"]
+            corr = "-" if a["correlation"] is None else f"{a['correlation']:.2f}"
+            lines.append(
+                f"| {name} | {judge} | {a['episodes']} | {a['agreement']:.3f} | {k['both']} | "
+                f"{k['judge_only']} | {k['env_only']} | {k['neither']} | {corr} | "
+                f"{a['tokens_per_episode']:.0f} | {a['episodes_per_s']:.2f} |"
+            )
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    make = sub.add_parser("make-set", help="a fixed set of logged episodes from a recorded run")
+    make.add_argument("run", type=Path, help="a run folder (its rollout-0/episodes.jsonl)")
+    make.add_argument("out", type=Path, help="the set file to write (JSON lines)")
+    make.add_argument("--per-class", type=int, default=50, help="successes, and failures, drawn")
+    make.add_argument("--seed", type=int, default=0)
+    score = sub.add_parser("score", help="judge sets with the oracle and a model judge")
+    score.add_argument("sets", type=Path, nargs="+", help="set files (<name>-set.jsonl)")
+    score.add_argument("--judge", required=True, help="the model judge (a local HF folder)")
+    score.add_argument("--out", type=Path, required=True, help="where records.json goes")
+    score.add_argument("--log-dir", type=Path, default=Path("runs/judge-agreement"))
+    args = parser.parse_args()
+    if args.command == "make-set":
+        make_set(args.run, args.out, args.per_class, args.seed)
+        return
+    args.log_dir.mkdir(parents=True, exist_ok=True)
+    record = asyncio.run(score_all(args.sets, args.judge, args.log_dir))
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "records.json").write_text(json.dumps(records, indent=1) + "\n")
-    print(
-        "| judge | episodes | agreement | both | judge only | env only | neither | corr | "
-        "calls | tokens/episode | eval s |"
-    )
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-    for name in ("oracle", "model"):
-        r = records[name]
-        a, c = r["judge"]["all"], r["judge_counters"]
-        k = a["confusion"]
-        tokens = (c["judge_prompt_tokens"] + c["judge_completion_tokens"]) / max(1, a["episodes"])
-        corr = "-" if a["correlation"] is None else f"{a['correlation']:.2f}"
-        print(
-            f"| {name} | {a['episodes']} | {a['agreement']:.3f} | {k['both']} | "
-            f"{k['judge_only']} | {k['env_only']} | {k['neither']} | {corr} | "
-            f"{c['judge_calls']} | {tokens:.0f} | {r['seconds']} |"
-        )
-    print(
-        f"| (no judge) | {records['none']['episodes']} | | | | | | | | | "
-        f"{records['none']['seconds']} |"
-    )
+    (args.out / "records.json").write_text(json.dumps(record, indent=1) + "\n")
+    print(table(record))
 
 
 if __name__ == "__main__":

@@ -3,8 +3,9 @@ served through the same chat-completions path a model judge is, and its failure 
 
 Every `POST /v1/chat/completions` reads the prompt a judge gets (`judging/rubric.py`) and
 answers as its `model` says (dash-separated words, so one server plays every judge a test needs):
-- `oracle`: BabyAI's truth from the transcript: an attempt scores 1 when the env said "You
-  completed the goal.", else 0. A group prompt ("Attempt k:" sections) gets one `k: x` line
+- `oracle`: the env's truth from the transcript: an attempt scores 1 when the env said so
+  (BabyAI's "You completed the goal.", Deep Search's "Correct: ...", TextCraft's "Crafted N
+  <the goal's item>"), else 0. A group prompt ("Attempt k:" sections) gets one `k: x` line
   per attempt, an episode prompt `SCORE: x`.
 - `garbage`: a reply with no score; `once`: the first reply to each prompt (of this model)
   has none, the second is the oracle's.
@@ -29,16 +30,26 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-SUCCESS = "You completed the goal."
+SUCCESS = ("You completed the goal.", "Correct: your answer matches the expected one.")
+TEXTCRAFT_GOAL = re.compile(r"^Goal: craft (.+?)\.$", re.M)
 STATS: Counter[str] = Counter()
 _SEEN: Counter[str] = Counter()
 
 
+def succeeded(text: str, goal: str | None) -> bool:
+    crafted = goal is not None and re.search(
+        rf"environment: Crafted \d+ {re.escape(goal)}$", text, re.M
+    )
+    return any(s in text for s in SUCCESS) or bool(crafted)
+
+
 def oracle(prompt: str) -> str:
+    goal = TEXTCRAFT_GOAL.search(prompt)
+    item = goal.group(1) if goal else None
     attempts = re.split(r"^Attempt \d+:$", prompt, flags=re.M)[1:]
     if not attempts:
-        return f"SCORE: {int(SUCCESS in prompt)}"
-    return "\n".join(f"{k}: {int(SUCCESS in a)}" for k, a in enumerate(attempts, 1))
+        return f"SCORE: {int(succeeded(prompt, item))}"
+    return "\n".join(f"{k}: {int(succeeded(a, item))}" for k, a in enumerate(attempts, 1))
 
 
 def reply_to(words: list[str], prompt: str) -> str:

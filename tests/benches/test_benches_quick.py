@@ -129,6 +129,12 @@ FIGURES = {
         rf"^\| first page of a 1% filter \(held-out\), fresh viewer \| {NUMBER} \|$",
         rf"^\| index every line's scalars \(baseline\) \| {NUMBER} \|$",
     ],
+    "judge": [
+        rf"^env: 6 groups, 24 episodes in {NUMBER}s: {NUMBER} episodes/s",
+        rf"^env\+judge, episode: 6 groups, 24 episodes .* judge calls 24, {NUMBER} prompt",
+        rf"^env\+judge, group: 6 groups, 24 episodes .* judge calls 6, {NUMBER} prompt",
+        rf"^\| env\+judge, group \| {NUMBER} \| {NUMBER}x \| {NUMBER} \| \d+% \| \d+ \|$",
+    ],
 }
 TIMEOUT_S = {"rollout": 600, "context": 600, "ceiling": 600}
 
@@ -146,8 +152,8 @@ def test_every_bench_is_registered_and_checked() -> None:
 
 # beyond CI's budget (`pytest -m extended`), each with a vLLM engine or a browser of its own, for
 # code the rollout bench and the end-to-end runs also drive: context ~60 s, ceiling ~40 s, web
-# ~39 s (Chromium), lora ~32 s and weights ~25 s
-EXTENDED = {"context", "ceiling", "web", "lora", "weights"}
+# ~39 s (Chromium), lora ~32 s, weights ~25 s and judge ~50 s (tests/judging drives its path)
+EXTENDED = {"context", "ceiling", "web", "lora", "weights", "judge"}
 
 
 @pytest.mark.parametrize(
