@@ -7,11 +7,15 @@ model's rewards mixed in."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import signal
 import socket
 import subprocess
 import sys
 import textwrap
+import time
 from importlib.metadata import entry_points
 from pathlib import Path
 
@@ -92,6 +96,30 @@ def plugin_python(tmp_path_factory: pytest.TempPathFactory) -> str:
     return python
 
 
+def _judge_servers(model: Path) -> list[psutil.Process]:
+    return [
+        p
+        for p in psutil.process_iter(["cmdline"])
+        if "vllm.entrypoints.openai" in " ".join(p.info["cmdline"] or [])
+        and str(model) in " ".join(p.info["cmdline"] or [])
+    ]
+
+
+def _kill_the_judge_once_it_answered(run: Path, model: Path, proc: subprocess.Popen[bytes]) -> bool:
+    """SIGKILL to the judge server's process group once the run's metrics count a judge call."""
+    metrics = run / "rollout-0" / "metrics.jsonl"
+    deadline = time.monotonic() + 600
+    while proc.poll() is None and time.monotonic() < deadline:
+        lines = metrics.read_text().splitlines() if metrics.exists() else []
+        if lines and json.loads(lines[-1]).get("judge_calls", 0) > 0:
+            for server in _judge_servers(model):
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(server.pid, signal.SIGKILL)
+            return True
+        time.sleep(0.5)
+    return False
+
+
 def _cli(
     python: str, *args: str, cwd: Path = ROOT, timeout: float = 120
 ) -> subprocess.CompletedProcess[str]:
@@ -152,11 +180,13 @@ def test_train_runs_two_steps_on_the_plugin_with_a_judges_rewards(
     OpenAI-compatible server for it as a child of its own, its replies constrained to `k: x`
     lines by guided decoding so that every one parses. The learner trains on the mixed rewards,
     every logged episode keeps the judge's prompt, reply and score beside the env's verdict, the
-    rollout metrics count the judge's calls, and the judge's server is gone with the run.
-    (The judge's own cases, with scripted judges: tests/judging.)"""
+    rollout metrics count the judge's calls, and the judge's server is gone with the run. The
+    judge's server is killed (SIGKILL to its process group) once it has answered: the rollout
+    server restarts it and the run goes on, no group lost. (The judge's own cases, with scripted
+    judges: tests/judging.)"""
     model = create_tiny_model(tmp_path / "model", corpus=tiny_corpus(), vocab_size=320, seed=0)
     run = tmp_path / "run"
-    config = tiny_train_config(str(run), str(model))
+    config = tiny_train_config(str(run), str(model), max_steps=3)
     config["env_servers"] = [{"env": "guess", "replicas": 1, "transport": "zmq"}]
     config["rollout"]["dataset"] = {"env": "guess", "split": "train", "group_size": 2}
     judge = {"model": str(model), "mode": "group", "max_model_len": 2048, "max_in_flight": 4}
@@ -165,11 +195,15 @@ def test_train_runs_two_steps_on_the_plugin_with_a_judges_rewards(
     config["rollout"]["envs"] = [{"env": "guess", "reward": reward}]
     path = tmp_path / "train.yaml"
     path.write_text(yaml.safe_dump(config))
-    done = _cli(plugin_python, "train", "--config", str(path), timeout=900)
+    argv = [plugin_python, "-m", "agentgym_rl.cli", "train", "--config", str(path)]
+    with subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT) as proc:
+        killed = _kill_the_judge_once_it_answered(run, model, proc)
+        out = proc.communicate(timeout=900)[0].decode(errors="replace")
     logs = "\n".join(f"--- {p.name}\n{p.read_text()[-3000:]}" for p in (run / "logs").glob("*.log"))
-    assert done.returncode == 0, done.stdout + done.stderr + logs
+    assert proc.returncode == 0, out + logs
+    assert killed, "the run ended before its judge answered"
     steps = [json.loads(line)["step"] for line in (run / "learn" / "metrics.jsonl").open()]
-    assert steps == [1, 2]
+    assert steps == [1, 2, 3]
     summary = json.loads((run / "summary.json").read_text())
     assert summary["outcome"] == "finished" and summary["groups"]["balanced"]
 
@@ -184,14 +218,12 @@ def test_train_runs_two_steps_on_the_plugin_with_a_judges_rewards(
         assert verdict["success"] == e["success"]  # env+judge keeps the env's verdict
     last = json.loads((run / "rollout-0" / "metrics.jsonl").read_text().splitlines()[-1])
     assert last["judge_calls"] >= 4 and last["judge_unparsed"] == 0
+    # no group lost to the judge's death: each was judged, the killed server's calls asked again
     assert last["judge_failed_groups"] == 0 and last["judged_episodes"] >= len(episodes)
 
     log = (run / "rollout-0" / "judge-0.log").read_text()
     assert "vllm.entrypoints.openai.api_server" in log.splitlines()[0]
-    left = [
-        p.pid
-        for p in psutil.process_iter(["cmdline"])
-        if "vllm.entrypoints.openai" in " ".join(p.info["cmdline"] or [])
-        and str(model) in " ".join(p.info["cmdline"] or [])
-    ]
+    starts = [line for line in log.splitlines() if " start: " in line]
+    assert len(starts) == 2, "the killed judge server was started again"
+    left = [p.pid for p in _judge_servers(model)]
     assert left == [], "the judge's server outlived its run"
