@@ -76,9 +76,10 @@ def transcript(rec: EpisodeRecord, decode: Any) -> tuple[str, list[list[str]]]:
 
 
 def references(run: Path) -> dict[str, str | None]:
-    config = yaml.safe_load((run / "configs" / "train.yaml").read_text())
-    split = config["rollout"]["dataset"]["split"]
-    return {t.item_id: t.reference for t in load_split(split, config["rollout"]["dataset"]["env"])}
+    """The reference answer of every task of the run's training split (its rollout config's)."""
+    dataset = yaml.safe_load((run / "configs" / "rollout-0.yaml").read_text())["dataset"]
+    sources = dataset.get("mix") or [dataset]
+    return {t.item_id: t.reference for d in sources for t in load_split(d["split"], d["env"])}
 
 
 def make_set(run: Path, out: Path, per_class: int, seed: int) -> None:

@@ -12,10 +12,12 @@ from agentgym_rl import _core
 from agentgym_rl.episode.agent import Played
 from agentgym_rl.episode.dataset import Task
 from agentgym_rl.episode.log import (
+    LAST_OBSERVATION_CHARS,
     EpisodeLog,
     EpisodeLogError,
     find_episode_log,
     read_episodes,
+    record_of,
     summary_of,
 )
 from agentgym_rl.episode.types import EpisodePlan, TurnBudget
@@ -143,7 +145,7 @@ def test_format_3_logs_split_counts_and_turn_rewards_scalars_first(tmp_path: Pat
     assert (held_out.split, held_out.group_id, held_out.turn_rewards) == ("held_out", -1, None)
     lines = (tmp_path / "episodes.jsonl").read_text().splitlines()
     head = summary_of(lines[0])
-    assert head["v"] == 4 and head["split"] == "train" and head["invalid_turns"] == 1
+    assert head["v"] == 5 and head["split"] == "train" and head["invalid_turns"] == 1
     assert not set(head) & {"input_ids", "loss_mask", "turn_rewards"}  # tokens never parsed
     assert summary_of(lines[1])["split"] == "held_out"
 
@@ -165,3 +167,21 @@ def test_version_2_lines_still_read(tmp_path: Path) -> None:
     (tmp_path / "episodes.jsonl").write_text(json.dumps(d) + "\n")
     with pytest.raises(EpisodeLogError, match="split 'test' is not one of"):
         list(read_episodes(tmp_path / "episodes.jsonl"))
+
+
+def test_the_envs_last_answer_is_kept_head_and_tail(tmp_path: Path) -> None:
+    """No turn's context holds the env's answer to the last turn: the line keeps it (clipped in
+    the middle), and a line without one has no key."""
+    long = "Crafted 1 oak fence gate\n" + "x" * 5000 + "\nInventory: 1 oak fence gate"
+    log = EpisodeLog(tmp_path / "episodes.jsonl")
+    for last in (long, None):
+        log.write(record_of(sample(1.0), PLAN, 2, None, last_observation=last))
+    log.close()
+    kept, missing = read_episodes(tmp_path / "episodes.jsonl")
+    assert kept.last_observation is not None and missing.last_observation is None
+    assert len(kept.last_observation) <= LAST_OBSERVATION_CHARS + len(" [...] ")
+    assert kept.last_observation.startswith("Crafted 1 oak fence gate\nxx")
+    assert kept.last_observation.endswith("\nInventory: 1 oak fence gate")
+    assert "last_observation" not in summary_of(
+        (tmp_path / "episodes.jsonl").read_text().splitlines()[1]
+    )

@@ -112,6 +112,9 @@ def test_the_oracle_judge_agrees_with_the_env_and_its_scores_are_trained(
         assert e.reward == e.judge["score"] and "Turn 1, the agent:" in e.judge["prompt"]
         # the task's reference answer (its split's `reference`) reaches its own prompt
         assert f"A reference answer: the answer of {e.item_id}\n" in e.judge["prompt"]
+        # the env's answer to the last turn, in no context, is in the log and the judge's prompt
+        assert e.last_observation and e.last_observation in e.judge["prompt"]
+        assert ("You completed the goal." in e.last_observation) == e.success
     assert sorted(e.reward for e in logged) == rewards
 
 

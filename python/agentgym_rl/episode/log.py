@@ -19,7 +19,10 @@ without parsing its tokens (what the run viewer's index does over a million line
 versions 1 and 2 read with `split` "train" and the new counts unknown (None). Version 4 adds
 `judge` where a judge scored the episode (`judging/`): its `score`, `mode`, `prompt`, `reply`,
 `success` (by the reward's `success_at`) and `env_reward`; `reward` is then the judged reward
-and `success` stays the env's own verdict, so a log shows the judge beside the truth.
+and `success` stays the env's own verdict, so a log shows the judge beside the truth. Version 5
+adds `last_observation`: the env's answer to the episode's last turn (its head and tail, at most
+`LAST_OBSERVATION_CHARS`), which no turn's context holds since the episode ended on it (how a
+TextCraft episode ended, "Crafted 1 ..."); absent where none came (and in older lines).
 Each line is written with one `write` and flushed,
 so a reader (`agentgym-rl show`, `agentgym-rl view`) sees whole episodes while the run goes on.
 `read_episodes(path)` yields `EpisodeRecord`s; a malformed line raises `EpisodeLogError` naming
@@ -38,6 +41,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 import numpy as np
 
+from agentgym_rl.episode.clipping import clip_middle
 from agentgym_rl.episode.outcome import is_success
 
 if TYPE_CHECKING:
@@ -48,9 +52,11 @@ if TYPE_CHECKING:
 EPISODES_FILE = "episodes.jsonl"
 EVAL_EPISODES_FILE = "eval_episodes.jsonl"
 """A held-out evaluation's outcome per episode (`rollout/held_out.py`), no tokens."""
-FORMAT_VERSION = 4
+FORMAT_VERSION = 5
 """Version 2 added `parts`, version 3 `split`, `invalid_turns`, `forks`, `turn_rewards` and the
-scalars-first order, version 4 `judge`; version 1 lines read as episodes of one part."""
+scalars-first order, version 4 `judge`, version 5 `last_observation`; version 1 lines read as
+episodes of one part."""
+LAST_OBSERVATION_CHARS = 2000
 SPLITS = ("train", "held_out")
 ARRAY_KEYS: tuple[str, ...] = ("input_ids", "loss_mask", "logprobs", "versions", "turn_spans")
 ARRAY_KEYS += ("parts", "turn_rewards")
@@ -102,6 +108,8 @@ class EpisodeRecord:
     """The reward of each generated turn, where the env gives them; else None."""
     judge: dict[str, Any] | None = None
     """A judge's verdict on the episode (see the module docstring); None when none judged it."""
+    last_observation: str | None = None
+    """The env's answer to the last turn (see the module docstring); None where none came."""
 
     @property
     def trained_tokens(self) -> int:
@@ -119,7 +127,7 @@ class EpisodeRecord:
         d.update((f.name, getattr(self, f.name)) for f in fields(self) if f.name not in ARRAY_KEYS)
         d.update((key, getattr(self, key)) for key in ARRAY_KEYS)
         d["turn_spans"] = [list(s) for s in self.turn_spans]
-        for key in ("parts", "turn_rewards", "judge"):
+        for key in ("parts", "turn_rewards", "judge", "last_observation"):
             if d[key] is None:
                 del d[key]
         if self.parts is not None:
@@ -182,6 +190,7 @@ def record_of(
     invalid_turns: int | None = None,
     forks: int = 0,
     judge: dict[str, Any] | None = None,
+    last_observation: str | None = None,
 ) -> EpisodeRecord:
     """The log record of one finished episode (its one sample, or its samples in order)."""
     parts = [samples] if not isinstance(samples, Sequence) else list(samples)
@@ -233,7 +242,17 @@ def record_of(
         forks=forks,
         turn_rewards=[round(float(r), 6) for r in rewards] if per_turn else None,
         judge=judge,
+        last_observation=(
+            None
+            if last_observation is None
+            else clip_middle(last_observation, LAST_OBSERVATION_CHARS)
+        ),
     )
+
+
+def _last_observation(played: Played) -> str | None:
+    state = played.state
+    return state.exchanges[-1][1] if state is not None and state.exchanges else None
 
 
 class EpisodeLog:
@@ -284,6 +303,7 @@ class EpisodeLog:
             invalid_turns=played.invalid,
             forks=played.forks,
             judge=played.judged,
+            last_observation=_last_observation(played),
         )
 
     def write(self, rec: EpisodeRecord) -> None:

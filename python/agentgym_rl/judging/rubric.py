@@ -18,6 +18,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from agentgym_rl.episode.clipping import clip_middle
+
 EPISODE_RUBRIC = """You judge whether an agent completed a task in a text environment.
 
 The task, as the environment first described it:
@@ -149,8 +151,4 @@ def _reference(reference: str | None) -> str:
 
 
 def _clip(text: str, limit: int = MESSAGE_CHARS) -> str:
-    text = text.strip()
-    if len(text) <= limit:
-        return text
-    half = limit // 2
-    return f"{text[:half]} [...] {text[-half:]}"
+    return clip_middle(text, limit)
