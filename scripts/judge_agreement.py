@@ -4,9 +4,9 @@ Two steps, one command each:
 
 make-set: a fixed set of logged episodes from a recorded run. Up to `--per-class` successes and
 as many failures of its training episodes (drawn with a fixed seed; env failures left out), each
-decoded to what a judge reads (the task, then per turn the policy's reply and the env's answer)
-with its env reward, success and the task's reference answer (its split's `reference`, where the
-split has one). One compact JSON line per episode.
+decoded to what a judge reads (the task, then per turn the policy's reply and the env's answer,
+the last from the log's `last_observation`) with its env reward, success and the task's
+reference answer (its split's `reference`, where the split has one). One JSON line an episode.
 
     python scripts/judge_agreement.py make-set runs/judge-src/searchqa \\
         docs/results/judge/searchqa-set.jsonl
@@ -72,6 +72,8 @@ def transcript(rec: EpisodeRecord, decode: Any) -> tuple[str, list[list[str]]]:
         after = spans[k + 1][0] if k + 1 < len(spans) else len(ids)
         reply = re.sub(r"<\|[^|]*\|>", "", decode(ids[start:end])).strip()
         turns.append([reply, message(decode(ids[end:after]), "user")])
+    if turns and rec.last_observation is not None:
+        turns[-1][1] = rec.last_observation  # the answer that ended it: in no context
     return task, turns
 
 
@@ -90,6 +92,8 @@ def make_set(run: Path, out: Path, per_class: int, seed: int) -> None:
         for e in read_episodes(find_episode_log(run))
         if e.split == "train" and e.status != "env_failure" and not e.parts and e.turn_spans
     ]
+    if episodes and episodes[-1].last_observation is None:
+        raise SystemExit(f"{run}: its log keeps no last_observation (episode log version < 5)")
     rng = random.Random(seed)
     chosen: list[EpisodeRecord] = []
     for success in (True, False):
