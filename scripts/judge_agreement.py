@@ -20,6 +20,10 @@ seconds, and every episode's score) and prints a markdown table.
 
     python scripts/judge_agreement.py score --judge runs/models/smollm2-135m-instruct \\
         --out docs/results/judge docs/results/judge/*-set.jsonl
+
+run-record: a judged training run, compact (`run_record` says what), for docs/results/judge.
+
+    python scripts/judge_agreement.py run-record runs/judge-goto-s0 docs/results/judge/run-s0.json
 """
 
 from __future__ import annotations
@@ -124,6 +128,48 @@ def make_set(run: Path, out: Path, per_class: int, seed: int) -> None:
     out.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
     wins = sum(r["success"] for r in rows)
     print(f"{out}: {len(rows)} episodes ({wins} successes) of {len(episodes)} logged in {run}")
+
+
+# ---- run-record -------------------------------------------------------------------------------
+
+
+def run_record(run: Path, how: str) -> dict[str, Any]:
+    """A judged training run, compact: held-out success by version and category beside its
+    yardsticks, wall time, the judge's counters, and how its scores of the run's own episodes
+    agreed with the env's verdict (all of them, and the first and last fifth)."""
+    summary = json.loads((run / "summary.json").read_text())
+    evals = [json.loads(x) for x in (run / "rollout-0" / "eval.jsonl").read_text().splitlines()]
+    metrics = (run / "rollout-0" / "metrics.jsonl").read_text().splitlines()
+    last = json.loads(metrics[-1])
+    judged = [e for e in read_episodes(find_episode_log(run)) if e.judge is not None]
+    fifth = max(1, len(judged) // 5)
+
+    def agreement(episodes: list[EpisodeRecord]) -> dict[str, Any]:
+        verdicts = [(e, e.judge or {}) for e in episodes]
+        records = [
+            EvalRecord(e.env, e.category, e.item_id, e.success, v["env_reward"], judged=v["score"])
+            for e, v in verdicts
+        ]
+        return judge_agreement(records, SUCCESS_AT)
+
+    yardsticks = next(iter(summary["yardsticks"].values()))
+    return {
+        "run": run.name,
+        "how": how,
+        "wall_min": round(summary["wall_time_s"] / 60, 1),
+        "steps": summary["steps"],
+        "success": {str(e["version"]): e["success"] for e in evals},
+        "final_by_category": evals[-1]["by_category"],
+        "chance": yardsticks["chance"],
+        "rule": yardsticks["rule"],
+        "episodes": summary["episodes"],
+        "judge": {k: v for k, v in last.items() if k.startswith("judge")},
+        "agreement": {
+            "all": agreement(judged),
+            "first_fifth": agreement(judged[:fifth]),
+            "last_fifth": agreement(judged[-fifth:]),
+        },
+    }
 
 
 # ---- score ------------------------------------------------------------------------------------
@@ -241,7 +287,16 @@ def main() -> None:
     score.add_argument("--judge", required=True, help="the model judge (a local HF folder)")
     score.add_argument("--out", type=Path, required=True, help="where records.json goes")
     score.add_argument("--log-dir", type=Path, default=Path("runs/judge-agreement"))
+    rec = sub.add_parser("run-record", help="a judged training run's compact record")
+    rec.add_argument("run", type=Path, help="the run folder")
+    rec.add_argument("out", type=Path, help="the JSON file to write")
+    rec.add_argument("--how", default="", help="how the run was made (kept in the record)")
     args = parser.parse_args()
+    if args.command == "run-record":
+        record = run_record(args.run, args.how)
+        args.out.write_text(json.dumps(record, indent=1) + "\n")
+        print(json.dumps({k: record[k] for k in ("success", "wall_min", "judge")}, indent=1))
+        return
     if args.command == "make-set":
         make_set(args.run, args.out, args.per_class, args.seed)
         return
