@@ -36,7 +36,7 @@ from typing import Any
 
 from agentgym_rl.processes.env_servers import EnvServerProcess
 from agentgym_rl.processes.ports import free_port
-from bench_rollout import Learner, Setup, mode_config, policy_setup, quick_setup
+from bench_rollout import Learner, Setup, mode_config, policy_setup, quick_setup, start_engine
 from figures import figure
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -112,8 +112,6 @@ def judge_settings(args: argparse.Namespace, url: str | None) -> dict[str, Any]:
 
 
 async def main_async(args: argparse.Namespace) -> int:
-    from agentgym_rl.inference.engine import EngineOptions, VllmEngine
-
     t_start = time.perf_counter()
     oracle, url = oracle_server() if args.quick else (None, None)
     engine = None
@@ -122,14 +120,7 @@ async def main_async(args: argparse.Namespace) -> int:
         with tempfile.TemporaryDirectory(prefix="bench-judge-") as name:
             tmp = Path(name)
             setup = quick_setup(tmp, args) if args.quick else policy_setup(tmp, args)
-            config = mode_config(setup, ["http://127.0.0.1:1"], args, tmp, "tcp://127.0.0.1:1")
-            opts = EngineOptions.from_config(
-                config.engine, max_num_seqs=256, sampling_args=setup.sampling_args
-            )
-            engine = await VllmEngine.start(setup.model, opts)
-            await asyncio.gather(  # warm-up: the first batch shapes, not measured
-                *(engine.generate([1, 5, 7], max_tokens=16, request_id=f"w{i}") for i in range(8))
-            )
+            engine = await start_engine(setup, args, tmp)
             judge = judge_settings(args, url)
             modes: list[tuple[str, dict[str, Any] | None]] = [("env", None)]
             modes += [

@@ -462,9 +462,27 @@ def print_table(rows: list[tuple[float, dict[str, Any], dict[str, Any]]]) -> Non
         )
 
 
-async def main_async(args: argparse.Namespace) -> int:
+async def start_engine(setup: Setup, args: argparse.Namespace, tmp: Path) -> Any:
+    """The policy's engine under the setup's sampling and context (float32 like the checkpoint:
+    "auto" would run the CPU build in bf16), warmed up on the first batch shapes (and the
+    grammar path), which no mode then measures."""
     from agentgym_rl.inference.engine import EngineOptions, VllmEngine
 
+    # the wiring is a placeholder: only `engine` is read
+    config = mode_config(setup, ["http://127.0.0.1:1"], args, tmp, "tcp://127.0.0.1:1")
+    opts = EngineOptions.from_config(
+        config.engine, max_num_seqs=256, sampling_args=setup.sampling_args
+    )
+    t0 = time.perf_counter()
+    engine = await VllmEngine.start(setup.model, opts)
+    print(f"engine started in {time.perf_counter() - t0:.1f}s", flush=True)
+    await asyncio.gather(
+        *(engine.generate([1, 5, 7], max_tokens=16, request_id=f"w{i}") for i in range(8))
+    )
+    return engine
+
+
+async def main_async(args: argparse.Namespace) -> int:
     t_start = time.perf_counter()
     print(f"load average at start: {os.getloadavg()[0]:.2f} (1 min)", flush=True)
     engine = None
@@ -474,19 +492,7 @@ async def main_async(args: argparse.Namespace) -> int:
         with tempfile.TemporaryDirectory(prefix="bench-rollout-") as name:
             tmp = Path(name)
             setup = quick_setup(tmp, args) if args.quick else policy_setup(tmp, args)
-            # the config's sampling and context (float32 like the checkpoint: "auto" would
-            # run the CPU build in bf16); the wiring is a placeholder, only `engine` is read
-            config = mode_config(setup, ["http://127.0.0.1:1"], args, tmp, "tcp://127.0.0.1:1")
-            opts = EngineOptions.from_config(
-                config.engine, max_num_seqs=256, sampling_args=setup.sampling_args
-            )
-            t0 = time.perf_counter()
-            engine = await VllmEngine.start(setup.model, opts)
-            print(f"engine started in {time.perf_counter() - t0:.1f}s", flush=True)
-            # Warm-up: the first batch shapes (and the grammar path), not measured.
-            await asyncio.gather(
-                *(engine.generate([1, 5, 7], max_tokens=16, request_id=f"w{i}") for i in range(8))
-            )
+            engine = await start_engine(setup, args, tmp)
             for latency, groups, sync_groups in zip(
                 args.latency_ms, args.groups, args.sync_groups, strict=True
             ):
