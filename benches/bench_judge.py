@@ -12,7 +12,7 @@ Full form (default): the policy of bench_rollout.py (the README run's final HF e
 base) under its train config's settings, and a model judge: `--judge DIR`, a local HF folder
 served by vLLM's OpenAI server in its own process (default runs/models/smollm2-135m-instruct:
 `agentgym-rl init-model --base smollm2-135m-instruct --warmup-steps 0 --out DIR` makes it);
-24 groups of 4 per mode. Quick form (`--quick`, CI): bench_rollout's tiny random policy with
+12 groups of 4 per mode. Quick form (`--quick`, CI): bench_rollout's tiny random policy with
 regex-held turns and the scripted oracle judge of the tests (tests/scripted_judge.py) served by
 uvicorn through the same OpenAI path, 6 groups: a smoke figure of the plumbing's overhead.
 
@@ -174,11 +174,11 @@ def main() -> int:
     p.add_argument("--model", type=Path, default=None, help="the policy (HF folder; full form)")
     p.add_argument("--judge", type=Path, default=DEFAULT_JUDGE, help="the judge (full form)")
     p.add_argument("--warmup-steps", type=int, default=200, help="of a policy the bench creates")
-    p.add_argument("--groups", type=int, default=None, help="groups per mode (quick 6, full 24)")
+    p.add_argument("--groups", type=int, default=None, help="groups per mode (quick 6, full 12)")
     p.add_argument("--group-size", type=int, default=4)
     p.add_argument("--groups-per-step", type=int, default=4, help="a learner step, in groups")
     args = p.parse_args()
-    args.groups = args.groups or (6 if args.quick else 24)
+    args.groups = args.groups or (6 if args.quick else 12)
     args.turns = args.max_tokens = None
     args.max_in_flight = 16
     if not args.quick and not (args.judge / "config.json").is_file():
