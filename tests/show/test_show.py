@@ -9,13 +9,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from rich.console import Console
 
 from agentgym_rl.cli import main
 from agentgym_rl.episode.agent import Played
 from agentgym_rl.episode.log import EpisodeLog, EpisodeRecord, read_episodes
 from agentgym_rl.learner.credit_log import TrainedLog, TrainedSample
 from agentgym_rl.trajectory import ChatTokenizer
-from agentgym_rl.viewer.transcript import mask_problems, render_plain, render_rich
+from agentgym_rl.viewer.transcript import LAST_ANSWER_LINE, mask_problems, render_plain, render_rich
 
 CHATML = Path(__file__).resolve().parents[1] / "fixtures" / "templates" / "chatml"
 
@@ -243,3 +244,13 @@ def test_a_judged_episode_shows_the_judge_beside_the_env_and_survives_the_log(
     assert back.judge == verdict and plain.judge is None
     assert json.loads(path.read_text().splitlines()[0])["v"] >= 4  # judge: since version 4
     assert "judge" not in render_plain(plain, chat.decode, "1 of 2")
+
+
+def test_the_envs_last_answer_closes_the_transcript(chat: ChatTokenizer) -> None:
+    rec = dataclasses.replace(episode(chat), last_observation="You completed the goal.")
+    out = render_plain(rec, chat.decode, "0 of 1")
+    assert out.endswith(f"{LAST_ANSWER_LINE}\nYou completed the goal.\n")
+    assert LAST_ANSWER_LINE not in render_plain(episode(chat), chat.decode, "0 of 1")
+    rich = Console(record=True, width=200)
+    rich.print(render_rich(rec, chat.decode, "0 of 1"))
+    assert rich.export_text().rstrip().endswith("You completed the goal.")

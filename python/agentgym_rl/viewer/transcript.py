@@ -13,7 +13,8 @@ learner's record of the episode (`credit`: `episode_credit`, the `credit_log.Tra
 each of its parts joined by request id), the header says which step trained it and each turn line
 the advantage its tokens trained with. A judged episode's header adds the judge's score, its
 verdict and reply beside the env's (`judge_lines`). A part after the first opens with a line of
-its own.
+its own. The env's answer to the last turn, which no context holds, closes the transcript under
+a line of its own where the log kept it (`last_observation`).
 `blocks` is that reading order as data (part lines, turn lines, text runs): both renderers and
 the run viewer's page (`page_data.py`) lay it out, so `show` and `view` never disagree.
 """
@@ -34,6 +35,7 @@ Decode = Callable[[Sequence[int]], str]
 TRAINED_STYLE = "bold green"
 MASKED_STYLE = "dim"
 TURN_STYLE = "cyan"
+LAST_ANSWER_LINE = "── the env's last answer (in no context: the episode ended on it) ──"
 
 
 @dataclass(frozen=True, slots=True)
@@ -228,6 +230,8 @@ def render_plain(
             parts.append(f"«{b.text}»" if b.trained else b.text)
         else:
             parts += [_turn_break(parts[-1]), b.text, "\n"]
+    if rec.last_observation is not None:
+        parts += [_turn_break(parts[-1]), LAST_ANSWER_LINE, "\n", rec.last_observation]
     return "".join(parts).rstrip("\n") + "\n"
 
 
@@ -248,4 +252,7 @@ def render_rich(
             style = "bold" if b.kind == "part" else TURN_STYLE
             body.append(_turn_break(last) + b.text + "\n", style=style)
             last = "\n"
+    if rec.last_observation is not None:
+        body.append(_turn_break(last) + LAST_ANSWER_LINE + "\n", style=TURN_STYLE)
+        body.append(rec.last_observation, style=MASKED_STYLE)
     return Group(*head, Text(""), body)
