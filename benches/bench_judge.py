@@ -26,11 +26,9 @@ import asyncio
 import dataclasses
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -40,23 +38,11 @@ from bench_rollout import Learner, Setup, mode_config, policy_setup, quick_setup
 from figures import figure
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))  # the scripted judge and its server (quick form)
+from asgi_procs import AsgiProc  # noqa: E402
+
 DEFAULT_JUDGE = ROOT / "runs" / "models" / "smollm2-135m-instruct"
 LATENCY = ["--step-latency-ms", "40", "--step-latency-sigma", "1.0"]
-
-
-def oracle_server() -> tuple[subprocess.Popen[bytes], str]:
-    """The tests' scripted judge under uvicorn; its base URL."""
-    port = free_port()
-    argv = [sys.executable, "-m", "uvicorn", "--app-dir", str(ROOT / "tests"), "scripted_judge:app"]
-    proc = subprocess.Popen([*argv, "--port", str(port), "--log-level", "warning"])
-    for _ in range(150):
-        try:
-            urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1)
-            return proc, f"http://127.0.0.1:{port}/v1"
-        except OSError:
-            time.sleep(0.2)
-    proc.kill()
-    raise RuntimeError("the scripted judge did not start")
 
 
 async def run_mode(
@@ -113,7 +99,8 @@ def judge_settings(args: argparse.Namespace, url: str | None) -> dict[str, Any]:
 
 async def main_async(args: argparse.Namespace) -> int:
     t_start = time.perf_counter()
-    oracle, url = oracle_server() if args.quick else (None, None)
+    oracle = AsgiProc("scripted_judge:app", ready_path="/health").start() if args.quick else None
+    url = f"{oracle.url}/v1" if oracle is not None else None
     engine = None
     rows: list[tuple[str, dict[str, Any]]] = []
     try:
@@ -142,8 +129,7 @@ async def main_async(args: argparse.Namespace) -> int:
         if engine is not None:
             engine.shutdown()
         if oracle is not None:
-            oracle.terminate()
-            oracle.wait(10)
+            oracle.stop()
     base = rows[0][1]
     which = "the scripted oracle (quick)" if args.quick else str(args.judge)
     print(f"\njudge: {which}; a step: {args.groups_per_step} groups of {args.group_size}")

@@ -33,10 +33,8 @@ import asyncio
 import json
 import random
 import re
-import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -48,9 +46,12 @@ from agentgym_rl.episode.log import EpisodeRecord, find_episode_log, read_episod
 from agentgym_rl.episode.scoring import EvalRecord, judge_agreement
 from agentgym_rl.judging.judge import Judge, JudgeFailed
 from agentgym_rl.judging.rubric import Transcript
-from agentgym_rl.judging.serving import judge_of, served_judge
+from agentgym_rl.judging.serving import served_judge
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))  # the scripted oracle judge and its server
+from asgi_procs import AsgiProc  # noqa: E402
+
 SUCCESS_AT = 0.5
 _BLOCK = re.compile(r"<\|im_start\|>(\w+)\n(.*?)(?:<\|im_end\|>|$)", re.S)
 
@@ -175,19 +176,6 @@ def run_record(run: Path, how: str) -> dict[str, Any]:
 # ---- score ------------------------------------------------------------------------------------
 
 
-def oracle_server(port: int) -> subprocess.Popen[bytes]:
-    argv = [sys.executable, "-m", "uvicorn", "--app-dir", str(ROOT / "tests"), "scripted_judge:app"]
-    proc = subprocess.Popen([*argv, "--port", str(port), "--log-level", "warning"])
-    for _ in range(150):
-        try:
-            urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1)
-            return proc
-        except OSError:
-            time.sleep(0.2)
-    proc.kill()
-    raise RuntimeError("the oracle judge did not start")
-
-
 async def scored(judge: Judge, row: dict[str, Any]) -> float | None:
     """The judge's score of one episode; None where it failed (counted in its counters)."""
     t = Transcript(row["task"], tuple((reply, answer) for reply, answer in row["turns"]))
@@ -224,25 +212,16 @@ async def judge_set(judge: Judge, rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 async def score_all(sets: list[Path], judge_model: str, log_dir: Path) -> dict[str, Any]:
-    from agentgym_rl.judging.client import ChatEndpoint
-    from agentgym_rl.processes.ports import free_port
-
     data = {p.name.removesuffix("-set.jsonl"): _rows(p) for p in sets}
     results: dict[str, Any] = {name: {} for name in data}
-    port = free_port()
-    server = oracle_server(port)
+    server = AsgiProc("scripted_judge:app", ready_path="/health").start()
     try:
-        config = JudgeConfig(model="oracle", url=f"http://127.0.0.1:{port}/v1")
-        endpoint = ChatEndpoint(config.url, "oracle")  # type: ignore[arg-type]
-        try:
-            oracle = judge_of(config, endpoint)
+        config = JudgeConfig(model="oracle", url=f"{server.url}/v1")
+        async with served_judge(config, log_dir) as oracle:
             for name, rows in data.items():
                 results[name]["oracle"] = await judge_set(oracle, rows)
-        finally:
-            await endpoint.aclose()
     finally:
-        server.terminate()
-        server.wait(10)
+        server.stop()
     config = JudgeConfig(model=judge_model, max_model_len=4096, max_in_flight=8)
     started = time.monotonic()
     async with served_judge(config, log_dir) as model:
