@@ -44,7 +44,14 @@ from typing import Any
 
 from agentgym_rl.processes.env_servers import EnvServerProcess
 from agentgym_rl.processes.ports import free_port
-from bench_rollout import Learner, Setup, mode_config, policy_setup, quick_setup
+from bench_rollout import (
+    Learner,
+    Setup,
+    add_policy_arguments,
+    mode_config,
+    policy_setup,
+    quick_setup,
+)
 from figures import figure
 
 
@@ -281,6 +288,7 @@ def main() -> int:
     p.add_argument(
         "--kv-mb", type=int, default=None, help="engine KV cache, MiB (default: as serve-rollouts)"
     )
+    add_policy_arguments(p)
     args = p.parse_args()
     args.groups = args.groups or (8 if args.quick else 256)
     args.settings = args.max_in_flight or (["8"] if args.quick else ["16", "auto"])

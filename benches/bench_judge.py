@@ -34,7 +34,15 @@ from typing import Any
 
 from agentgym_rl.processes.env_servers import EnvServerProcess
 from agentgym_rl.processes.ports import free_port
-from bench_rollout import Learner, Setup, mode_config, policy_setup, quick_setup, start_engine
+from bench_rollout import (
+    Learner,
+    Setup,
+    add_policy_arguments,
+    mode_config,
+    policy_setup,
+    quick_setup,
+    start_engine,
+)
 from figures import figure
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -163,6 +171,7 @@ def main() -> int:
     p.add_argument("--groups", type=int, default=None, help="groups per mode (quick 6, full 12)")
     p.add_argument("--group-size", type=int, default=4)
     p.add_argument("--groups-per-step", type=int, default=4, help="a learner step, in groups")
+    add_policy_arguments(p)
     args = p.parse_args()
     args.groups = args.groups or (6 if args.quick else 12)
     args.turns = args.max_tokens = None

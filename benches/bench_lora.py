@@ -1,6 +1,7 @@
 """LoRA against full fine-tuning on the learner, side by side: bytes per weight update, optimizer
 state, learner peak memory and tokens/s, on random Qwen2s of the main run's policy's shape
 (configs/train/babyai_goto.yaml's 2M model) and, in the full form, of Qwen2.5-0.5B's; CPU, fp32.
+`--model DIR` measures real model folders instead (bench_model.py: SmolLM2 beside the 2M policy).
 
 Each (shape, mode) runs in its own process (its peak resident memory is its own): the real
 `Trainer` (`checks.gpu_check.make_trainer`, the same synthetic multi-turn groups), one untimed
@@ -13,7 +14,7 @@ adapters as LoRA (`lora_serving: adapters`) and one merging them into its weight
 given one update and then 64 requests of 64 tokens at once (distinct 200-token prompts,
 `ignore_eos`): generated tokens/s and the update's seconds, side by side.
 
-    python benches/bench_lora.py [--quick] [--steps N] [--rank R]
+    python benches/bench_lora.py [--quick] [--steps N] [--rank R] [--model DIR ...]
 """
 
 from __future__ import annotations
@@ -36,6 +37,14 @@ MAIN_SHAPE = (520, 192, 576, 4, 3, 3)
 heads, key-value heads."""
 
 
+def model_work() -> Any:
+    """A step of a model folder given with --model: 8 samples of 400-800 tokens (the BabyAI
+    runs' episodes), 2,048-token micro-batches (babyai_goto_smollm2.yaml's)."""
+    from agentgym_rl.checks import gpu_check
+
+    return gpu_check.Workload(2, 4, 400, 800, 24, 2048, 256)
+
+
 def one(shape_name: str, rank: int, steps: int, out: Path) -> dict[str, Any]:
     """Train `steps` steps of one configuration in this process; its figures."""
     import numpy as np
@@ -43,16 +52,21 @@ def one(shape_name: str, rank: int, steps: int, out: Path) -> dict[str, Any]:
 
     from agentgym_rl.checks import gpu_check
 
-    shape = {"main": gpu_check.Shape(*MAIN_SHAPE), "0.5B": gpu_check.QWEN25_05B}[shape_name]
-    model_dir = out / shape_name
-    if not (model_dir / "config.json").is_file():
-        gpu_check.create_model(model_dir, shape, torch.device("cpu"), seed=0)
+    given = Path(shape_name)
+    if (given / "config.json").is_file():  # a real model folder, on a run's shapes of samples
+        model_dir, work = given, model_work()
+        vocab = json.loads((given / "config.json").read_text())["vocab_size"]
+        shape_name = given.name
+    else:
+        shape = {"main": gpu_check.Shape(*MAIN_SHAPE), "0.5B": gpu_check.QWEN25_05B}[shape_name]
+        model_dir, work, vocab = out / shape_name, gpu_check.CPU_WORK, shape.vocab_size
+        if not (model_dir / "config.json").is_file():
+            gpu_check.create_model(model_dir, shape, torch.device("cpu"), seed=0)
     args = argparse.Namespace(precision="fp32", steps=steps, seed=0, lora=rank)
-    work = gpu_check.CPU_WORK
     trainer = gpu_check.make_trainer(model_dir, out / f"{shape_name}-r{rank}", args, work)
     try:
         rng = np.random.default_rng(0)
-        batches = [gpu_check.make_groups(rng, shape.vocab_size, work) for _ in range(steps + 1)]
+        batches = [gpu_check.make_groups(rng, vocab, work) for _ in range(steps + 1)]
         trainer.train_step(batches[0])
         t0 = time.perf_counter()
         tokens = sum(trainer.train_step(b)["tokens"] for b in batches[1:])
@@ -172,6 +186,14 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="the main shape, 1 timed step")
     parser.add_argument("--steps", type=int, help="timed steps (default 3; quick 1)")
     parser.add_argument("--rank", type=int, default=16, help="adapter rank (default 16)")
+    parser.add_argument(
+        "--model",
+        type=Path,
+        action="append",
+        default=None,
+        help="an HF model folder to measure instead of the random shapes (repeatable); its "
+        "steps are 8 samples of 400-800 tokens",
+    )
     parser.add_argument("--one", nargs=4, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:
@@ -180,6 +202,8 @@ def main() -> None:
         return
     steps = args.steps or (1 if args.quick else 3)
     shapes = ["main"] if args.quick else ["main", "0.5B"]
+    if args.model:
+        shapes = [str(m.resolve()) for m in args.model]
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for shape in shapes:
@@ -196,7 +220,7 @@ def main() -> None:
             f"{r['update_bytes'] / 1e6:.2f} MB | {r['optimizer_bytes'] / 1e6:.2f} MB | "
             f"{r['peak_rss_bytes'] / 1e9:.2f} GB | {r['tokens_per_s']:.1f} |"
         )
-    for shape in shapes:
+    for shape in [r["shape"] for r in rows[::2]]:
         full, lora = (r for r in rows if r["shape"] == shape)
         share = lora["update_bytes"] / full["update_bytes"]
         print(
@@ -223,7 +247,7 @@ def main() -> None:
             baseline=full["tokens_per_s"],
             baseline_name="full fine-tuning",
         )
-    if args.quick:  # three vLLM starts: the full form only
+    if args.quick or args.model:  # three vLLM starts on the main shape: the full form only
         return
     with tempfile.TemporaryDirectory() as tmp:
         import asyncio

@@ -134,7 +134,7 @@ def policy_setup(tmp: Path, args: argparse.Namespace) -> Setup:
     from agentgym_rl.config.loader import load_config
     from agentgym_rl.config.train import TrainConfig
 
-    train = load_config(TrainConfig, TRAIN_CONFIG)
+    train = load_config(TrainConfig, args.config)
     model = choose_policy(train, args)
     rollout = train.rollout.model_dump(mode="json", exclude={"eval"}, exclude_unset=True)
     config = tmp / "policy_rollout.yaml"
@@ -144,6 +144,8 @@ def policy_setup(tmp: Path, args: argparse.Namespace) -> Setup:
         overrides.append(f"engine.max_tokens_per_turn={args.max_tokens}")
     if args.turns:
         overrides.append(f"scaling_inter.turn_caps=[{args.turns}]")
+    if args.dtype:
+        overrides.append(f"engine.dtype={args.dtype}")
     servers = [a for s in train.env_servers if s.env == "babyai" for a in s.args]
     return Setup(model, config, overrides, server_args=servers)
 
@@ -173,12 +175,12 @@ def choose_policy(train: Any, args: argparse.Namespace) -> Path:
             flush=True,
         )
         return base
-    return created_policy(train, args.warmup_steps)
+    return created_policy(train, args.config, args.warmup_steps)
 
 
-def created_policy(train: Any, warmup_steps: int) -> Path:
+def created_policy(train: Any, config: Path, warmup_steps: int) -> Path:
     """`init-model` with the train config's options but `warmup_steps`, made once and cached."""
-    out = CREATED_MODELS / f"babyai-goto-warmup{warmup_steps}"
+    out = CREATED_MODELS / f"{config.stem.replace('_', '-')}-warmup{warmup_steps}"
     if (out / "init_model.json").is_file():
         print(f"policy: {out} (created by an earlier bench run: format warm-up only)", flush=True)
         return out
@@ -190,7 +192,7 @@ def created_policy(train: Any, warmup_steps: int) -> Path:
     cmd = [sys.executable, "-m", "agentgym_rl.cli", "init-model", "--out", str(out), "--force"]
     cmd += to_flags(options)  # as `train` passes them (supervise/plan.py)
     print(
-        f"policy: none trained ({TRAIN_CONFIG.name} has no checkpoint yet); creating {out} "
+        f"policy: none trained ({config.name} has no checkpoint yet); creating {out} "
         f"with init-model ({warmup_steps} warm-up steps, cached for later runs)",
         flush=True,
     )
@@ -198,6 +200,20 @@ def created_policy(train: Any, warmup_steps: int) -> Path:
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
     print(f"policy created in {time.perf_counter() - t0:.0f}s", flush=True)
     return out
+
+
+def add_policy_arguments(p: argparse.ArgumentParser) -> None:
+    """The full form's policy settings, shared with bench_ceiling.py."""
+    p.add_argument(
+        "--config",
+        type=Path,
+        default=TRAIN_CONFIG,
+        help="the train config whose rollout settings the policy plays under (full form; "
+        "default: the README run's)",
+    )
+    p.add_argument(
+        "--dtype", default=None, help="engine dtype instead of the config's (e.g. float32)"
+    )
 
 
 class Learner:
@@ -541,6 +557,7 @@ def main() -> int:
     p.add_argument("--max-tokens", type=int, default=None, help="per turn (quick 64, full: 24)")
     p.add_argument("--servers", type=int, default=2)
     p.add_argument("--sigma", type=float, default=1.0)
+    add_policy_arguments(p)
     args = p.parse_args()
     args.in_flight = args.in_flight or (["16"] if args.quick else ["16", "auto"])
     bad = [x for x in args.in_flight if x != "auto" and not x.isdigit()]

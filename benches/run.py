@@ -6,7 +6,8 @@ Megatron learner step vs transformers, SciWorld, retrieval, the web env, weight 
 relayed in a tree vs the learner's star, Wordle's and Maze's steps/s vs the bare loop, step-wise
 context (the last k turns) vs the whole history on long episodes, micro-batch cuts that weigh
 padding against a pass's fixed cost vs the fewest micro-batches, the run viewer's first pages of
-a million-episode log vs indexing it all, rollouts rewarded by a judge vs by the env alone. CI runs
+a million-episode log vs indexing it all, rollouts rewarded by a judge vs by the env alone,
+SmolLM2-135M's generation, learner, weight updates and step beside the 2M policy's. CI runs
 each one's --quick form. Every run writes one JSON record of its figures and what they were
 measured on (`records.py`); docs/performance.md's table is rendered from a full run's
 (`python scripts/record_figures.py render RECORD`).
@@ -47,6 +48,7 @@ BENCHES = {
     "lora": "bench_lora.py",
     "viewer": "bench_viewer.py",
     "judge": "bench_judge.py",
+    "model": "bench_model.py",
 }
 HERE = Path(__file__).resolve().parent
 

@@ -39,6 +39,8 @@ def args(**given: object) -> argparse.Namespace:
         "max_in_flight": 16,
         "turns": None,
         "max_tokens": None,
+        "config": BENCHES.parent / "configs" / "train" / "babyai_goto.yaml",
+        "dtype": None,
     }
     return argparse.Namespace(**{**defaults, **given})
 
@@ -65,6 +67,20 @@ def test_full_form_runs_the_policy_under_its_train_config(tmp_path: Path) -> Non
     assert config.eval is None and config.weights_endpoint is None
     # the bench's own buffer: no admission limit, every group counted
     assert config.buffer.max_staleness >= 1000 and not config.buffer.filter_zero_variance
+
+
+def test_full_form_takes_another_train_config_and_dtype(tmp_path: Path) -> None:
+    """bench_model.py plays SmolLM2 under its own config, in float32 on hosts without bf16."""
+    b = bench()
+    smollm2 = b.ROOT / "configs/train/babyai_goto_smollm2.yaml"
+    train = load_config(TrainConfig, smollm2)
+    assert train.rollout.engine.dtype == "bfloat16"  # what the override must change
+    given = args(model=tmp_path / "policy", config=smollm2, dtype="float32")
+    setup = b.policy_setup(tmp_path, given)
+    config = b.mode_config(setup, ["http://127.0.0.1:1"], given, tmp_path, "tcp://127.0.0.1:1")
+    assert config.engine.dtype == "float32"
+    assert config.envs[0].system_prompt == train.rollout.envs[0].system_prompt
+    assert config.engine.kv_cache_mb == train.rollout.engine.kv_cache_mb
 
 
 def test_full_form_prefers_the_trained_checkpoint(tmp_path: Path) -> None:

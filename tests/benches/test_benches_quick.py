@@ -135,6 +135,14 @@ FIGURES = {
         rf"^env\+judge, group: 6 groups, 24 episodes .* judge calls 6, {NUMBER} prompt",
         rf"^\| env\+judge, group \| {NUMBER} \| {NUMBER}x \| {NUMBER} \| \d+% \| \d+ \|$",
     ],
+    "model": [
+        rf"^\| generated tokens/s, rollout server \| {NUMBER} \|$",
+        rf"^\| async / sync \| {NUMBER} \|$",
+        rf"^\| MB per weight update, LoRA r16 \| {NUMBER} \|$",
+        rf"^\| step: weight update s \| {NUMBER} \|$",
+        rf"^\| peak RSS GB, learner \| {NUMBER} \|$",
+        rf"^\| peak RSS GB, rollout server \+ engine \| {NUMBER} \|$",
+    ],
 }
 TIMEOUT_S = {"rollout": 600, "context": 600, "ceiling": 600}
 
@@ -152,8 +160,9 @@ def test_every_bench_is_registered_and_checked() -> None:
 
 # beyond CI's budget (`pytest -m extended`), each with a vLLM engine or a browser of its own, for
 # code the rollout bench and the end-to-end runs also drive: context ~60 s, ceiling ~40 s, web
-# ~39 s (Chromium), lora ~32 s, weights ~25 s and judge ~50 s (tests/judging drives its path)
-EXTENDED = {"context", "ceiling", "web", "lora", "weights", "judge"}
+# ~39 s (Chromium), lora ~32 s, weights ~25 s, judge ~50 s (tests/judging drives its path) and
+# model (the ceiling, rollout and lora benches' quick forms and a 2-step train)
+EXTENDED = {"context", "ceiling", "web", "lora", "weights", "judge", "model"}
 
 
 @pytest.mark.parametrize(
