@@ -5,7 +5,7 @@ Qwen2, each under its own train config (babyai_goto_smollm2.yaml, babyai_goto.ya
 Per model, each part in its own process:
 1. generation: the rollout server's generated tokens/s against vLLM's offline `LLM.generate`
    on the turns it played (bench_ceiling.py, 16 groups in flight);
-2. the async/sync ratio at 500 ms env steps (bench_rollout.py, in flight auto);
+2. the async/sync ratio at 500 ms env steps (bench_rollout.py, the config's groups in flight);
 3. the learner: tokens/s, bytes per weight update and peak resident memory, full fine-tuning
    and LoRA rank 16 (bench_lora.py --model: 8 samples of 400-800 tokens a step);
 4. a real `train` of a few steps (BabyAI GoTo, `groups_per_step` 2, no in-run evaluation): a
@@ -103,6 +103,14 @@ def sub_bench(script: str, argv: list[str]) -> list[Any]:
     return found
 
 
+def in_flight(config: Path) -> int:
+    """The groups a train config runs at once (`rollout.buffer.max_in_flight`)."""
+    from agentgym_rl.config.loader import load_config
+    from agentgym_rl.config.train import TrainConfig
+
+    return load_config(TrainConfig, config).rollout.buffer.max_in_flight
+
+
 def generation(m: Model, args: argparse.Namespace) -> dict[str, float]:
     argv = ["--model", str(m.folder), "--config", str(m.config), "--dtype", "float32"]
     if args.quick:
@@ -112,10 +120,13 @@ def generation(m: Model, args: argparse.Namespace) -> dict[str, float]:
         ceil = sub_bench(
             "bench_ceiling.py", [*argv, "--groups", str(args.groups), "--max-in-flight", "16"]
         )
+        # the config's own cap: `auto` (up to 64 groups) overran SmolLM2's 2 GB KV cache on
+        # 2 cores, its waiting episodes' prefixes evicted and computed again (14 tokens/s
+        # against 35 at 16 groups with a cache sized for them; docs/results/smollm2-goto)
         roll = sub_bench(
             "bench_rollout.py",
-            [*argv, "--latency-ms", "500", "--in-flight", "auto", "--groups",
-             str(args.groups), "--sync-groups", str(args.sync_groups)],
+            [*argv, "--latency-ms", "500", "--in-flight", str(in_flight(m.config)),
+             "--groups", str(args.groups), "--sync-groups", str(args.sync_groups)],
         )  # fmt: skip
     served = next(f for f in ceil if f.name.startswith("generated tokens/s"))
     episodes = next(f for f in roll if f.name.startswith("episodes at") and "steady" not in f.name)
