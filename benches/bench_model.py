@@ -14,13 +14,13 @@ Per model, each part in its own process:
    learner, the rollout server with its vLLM engine, the env servers).
 Then one table: the figure, the 2M policy, SmolLM2, and SmolLM2's ratio.
 
-The SmolLM2 folder is the base without the format warm-up (its turns run to the token cap,
-24 tokens, where a trained policy stops at ~15): every figure is per token or per step of
-fixed size, but generation's per-episode figures are the base's. `--smollm2 DIR` measures a
-warmed-up or trained folder instead. Quick form (`--quick`): one tiny created model and each
-part's smallest size, for the plumbing.
+The SmolLM2 folder is the base without the format warm-up (its turns run to the 24-token
+cap): the figures per token and per step are a run's, the per-episode ones the base's.
+`--smollm2 DIR` measures a warmed-up or trained folder instead. Full form: 94 minutes on 2 AVX2
+cores in float32, 80 of them SmolLM2's (docs/results/smollm2-goto, section 4). Quick form
+(`--quick`): one tiny created model and each part's smallest size, for the plumbing.
 
-    python benches/bench_model.py [--quick] [--smollm2 DIR] [--main DIR] [--steps 3]
+    python benches/bench_model.py [--quick] [--smollm2 DIR] [--main DIR] [--steps 4]
 """
 
 from __future__ import annotations
