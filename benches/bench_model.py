@@ -17,7 +17,7 @@ Then one table: the figure, the 2M policy, SmolLM2, and SmolLM2's ratio.
 The SmolLM2 folder is the base without the format warm-up (its turns run to the 24-token
 cap): the figures per token and per step are a run's, the per-episode ones the base's.
 `--smollm2 DIR` measures a warmed-up or trained folder instead. Full form: 94 minutes on 2 AVX2
-cores in float32, 80 of them SmolLM2's (docs/results/smollm2-goto, section 4). Quick form
+cores in float32, 88 of them SmolLM2's (docs/results/smollm2-goto, section 4). Quick form
 (`--quick`): one tiny created model and each part's smallest size, for the plumbing.
 
     python benches/bench_model.py [--quick] [--smollm2 DIR] [--main DIR] [--steps 4]
