@@ -87,6 +87,19 @@ def _raw_logprobs(handle: EngineHandle, prompt: list[int], gen: list[int]) -> li
     return [lp[len(prompt) - 1 + i, t].item() for i, t in enumerate(gen)]
 
 
+def test_the_kv_cache_is_reported_in_tokens(vllm_engine: EngineHandle) -> None:
+    """What `buffer.in_flight: auto` bounds its batch by: the cache's bytes over a token's keys
+    and values in every layer (float32), less what vLLM keeps back (whole blocks)."""
+    import json
+
+    config = json.loads((vllm_engine.model_dir / "config.json").read_text())
+    per_token = 2 * config["num_hidden_layers"] * config["num_key_value_heads"] * 4
+    per_token *= config.get("head_dim") or config["hidden_size"] // config["num_attention_heads"]
+    most = EngineOptions().kv_cache_memory_bytes // per_token
+    tokens = vllm_engine.engine.kv_cache_tokens
+    assert tokens is not None and 0.9 * most <= tokens <= most, (tokens, most)
+
+
 def test_seeded_generation_is_reproducible(vllm_engine: EngineHandle) -> None:
     eng = vllm_engine.engine
     a = vllm_engine.run(eng.generate(PROMPT, max_tokens=24, request_id="s1", seed=3))

@@ -37,6 +37,22 @@ def test_the_floor_holds_and_the_share_is_smoothed() -> None:
         InFlightSizer(group_size=4, floor=5, ceiling=4, target=8)
 
 
+def test_the_kv_cache_bounds_the_batch_it_fills() -> None:
+    """~45k tokens of KV cache and 600-token requests: 75 run at once, not the batch's 128."""
+    sizer = InFlightSizer(group_size=8, floor=4, ceiling=64, target=128, kv_tokens=45_000)
+    assert sizer.size(25.0, 100.0) == 64  # no length measured yet: 128 / 0.25 / 8 = 64
+    assert sizer.fits is None and sizer.batch == 128
+    sizer = InFlightSizer(group_size=8, floor=4, ceiling=64, target=128, kv_tokens=45_000)
+    assert sizer.size(25.0, 100.0, request_tokens=600.0) == 38  # ceil(75 / 0.25 / 8)
+    assert sizer.fits == 75 and sizer.batch == 75
+    assert sizer.size(0.0, 0.0, request_tokens=50_000.0) is None  # no episode: keep the cap
+    assert sizer.fits == 1  # one request longer than the cache still runs alone
+    short = InFlightSizer(group_size=8, floor=4, ceiling=64, target=16, kv_tokens=45_000)
+    assert short.size(25.0, 100.0, request_tokens=600.0) == 8  # the batch is the smaller bound
+    unknown = InFlightSizer(group_size=8, floor=4, ceiling=64, target=16)
+    assert unknown.size(25.0, 100.0, request_tokens=600.0) == 8 and unknown.fits is None
+
+
 def test_the_metrics_integrate_requests_and_live_episodes_over_time() -> None:
     now = [0.0]
     metrics = RolloutMetrics(clock=lambda: now[0])
@@ -72,8 +88,9 @@ def test_the_dispatcher_resizes_its_cap_from_what_it_measures(noop_server, chat,
     p 0.75), above the floor of 1 and below the ceiling of 8; the status records show it."""
     endpoint = f"tcp://127.0.0.1:{free_port}"
     engine = ScriptedEngine(chat, NOOP, delay_s=0.05)
-    sizer = InFlightSizer(group_size=2, floor=1, ceiling=8, target=6)
+    sizer = InFlightSizer(group_size=2, floor=1, ceiling=8, target=6, kv_tokens=10**6)
     seen: list[int] = []
+    metrics: list[RolloutMetrics] = []
 
     async def main() -> None:
         with _core.GroupReceiver(endpoint) as receiver:
@@ -88,6 +105,7 @@ def test_the_dispatcher_resizes_its_cap_from_what_it_measures(noop_server, chat,
                 resize_every_s=0.2,
             )
             assert d.buffer.max_in_flight == 3  # sizer.first, set before anything runs
+            metrics.append(d.metrics)
             task = asyncio.create_task(d.run())
             received = asyncio.create_task(asyncio.to_thread(receive_groups, receiver, 40))
             while not task.done():
@@ -107,3 +125,7 @@ def test_the_dispatcher_resizes_its_cap_from_what_it_measures(noop_server, chat,
     assert 1 < wanted < 8 and set(seen) <= set(range(1, 9)), seen
     assert all(abs(cap - wanted) <= 1 for cap in seen[-len(seen) // 3 :]), (seen, share)
     assert engine.max_in_flight <= max(seen) * 2
+    # the KV cache's bound was read from the requests' measured length (far above the batch)
+    m = metrics[0]
+    mean = (m.prompt_tokens + m.generated_tokens) / m.generate_calls
+    assert sizer.fits is not None and abs(sizer.fits - 10**6 / mean) < 0.2 * 10**6 / mean

@@ -227,6 +227,13 @@ class VllmEngine:
         return self._version
 
     @property
+    def kv_cache_tokens(self) -> int | None:
+        """Tokens the KV cache holds, as the engine core reported it at start (None: unknown)."""
+        cache = getattr(getattr(self._llm, "vllm_config", None), "cache_config", None)
+        blocks, size = getattr(cache, "num_gpu_blocks", None), getattr(cache, "block_size", None)
+        return blocks * size if isinstance(blocks, int) and isinstance(size, int) else None
+
+    @property
     def max_model_len(self) -> int:
         """The context length this engine runs, in tokens (resolved at start)."""
         n = self.options.max_model_len

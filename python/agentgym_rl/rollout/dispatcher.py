@@ -117,7 +117,7 @@ class Dispatcher:
         self.judges = dict(judges or {})
         # a judged env's finished episodes, by group, until the group's last one ends
         self._held: dict[int, list[tuple[EpisodePlan, Played, asyncio.Task[None] | None]]] = {}
-        self._sized = (0.0, 0.0)  # the integrals at the last resize
+        self._sized = (0.0, 0.0, 0, 0)  # integrals, tokens and calls at the last resize
         if sizer is not None:
             buffer.max_in_flight = sizer.first
         self._queued: deque[tuple[int, str]] = deque()  # the buffer's ready queue, as keys
@@ -303,6 +303,8 @@ class Dispatcher:
             if self.sizer is not None and self.sizer.share is not None:
                 # `in_flight: auto`'s measured share of an episode's life spent in the engine
                 record["engine_share"] = round(self.sizer.share, 4)
+            if self.sizer is not None and self.sizer.fits is not None:
+                record["engine_fits"] = self.sizer.fits  # requests its KV cache holds at once
             # what must stay flat over a long run (`agentgym-rl soak` reads these)
             record["live_episodes"] = sum(not t.done() for g in self.groups.values() for t in g)
             record["asyncio_tasks"] = len(asyncio.all_tasks())
@@ -314,8 +316,16 @@ class Dispatcher:
         """Set the in-flight cap from the last window (see `rollout/in_flight.py`)."""
         if self.sizer is None:
             return
-        now = (self.metrics.request_seconds(), self.metrics.episode_seconds())
-        cap = self.sizer.size(now[0] - self._sized[0], now[1] - self._sized[1])
+        m = self.metrics
+        now = (
+            m.request_seconds(),
+            m.episode_seconds(),
+            m.prompt_tokens + m.generated_tokens,
+            m.generate_calls,
+        )
+        calls = now[3] - self._sized[3]
+        tokens = (now[2] - self._sized[2]) / calls if calls else None
+        cap = self.sizer.size(now[0] - self._sized[0], now[1] - self._sized[1], tokens)
         self._sized = now
         if cap is not None:
             self.buffer.max_in_flight = cap

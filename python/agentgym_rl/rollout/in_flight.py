@@ -10,6 +10,12 @@ measured over each window as the time integral of requests in the engine over th
 episodes (`RolloutMetrics`), smoothed across windows. A fixed cap is right for one env latency
 only: 16 groups keep the engine busy at 40 ms steps and leave it idle at 500 ms.
 
+The batch the engine can hold is also bounded by its KV cache: a request keeps its whole context
+there while it generates, so at most `kv_tokens / tokens per request` run at once; the target is
+the smaller of the two. Past it, vLLM preempts running requests and computes them again: SmolLM2
+on a 2 GB cache (~45k tokens of ~600-token requests: ~75 at once against a batch of 128) made
+14 tokens/s under an unbounded cap against 35 at its config's fixed one.
+
 The staleness bound is not loosened: the buffer still admits no group past its staleness budget,
 whatever the cap.
 """
@@ -29,8 +35,12 @@ class InFlightSizer:
     """Requests the engine should hold on average (its batch)."""
     smoothing: float = 0.5
     """Weight of the past in the share's running estimate (0: the last window alone)."""
+    kv_tokens: int | None = None
+    """Tokens the engine's KV cache holds (None: unknown, the batch alone bounds the target)."""
     share: float | None = None
     """The running estimate of p, the share of an episode's life spent in the engine."""
+    fits: int | None = None
+    """Requests of the last measured length that fit in the KV cache at once (None: unknown)."""
 
     def __post_init__(self) -> None:
         if not 1 <= self.floor <= self.ceiling or self.group_size < 1 or self.target < 1:
@@ -45,9 +55,14 @@ class InFlightSizer:
         """The cap before anything is measured: as if every episode were always in the engine."""
         return self._groups(1.0)
 
-    def size(self, request_seconds: float, episode_seconds: float) -> int | None:
+    def size(
+        self, request_seconds: float, episode_seconds: float, request_tokens: float | None = None
+    ) -> int | None:
         """The cap for the next window, from this window's integrals (request-seconds in the
-        engine, episode-seconds alive); None when the window saw no episode (keep the cap)."""
+        engine, episode-seconds alive) and its requests' mean length (prompt and generated
+        tokens); None when the window saw no episode (keep the cap)."""
+        if request_tokens and self.kv_tokens:
+            self.fits = max(1, int(self.kv_tokens // request_tokens))
         if episode_seconds <= 0.0:
             return None
         p = min(1.0, max(0.0, request_seconds / episode_seconds))
@@ -55,8 +70,13 @@ class InFlightSizer:
         self.share = p if past is None else self.smoothing * past + (1 - self.smoothing) * p
         return self._groups(self.share)
 
+    @property
+    def batch(self) -> int:
+        """Requests the engine should hold: its batch, or fewer where its KV cache holds fewer."""
+        return self.target if self.fits is None else min(self.target, self.fits)
+
     def _groups(self, share: float) -> int:
         if share <= 0.0:
             return self.ceiling
-        episodes = self.target / share
+        episodes = self.batch / share
         return max(self.floor, min(self.ceiling, math.ceil(episodes / self.group_size)))

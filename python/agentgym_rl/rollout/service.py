@@ -386,7 +386,8 @@ def dispatcher(
 
 def in_flight_sizer(config: RolloutConfig, engine: Engine) -> InFlightSizer | None:
     """With `buffer.in_flight: auto`: enough groups to fill the engine's batch (its
-    `max_num_seqs`; 128, vLLM's, for an engine that names none), at least one learner step's."""
+    `max_num_seqs`; 128, vLLM's, for an engine that names none, or fewer where its KV cache
+    holds fewer requests), at least one learner step's."""
     b = config.buffer
     if b.in_flight != "auto":
         return None
@@ -396,6 +397,7 @@ def in_flight_sizer(config: RolloutConfig, engine: Engine) -> InFlightSizer | No
         floor=min(b.groups_per_step, b.max_in_flight),
         ceiling=b.max_in_flight,
         target=int(getattr(options, "max_num_seqs", 128)),
+        kv_tokens=getattr(engine, "kv_cache_tokens", None),
     )
 
 
