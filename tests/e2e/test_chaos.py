@@ -108,6 +108,10 @@ def test_kills_of_env_rollout_and_learner_are_recovered_and_accounted(tmp_path: 
     # auto measured the engine's share of an episode's life (a fixed cap records none)
     shares = [r["engine_share"] for r in status if "engine_share" in r]
     assert shares and all(0.0 <= share <= 1.0 for share in shares), shares
+    # and how many requests of the measured length its KV cache holds: at least every episode
+    # the ceiling allows (4 groups of 2), the cache being sized for them at max_model_len
+    fits = [r["engine_fits"] for r in status if "engine_fits" in r]
+    assert fits and all(fit >= 8 for fit in fits), fits
     # both envs trained, evaluated each time, and the resumed mix went on drawing
     records = [json.loads(line) for line in (run / "rollout-0" / "eval.jsonl").open()]
     assert all(set(r["by_env"]) == {"babyai", "maze"} for r in records)
