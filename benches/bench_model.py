@@ -40,8 +40,7 @@ from typing import Any
 
 from bench_lora import run_one
 from bench_rollout import CREATED_MODELS, ROOT, TRAIN_CONFIG, corpus
-from figures import figure, parse
-from records import RUN_ENV
+from figures import figure, run_script
 
 HERE = Path(__file__).resolve().parent
 SMOLLM2_CONFIG = ROOT / "configs" / "train" / "babyai_goto_smollm2.yaml"
@@ -87,19 +86,9 @@ def models(args: argparse.Namespace, tmp: Path) -> list[Model]:
 
 def sub_bench(script: str, argv: list[str]) -> list[Any]:
     """Run a bench script; its figures (its other output passed through, indented)."""
-    cmd = [sys.executable, str(HERE / script), *argv]
-    found = []
-    env = {**os.environ, RUN_ENV: "1"}  # no record of its own: this bench's is the record
-    with subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, env=env) as proc:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            fig = parse(line.rstrip("\n"))
-            if fig is None:
-                print(f"    {line}", end="", flush=True)
-            else:
-                found.append(fig)
-    if proc.returncode != 0:
-        raise RuntimeError(f"{script} {' '.join(argv)} exited {proc.returncode}")
+    code, found = run_script(HERE / script, argv, indent="    ")
+    if code != 0:
+        raise RuntimeError(f"{script} {' '.join(argv)} exited {code}")
     return found
 
 

@@ -15,6 +15,7 @@ import os
 import sys
 import time
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 from records import RUN_ENV, default_folder, main_argv, new_record, write
@@ -73,6 +74,25 @@ def parse(line: str) -> Figure | None:
         return Figure(**json.loads(line[len(PREFIX) :]))
     except (ValueError, TypeError):
         return None
+
+
+def run_script(script: Path, argv: list[str], indent: str = "") -> tuple[int, list[Figure]]:
+    """Run a bench script as a child that writes no record of its own (its caller's is the
+    record): its exit status and its figures, its other output passed through (indented)."""
+    import subprocess
+
+    cmd = [sys.executable, str(script), *argv]
+    found: list[Figure] = []
+    env = {**os.environ, RUN_ENV: "1"}
+    with subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, bufsize=1, env=env) as bench:
+        assert bench.stdout is not None
+        for line in bench.stdout:
+            fig = parse(line.rstrip("\n"))
+            if fig is None:
+                print(f"{indent}{line}", end="", flush=True)
+            else:
+                found.append(fig)
+    return bench.returncode, found
 
 
 def _num(x: float | None) -> str:

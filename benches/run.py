@@ -21,8 +21,6 @@ ship in the wheel.
 from __future__ import annotations
 
 import argparse
-import os
-import subprocess
 import sys
 import time
 from dataclasses import asdict
@@ -56,8 +54,8 @@ HERE = Path(__file__).resolve().parent
 def run_benches(only: list[str] | None, quick: bool, record_dir: Path | None = None) -> int:
     """Each bench in turn, its output passed through; then every headline figure in one table,
     kept in the run's record (`records.py`)."""
-    from figures import parse, table  # beside this script (on the path when it runs)
-    from records import RUN_ENV, default_folder, main_argv, new_record, write
+    from figures import run_script, table  # beside this script (on the path when it runs)
+    from records import default_folder, main_argv, new_record, write
 
     names = only or list(BENCHES)
     record = new_record(names, quick, main_argv())
@@ -65,20 +63,12 @@ def run_benches(only: list[str] | None, quick: bool, record_dir: Path | None = N
     for name in names:
         script = HERE / BENCHES[name]
         print(f"\n=== {name}: {script.name} ===", flush=True)
-        cmd = [sys.executable, str(script)] + (["--quick"] if quick else [])
         t0 = time.monotonic()
-        env = {**os.environ, RUN_ENV: "1"}
-        with subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, bufsize=1, env=env) as bench:
-            assert bench.stdout is not None
-            for line in bench.stdout:
-                found = parse(line.rstrip("\n"))
-                if found is None:
-                    print(line, end="", flush=True)
-                else:
-                    figures.append(found)
+        code, found = run_script(script, ["--quick"] if quick else [])
+        figures.extend(found)
         seconds = round(time.monotonic() - t0, 1)
-        record["benches"][name] = {"exit": bench.returncode, "seconds": seconds}
-        if bench.returncode != 0:
+        record["benches"][name] = {"exit": code, "seconds": seconds}
+        if code != 0:
             failed.append(name)
     print(f"\n=== every figure{' (quick forms)' if quick else ''} ===")
     print(table(figures))
