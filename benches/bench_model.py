@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from agentgym_rl.experiments.soak_figures import tree_figures
 from bench_lora import run_one
 from bench_rollout import CREATED_MODELS, ROOT, TRAIN_CONFIG, corpus
 from figures import figure, run_script
@@ -169,14 +170,12 @@ class MemorySampler:
         now: dict[str, float] = {}
         for child in self.root.children():
             try:
-                tree = [child, *child.children(recursive=True)]
-                rss = sum(p.memory_info().rss for p in tree if p.is_running())
                 role = self.role(child.cmdline())
             except psutil.Error:
                 continue
             if role is None:
                 continue
-            now[role] = now.get(role, 0.0) + rss / 1e9
+            now[role] = now.get(role, 0.0) + tree_figures(child.pid)[0] * 2**20 / 1e9
         for role, gb in now.items():
             self.peaks[role] = max(self.peaks.get(role, 0.0), gb)
 

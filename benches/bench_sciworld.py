@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import sys
 import time
 
 import httpx
 
+from agentgym_rl.experiments.soak_figures import tree_figures
 from agentgym_rl.processes.env_servers import EnvServerProcess
 from figures import figure
 
@@ -48,21 +48,9 @@ def task_idx(i: int) -> int:
     return TASK_STARTS[i % len(TASK_STARTS)] + (i // len(TASK_STARTS)) % 10
 
 
-def rss(pid: int) -> int:
-    try:
-        with open(f"/proc/{pid}/statm", "rb") as f:
-            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except OSError:
-        return 0
-
-
-def tree_rss(pid: int) -> int:
-    """The server's RSS plus its children's (the JVMs; children of any of its threads)."""
-    total = rss(pid)
-    for tid in os.listdir(f"/proc/{pid}/task"):
-        with open(f"/proc/{pid}/task/{tid}/children") as f:
-            total += sum(rss(int(c)) for c in f.read().split())
-    return total
+def tree_mib(pid: int) -> float:
+    """The server's resident memory with its descendants' (the JVMs), in MiB."""
+    return tree_figures(pid)[0]  # VmRSS kB / 1024
 
 
 def server_episode(http: httpx.Client, i: int) -> tuple[float, float, int]:
@@ -125,20 +113,20 @@ def main() -> int:
     ref_episodes = 2 if args.quick else args.reference_episodes
 
     server = EnvServerProcess("sciworld", python=sys.executable)
-    memory: dict[str, float] = {}
+    mib: dict[str, float] = {}
     try:
         server.start("--env-option", "jvms=2", "--env-option", "warm=1", timeout_s=120)
         pid = server.pid
         with httpx.Client(base_url=server.http, timeout=60) as http:
-            memory["start"] = tree_rss(pid)
+            mib["start"] = tree_mib(pid)
             runs = []
             for i in range(episodes):
                 runs.append(server_episode(http, i))
                 if i == 0:
-                    memory["after 1"] = tree_rss(pid)
+                    mib["after 1"] = tree_mib(pid)
                 if i + 1 == episodes // 2:
-                    memory["middle"] = tree_rss(pid)
-            memory["end"] = tree_rss(pid)
+                    mib["middle"] = tree_mib(pid)
+            mib["end"] = tree_mib(pid)
     finally:
         server.stop(grace_s=30)
     ref_runs = [reference_episode(i) for i in range(ref_episodes)]
@@ -161,7 +149,6 @@ def main() -> int:
         "sciworld", "steps, one JVM per server", ours[1], "steps/s", baseline=ref[1],
         baseline_name="a JVM per episode (AgentGym)",
     )  # fmt: skip
-    mib = {k: v / 2**20 for k, v in memory.items()}
     print(
         f"memory (server + its JVMs) over {episodes} episodes: "
         + ", ".join(f"{k} {v:,.0f} MiB" for k, v in mib.items())

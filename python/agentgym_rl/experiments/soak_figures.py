@@ -94,7 +94,9 @@ class SoakResult:
 
 
 def tree_figures(pid: int) -> tuple[float, int]:
-    """Resident MB and open descriptors of `pid` and all its descendants."""
+    """Resident MiB and open descriptors of `pid` and all its descendants (a process that
+    exits meanwhile counts for nothing). The one reader of a process tree's memory: the soak,
+    the model bench's peaks and the SciWorld bench's server use it."""
     rss_kb, fds = 0, 0
     for p in [pid, *descendants(pid)]:
         try:
