@@ -14,7 +14,8 @@ The batch the engine can hold is also bounded by its KV cache: a request keeps i
 there while it generates, so at most `kv_tokens / tokens per request` run at once; the target is
 the smaller of the two. Past it, vLLM preempts running requests and computes them again: SmolLM2
 on a 2 GB cache (~45k tokens of ~600-token requests: ~75 at once against a batch of 128) made
-14 tokens/s under an unbounded cap against 35 at its config's fixed one.
+14 tokens/s with `auto` sized by the batch alone (up to 64 groups) against 35 at its config's
+fixed cap (benches/bench_model.py's first run).
 
 The staleness bound is not loosened: the buffer still admits no group past its staleness budget,
 whatever the cap.
