@@ -1,5 +1,6 @@
 """scripts/gpu_check.sh in its CPU form (`--cpu --tiny`), so the one-GPU check never rots: it
-exits 0 and its summary holds the figures, parsed as numbers."""
+exits 0 and its summary holds the figures, parsed as numbers. Its GPU form runs where a GPU is
+(`pytest -m gpu`): on an H200 the first GPU run found the learner's RMSNorm left on the host."""
 
 from __future__ import annotations
 
@@ -51,6 +52,24 @@ def test_cpu_tiny_form_reports_every_figure(tmp_path: Path) -> None:
         assert rate > 0 and seconds > 0 and gb == pytest.approx(0.021, abs=0.001)
     assert out.rstrip().endswith("RESULT: PASS")
     assert (tmp_path / "model" / "config.json").is_file()  # --out keeps the model
+
+
+@pytest.mark.gpu
+def test_gpu_tiny_form_passes(tmp_path: Path) -> None:
+    """The learner on CUDA in bf16: trains, its log-probs agree with transformers', exports."""
+    env = {**os.environ, "PYTHON": sys.executable}
+    args = ["--tiny", "--steps", "2", "--out", str(tmp_path / "model")]
+    proc = subprocess.run(
+        ["bash", str(ROOT / "scripts/gpu_check.sh"), *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
+    assert "bf16, NVIDIA" in proc.stdout and "RESULT: PASS" in proc.stdout
+    (mfu,) = _figure(rf"train\s+MFU\s+{NUMBER}%", proc.stdout)
+    assert mfu > 0
 
 
 def test_model_option_takes_a_folder_as_it_is_and_refuses_tiny_beside_it(tmp_path: Path) -> None:

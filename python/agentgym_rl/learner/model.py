@@ -264,6 +264,12 @@ def build_gpt_model(
             parallel_output=True,
         )
     model.unpadded_vocab_size = hf.vocab_size  # read by token_logprobs to mask the padding
+    if not cpu_support.cpu_mode():
+        # Megatron makes its parallel layers on the GPU, but its Torch fallbacks (the RMSNorm
+        # where neither Apex nor Transformer Engine is installed) on the default device, the
+        # host: the first forward on an H200 failed there. Megatron's own `get_model` moves the
+        # whole model likewise.
+        model.cuda(torch.cuda.current_device())
     return cpu_support.adapt_model_for_cpu(model)
 
 
