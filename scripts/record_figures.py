@@ -10,7 +10,8 @@ Two conventions, both plain Markdown:
 - A figure: a link whose target is a JSON record and whose title is a JSON pointer into it,
   e.g. `[**0.780**](results/smollm2-goto/seed1.json "/goto_test_greedy_cap5/v20/all/success")`.
   The number shown must be the record's value at the pointer, rounded as shown (a `%` shows a
-  fraction as a percentage; commas, `**` and a trailing `x` are read through).
+  fraction as a percentage; commas, `**` and a trailing `x` are read through; `2.9e-06` is
+  rounded to its mantissa's digits).
 `check` reports every block and figure that disagrees with its record (exit 1), or says how
 many it checked.
 """
@@ -31,7 +32,7 @@ from figures import Figure, table  # noqa: E402  (benches/ is not a package)
 
 BLOCK = re.compile(r"<!-- bench-table: (?P<path>\S+) -->\n(?P<body>.*?)<!-- /bench-table -->", re.S)
 FIGURE = re.compile(r"\[(?P<shown>[^\]\n]+)\]\((?P<path>[^)\s]+\.json) \"(?P<pointer>/[^\"]*)\"\)")
-NUMBER = re.compile(r"-?[\d,]*\.?\d+")
+NUMBER = re.compile(r"-?[\d,]*\.?\d+(?:e[-+]?\d+)?")
 
 
 def render(record: dict[str, Any], path: str) -> str:
@@ -84,8 +85,10 @@ def agrees(shown: str, value: Any) -> bool:
     text = match.group().replace(",", "")
     if "%" in shown[match.end() : match.end() + 2]:
         value = 100 * value
-    decimals = len(text.split(".")[1]) if "." in text else 0
-    return abs(float(text) - value) <= 0.5 * 10**-decimals + 1e-9
+    mantissa, _, exponent = text.partition("e")  # 2.861e-06: rounded to its mantissa's digits
+    decimals = len(mantissa.split(".")[1]) if "." in mantissa else 0
+    half_step = 0.5 * 10 ** (int(exponent or 0) - decimals)
+    return abs(float(text) - value) <= half_step * (1 + 1e-6)  # a float's own error read through
 
 
 def problems(doc: Path) -> tuple[list[str], int]:

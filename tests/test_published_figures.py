@@ -46,6 +46,8 @@ def test_a_figure_shown_is_the_value_rounded_as_shown() -> None:
     assert rf.agrees("4.41x", 4.4149) and rf.agrees("1,315 tokens/s", 1315.2)
     assert rf.agrees("64%", 0.6412) and not rf.agrees("64%", 0.66)
     assert not rf.agrees("n/a", 0.5) and not rf.agrees("0.5", "0.5")
+    assert rf.agrees("2.9e-06", 2.861e-06) and not rf.agrees("2.9e-06", 2.7e-06)
+    assert rf.agrees("3e-6", 2.861e-06) and not rf.agrees("2.9e-05", 2.861e-06)
 
 
 def test_a_planted_mismatch_is_caught(tmp_path: Path) -> None:
