@@ -26,16 +26,19 @@ def _figure(pattern: str, text: str) -> tuple[float, ...]:
     return tuple(float(g) for g in found.groups())
 
 
-def test_cpu_tiny_form_reports_every_figure(tmp_path: Path) -> None:
-    env = {**os.environ, "PYTHON": sys.executable}
-    args = ["--cpu", "--tiny", "--steps", "2", "--out", str(tmp_path / "model")]
-    proc = subprocess.run(
+def _gpu_check(*args: str) -> subprocess.CompletedProcess[str]:
+    """scripts/gpu_check.sh with this Python."""
+    return subprocess.run(
         ["bash", str(ROOT / "scripts/gpu_check.sh"), *args],
         capture_output=True,
         text=True,
-        env=env,
+        env={**os.environ, "PYTHON": sys.executable},
         timeout=300,
     )
+
+
+def test_cpu_tiny_form_reports_every_figure(tmp_path: Path) -> None:
+    proc = _gpu_check("--cpu", "--tiny", "--steps", "2", "--out", str(tmp_path / "model"))
     out = proc.stdout
     assert proc.returncode == 0, out + proc.stderr[-3000:]
     (tokens_per_s,) = _figure(rf"train\s+tokens/s\s+{NUMBER}\s+2 steps of", out)
@@ -57,15 +60,7 @@ def test_cpu_tiny_form_reports_every_figure(tmp_path: Path) -> None:
 @pytest.mark.gpu
 def test_gpu_tiny_form_passes(tmp_path: Path) -> None:
     """The learner on CUDA in bf16: trains, its log-probs agree with transformers', exports."""
-    env = {**os.environ, "PYTHON": sys.executable}
-    args = ["--tiny", "--steps", "2", "--out", str(tmp_path / "model")]
-    proc = subprocess.run(
-        ["bash", str(ROOT / "scripts/gpu_check.sh"), *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-    )
+    proc = _gpu_check("--tiny", "--steps", "2", "--out", str(tmp_path / "model"))
     assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
     assert "bf16, NVIDIA" in proc.stdout and "RESULT: PASS" in proc.stdout
     (mfu,) = _figure(rf"train\s+MFU\s+{NUMBER}%", proc.stdout)
