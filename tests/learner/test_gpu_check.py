@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from agentgym_rl.checks.gpu_check import TOLERANCE
 
@@ -58,6 +59,7 @@ def test_cpu_tiny_form_reports_every_figure(tmp_path: Path) -> None:
 
 
 @pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
 def test_gpu_tiny_form_passes(tmp_path: Path) -> None:
     """The learner on CUDA in bf16: trains, its log-probs agree with transformers', exports."""
     proc = _gpu_check("--tiny", "--steps", "2", "--out", str(tmp_path / "model"))
