@@ -12,7 +12,7 @@ from test_dispatcher import NOOP, build, finish
 
 from agentgym_rl import _core
 from agentgym_rl.episode.metrics import RolloutMetrics
-from agentgym_rl.rollout.in_flight import InFlightSizer
+from agentgym_rl.rollout.in_flight import NO_TOTALS, EngineTotals, InFlightSizer
 
 
 def test_the_cap_fills_the_engine_s_batch_by_little_s_law() -> None:
@@ -51,6 +51,16 @@ def test_the_kv_cache_bounds_the_batch_it_fills() -> None:
     assert short.size(25.0, 100.0, request_tokens=600.0) == 8  # the batch is the smaller bound
     unknown = InFlightSizer(group_size=8, floor=4, ceiling=64, target=16)
     assert unknown.size(25.0, 100.0, request_tokens=600.0) == 8 and unknown.fits is None
+
+
+def test_a_window_is_the_difference_of_two_readings_of_the_totals() -> None:
+    before = EngineTotals(request_seconds=10.0, episode_seconds=40.0, tokens=3_000, calls=5)
+    now = EngineTotals(request_seconds=35.0, episode_seconds=140.0, tokens=9_000, calls=15)
+    assert now.window_since(before) == (25.0, 100.0, 600.0)  # 6,000 tokens over 10 calls
+    assert now.window_since(now) == (0.0, 0.0, None)  # no call: no length
+    sizer = InFlightSizer(group_size=8, floor=4, ceiling=64, target=128, kv_tokens=45_000)
+    assert sizer.size_window(before, now) == 38 and sizer.fits == 75  # as `size(25, 100, 600)`
+    assert sizer.size_window(NO_TOTALS, NO_TOTALS) is None
 
 
 def test_the_metrics_integrate_requests_and_live_episodes_over_time() -> None:

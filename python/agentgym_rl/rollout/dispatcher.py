@@ -47,7 +47,7 @@ from agentgym_rl.episode.types import Engine, EpisodePlan
 from agentgym_rl.judging.groups import GroupJudge, judge_counters
 from agentgym_rl.judging.judge import JudgeFailed
 from agentgym_rl.rollout.curriculum import Tasks, note_outcome
-from agentgym_rl.rollout.in_flight import InFlightSizer
+from agentgym_rl.rollout.in_flight import NO_TOTALS, EngineTotals, InFlightSizer
 from agentgym_rl.rollout.pending import PendingTasks
 from agentgym_rl.rollout.schedule import TurnSchedule
 from agentgym_rl.rollout.sink import LearnerStream
@@ -117,7 +117,7 @@ class Dispatcher:
         self.judges = dict(judges or {})
         # a judged env's finished episodes, by group, until the group's last one ends
         self._held: dict[int, list[tuple[EpisodePlan, Played, asyncio.Task[None] | None]]] = {}
-        self._sized = (0.0, 0.0, 0, 0)  # integrals, tokens and calls at the last resize
+        self._sized = NO_TOTALS  # the server's totals at the last resize
         if sizer is not None:
             buffer.max_in_flight = sizer.first
         self._queued: deque[tuple[int, str]] = deque()  # the buffer's ready queue, as keys
@@ -317,15 +317,13 @@ class Dispatcher:
         if self.sizer is None:
             return
         m = self.metrics
-        now = (
+        now = EngineTotals(
             m.request_seconds(),
             m.episode_seconds(),
             m.prompt_tokens + m.generated_tokens,
             m.generate_calls,
         )
-        calls = now[3] - self._sized[3]
-        tokens = (now[2] - self._sized[2]) / calls if calls else None
-        cap = self.sizer.size(now[0] - self._sized[0], now[1] - self._sized[1], tokens)
+        cap = self.sizer.size_window(self._sized, now)
         self._sized = now
         if cap is not None:
             self.buffer.max_in_flight = cap

@@ -25,6 +25,34 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import NamedTuple
+
+
+class EngineTotals(NamedTuple):
+    """The rollout server's running totals the sizer reads (`RolloutMetrics`); a window is the
+    difference of two readings."""
+
+    request_seconds: float
+    """Time integral of requests in the engine."""
+    episode_seconds: float
+    """Time integral of live episodes."""
+    tokens: int
+    """Prompt and generated tokens of every request."""
+    calls: int
+    """Requests sent to the engine."""
+
+    def window_since(self, before: EngineTotals) -> tuple[float, float, float | None]:
+        """This window's integrals and its requests' mean length (None: no request in it)."""
+        calls = self.calls - before.calls
+        tokens = (self.tokens - before.tokens) / calls if calls else None
+        return (
+            self.request_seconds - before.request_seconds,
+            self.episode_seconds - before.episode_seconds,
+            tokens,
+        )
+
+
+NO_TOTALS = EngineTotals(0.0, 0.0, 0, 0)
 
 
 @dataclass
@@ -81,3 +109,7 @@ class InFlightSizer:
             return self.ceiling
         episodes = self.batch / share
         return max(self.floor, min(self.ceiling, math.ceil(episodes / self.group_size)))
+
+    def size_window(self, before: EngineTotals, now: EngineTotals) -> int | None:
+        """`size` over the window between two readings of the server's totals."""
+        return self.size(*now.window_since(before))
