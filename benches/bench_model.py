@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agentgym_rl.experiments.soak_figures import tree_figures
+from agentgym_rl.experiments.soak_figures import children, tree_figures
 from bench_lora import run_one
 from bench_rollout import CREATED_MODELS, ROOT, TRAIN_CONFIG, corpus
 from figures import figure, run_script
@@ -144,9 +144,7 @@ class MemorySampler:
     """Peak resident memory of each child tree of a process, sampled in a thread."""
 
     def __init__(self, pid: int, interval_s: float = 0.5) -> None:
-        import psutil
-
-        self.root = psutil.Process(pid)
+        self.root = pid
         self.peaks: dict[str, float] = {}
         self._stop = threading.Event()
         self._interval = interval_s
@@ -165,17 +163,16 @@ class MemorySampler:
         return "env servers"
 
     def _sample(self) -> None:
-        import psutil
-
         now: dict[str, float] = {}
-        for child in self.root.children():
+        for child in children(self.root):
             try:
-                role = self.role(child.cmdline())
-            except psutil.Error:
+                cmdline = Path(f"/proc/{child}/cmdline").read_bytes().decode().split("\0")
+            except OSError:  # exited since the listing
                 continue
+            role = self.role(cmdline)
             if role is None:
                 continue
-            now[role] = now.get(role, 0.0) + tree_figures(child.pid)[0] * 2**20 / 1e9
+            now[role] = now.get(role, 0.0) + tree_figures(child)[0] * 2**20 / 1e9
         for role, gb in now.items():
             self.peaks[role] = max(self.peaks.get(role, 0.0), gb)
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import sys
 import threading
@@ -27,6 +26,7 @@ import time
 
 import httpx
 
+from agentgym_rl.experiments.soak_figures import descendants
 from agentgym_rl.processes.env_servers import EnvServerProcess
 from figures import figure
 
@@ -35,29 +35,10 @@ STEPS_PER_RESET = 8
 TASK_SPREAD = 58 * 7  # data_idx stride: every task of the set, then the next seeds
 
 
-def descendants(pid: int) -> list[int]:
-    parents: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as f:
-                    raw = f.read()
-            except OSError:
-                continue
-            ppid = int(raw[raw.rindex(")") + 2 :].split()[1])
-            parents.setdefault(ppid, []).append(int(entry))
-    out, todo = [pid], [pid]
-    while todo:
-        kids = parents.get(todo.pop(), [])
-        out.extend(kids)
-        todo.extend(kids)
-    return out
-
-
 def memory_kib(pid: int) -> tuple[int, int]:
     """Summed (RSS, PSS) in KiB of `pid` and all its descendants."""
     rss = pss = 0
-    for p in descendants(pid):
+    for p in [pid, *descendants(pid)]:
         try:
             with open(f"/proc/{p}/smaps_rollup") as f:
                 for line in f:

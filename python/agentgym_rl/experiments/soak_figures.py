@@ -110,18 +110,24 @@ def tree_figures(pid: int) -> tuple[float, int]:
     return rss_kb / 1024, fds
 
 
+def children(pid: int) -> list[int]:
+    """Pids of the direct children of `pid`, from /proc (none once it has exited)."""
+    out: list[int] = []
+    for task in Path(f"/proc/{pid}/task").glob("*/children"):
+        try:
+            out += [int(k) for k in task.read_text().split()]
+        except OSError:
+            continue
+    return out
+
+
 def descendants(pid: int) -> list[int]:
     """Pids of every descendant of `pid` (its children, theirs, and so on), from /proc."""
     out, todo = [], [pid]
     while todo:
-        p = todo.pop()
-        for task in Path(f"/proc/{p}/task").glob("*/children"):
-            try:
-                kids = [int(k) for k in task.read_text().split()]
-            except OSError:
-                continue
-            out += kids
-            todo += kids
+        kids = children(todo.pop())
+        out += kids
+        todo += kids
     return out
 
 
