@@ -34,9 +34,10 @@ def sample(status: str, turns: int, version: int = 0, reward: float = 0.0) -> _c
 def test_idle_ratio_rates_and_histograms() -> None:
     clock = Clock()
     m = RolloutMetrics(clock)
-    with m.generating():  # two overlapping calls count once: busy 2 s of 10 s
-        with m.generating():
+    with m.generating(300):  # two overlapping calls count once: busy 2 s of 10 s
+        with m.generating(100):
             clock.t += 2.0
+    assert (m.generate_calls, m.prompt_tokens) == (2, 400)
     clock.t += 8.0
     m.generated_tokens, m.env_steps = 500, 40
     m.record_episode(sample("done", 3), "babyai")

@@ -33,9 +33,11 @@ class Recording(ScriptedEngine):
     def __init__(self, chat: Any) -> None:
         super().__init__(chat, babyai_policy)
         self.sampled: list[list[int]] = []
+        self.prompts: list[list[int]] = []
 
     async def generate(self, prompt_ids: list[int], **kwargs: Any) -> Generation:
         gen = await super().generate(prompt_ids, **kwargs)
+        self.prompts.append(list(prompt_ids))
         self.sampled.append(list(gen.token_ids))
         return gen
 
@@ -281,3 +283,5 @@ def test_the_runner_counts_calls_and_samples_as_told(chat: Any) -> None:
     assert [k["temperature"] for k in seen] == [0.0]
     assert players.metrics.generate_calls == 1
     assert players.metrics.generated_tokens == len(engine.sampled[0])
+    # the prompt is counted too: in-flight sizing reads a request's length from both
+    assert players.metrics.prompt_tokens == len(engine.prompts[0]) > 0

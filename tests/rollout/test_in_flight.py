@@ -68,16 +68,19 @@ def test_the_metrics_integrate_requests_and_live_episodes_over_time() -> None:
     metrics = RolloutMetrics(clock=lambda: now[0])
     with metrics.living():
         now[0] = 1.0
-        with metrics.generating():
+        with metrics.generating(600):
             with metrics.living():
                 now[0] = 3.0  # two episodes and one request for 2 s
             now[0] = 4.0
         now[0] = 6.0
+        with metrics.generating(1_200, calls=2):  # a batch of two requests (the sync loop's)
+            now[0] = 7.0
     now[0] = 9.0
-    assert metrics.request_seconds() == pytest.approx(3.0)
-    assert metrics.episode_seconds() == pytest.approx(6.0 + 2.0)
+    assert metrics.request_seconds() == pytest.approx(3.0 + 2.0)
+    assert (metrics.generate_calls, metrics.prompt_tokens) == (3, 1_800)
+    assert metrics.episode_seconds() == pytest.approx(7.0 + 2.0)
     record = metrics.snapshot()
-    assert (record["request_seconds"], record["episode_seconds"]) == pytest.approx((3.0, 8.0))
+    assert (record["request_seconds"], record["episode_seconds"]) == pytest.approx((5.0, 9.0))
 
 
 def test_the_buffer_s_cap_is_settable_and_validated() -> None:

@@ -126,8 +126,7 @@ class AgentLoop:
         step = partial(self.pool.step, episode)
         while ep.status is None and (max_tokens := ep.room(self.max_tokens_per_turn)) > 0:
             prompt = ep.context.ids.tolist()
-            self.metrics.prompt_tokens += len(prompt)
-            with self.metrics.generating():
+            with self.metrics.generating(len(prompt)):
                 gen = await self.engine.generate(
                     prompt,
                     max_tokens=max_tokens,

@@ -74,18 +74,21 @@ class RolloutMetrics:
         self._last_totals = {"generated_tokens": 0, "env_steps": 0, "episodes": 0}
 
     @contextmanager
-    def generating(self) -> Iterator[None]:
-        """Wrap one `engine.generate` call: the engine is busy while any call is in flight."""
+    def generating(self, prompt_tokens: int, calls: int = 1) -> Iterator[None]:
+        """Wrap `calls` concurrent `engine.generate` calls whose prompts hold `prompt_tokens` in
+        all: the engine is busy while any call is in flight. Every generating path counts its
+        prompts here, so a request's mean length (in-flight sizing) never misses them."""
         if self._in_flight == 0:
             self._busy_since = self._clock()
         self._in_flight += 1
-        self._requests.add(1)
-        self.generate_calls += 1
+        self._requests.add(calls)
+        self.generate_calls += calls
+        self.prompt_tokens += prompt_tokens
         try:
             yield
         finally:
             self._in_flight -= 1
-            self._requests.add(-1)
+            self._requests.add(-calls)
             if self._in_flight == 0:
                 self._busy += self._clock() - self._busy_since
 

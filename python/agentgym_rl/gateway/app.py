@@ -196,7 +196,7 @@ class Gateway:
         if room <= 0:
             raise GatewayError(400, "the conversation exceeds the model's context length")
         metrics = episode.metrics or RolloutMetrics()
-        with metrics.generating():
+        with metrics.generating(len(ids)):
             gen = await self.engine.generate(
                 ids,
                 max_tokens=room,

@@ -232,11 +232,6 @@ class SyncLoop:
         loop = asyncio.get_running_loop()
         return lambda action: loop.run_in_executor(self.threads, client.step, action)
 
-    def _prompt(self, ep: EpisodeState) -> list[int]:
-        prompt: list[int] = ep.context.ids.tolist()
-        self.metrics.prompt_tokens += len(prompt)
-        return prompt
-
     async def _turn(self, live: list[Rollout]) -> None:
         """One batched generate for every live episode, then each plays its turn (`play_turn`,
         the async agent's turn rule) with its step in the thread pool; the batch waits for its
@@ -246,16 +241,17 @@ class SyncLoop:
             assert r.episode is not None
             if (max_tokens := r.episode.room(self.max_tokens_per_turn)) > 0:
                 ready.append((r, r.episode, max_tokens))
-        with self.metrics.generating():
+        prompts: list[list[int]] = [ep.context.ids.tolist() for _, ep, _ in ready]
+        with self.metrics.generating(sum(map(len, prompts)), calls=len(prompts)):
             gens = await asyncio.gather(
                 *(
                     self.engine.generate(
-                        self._prompt(ep),
+                        prompt,
                         max_tokens=max_tokens,
                         request_id=ep.request_id,
                         stop=ep.stop,
                     )
-                    for _, ep, max_tokens in ready
+                    for prompt, (_, ep, max_tokens) in zip(prompts, ready, strict=True)
                 )
             )
         await asyncio.gather(
