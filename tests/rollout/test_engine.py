@@ -88,14 +88,17 @@ def _raw_logprobs(handle: EngineHandle, prompt: list[int], gen: list[int]) -> li
 
 
 def test_the_kv_cache_is_reported_in_tokens(vllm_engine: EngineHandle) -> None:
-    """What `buffer.in_flight: auto` bounds its batch by: the cache's bytes over a token's keys
-    and values in every layer (float32), less what vLLM keeps back (whole blocks)."""
+    """What `buffer.in_flight: auto` bounds its batch by: the running engine's cache bytes over a
+    token's keys and values in every layer, less what vLLM keeps back (whole blocks). The
+    arithmetic is written out here on purpose, apart from `inference/kv_cache.py`'s."""
     import json
 
+    options = vllm_engine.engine.options
+    assert options.dtype == "float32"  # the fixture's engine: 4 bytes a value
     config = json.loads((vllm_engine.model_dir / "config.json").read_text())
     per_token = 2 * config["num_hidden_layers"] * config["num_key_value_heads"] * 4
     per_token *= config.get("head_dim") or config["hidden_size"] // config["num_attention_heads"]
-    most = EngineOptions().kv_cache_memory_bytes // per_token
+    most = options.kv_cache_memory_bytes // per_token
     tokens = vllm_engine.engine.kv_cache_tokens
     assert tokens is not None and 0.9 * most <= tokens <= most, (tokens, most)
 

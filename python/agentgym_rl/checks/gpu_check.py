@@ -360,7 +360,7 @@ def report(args: argparse.Namespace, trainer: Any, results: dict[str, Any]) -> b
     per_step = f"{tr['tokens_per_step']:.0f} tokens in {tr['step_s']:.3f} s"
     _row("train", "tokens/s", f"{tr['tokens_per_s']:.1f}", f"{args.steps} steps of {per_step}")
     if tr["mfu"] is not None:
-        _row("train", "MFU", f"{100 * tr['mfu']:.1f}%", f"of {tr['peak']:.0f} TFLOP/s bf16")
+        _row("train", "MFU", f"{100 * tr['mfu']:.3g}%", f"of {tr['peak']:.0f} TFLOP/s bf16")
     else:
         _row("train", "MFU", "n/a", "CPU" if args.cpu else "unknown device: --peak-tflops")
     _row("train", "loss", f"{tr['loss']:.4f}")

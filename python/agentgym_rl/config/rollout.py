@@ -462,8 +462,8 @@ class BufferSettings(ConfigModel):
     in_flight: Literal["fixed", "auto"] = "fixed"
     """`fixed`: `max_in_flight` groups run at once. `auto`: the rollout server sizes the number
     from the share of an episode's life it measures in the engine (Little's law: enough episodes
-    that the engine holds its batch of requests on average, or as many as its KV cache holds at
-    the measured request length), between one learner step's groups
+    that the engine holds its batch of requests on average, fewer where its KV cache holds fewer
+    at the measured request length), between one learner step's groups
     and `max_in_flight`; the staleness budget applies either way (rollout/in_flight.py)."""
     max_ready: int = Field(default=64, ge=1)
     """Complete groups held while the learner is slow or away (backpressure past this)."""

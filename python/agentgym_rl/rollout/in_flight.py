@@ -13,9 +13,13 @@ only: 16 groups keep the engine busy at 40 ms steps and leave it idle at 500 ms.
 The batch the engine can hold is also bounded by its KV cache: a request keeps its whole context
 there while it generates, so at most `kv_tokens / tokens per request` run at once; the target is
 the smaller of the two. Past it, vLLM preempts running requests and computes them again: SmolLM2
-on a 2 GB cache (~45k tokens of ~600-token requests: ~75 at once against a batch of 128) made
-14 tokens/s with `auto` sized by the batch alone (up to 64 groups) against 35 at its config's
-fixed cap (benches/bench_model.py's first run).
+in float32 on a 2,048 MiB cache (~45k tokens of ~600-token requests: ~75 at once against a batch
+of 128) made 14 tokens/s with `auto` sized by the batch alone (up to 64 groups) against 35 at its
+config's fixed cap (benches/bench_model.py's first run; the bound has not been measured there
+since). What it bounds is the requests running; the episodes waiting on their env keep only
+evictable cached prefixes, and where the share p is small their prefixes together can outgrow
+the cache (each next turn then computes its prompt again): the cap trades that prefill for a
+full batch, as a fixed cap does.
 
 The staleness bound is not loosened: the buffer still admits no group past its staleness budget,
 whatever the cap.
