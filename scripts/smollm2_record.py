@@ -1,5 +1,7 @@
 """One seed's record of the SmolLM2 GoTo study (docs/results/smollm2-goto/seedN.json), read from
-its run folder and the evaluations `eval --run RUN --step N --out RUN/eval-vN` wrote there.
+its run folder and what was evaluated into it: `eval --run RUN --step N --out RUN/eval-vN`
+(goto_test), `--out RUN/eval-ladder-vN` (ladder_test) and the goal probe's `--out
+RUN/probe-vN.json` (distractor_test).
 
     python scripts/smollm2_record.py RUN OUT.json --command "agentgym-rl train ..." [--note TEXT]
 
@@ -16,6 +18,8 @@ import json
 import re
 from pathlib import Path
 from typing import Any
+
+import yaml
 
 from agentgym_rl.report.records import read_jsonl
 
@@ -56,13 +60,30 @@ def evaluation(folder: Path) -> dict[str, dict[str, Any]]:
     return out
 
 
+SPLITS = {"eval-v": "goto_test_greedy_cap5", "eval-ladder-v": "ladder_test_greedy_cap5"}
+"""`eval --out` folder prefix (then the step) -> the record's key for that split."""
+
+
+def _version(name: str) -> int:
+    return int(re.sub(r"\D", "", name))
+
+
+def evaluations(run: Path, prefix: str) -> dict[str, Any]:
+    """`{vN: success by category}` of the run's `<prefix>N` folders, in step order."""
+    out = {}
+    for folder in sorted(run.glob(f"{prefix}*"), key=lambda p: _version(p.name)):
+        if (
+            re.fullmatch(re.escape(prefix) + r"\d+", folder.name)
+            and (folder / "eval.json").is_file()
+        ):
+            out[f"v{_version(folder.name)}"] = evaluation(folder)
+    return out
+
+
 def record(run: Path, command: str, note: str) -> dict[str, Any]:
     invocations = read_jsonl(run / "run.jsonl")
-    evals = {}
-    for folder in sorted(run.glob("eval-v*"), key=lambda p: int(re.sub(r"\D", "", p.name))):
-        if (folder / "eval.json").is_file():
-            evals[folder.name.removeprefix("eval-")] = evaluation(folder)
-    return {
+    engine = yaml.safe_load((run / "configs" / "train.yaml").read_text())["rollout"]["engine"]
+    rec: dict[str, Any] = {
         "run": command,
         "note": note,
         "machine": "2 CPU cores, 24 GB",
@@ -72,11 +93,20 @@ def record(run: Path, command: str, note: str) -> dict[str, Any]:
         ],
         "wall_s": _round(sum(float(i["end"]) - float(i["start"]) for i in invocations)),
         "steps": steps(run),
-        "evaluation": "eval --run RUN --step N --split goto_test.json --temperature 0 (the run's "
-        "settings: bfloat16, cap 5, 24 tokens a turn, compact observation); chance and rule "
-        "on the same tasks",
-        "goto_test_greedy_cap5": evals,
+        "evaluation": f"eval --run RUN --step N --split SPLIT --temperature 0 (the run's "
+        f"settings: {engine.get('dtype')}, cap 5, {engine.get('max_tokens_per_turn')} tokens a "
+        "turn, compact observation); chance and rule on the same tasks",
     }
+    for prefix, key in SPLITS.items():
+        if found := evaluations(run, prefix):
+            rec[key] = found
+    probes = {
+        f"v{_version(f.name)}": json.loads(f.read_text())
+        for f in sorted(run.glob("probe-v*.json"), key=lambda p: _version(p.name))
+    }
+    if probes:  # `python -m agentgym_rl.evaluation.goal_probe --out RUN/probe-vN.json`
+        rec["goal_probe_distractor_test"] = probes
+    return rec
 
 
 def main() -> None:

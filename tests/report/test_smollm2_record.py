@@ -1,0 +1,59 @@
+"""scripts/smollm2_record.py: a seed's record from its run folder and what was evaluated into it."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
+from smollm2_record import record
+
+
+def _eval(folder: Path, success: float) -> None:
+    folder.mkdir()
+    report = {
+        "rows": [{"category": "all", "tasks": 200, "avg": success}],
+        "yardsticks": {"goto_test": {"chance": {"all": 0.427}, "rule": {"all": 0.98}}},
+    }
+    (folder / "eval.json").write_text(json.dumps(report))
+
+
+def test_the_record_reads_every_split_and_probe_in_step_order(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    (run / "learn").mkdir(parents=True)
+    (run / "configs").mkdir()
+    engine = {"dtype": "float32", "max_tokens_per_turn": 24}
+    (run / "configs" / "train.yaml").write_text(yaml.safe_dump({"rollout": {"engine": engine}}))
+    (run / "run.jsonl").write_text(
+        json.dumps({"outcome": "stopped", "exit_code": 0, "resume": False, "start": 0, "end": 60})
+        + "\n"
+        + json.dumps(
+            {"outcome": "finished", "exit_code": 0, "resume": True, "start": 100, "end": 130}
+        )
+        + "\n"
+    )
+    steps = [{"step": 1, "step_s": 9.0, "loss": 0.5}, {"step": 1, "step_s": 8.0}, {"step": 2}]
+    (run / "learn" / "metrics.jsonl").write_text("".join(json.dumps(s) + "\n" for s in steps))
+    _eval(run / "eval-v10", 0.6)
+    _eval(run / "eval-v2", 0.3)
+    _eval(run / "eval-ladder-v20", 0.7)
+    (run / "eval-v20-notes").mkdir()  # not an evaluation folder
+    (run / "probe-v0.json").write_text(json.dumps({"overall": {"tasks": 145}}))
+
+    rec = record(run, "agentgym-rl train ...", "a note")
+
+    assert list(rec["goto_test_greedy_cap5"]) == ["v2", "v10"]  # by step, not by name
+    assert rec["goto_test_greedy_cap5"]["v10"]["all"] == {
+        "tasks": 200,
+        "success": 0.6,
+        "chance": 0.427,
+        "rule": 0.98,
+    }
+    assert list(rec["ladder_test_greedy_cap5"]) == ["v20"]
+    assert rec["goal_probe_distractor_test"] == {"v0": {"overall": {"tasks": 145}}}
+    assert rec["wall_s"] == 90.0  # both invocations, not the pause between them
+    assert [s["step"] for s in rec["steps"]] == [1, 2] and rec["steps"][0]["step_s"] == 8.0
+    assert "float32, cap 5, 24 tokens a turn" in rec["evaluation"]
