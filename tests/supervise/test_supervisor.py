@@ -237,3 +237,44 @@ def test_model_creation_may_outlast_the_startup_timeout(
     t0 = time.monotonic()
     assert sup.run() == 0, out.getvalue()
     assert time.monotonic() - t0 >= 4.5 and "train: learner finished at step 1" in out.getvalue()
+
+
+@pytest.mark.parametrize(
+    ("threads", "policy", "expected"),
+    [
+        (None, None, (max(1, (os.cpu_count() or 2) // 2), "PASSIVE")),
+        ("all", None, (os.cpu_count() or 2, "PASSIVE")),
+        (3, "ACTIVE", (3, "ACTIVE")),
+    ],
+)
+def test_the_learner_gets_its_threads_and_waits_passively_unless_told(
+    train_data: dict[str, Any],
+    monkeypatch: pytest.MonkeyPatch,
+    threads: Any,
+    policy: str | None,
+    expected: tuple[int, str],
+) -> None:
+    """`learner_threads` (half the cores, `all`, a number) reaches the learner as OMP_NUM_THREADS;
+    its OpenMP threads sleep at barriers (OMP_WAIT_POLICY=PASSIVE) unless the user said else."""
+    if policy is None:
+        monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    else:
+        monkeypatch.setenv("OMP_WAIT_POLICY", policy)
+    envs: dict[str, dict[str, str]] = {}
+
+    def launch(spec: ChildSpec, log_dir: Path, env: dict[str, str]) -> Any:
+        envs[spec.name] = env
+        return None
+
+    plan = plan_run(train_config({**train_data, "learner_threads": threads}))
+    Supervisor(plan, ProgressView(1, Console(file=io.StringIO())), launch=launch)
+    learn = envs[plan.learn.name]
+    assert (int(learn["OMP_NUM_THREADS"]), learn["OMP_WAIT_POLICY"]) == expected
+
+
+@pytest.mark.parametrize("threads", [0, "some"])
+def test_learner_threads_refuses_what_is_neither_a_count_nor_all(
+    train_data: dict[str, Any], threads: Any
+) -> None:
+    with pytest.raises(ValueError, match="learner_threads"):
+        train_config({**train_data, "learner_threads": threads})

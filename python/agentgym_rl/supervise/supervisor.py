@@ -119,8 +119,11 @@ class Supervisor:
         # made the run's); it reaches the learner and the rollout servers through their
         # environment, never a command line.
         signed = {**env, SECRET_ENV_VAR: secret or new_secret()}
-        threads = str(train.threads_per_learner_rank())
-        self.learn = launch(plan.learn, self.log_dir, {**signed, "OMP_NUM_THREADS": threads})
+        threads = {"OMP_NUM_THREADS": str(train.threads_per_learner_rank())}
+        # a thread spinning at a barrier burns the core its descheduled peer (or the engine)
+        # waits for; the user's own policy wins
+        threads["OMP_WAIT_POLICY"] = os.environ.get("OMP_WAIT_POLICY", "PASSIVE")
+        self.learn = launch(plan.learn, self.log_dir, {**signed, **threads})
         self.rollouts = [launch(s, self.log_dir, signed) for s in plan.rollouts]
         self.view = view or ProgressView(plan.learn_config.max_steps)
         eval_env = plan.rollout_configs[0].dataset.envs[0]
