@@ -172,8 +172,9 @@ class TrainConfig(ConfigModel):
     a 2M model's operations lasting microseconds). `all`: every core over the ranks, for a
     learner that is most of the step (a pretrained model on a CPU: the engine idles while it
     learns, and its operations last long enough that sharing a core with the engine costs
-    little; SmolLM2-135M on 2 cores trained 31-33 tokens/s on 1 thread, 44 on 2). The learner's
-    OpenMP threads wait passively either way (`OMP_WAIT_POLICY=PASSIVE`, as the engine's)."""
+    little; SmolLM2-135M on 2 cores trained 31-33 tokens/s on 1 thread, 44-49 on 2). A learner
+    whose threads reach into the engines' half waits passively at its barriers
+    (`OMP_WAIT_POLICY=PASSIVE`, as the engine's); on cores of its own it spins, which is faster."""
     restart: RestartConfig = RestartConfig()
     """Restarting crashed env and rollout servers."""
     logging: LoggingConfig = LoggingConfig()
@@ -203,6 +204,10 @@ class TrainConfig(ConfigModel):
         if self.learner_threads is not None:
             return self.learner_threads
         return max(1, cores // (2 * self.learner_procs))
+
+    def learner_shares_cores(self) -> bool:
+        """Whether the learner's threads reach into the half of the cores the engines keep."""
+        return self.threads_per_learner_rank() * self.learner_procs > (os.cpu_count() or 2) // 2
 
     final_eval_timeout_s: float = Field(default=600.0, ge=0.0)
     """After the learner's last step, how long rollout servers may run their final held-out

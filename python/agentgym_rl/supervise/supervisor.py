@@ -120,9 +120,10 @@ class Supervisor:
         # environment, never a command line.
         signed = {**env, SECRET_ENV_VAR: secret or new_secret()}
         threads = {"OMP_NUM_THREADS": str(train.threads_per_learner_rank())}
-        # a thread spinning at a barrier burns the core its descheduled peer (or the engine)
-        # waits for; the user's own policy wins
-        threads["OMP_WAIT_POLICY"] = os.environ.get("OMP_WAIT_POLICY", "PASSIVE")
+        if train.learner_shares_cores() and "OMP_WAIT_POLICY" not in os.environ:
+            # a thread spinning at a barrier burns the core its descheduled peer (or the
+            # engine) waits for
+            threads["OMP_WAIT_POLICY"] = "PASSIVE"
         self.learn = launch(plan.learn, self.log_dir, {**signed, **threads})
         self.rollouts = [launch(s, self.log_dir, signed) for s in plan.rollouts]
         self.view = view or ProgressView(plan.learn_config.max_steps)
