@@ -1,6 +1,7 @@
-"""One seed's record of the SmolLM2 GoTo study (docs/results/smollm2-goto/seedN.json), read from
-its run folder and what was evaluated into it: `eval --run RUN --step N --out RUN/eval-vN`
-(goto_test), `--out RUN/eval-ladder-vN` (ladder_test) and the goal probe's `--out
+"""One run's record of the SmolLM2 study (docs/results/smollm2-goto/seedN.json and the distractor
+and TextCraft runs'), read from its run folder and what was evaluated into it: `eval --run RUN
+--step N --out RUN/eval-vN` (goto_test), `--out RUN/eval-ladder-vN` (ladder_test), `--out
+RUN/eval-SPLIT-vN` (any other split, e.g. distractor_test) and the goal probe's `--out
 RUN/probe-vN.json` (distractor_test).
 
     python scripts/smollm2_record.py RUN OUT.json --command "agentgym-rl train ..." [--note TEXT]
@@ -60,29 +61,33 @@ def evaluation(folder: Path) -> dict[str, dict[str, Any]]:
     return out
 
 
-SPLITS = {"eval-v": "goto_test_greedy_cap5", "eval-ladder-v": "ladder_test_greedy_cap5"}
-"""`eval --out` folder prefix (then the step) -> the record's key for that split."""
+LEGACY = {"": "goto_test", "ladder": "ladder_test"}
+"""`eval-vN` and `eval-ladder-vN`, the GoTo seeds' folder names -> their split; any other
+`eval-SPLIT-vN` folder names its split itself (`eval-distractor_test-v20`)."""
+
+FOLDER = re.compile(r"eval-(?:(?P<split>\w+?)-)?v(?P<step>\d+)")
 
 
 def _version(name: str) -> int:
     return int(re.sub(r"\D", "", name))
 
 
-def evaluations(run: Path, prefix: str) -> dict[str, Any]:
-    """`{vN: success by category}` of the run's `<prefix>N` folders, in step order."""
-    out = {}
-    for folder in sorted(run.glob(f"{prefix}*"), key=lambda p: _version(p.name)):
-        if (
-            re.fullmatch(re.escape(prefix) + r"\d+", folder.name)
-            and (folder / "eval.json").is_file()
-        ):
-            out[f"v{_version(folder.name)}"] = evaluation(folder)
+def evaluations(run: Path) -> dict[str, dict[str, Any]]:
+    """`{split: {vN: success by category}}` of the run's evaluation folders, in step order."""
+    out: dict[str, dict[str, Any]] = {}
+    found = [(m, f) for f in run.glob("eval-*") if (m := FOLDER.fullmatch(f.name))]
+    for m, folder in sorted(found, key=lambda mf: int(mf[0]["step"])):
+        if (folder / "eval.json").is_file():
+            split = LEGACY.get(m["split"] or "", m["split"])
+            out.setdefault(split, {})[f"v{m['step']}"] = evaluation(folder)
     return out
 
 
 def record(run: Path, command: str, note: str) -> dict[str, Any]:
     invocations = read_jsonl(run / "run.jsonl")
-    engine = yaml.safe_load((run / "configs" / "train.yaml").read_text())["rollout"]["engine"]
+    rollout = yaml.safe_load((run / "configs" / "train.yaml").read_text())["rollout"]
+    engine = rollout["engine"]
+    cap = (rollout.get("scaling_inter") or {}).get("turn_caps", [5])[-1]
     rec: dict[str, Any] = {
         "run": command,
         "note": note,
@@ -94,12 +99,11 @@ def record(run: Path, command: str, note: str) -> dict[str, Any]:
         "wall_s": _round(sum(float(i["end"]) - float(i["start"]) for i in invocations)),
         "steps": steps(run),
         "evaluation": f"eval --run RUN --step N --split SPLIT --temperature 0 (the run's "
-        f"settings: {engine.get('dtype')}, cap 5, {engine.get('max_tokens_per_turn')} tokens a "
-        "turn, compact observation); chance and rule on the same tasks",
+        f"settings: {engine.get('dtype')}, cap {cap}, {engine.get('max_tokens_per_turn')} tokens "
+        "a turn, its observation); chance and rule on the same tasks",
     }
-    for prefix, key in SPLITS.items():
-        if found := evaluations(run, prefix):
-            rec[key] = found
+    for split, by_version in evaluations(run).items():
+        rec[f"{split}_greedy_cap{cap}"] = by_version
     probes = {
         f"v{_version(f.name)}": json.loads(f.read_text())
         for f in sorted(run.glob("probe-v*.json"), key=lambda p: _version(p.name))

@@ -40,6 +40,7 @@ def test_the_record_reads_every_split_and_probe_in_step_order(tmp_path: Path) ->
     _eval(run / "eval-v10", 0.6)
     _eval(run / "eval-v2", 0.3)
     _eval(run / "eval-ladder-v20", 0.7)
+    _eval(run / "eval-distractor_test-v0", 0.2)
     (run / "eval-v20-notes").mkdir()  # not an evaluation folder
     (run / "probe-v0.json").write_text(json.dumps({"overall": {"tasks": 145}}))
 
@@ -53,7 +54,24 @@ def test_the_record_reads_every_split_and_probe_in_step_order(tmp_path: Path) ->
         "rule": 0.98,
     }
     assert list(rec["ladder_test_greedy_cap5"]) == ["v20"]
+    assert rec["distractor_test_greedy_cap5"]["v0"]["all"]["success"] == 0.2
     assert rec["goal_probe_distractor_test"] == {"v0": {"overall": {"tasks": 145}}}
     assert rec["wall_s"] == 90.0  # both invocations, not the pause between them
     assert [s["step"] for s in rec["steps"]] == [1, 2] and rec["steps"][0]["step_s"] == 8.0
     assert "float32, cap 5, 24 tokens a turn" in rec["evaluation"]
+
+
+def test_the_record_names_the_run_s_own_cap(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    (run / "learn").mkdir(parents=True)
+    (run / "configs").mkdir()
+    rollout = {"engine": {"dtype": "bfloat16"}, "scaling_inter": {"turn_caps": [4, 8]}}
+    (run / "configs" / "train.yaml").write_text(yaml.safe_dump({"rollout": rollout}))
+    (run / "run.jsonl").write_text(json.dumps({"start": 0, "end": 1}) + "\n")
+    (run / "learn" / "metrics.jsonl").write_text("")
+    _eval(run / "eval-shallow_test-v20", 0.9)
+
+    rec = record(run, "agentgym-rl train ...", "")
+
+    assert list(rec)[-1] == "shallow_test_greedy_cap8"
+    assert "cap 8" in rec["evaluation"]
