@@ -20,8 +20,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from agentgym_rl.config.rollout import RolloutConfig
 from agentgym_rl.report.records import read_jsonl
 
 STEP_KEYS = ("step_s", "tokens", "tokens_per_s", "reward_mean", "mismatch_kl", "sync_s", "loss")
@@ -85,9 +84,10 @@ def evaluations(run: Path) -> dict[str, dict[str, Any]]:
 
 def record(run: Path, command: str, note: str) -> dict[str, Any]:
     invocations = read_jsonl(run / "run.jsonl")
-    rollout = yaml.safe_load((run / "configs" / "train.yaml").read_text())["rollout"]
-    engine = rollout["engine"]
-    cap = (rollout.get("scaling_inter") or {}).get("turn_caps", [5])[-1]
+    # the typed config the run served, as `eval --run` reads it: its engine and its last cap
+    rollout = RolloutConfig.from_yaml(run / "configs" / "rollout-0.yaml")
+    engine = rollout.engine
+    cap = max(rollout.turn_caps(env).turn_caps[-1] for env in rollout.dataset.envs)
     rec: dict[str, Any] = {
         "run": command,
         "note": note,
@@ -99,7 +99,7 @@ def record(run: Path, command: str, note: str) -> dict[str, Any]:
         "wall_s": _round(sum(float(i["end"]) - float(i["start"]) for i in invocations)),
         "steps": steps(run),
         "evaluation": f"eval --run RUN --step N --split SPLIT --temperature 0 (the run's "
-        f"settings: {engine.get('dtype')}, cap {cap}, {engine.get('max_tokens_per_turn')} tokens "
+        f"settings: {engine.dtype}, cap {cap}, {engine.max_tokens_per_turn} tokens "
         "a turn, its observation); chance and rule on the same tasks",
     }
     for split, by_version in evaluations(run).items():

@@ -12,6 +12,19 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
 from smollm2_record import record
 
 
+def _served(run: Path, env: str, **rollout: object) -> None:
+    """The rollout server's config as `train` writes it into the run folder."""
+    config = {
+        "model": "runs/models/base",
+        "learner": {"endpoints": ["tcp://127.0.0.1:5555"]},
+        "envs": [{"env": env, "addresses": ["tcp://127.0.0.1:5556"]}],
+        "dataset": {"env": env, "split": f"{env}_test.json"},
+        **rollout,
+    }
+    (run / "configs").mkdir()
+    (run / "configs" / "rollout-0.yaml").write_text(yaml.safe_dump(config))
+
+
 def _eval(folder: Path, success: float) -> None:
     folder.mkdir()
     report = {
@@ -24,9 +37,8 @@ def _eval(folder: Path, success: float) -> None:
 def test_the_record_reads_every_split_and_probe_in_step_order(tmp_path: Path) -> None:
     run = tmp_path / "run"
     (run / "learn").mkdir(parents=True)
-    (run / "configs").mkdir()
     engine = {"dtype": "float32", "max_tokens_per_turn": 24}
-    (run / "configs" / "train.yaml").write_text(yaml.safe_dump({"rollout": {"engine": engine}}))
+    _served(run, "babyai", engine=engine, scaling_inter={"turn_caps": [5]})
     (run / "run.jsonl").write_text(
         json.dumps({"outcome": "stopped", "exit_code": 0, "resume": False, "start": 0, "end": 60})
         + "\n"
@@ -64,9 +76,7 @@ def test_the_record_reads_every_split_and_probe_in_step_order(tmp_path: Path) ->
 def test_the_record_names_the_run_s_own_cap(tmp_path: Path) -> None:
     run = tmp_path / "run"
     (run / "learn").mkdir(parents=True)
-    (run / "configs").mkdir()
-    rollout = {"engine": {"dtype": "bfloat16"}, "scaling_inter": {"turn_caps": [4, 8]}}
-    (run / "configs" / "train.yaml").write_text(yaml.safe_dump({"rollout": rollout}))
+    _served(run, "textcraft", engine={"dtype": "bfloat16"}, scaling_inter={"turn_caps": [4, 8]})
     (run / "run.jsonl").write_text(json.dumps({"start": 0, "end": 1}) + "\n")
     (run / "learn" / "metrics.jsonl").write_text("")
     _eval(run / "eval-shallow_test-v20", 0.9)
