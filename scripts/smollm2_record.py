@@ -1,8 +1,9 @@
 """One run's record of the SmolLM2 study (docs/results/smollm2-goto/seedN.json and the distractor
 and TextCraft runs'), read from its run folder and what was evaluated into it: `eval --run RUN
 --step N --out RUN/eval-vN` (goto_test), `--out RUN/eval-ladder-vN` (ladder_test), `--out
-RUN/eval-SPLIT-vN` (any other split, e.g. distractor_test) and the goal probe's `--out
-RUN/probe-vN.json` (distractor_test).
+RUN/eval-SPLIT-vN` (any other split, e.g. distractor_test), a sampled evaluation's `--temperature
+T --n N --out RUN/sampled-SPLIT-vN` and the goal probe's `--out RUN/probe-vN.json`
+(distractor_test).
 
     python scripts/smollm2_record.py RUN OUT.json --command "agentgym-rl train ..." [--note TEXT]
 
@@ -64,21 +65,30 @@ LEGACY = {"": "goto_test", "ladder": "ladder_test"}
 """`eval-vN` and `eval-ladder-vN`, the GoTo seeds' folder names -> their split; any other
 `eval-SPLIT-vN` folder names its split itself (`eval-distractor_test-v20`)."""
 
-FOLDER = re.compile(r"eval-(?:(?P<split>\w+?)-)?v(?P<step>\d+)")
+FOLDER = re.compile(r"(?P<kind>eval|sampled)-(?:(?P<split>\w+?)-)?v(?P<step>\d+)")
 
 
 def _version(name: str) -> int:
     return int(re.sub(r"\D", "", name))
 
 
-def evaluations(run: Path) -> dict[str, dict[str, Any]]:
-    """`{split: {vN: success by category}}` of the run's evaluation folders, in step order."""
+def evaluations(run: Path, cap: int) -> dict[str, dict[str, Any]]:
+    """`{SPLIT_greedy_capC: {vN: success by category}}` of the run's evaluation folders, in step
+    order; a sampled one's `SPLIT_sampled_capC` also names its temperature and samples a task."""
     out: dict[str, dict[str, Any]] = {}
-    found = [(m, f) for f in run.glob("eval-*") if (m := FOLDER.fullmatch(f.name))]
+    found = [(m, f) for f in run.iterdir() if (m := FOLDER.fullmatch(f.name))]
     for m, folder in sorted(found, key=lambda mf: int(mf[0]["step"])):
-        if (folder / "eval.json").is_file():
-            split = LEGACY.get(m["split"] or "", m["split"])
-            out.setdefault(split, {})[f"v{m['step']}"] = evaluation(folder)
+        if not (folder / "eval.json").is_file():
+            continue
+        split = LEGACY.get(m["split"] or "", m["split"])
+        if m["kind"] == "eval":
+            out.setdefault(f"{split}_greedy_cap{cap}", {})[f"v{m['step']}"] = evaluation(folder)
+            continue
+        report = json.loads((folder / "eval.json").read_text())
+        key = f"{split}_sampled_cap{cap}"
+        out.setdefault(key, {"temperature": report["meta"]["options"]["engine"]["temperature"]})
+        out[key]["samples_per_task"] = report["n"]
+        out[key][f"v{m['step']}"] = evaluation(folder)
     return out
 
 
@@ -102,8 +112,7 @@ def record(run: Path, command: str, note: str) -> dict[str, Any]:
         f"settings: {engine.dtype}, cap {cap}, {engine.max_tokens_per_turn} tokens "
         "a turn, its observation); chance and rule on the same tasks",
     }
-    for split, by_version in evaluations(run).items():
-        rec[f"{split}_greedy_cap{cap}"] = by_version
+    rec.update(evaluations(run, cap))
     probes = {
         f"v{_version(f.name)}": json.loads(f.read_text())
         for f in sorted(run.glob("probe-v*.json"), key=lambda p: _version(p.name))

@@ -25,9 +25,11 @@ def _served(run: Path, env: str, **rollout: object) -> None:
     (run / "configs" / "rollout-0.yaml").write_text(yaml.safe_dump(config))
 
 
-def _eval(folder: Path, success: float) -> None:
+def _eval(folder: Path, success: float, temperature: float = 0.0, n: int = 1) -> None:
     folder.mkdir()
     report = {
+        "n": n,
+        "meta": {"options": {"engine": {"temperature": temperature}}},
         "rows": [{"category": "all", "tasks": 200, "avg": success}],
         "yardsticks": {"goto_test": {"chance": {"all": 0.427}, "rule": {"all": 0.98}}},
     }
@@ -80,8 +82,13 @@ def test_the_record_names_the_run_s_own_cap(tmp_path: Path) -> None:
     (run / "run.jsonl").write_text(json.dumps({"start": 0, "end": 1}) + "\n")
     (run / "learn" / "metrics.jsonl").write_text("")
     _eval(run / "eval-shallow_test-v20", 0.9)
+    _eval(run / "sampled-shallow_test-v20", 0.5, temperature=0.7, n=4)
+    _eval(run / "sampled-shallow_test-v0", 0.4, temperature=0.7, n=4)
 
     rec = record(run, "agentgym-rl train ...", "")
 
-    assert list(rec)[-1] == "shallow_test_greedy_cap8"
+    assert rec["shallow_test_greedy_cap8"]["v20"]["all"]["success"] == 0.9
+    sampled = rec["shallow_test_sampled_cap8"]
+    assert (sampled["temperature"], sampled["samples_per_task"]) == (0.7, 4)
+    assert [sampled[v]["all"]["success"] for v in ("v0", "v20")] == [0.4, 0.5]
     assert "cap 8" in rec["evaluation"]
