@@ -50,6 +50,9 @@ LEARN_KEYS = (
     "tokens",
     "tokens_per_s",
     "step_s",
+    "adv_by_turn",
+    "step_group_share",
+    "step_group_share_by_turn",
 )
 EVAL_DROP = ("time", "versions", "samples_per_task")
 
