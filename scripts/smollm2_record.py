@@ -44,9 +44,9 @@ def steps(run: Path) -> list[dict[str, Any]]:
     ]
 
 
-def evaluation(folder: Path) -> dict[str, dict[str, Any]]:
-    """Success by category (and `all`) beside chance and the rule, from one `eval --out`."""
-    report = json.loads((folder / "eval.json").read_text())
+def evaluation(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Success by category (and `all`) beside chance and the rule, from one `eval --out`'s
+    eval.json."""
     sticks: dict[str, Any] = next(iter(report.get("yardsticks", {}).values()), {})
     chance, rule = sticks.get("chance") or {}, sticks.get("rule") or {}
     out = {}
@@ -81,14 +81,14 @@ def evaluations(run: Path, cap: int) -> dict[str, dict[str, Any]]:
         if not (folder / "eval.json").is_file():
             continue
         split = LEGACY.get(m["split"] or "", m["split"])
-        if m["kind"] == "eval":
-            out.setdefault(f"{split}_greedy_cap{cap}", {})[f"v{m['step']}"] = evaluation(folder)
-            continue
         report = json.loads((folder / "eval.json").read_text())
+        if m["kind"] == "eval":
+            out.setdefault(f"{split}_greedy_cap{cap}", {})[f"v{m['step']}"] = evaluation(report)
+            continue
         key = f"{split}_sampled_cap{cap}"
         out.setdefault(key, {"temperature": report["meta"]["options"]["engine"]["temperature"]})
         out[key]["samples_per_task"] = report["n"]
-        out[key][f"v{m['step']}"] = evaluation(folder)
+        out[key][f"v{m['step']}"] = evaluation(report)
     return out
 
 
