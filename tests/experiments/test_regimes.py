@@ -78,6 +78,20 @@ def test_figures_on_the_comparisons_clock(tmp_path: Path) -> None:
     assert (figures["modes"]["sync"]["reached"], figures["modes"]["async"]["reached"]) == (1, 1)
 
 
+def test_a_resumed_runs_clock_leaves_out_the_time_it_was_down(tmp_path: Path) -> None:
+    run = write_run(tmp_path, "resumed", "async", [(0, 0, 0.4), (11.5, 2, 0.7)], 180.0)
+    assert RegimeRun.load(run).curve[-1][0] == 11.5
+    # interrupted at minute 1.5, resumed at minute 10.5: nine minutes down
+    invocations = [
+        {"start": T0 - 5, "end": T0 + 90, "outcome": "SIGINT", "resume": False},
+        {"start": T0 + 630, "end": T0 + 900, "outcome": "finished", "resume": True},
+    ]
+    (run / "run.jsonl").write_text("".join(json.dumps(x) + "\n" for x in invocations))
+    resumed = RegimeRun.load(run)
+    assert resumed.curve == [(0.0, 0, 0.4), (2.5, 2, 0.7)]
+    assert resumed.minutes == pytest.approx(3.0)  # the last step at minute 12, 9 of them down
+
+
 def test_report_only_rebuilds_from_its_own_records(tmp_path: Path) -> None:
     out, report = tmp_path / "runs", tmp_path / "report"
     write_run(out, "async-1", "async", [(0, 0, 0.4), (1, 4, 0.8)], 30.0)

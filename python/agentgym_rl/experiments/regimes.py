@@ -3,19 +3,23 @@
 Contract: `RegimeRun.load(run_dir)` reads one `train` run (its mode from `configs/train.yaml`)
 into what the comparison needs, on one clock: minutes since the run's first held-out evaluation
 started (version 0, when the rollout server starts generating; model creation and engine start
-are left out, the same for both). Each held-out point sits at the minute its evaluation started
-(the version it measures was there then). `compare(runs)` takes the sync runs' mean final
-held-out success as the target and reports, per run and per mode: final success, minutes to
-reach the target, wall seconds per learner step, the engine's idle share (time-weighted over the
-rollout server's metrics snapshots) and the learner's (the share of its wall time between start
-and its last step that was not spent in a step or publishing weights), and the async/sync ratios.
+are left out, the same for both; so is the time a resumed run was down, between one `train`
+invocation's end and the next's start in `run.jsonl`). Each held-out point sits at the minute
+its evaluation started (the version it measures was there then). `compare(runs)` takes the sync
+runs' mean final held-out success as the target and reports, per run and per mode: final
+success, minutes to reach the target, wall seconds per learner step, the engine's idle share
+(time-weighted over the rollout server's metrics snapshots) and the learner's (the share of its
+wall time between start and its last step that was not spent in a step or publishing weights),
+and the async/sync ratios.
 `plot_regimes` draws held-out success against wall-clock minutes for every run on one figure;
 `regimes_markdown` writes the table the README quotes.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from itertools import pairwise
 from pathlib import Path
 from statistics import mean
 from typing import Any
@@ -61,7 +65,8 @@ class RegimeRun:
         evals = read_jsonl(run_dir / "rollout-0" / "eval.jsonl")
         if not evals:
             return run
-        starts = [float(e["time"]) - float(e.get("wall_s", 0.0)) for e in evals]
+        live = _live_clock(read_jsonl(run_dir / "run.jsonl"))
+        starts = [live(float(e["time"]) - float(e.get("wall_s", 0.0))) for e in evals]
         t0 = starts[0]
         run.curve = [
             ((t - t0) / 60, int(e["version"]), float(e["success"]))
@@ -69,13 +74,33 @@ class RegimeRun:
         ]
         learn = read_jsonl(run_dir / "learn" / "metrics.jsonl")
         if learn:
-            end = float(learn[-1]["time"])
+            end = live(float(learn[-1]["time"]))
             run.steps, run.minutes = int(learn[-1]["step"]), (end - t0) / 60
             busy = sum((number(r, "step_s") or 0.0) + (number(r, "sync_s") or 0.0) for r in learn)
             run.learner_idle = max(0.0, 1 - busy / max(end - t0, 1e-9))
-            snapshots = read_jsonl(run_dir / "rollout-0" / "metrics.jsonl")
+            snapshots = [
+                {**r, "time": live(t)}
+                for r in read_jsonl(run_dir / "rollout-0" / "metrics.jsonl")
+                if (t := number(r, "time")) is not None
+            ]
             run.engine_idle = _time_weighted(snapshots, "engine_idle_ratio", t0, end)
         return run
+
+
+def _live_clock(invocations: list[dict[str, Any]]) -> Callable[[float], float]:
+    """A clock that stops while the run was down: a time minus the gaps between one
+    invocation's end and the next's start that came before it."""
+    spans = sorted(
+        (s, e)
+        for r in invocations
+        if (s := number(r, "start")) is not None and (e := number(r, "end")) is not None
+    )
+    gaps = [(end, start) for (_, end), (start, _) in pairwise(spans) if start > end]
+
+    def live(t: float) -> float:
+        return t - sum(min(t, up) - down for down, up in gaps if t > down)
+
+    return live
 
 
 def _time_weighted(records: list[dict[str, Any]], key: str, t0: float, t1: float) -> float | None:
