@@ -58,6 +58,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import os
 import random
 import subprocess
@@ -278,7 +279,9 @@ def idle_ratio(path: Path, groups: int | None = None) -> tuple[float, float]:
 def steady_episodes_per_s(path: Path, groups: int) -> float:
     """Episodes finished per second over the steady state `idle_ratio` names (from the snapshot
     before the first generated tokens to the one in which the last of `groups` was dispatched):
-    the rate a long run keeps, apart from the start and the drain of a short one."""
+    the rate a long run keeps, apart from the start and the drain of a short one. NaN where no
+    episode finished inside that window (the quick form dispatches every group at once): a rate
+    of zero there would read as a stalled engine."""
     records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
     prev: dict[str, Any] = {"uptime_s": 0.0, "episodes": 0}
     start: dict[str, Any] | None = None
@@ -291,7 +294,11 @@ def steady_episodes_per_s(path: Path, groups: int) -> float:
         if r.get("buffer", {}).get("admitted", 0) >= groups:
             break
         prev = r
-    if start is None or end["uptime_s"] <= start["uptime_s"]:
+    if (
+        start is None
+        or end["uptime_s"] <= start["uptime_s"]
+        or end["episodes"] == start["episodes"]
+    ):
         return float("nan")
     return (end["episodes"] - start["episodes"]) / (end["uptime_s"] - start["uptime_s"])
 
@@ -425,11 +432,15 @@ async def run_latency(
         )
     *asyncs, s = results
     for a in asyncs:
+        steady = a["steady_episodes_per_s"]
+        in_steady = (
+            f"{steady / s['episodes_per_s']:.2f}x in its steady state ({steady:.2f} episodes/s)"
+            if math.isfinite(steady)
+            else "no steady state (no episode finished before the last dispatch)"
+        )
         print(
             f"{a['mode']}/sync: {a['episodes_per_s'] / s['episodes_per_s']:.2f}x episodes/s "
-            f"over the run, {a['steady_episodes_per_s'] / s['episodes_per_s']:.2f}x in its "
-            f"steady state ({a['steady_episodes_per_s']:.2f} episodes/s); engine idle steady "
-            f"state {a['steady_idle']:.1%}",
+            f"over the run, {in_steady}; engine idle steady state {a['steady_idle']:.1%}",
             flush=True,
         )
     a = asyncs[-1]  # the headline
@@ -440,11 +451,12 @@ async def run_latency(
         "rollout", f"episodes at {latency_ms:g} ms env latency", a["episodes_per_s"], "episodes/s",
         baseline=s["episodes_per_s"], baseline_name="synchronous loop", target=want,
     )  # fmt: skip
-    figure(
-        "rollout", f"episodes at {latency_ms:g} ms env latency, steady state",
-        a["steady_episodes_per_s"], "episodes/s", baseline=s["episodes_per_s"],
-        baseline_name="synchronous loop", target=want,
-    )  # fmt: skip
+    if math.isfinite(a["steady_episodes_per_s"]):
+        figure(
+            "rollout", f"episodes at {latency_ms:g} ms env latency, steady state",
+            a["steady_episodes_per_s"], "episodes/s", baseline=s["episodes_per_s"],
+            baseline_name="synchronous loop", target=want,
+        )  # fmt: skip
     figure(
         "rollout", f"engine idle at {latency_ms:g} ms env latency, steady state",
         100 * a["steady_idle"], "%", baseline=100 * s["steady_idle"],

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import math
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -136,3 +137,17 @@ def test_the_steady_rate_counts_episodes_from_the_first_token_to_the_last_dispat
     path.write_text("".join(json.dumps(r) + "\n" for r in records))
     assert bench().steady_episodes_per_s(path, groups=8) == pytest.approx(9 / 3)
     assert bench().steady_episodes_per_s(path, groups=99) == pytest.approx(12 / 8)
+
+
+def test_a_window_where_no_episode_finished_has_no_steady_rate(tmp_path: Path) -> None:
+    """Every group dispatched before the first episode finished (the quick form): no steady
+    state to measure, so no rate, rather than a zero that reads as a stalled engine."""
+    records = [
+        {"uptime_s": 1, "episodes": 0, "generated_tokens": 0, "buffer": {"admitted": 2}},
+        {"uptime_s": 2, "episodes": 0, "generated_tokens": 5, "buffer": {"admitted": 4}},
+        {"uptime_s": 6, "episodes": 16, "generated_tokens": 90, "buffer": {"admitted": 4}},
+    ]
+    path = tmp_path / "metrics.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    assert math.isnan(bench().steady_episodes_per_s(path, groups=4))
+    assert bench().steady_episodes_per_s(path, groups=99) == pytest.approx(16 / 5)
