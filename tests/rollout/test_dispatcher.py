@@ -173,11 +173,12 @@ def test_killed_env_server_flags_its_episodes_others_continue(
 ) -> None:
     a, b = spawn_server("noop"), spawn_server("noop")
     endpoint = f"tcp://127.0.0.1:{free_port}"
-    # 0.8 s an episode (8 turns): the kill after two groups lands while two waves of the twelve
-    # groups remain (at 0.01 s a turn, a loaded machine had made all twelve before it)
-    engine = ScriptedEngine(chat, NOOP, delay_s=0.1)
+    engine = ScriptedEngine(chat, NOOP, delay_s=0.02)
 
     async def main() -> tuple[DispatchSummary, list[_core.Group]]:
+        # the kill lands while the first wave's episodes, placed on both servers, wait on the
+        # engine: no timing decides whether any episode was still on `a` when it died
+        engine.gate = asyncio.Event()
         with _core.GroupReceiver(endpoint) as receiver:
             d, pool, stream = build(
                 [a.http, b.http],
@@ -188,9 +189,10 @@ def test_killed_env_server_flags_its_episodes_others_continue(
                 max_groups=12,
             )
             task = asyncio.create_task(d.run())
-            groups = await asyncio.to_thread(receive_groups, receiver, 2)
+            await until(lambda: engine.in_flight == 8)  # 4 groups x 2 episodes, envs created
             a.kill()
-            groups += await asyncio.to_thread(receive_groups, receiver, 10)
+            engine.gate.set()
+            groups = await asyncio.to_thread(receive_groups, receiver, 12)
             return await finish(task, pool, stream), groups
 
     summary, groups = asyncio.run(main())
