@@ -220,7 +220,9 @@ def test_a_stopped_job_leaves_no_process(ray_cluster: RayCluster, tmp_path: Path
     def children_up() -> list[int]:
         status, logs = _job_info(ray_cluster, job_id)
         assert status not in ("FAILED", "STOPPED", "SUCCEEDED"), logs
-        return pids_matching(f"{marker}-child") if "DRIVER " in logs else []
+        pids = pids_matching(f"{marker}-child") if "DRIVER " in logs else []
+        # up once bash has exec'd them: before, bash's own command line holds the marker too
+        return pids if all(cmdline(p) == f"{marker}-child 300" for p in pids) else []
 
     pids = wait_until(children_up, 120.0, "the job's children")
     up_s = time.monotonic() - began
@@ -229,7 +231,6 @@ def test_a_stopped_job_leaves_no_process(ray_cluster: RayCluster, tmp_path: Path
     print(f"\njob driver saw: {seen}")
     assert seen["executable"] == sys.executable  # this virtualenv's Python, nothing uploaded
     assert sorted(seen["pids"]) == sorted(pids)
-    assert all(cmdline(p) == f"{marker}-child 300" for p in pids)
 
     stop_began = time.monotonic()
     stopped = _ray(

@@ -55,7 +55,7 @@ class _Misbehaving(BaseHTTPRequestHandler):
             elif action == "crash":
                 self._reply(500, b"Internal Server Error")
             elif action == "slow":
-                time.sleep(2.0)
+                time.sleep(5.0)
                 self._reply(200, b'{"observation": "late", "reward": 0, "done": false}')
             else:
                 self._reply(200, b'{"observation": "ok", "reward": 0, "done": false}')
@@ -78,8 +78,8 @@ def test_malformed_and_slow_replies_are_typed_errors(fake_server):
     async def main():
         pool = core.EnvPool(
             [core.EnvServer("fake", fake_server)],
-            step_timeout_s=0.3,
-            reset_timeout_s=0.3,
+            step_timeout_s=1.0,  # a loaded machine's prompt replies fit; the slow ones do not
+            reset_timeout_s=1.0,
             retries=1,
             retry_delay_s=0.01,
         )
@@ -94,7 +94,7 @@ def test_malformed_and_slow_replies_are_typed_errors(fake_server):
             started = time.monotonic()
             with pytest.raises(core.EnvFailureError):
                 await pool.step(e, action)
-            assert time.monotonic() - started < 1.5
+            assert time.monotonic() - started < 4.0  # the slow step would take 5 s
             with pytest.raises(core.UnknownEpisodeError):  # the failure ended the episode
                 await pool.step(e, "noop")
         e = await episode()
@@ -102,8 +102,8 @@ def test_malformed_and_slow_replies_are_typed_errors(fake_server):
             await pool.observation(e)
         started = time.monotonic()
         with pytest.raises(core.EnvTimeoutError):  # slow reset: retried once, then a timeout
-            await pool.reset(e, 1000)
-        assert time.monotonic() - started < 1.5
+            await pool.reset(e, 5000)
+        assert time.monotonic() - started < 4.0  # two tries of 1 s, not the 5 s reset
         results = await pool.step_many([(e, "garbage"), (await episode(), "noop")])
         assert isinstance(results[0], core.EnvFailureError)
         assert isinstance(results[1], core.StepOutcome)

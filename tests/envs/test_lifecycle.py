@@ -86,7 +86,9 @@ def test_a_blocking_env_keeps_answering_health_probes(spawn: Callable[..., Serve
     assert server.get("/health")["live_episodes"] == 1
     server.dealer.send(msgpack.packb({"op": "health", "req": "h"}))
     first = msgpack.unpackb(server.dealer.recv(), raw=False)
-    assert first["req"] == "h" and first["ok"] and time.monotonic() - t0 < 1.5
+    assert (
+        first["req"] == "h" and first["ok"]
+    )  # before the first step's reply: not queued behind it
     steps = [msgpack.unpackb(server.dealer.recv(), raw=False) for _ in range(2)]
     assert [s["req"] for s in steps] == [1, 2] and all(s["observation"] == "ok" for s in steps)
     assert time.monotonic() - t0 >= 4.0  # one at a time

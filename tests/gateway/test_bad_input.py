@@ -210,11 +210,12 @@ def test_a_reward_racing_a_call_waits_for_its_turn(chat: ChatTokenizer, monkeypa
             assert reward.status_code == 200 and reward.json()["samples"] == 1
             assert (await call).status_code == 200
 
-            # a call still generating past the wait: the reward ends the episode without it,
-            # and the call answers 409 (its turn is not trained)
+            # a call still generating past the wait (held until the reward is answered): the
+            # reward ends the episode without it, and the call answers 409 (its turn is not trained)
             monkeypatch.setattr(app_mod, "REWARD_WAIT_S", 0.05)
             body = chat_body(user="F")
             assert (await http.post("/v1/chat/completions", json=body)).status_code == 200
+            ep.engine.gate = asyncio.Event()
             call = asyncio.create_task(
                 http.post(
                     "/v1/chat/completions",
@@ -233,6 +234,7 @@ def test_a_reward_racing_a_call_waits_for_its_turn(chat: ChatTokenizer, monkeypa
             assert (
                 await http.post("/v1/episodes/F/reward", json={"reward": 0.0})
             ).status_code == 200
+            ep.engine.gate.set()
             late = await call
             assert (
                 late.status_code == 409

@@ -15,6 +15,7 @@ from test_dispatcher import service_config
 
 from agentgym_rl import _core
 from agentgym_rl.rollout.service import run_service
+from waiting import await_until
 
 ROOT = Path(__file__).resolve().parents[2]
 GOTO_TEST = ROOT / "envs/agentgym_envs/babyai/data/goto_test.json"
@@ -33,12 +34,18 @@ def test_evaluates_at_start_every_k_and_final_then_stops(
     )
     engine = ScriptedEngine(chat, babyai_policy, delay_s=0.01)
 
+    async def evaluated_twice() -> bool:
+        path = tmp_path / "eval.jsonl"
+        return path.exists() and len(path.read_text().splitlines()) >= 2
+
     async def main() -> object:
         with _core.GroupReceiver(endpoint) as receiver:
             task = asyncio.create_task(run_service(config, engine, chat=chat, quiet=True))
             for version in range(1, 6):  # the learner's weight versions, one per received group
                 await asyncio.to_thread(receive_groups, receiver, 1)
                 await asyncio.sleep(0.3)
+                if version == 5:  # the final version waits for a periodic evaluation to be had
+                    await await_until(evaluated_twice, 60, "a periodic evaluation after v0")
                 engine.set_version(version)
             while not task.done():  # keep taking groups until the service stops by itself
                 await asyncio.to_thread(receiver.recv, 0.05)

@@ -176,7 +176,7 @@ def test_sigterm_stops_in_order_escalates_and_leaves_no_orphans(
         tmp_path,
         learn_flags=("--ignore-term",),
         rollout_flags=(f"--grandchild={grandchild}", f"--ready={ready}"),
-        stop_grace_s=1.0,
+        stop_grace_s=2.5,  # the stand-ins that heed SIGTERM do, even on a loaded machine
     )
 
     _sigterm_once(ready)
@@ -228,15 +228,15 @@ def test_model_creation_may_outlast_the_startup_timeout(
         tmp_path,
         learn_flags=("--steps=1", f"--after={ready}"),
         rollout_flags=(f"--ready={ready}",),
-        startup_timeout_s=3.0,
+        startup_timeout_s=6.0,  # the servers' stand-ins start well inside it on a loaded machine
     )
-    slow = [sys.executable, "-c", "import time; time.sleep(4.5)"]
+    slow = [sys.executable, "-c", "import time; time.sleep(7.5)"]
     init = ChildSpec("init-model", "init", slow, " ".join(slow))
     sup.plan = dataclasses.replace(sup.plan, init=init)
     sup.init = Child(init, sup.log_dir)
     t0 = time.monotonic()
     assert sup.run() == 0, out.getvalue()
-    assert time.monotonic() - t0 >= 4.5 and "train: learner finished at step 1" in out.getvalue()
+    assert time.monotonic() - t0 >= 7.5 and "train: learner finished at step 1" in out.getvalue()
 
 
 @pytest.mark.parametrize(
