@@ -118,14 +118,19 @@ def test_a_bench_table_is_rendered_from_its_record_and_a_changed_one_caught(
 
 
 def test_the_readme_s_latest_run_is_the_newest_record(tmp_path: Path) -> None:
-    """The README's "latest recorded run" quotes the last line of the main runs' record, and the
-    record script appends a finished run as the new last line."""
+    """The README's "latest recorded run" (its table row, the yardsticks beside it) quotes the
+    last line of the main runs' record, and the record script appends a finished run as the new
+    last line."""
     import re
 
     record = ROOT / "docs/results/babyai-goto/main-runs.json"
     runs = json.loads(record.read_text())
-    quoted = re.findall(r'main-runs\.json "/(\d+)/', (ROOT / "README.md").read_text())
-    assert quoted and {int(i) for i in quoted} == {len(runs) - 1}
+    lines = (ROOT / "README.md").read_text().splitlines()
+    (row,) = [x for x in lines if x.startswith("| the latest recorded run")]
+    (sticks,) = [x for x in lines if x.startswith("Against its yardsticks")]
+    in_row = {int(i) for i in re.findall(r'main-runs\.json "/(\d+)/', row)}
+    yardsticks = re.findall(r'main-runs\.json "/(\d+)/(chance|rule)"', sticks)
+    assert len(yardsticks) == 2 and in_row == {int(i) for i, _ in yardsticks} == {len(runs) - 1}
     copy = tmp_path / "main-runs.json"
     shutil.copy(record, copy)
     spec = importlib.util.spec_from_file_location("main_run", ROOT / "scripts/main_run_record.py")
