@@ -33,7 +33,7 @@ import requests
 from agentgym_rl import _core as core
 from agentgym_rl.processes.env_servers import EnvServerProcess
 from figures import figure
-from http_overhead import bare_env_server, call_latencies, overhead_rows, serve
+from http_overhead import bare_env_server, interleaved_latencies, overhead_rows, serve
 
 ACTIONS = ["turn left", "turn right", "move forward"]
 
@@ -116,24 +116,28 @@ async def http_overhead(calls: int) -> float:
     ratios = []
     for env in ("babyai", "noop"):
         for callers in (1, 64):
-            rows = []
+            urls, ids, closers = {}, {}, []
             for name, app_of in (
                 ("bare ASGI (baseline)", bare_env_server),
                 ("Starlette (the env server)", HttpApp),
             ):
                 table = EpisodeTable(load_env(env))
                 # 64 episodes, turned in place: ~calls/64 steps each, none ends within them
-                ids = [(await table.run(dispatch, table, "create", {}))["id"] for _ in range(64)]
-                for i, eid in enumerate(ids):
+                ids[name] = [
+                    (await table.run(dispatch, table, "create", {}))["id"] for _ in range(64)
+                ]
+                for i, eid in enumerate(ids[name]):
                     await table.run(dispatch, table, "reset", {"id": eid, "data_idx": i})
-                url, close = await serve(app_of(table))
+                urls[name], close = await serve(app_of(table))
+                closers.append(close)
 
-                def body(i: int, ids: list[int] = ids) -> dict[str, object]:
-                    return {"id": ids[i % len(ids)], "action": ACTIONS[i % 2]}
+            def body(name: str, i: int, ids: dict[str, list[int]] = ids) -> dict[str, object]:
+                return {"id": ids[name][i % 64], "action": ACTIONS[i % 2]}
 
-                try:
-                    rows.append((name, await call_latencies(url, "/step", body, callers, calls)))
-                finally:
+            try:
+                rows = await interleaved_latencies(urls, "/step", body, callers, calls)
+            finally:
+                for close in closers:
                     await close()
             title = f"{env} steps over HTTP, {callers} concurrent caller(s), {calls} calls"
             ratios.append(overhead_rows(title, rows)[1])

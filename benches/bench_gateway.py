@@ -34,7 +34,13 @@ from agentgym_rl.gateway.app import Gateway
 from agentgym_rl.gateway.serve import GatewayServer
 from agentgym_rl.trajectory import ChatTokenizer, TrajectoryBuilder
 from figures import figure
-from http_overhead import bare_gateway, call_latencies, fastapi_gateway, overhead_rows, serve
+from http_overhead import (
+    bare_gateway,
+    fastapi_gateway,
+    interleaved_latencies,
+    overhead_rows,
+    serve,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 CHAT = ROOT / "tests" / "fixtures" / "templates" / "chatml"
@@ -119,21 +125,22 @@ async def framework_overhead(chat: ChatTokenizer, calls: int) -> dict[str, float
     ratios: dict[str, float] = {}
     for stream in (False, True):
         for callers in (1, EPISODES):
-            rows = []
+            urls, closers = {}, []
             for name, app_of in apps.items():
                 gateway = Gateway(
                     StandIn(chat, 0.0), chat, model="policy", max_model_len=8192,
                     max_tokens_per_turn=64,
                 )  # fmt: skip
-                url, close = await serve(app_of(gateway))
+                urls[name], close = await serve(app_of(gateway))
+                closers.append(close)
 
-                def body(i: int, tag: str = name[:4], stream: bool = stream) -> dict[str, Any]:
-                    user = f"{tag}-{i}"
-                    return {"messages": start_messages(i), "user": user, "stream": stream}
+            def body(name: str, i: int, stream: bool = stream) -> dict[str, Any]:
+                return {"messages": start_messages(i), "user": f"{name[:4]}-{i}", "stream": stream}
 
-                try:
-                    rows.append((name, await call_latencies(url, PATH, body, callers, calls)))
-                finally:
+            try:
+                rows = await interleaved_latencies(urls, PATH, body, callers, calls)
+            finally:
+                for close in closers:
                     await close()
             how = "streamed" if stream else "whole"
             title = f"endpoint, {how}, {callers} concurrent caller(s), {calls} calls"

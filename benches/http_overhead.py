@@ -5,7 +5,8 @@ concurrent callers, p50 and p99, side by side in one run (bench_gateway.py, benc
 Contract: `serve(app)` runs an ASGI app under uvicorn on the running loop (a free port) and
 returns its base URL and a closer; `call_latencies(url, path, body_of, callers, calls)` times
 `calls` POSTs of JSON split over `callers` concurrent clients (one keep-alive connection each;
-`body_of(i)` is call i's body) and returns each call's seconds; `overhead_rows(name, rows)`
+`body_of(i)` is call i's body) and returns each call's seconds; `interleaved_latencies` does so
+for several apps in alternating rounds (what the benches compare); `overhead_rows(name, rows)`
 prints p50/p99 per row with the ratio to the first (the baseline) and returns the p50 ratios.
 The bare apps below read the body, parse it and answer as the package did before it moved to
 Starlette: routing on the path alone, JSON by hand, no middleware.
@@ -18,6 +19,7 @@ import json
 import statistics
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
+from functools import partial
 from typing import Any
 
 import httpx
@@ -157,7 +159,12 @@ def _no_signals() -> Any:
 
 
 async def call_latencies(
-    url: str, path: str, body_of: Callable[[int], dict[str, Any]], callers: int, calls: int
+    url: str,
+    path: str,
+    body_of: Callable[[int], dict[str, Any]],
+    callers: int,
+    calls: int,
+    first: int = 0,
 ) -> list[float]:
     took: list[float] = []
     limits = httpx.Limits(max_connections=1, max_keepalive_connections=1)
@@ -175,14 +182,35 @@ async def call_latencies(
 
     async def caller(k: int) -> None:
         for i in range(k, calls, callers):
-            took.append(await call(clients[k], i))
+            took.append(await call(clients[k], first + i))
 
-    try:  # each client's connection made before the timed calls
-        await asyncio.gather(*(call(c, -1 - k) for k, c in enumerate(clients)))
+    try:  # each client's connection made before the timed calls (bodies of their own)
+        await asyncio.gather(*(call(c, -1 - first - k) for k, c in enumerate(clients)))
         await asyncio.gather(*(caller(k) for k in range(callers)))
     finally:
         await asyncio.gather(*(c.aclose() for c in clients))
     return took
+
+
+async def interleaved_latencies(
+    urls: dict[str, str],
+    path: str,
+    body_of: Callable[[str, int], dict[str, Any]],
+    callers: int,
+    calls: int,
+    rounds: int = 10,
+) -> list[tuple[str, list[float]]]:
+    """`call_latencies` of every app (served at once), `calls` each, in `rounds` turns whose
+    order rotates: a slow spell of the machine falls on every app alike, not on whichever ran
+    then. Rows in `urls`' order (the baseline first); `body_of(name, i)` is call i's body."""
+    took: dict[str, list[float]] = {name: [] for name in urls}
+    names, per_round = list(urls), max(callers, calls // rounds)
+    for r in range(rounds):
+        for name in names[r % len(names) :] + names[: r % len(names)]:
+            took[name] += await call_latencies(
+                urls[name], path, partial(body_of, name), callers, per_round, r * per_round
+            )
+    return list(took.items())
 
 
 def _p(values: list[float], q: float) -> float:
