@@ -39,7 +39,6 @@ from http_overhead import (
     fastapi_gateway,
     interleaved_latencies,
     overhead_rows,
-    serve,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -122,28 +121,23 @@ async def framework_overhead(chat: ChatTokenizer, calls: int) -> dict[str, float
         "Starlette (the endpoint)": lambda gateway: gateway,
         "FastAPI + pydantic": fastapi_gateway,
     }
+
+    def gateway() -> Gateway:  # a fresh one per app: no episode table shared between them
+        return Gateway(
+            StandIn(chat, 0.0), chat, model="policy", max_model_len=8192, max_tokens_per_turn=64
+        )
+
     ratios: dict[str, float] = {}
     for stream in (False, True):
         for callers in (1, EPISODES):
-            urls, closers = {}, []
-            for name, app_of in apps.items():
-                gateway = Gateway(
-                    StandIn(chat, 0.0), chat, model="policy", max_model_len=8192,
-                    max_tokens_per_turn=64,
-                )  # fmt: skip
-                urls[name], close = await serve(app_of(gateway))
-                closers.append(close)
+            served = {name: app_of(gateway()) for name, app_of in apps.items()}
 
             def body(name: str, i: int, stream: bool = stream) -> dict[str, Any]:
                 return {"messages": start_messages(i), "user": f"{name[:4]}-{i}", "stream": stream}
 
-            try:
-                rows = await interleaved_latencies(urls, PATH, body, callers, calls)
-            finally:
-                for close in closers:
-                    await close()
+            rows = await interleaved_latencies(served, PATH, body, callers, calls)
             how = "streamed" if stream else "whole"
-            title = f"endpoint, {how}, {callers} concurrent caller(s), {calls} calls"
+            title = f"endpoint, {how}, {callers} concurrent caller(s), {len(rows[0][1])} calls"
             starlette, fastapi = overhead_rows(title, rows)[1:]
             ratios[f"{how} {callers}"] = starlette
             ratios[f"{how} {callers} fastapi"] = fastapi

@@ -5,8 +5,8 @@ concurrent callers, p50 and p99, side by side in one run (bench_gateway.py, benc
 Contract: `serve(app)` runs an ASGI app under uvicorn on the running loop (a free port) and
 returns its base URL and a closer; `call_latencies(url, path, body_of, callers, calls)` times
 `calls` POSTs of JSON split over `callers` concurrent clients (one keep-alive connection each;
-`body_of(i)` is call i's body) and returns each call's seconds; `interleaved_latencies` does so
-for several apps in alternating rounds (what the benches compare); `overhead_rows(name, rows)`
+`body_of(i)` is call i's body) and returns each call's seconds; `interleaved_latencies` serves
+several apps and does so in alternating rounds (what the benches compare); `overhead_rows(name, rows)`
 prints p50/p99 per row with the ratio to the first (the baseline) and returns the p50 ratios.
 The bare apps below read the body, parse it and answer as the package did before it moved to
 Starlette: routing on the path alone, JSON by hand, no middleware.
@@ -193,23 +193,33 @@ async def call_latencies(
 
 
 async def interleaved_latencies(
-    urls: dict[str, str],
+    apps: dict[str, ASGIApp],
     path: str,
     body_of: Callable[[str, int], dict[str, Any]],
     callers: int,
     calls: int,
     rounds: int = 10,
 ) -> list[tuple[str, list[float]]]:
-    """`call_latencies` of every app (served at once), `calls` each, in `rounds` turns whose
-    order rotates: a slow spell of the machine falls on every app alike, not on whichever ran
-    then. Rows in `urls`' order (the baseline first); `body_of(name, i)` is call i's body."""
-    took: dict[str, list[float]] = {name: [] for name in urls}
-    names, per_round = list(urls), max(callers, calls // rounds)
-    for r in range(rounds):
-        for name in names[r % len(names) :] + names[: r % len(names)]:
-            took[name] += await call_latencies(
-                urls[name], path, partial(body_of, name), callers, per_round, r * per_round
-            )
+    """`call_latencies` of every app, served at once, `calls` each (at least `callers` a round),
+    in `rounds` turns whose order rotates: a slow spell of the machine falls on every app alike,
+    not on whichever ran then. Rows in `apps`' order (the baseline first); `body_of(name, i)` is
+    call i's body."""
+    took: dict[str, list[float]] = {name: [] for name in apps}
+    names, per_round = list(apps), max(callers, calls // rounds)
+    closers: list[Callable[[], Awaitable[None]]] = []
+    try:
+        urls = {}
+        for name, app in apps.items():
+            urls[name], close = await serve(app)
+            closers.append(close)
+        for r in range(rounds):
+            for name in names[r % len(names) :] + names[: r % len(names)]:
+                took[name] += await call_latencies(
+                    urls[name], path, partial(body_of, name), callers, per_round, r * per_round
+                )
+    finally:
+        for close in closers:
+            await close()
     return list(took.items())
 
 
